@@ -1,0 +1,1 @@
+"""Input and output: lazy stacks, the camera model, emitter tables and their file formats."""

@@ -1,0 +1,45 @@
+"""Atomic outputs: write under a temporary name, rename when complete, never leave half a file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def partial_path(path: str | os.PathLike) -> Path:
+    """The temporary name under which ``path`` is written until it is complete."""
+    path = Path(path)
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path to write to; on success it replaces ``path``, on error it is removed.
+
+    Works for files and for directories (zarr stores). A stale temporary from a killed run is
+    discarded first, so a resumed run starts that output afresh.
+    """
+    final = Path(path)
+    tmp = partial_path(final)
+    _remove(tmp)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield tmp
+    except BaseException:
+        _remove(tmp)
+        raise
+    if final.is_dir() and not final.is_symlink():
+        shutil.rmtree(final)  # os.replace cannot replace a non-empty directory
+    os.replace(tmp, final)

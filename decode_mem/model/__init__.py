@@ -1,0 +1,1 @@
+"""The DECODE-style network and its loss."""

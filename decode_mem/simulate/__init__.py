@@ -1,0 +1,1 @@
+"""SMLM simulation: emitters, PSFs, camera noise, training data and big synthetic stacks."""

@@ -1,0 +1,31 @@
+"""Shared test setup: print the environment, skip `gpu` tests without CUDA."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import numpy
+    import tifffile
+    import torch
+    import zarr
+
+    cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return [
+        f"decode_mem env: python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__},"
+        f" tifffile {tifffile.__version__}, zarr {zarr.__version__}, cuda device: {cuda}"
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
