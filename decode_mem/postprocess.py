@@ -1,0 +1,204 @@
+"""Network output -> emitter table (DECODE-style spatial integration, re-implemented from its description).
+
+The network predicts, per pixel, ``OUTPUT_CHANNELS`` in physical units (``p_logit`` is the logit of the
+detection probability ``p``; ``dx``/``dy`` are offsets in px from the pixel centre, so ``x = col + dx`` and
+``y = row + dy`` with pixel centres at integer coordinates, DESIGN.md §3).
+
+Detection (:func:`output_to_emitters`), per frame:
+
+1. *raw threshold*: pixels with ``p > raw_threshold`` are candidates for local maxima;
+2. *local maxima*: a candidate whose ``p`` is the maximum of its 3×3 neighbourhood (ties: all tied pixels
+   are maxima);
+3. *split rule* (DECODE's second pass, meant for two emitters in adjacent pixels): any pixel that is not a
+   local maximum but has ``p > split_threshold`` is a detection as well — typically the runner-up next to a
+   maximum. DECODE applies no other condition (in particular it does not require the pixel to be away
+   from a maximum: adjacent is exactly the case it is for), and neither do we;
+4. *summed probability*: each detection's probability is ``p`` summed over the pixel and its 4 edge
+   neighbours (the emitter's probability mass is spread over a few pixels), clamped to 1 unless
+   ``clamp=False``;
+5. *final threshold*: detections with summed probability ``>= threshold`` are kept.
+
+Photons, offsets, z, σ's and background are read at the detected pixel itself, as DECODE does (no
+averaging over the neighbourhood). ``PostprocessConfig(threshold=t, raw_threshold=t)`` reproduces DECODE's
+``SpatialIntegration(raw_th=t)`` (which uses one value for both thresholds; its split threshold is 0.6).
+
+Two implementation choices keep the result independent of how a frame is cut into tiles, bit for bit:
+comparisons and the 3×3 maximum are done on the logits (``sigmoid`` is monotone, and comparing logits involves
+no rounding), and the summed probability is computed in float64 only at the few candidate pixels, in a fixed
+order. ``p`` itself is never materialised for the whole frame.
+
+Tiling: a detection at pixel (i, j) depends only on the logits in the 3×3 neighbourhood of (i, j) and on the
+other channels at (i, j). So a tile gives exactly the whole-frame detections inside its ``core`` when the array
+passed in holds exact network output for the core plus ``MARGIN`` px on every side that is not the frame's
+outer edge (at the outer edge no margin is needed: the array ends where the frame ends).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.special import expit
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.table import EmitterTable
+
+OUTPUT_CHANNELS = ("p_logit", "photons", "dx", "dy", "z", "sigma_photons", "sigma_x", "sigma_y", "sigma_z", "bg")
+"""Channel order of the network output (the model module defines the same tuple)."""
+
+MARGIN = 1
+"""Px of exact output needed around a tile's core for its detections to equal the whole frame's."""
+
+# EmitterTable column <- output channel, for everything read at the detected pixel
+_READ = {
+    "photons": OUTPUT_CHANNELS.index("photons"),
+    "z": OUTPUT_CHANNELS.index("z"),
+    "bg": OUTPUT_CHANNELS.index("bg"),
+    "sigma_x": OUTPUT_CHANNELS.index("sigma_x"),
+    "sigma_y": OUTPUT_CHANNELS.index("sigma_y"),
+    "sigma_z": OUTPUT_CHANNELS.index("sigma_z"),
+    "sigma_photons": OUTPUT_CHANNELS.index("sigma_photons"),
+}
+_P, _DX, _DY = OUTPUT_CHANNELS.index("p_logit"), OUTPUT_CHANNELS.index("dx"), OUTPUT_CHANNELS.index("dy")
+_COLUMNS = ("frame", "x", "y", "z", "photons", "bg", "prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
+# the pixel itself first, then its 4 edge neighbours: the summation order is fixed
+_CROSS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
+
+
+@dataclass(frozen=True)
+class PostprocessConfig:
+    """Thresholds of the detection (see the module docstring for the exact rule).
+
+    ``threshold``: final detection threshold on the summed probability (``>=``).
+    ``raw_threshold``: ``p`` must exceed it for a pixel to be a local maximum.
+    ``split_threshold``: a non-maximal pixel with ``p`` above it is a detection too (DECODE: 0.6).
+    ``clamp``: clamp the summed probability to 1 (DECODE's default ``norm_sum``).
+    """
+
+    threshold: float = 0.5
+    raw_threshold: float = 0.1
+    split_threshold: float = 0.6
+    clamp: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "raw_threshold", "split_threshold"):
+            value = getattr(self, name)
+            try:
+                ok = 0.0 <= float(value) <= 1.0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ConfigError(f"postprocess.{name} must be a probability in [0, 1], got {value!r}")
+
+
+def _logit(p: float) -> float:
+    if p <= 0.0:
+        return -math.inf
+    if p >= 1.0:
+        return math.inf
+    return math.log(p) - math.log1p(-p)
+
+
+def _as_tensor(output: torch.Tensor | np.ndarray) -> torch.Tensor:
+    if isinstance(output, torch.Tensor):
+        out = output.detach()
+        return out if out.dtype == torch.float32 else out.float()
+    return torch.from_numpy(np.asarray(output, dtype=np.float32))
+
+
+def _core_bounds(core: tuple[slice, slice] | None, h: int, w: int) -> tuple[int, int, int, int]:
+    if core is None:
+        return 0, h, 0, w
+    if len(core) != 2 or not all(isinstance(s, slice) for s in core):
+        raise ValueError(f"core must be a (slice_y, slice_x) pair, got {core!r}")
+    (y0, y1, sy), (x0, x1, sx) = core[0].indices(h), core[1].indices(w)
+    if sy != 1 or sx != 1:
+        raise ValueError(f"core slices must have step 1, got {core!r}")
+    return y0, max(y0, y1), x0, max(x0, x1)
+
+
+def output_to_emitters(
+    output: torch.Tensor | np.ndarray,
+    frames: int | Sequence[int] | np.ndarray,
+    *,
+    config: PostprocessConfig,
+    offset: tuple[int, int] = (0, 0),
+    core: tuple[slice, slice] | None = None,
+) -> EmitterTable:
+    """Detect emitters in network output ``(N, 10, H, W)`` or ``(10, H, W)`` (channels ``OUTPUT_CHANNELS``).
+
+    ``frames``: the 0-based frame index of each of the N items, or an int ``t0`` meaning ``t0, t0+1, ...``.
+    ``offset=(y0, x0)``: the global position of the array's pixel (0, 0), added to the coordinates.
+    ``core=(slice_y, slice_x)``: keep only detections whose pixel lies in this region of the array (see
+    ``MARGIN``). Works on numpy arrays and tensors on any device (computed there; only the detections are
+    copied to the host). Temporary memory is a few boolean/float masks of size N·H·W. Rows come out in
+    (item, row, column) order. Returns an EmitterTable with the columns
+    ``frame, x, y, z, photons, bg, prob, sigma_x, sigma_y, sigma_z, sigma_photons`` (x, y, σx, σy in px).
+    """
+    out = _as_tensor(output)
+    if out.ndim == 3:
+        out = out[None]
+    if out.ndim != 4 or out.shape[1] != len(OUTPUT_CHANNELS):
+        raise ValueError(
+            f"network output must be (N, {len(OUTPUT_CHANNELS)}, H, W) or ({len(OUTPUT_CHANNELS)}, H, W),"
+            f" got shape {tuple(output.shape)}"
+        )
+    n, _, h, w = out.shape
+    frames_arr = (
+        np.arange(n, dtype=np.int64) + int(frames)
+        if isinstance(frames, (int, np.integer))
+        else np.asarray(frames, dtype=np.int64).reshape(-1)
+    )
+    if len(frames_arr) != n:
+        raise ValueError(f"frames has {len(frames_arr)} entries for a batch of {n}")
+    y0, x0 = (int(v) for v in offset)
+    cy0, cy1, cx0, cx1 = _core_bounds(core, h, w)
+    if n == 0 or cy1 <= cy0 or cx1 <= cx0:
+        return EmitterTable.empty(_COLUMNS[6:])
+
+    with torch.no_grad():
+        logit = out[:, _P]  # (N, H, W) view
+        above = logit > _logit(config.raw_threshold)
+        clipped = torch.where(above, logit, torch.full((), -math.inf, device=logit.device))
+        pooled = F.max_pool2d(clipped[:, None], kernel_size=3, stride=1, padding=1)[:, 0]  # pads with -inf
+        del clipped
+        is_max = above & (logit == pooled)
+        del above, pooled
+        cand = is_max | (logit > _logit(config.split_threshold))
+        del is_max
+        idx = torch.nonzero(cand[:, cy0:cy1, cx0:cx1])  # (K, 3): item, row, col (core-relative)
+        del cand
+        b, i, j = idx[:, 0], idx[:, 1] + cy0, idx[:, 2] + cx0
+        # logits of the pixel and its 4 neighbours (-inf, i.e. p = 0, outside the array)
+        cross = []
+        for di, dj in _CROSS:
+            ii, jj = i + di, j + dj
+            inside = (ii >= 0) & (ii < h) & (jj >= 0) & (jj < w)
+            vals = logit[b, ii.clamp(0, h - 1), jj.clamp(0, w - 1)]
+            cross.append(torch.where(inside, vals, torch.full((), -math.inf, device=vals.device)))
+        cross_l = torch.stack(cross, dim=1).cpu().numpy().astype(np.float64)
+        values = out[b, :, i, j].cpu().numpy()  # (K, 10)
+        b, i, j = b.cpu().numpy(), i.cpu().numpy(), j.cpu().numpy()
+
+    p = expit(cross_l)  # float64, elementwise: independent of where the pixel sits in the array
+    prob = p[:, 0]
+    for k in range(1, p.shape[1]):
+        prob = prob + p[:, k]
+    if config.clamp:
+        prob = np.minimum(prob, 1.0)
+    keep = prob >= config.threshold
+    values, b, i, j, prob = values[keep], b[keep], i[keep], j[keep], prob[keep]
+
+    columns = {
+        "frame": frames_arr[b],
+        # integer part first, then the offset: the same float result whatever the tile origin
+        "x": (j + x0).astype(np.float64) + values[:, _DX].astype(np.float64),
+        "y": (i + y0).astype(np.float64) + values[:, _DY].astype(np.float64),
+        "prob": prob,
+    }
+    columns.update({name: values[:, ch] for name, ch in _READ.items()})
+    return EmitterTable({c: columns[c] for c in _COLUMNS})
