@@ -29,3 +29,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _single_thread():
+    """Tests use tiny tensors: one intra-op thread is faster there, and far faster on a busy machine
+    (OpenMP workers spinning against other processes made a 2-thread training step ~50x slower)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

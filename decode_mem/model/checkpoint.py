@@ -1,0 +1,104 @@
+"""Self-describing checkpoints: weights plus everything inference needs, saved atomically, loaded strictly."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.errors import CheckpointError, ConfigError
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.camera import Camera
+from decode_mem.model.net import DecodeNet, ModelConfig
+
+FORMAT_VERSION = 1
+REQUIRED_KEYS = ("format_version", "model_config", "model", "meta")
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF."""
+
+    net: DecodeNet
+    camera: Camera
+    simulation: dict[str, Any]
+    receptive_field: int
+    step: int
+    path: Path
+
+    @property
+    def pixel_size(self) -> float:
+        return self.camera.pixel_size
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.net.config
+
+
+def save_checkpoint(path: str | os.PathLike, *, net: DecodeNet, camera: Camera, simulation: dict[str, Any],
+                    step: int, train_state: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint atomically. ``train_state`` (optimizer, scaler, ...) is only needed to resume."""
+    state = {
+        "format_version": FORMAT_VERSION,
+        "model_config": net.config.to_dict(),
+        "model": net.state_dict(),
+        "meta": {
+            "camera": camera.to_dict(),
+            "simulation": simulation,
+            "receptive_field": int(net.receptive_field()),
+            "downsample_factor": int(net.downsample_factor),
+            "step": int(step),
+        },
+        "train_state": train_state,
+    }
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        torch.save(state, tmp)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read and validate a checkpoint; any problem is a CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch raises many types for truncated / foreign files
+        raise CheckpointError(f"{path}: not a readable decode_mem checkpoint ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a decode_mem checkpoint (top level is {type(state).__name__})")
+    missing = [k for k in REQUIRED_KEYS if k not in state]
+    if missing:
+        raise CheckpointError(f"{path}: not a decode_mem checkpoint, missing {missing}")
+    if state["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format {state['format_version']!r}, this version reads "
+                              f"{FORMAT_VERSION}")
+    return state
+
+
+def build_net(state: dict[str, Any], path: str | os.PathLike) -> DecodeNet:
+    """The network of a loaded checkpoint, weights in place; mismatches are CheckpointErrors."""
+    try:
+        net = DecodeNet(ModelConfig.from_dict(state["model_config"]))
+        net.load_state_dict(state["model"])
+    except (ConfigError, RuntimeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: weights do not match the model config: {e}") from e
+    return net
+
+
+def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> TrainedModel:
+    """The one way to load a trained model for inference (eval mode, on ``device``)."""
+    path = Path(path)
+    state = load_checkpoint(path)
+    net = build_net(state, path).to(device).eval()
+    meta = state["meta"]
+    try:
+        camera = Camera.from_dict(meta["camera"])
+        return TrainedModel(net=net, camera=camera, simulation=dict(meta["simulation"]),
+                            receptive_field=int(meta["receptive_field"]), step=int(meta["step"]), path=path)
+    except (ConfigError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: bad metadata: {e}") from e

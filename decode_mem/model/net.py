@@ -1,0 +1,427 @@
+"""The DECODE-style network: a shared per-frame U-Net, a temporal U-Net and four output heads.
+
+Architecture (re-implemented from the published description, Speiser et al. 2021):
+
+* **frame U-Net** (``frame_unet``): ``UNet2d(1 -> inter_features)``, applied with the same weights to each of
+  the three context frames t-1, t, t+1;
+* **temporal U-Net** (``temporal_unet``): ``UNet2d(3 * inter_features -> inter_features)`` on the three
+  frames' features concatenated in the order (t-1, t, t+1);
+* **heads**: p (1 channel), means (photons, dx, dy, z), sigmas (4) and background (1); each head is
+  ``conv3x3 -> activation -> conv1x1``.
+
+The output is a float32 tensor ``(N, 10, H, W)`` in **physical units**, channels in the order
+``OUTPUT_CHANNELS``:
+
+====================  =====================================================================
+``p_logit``           detection logit; ``p = sigmoid(p_logit)`` is the probability that an emitter
+                      sits in this pixel
+``photons``           ``sigmoid * photon_scale`` (photons)
+``dx``, ``dy``        ``tanh`` offsets in px of the emitter from the pixel centre, in (-1, 1); the
+                      emitter is at ``x = col + dx``, ``y = row + dy`` (pixel centres at integer
+                      coordinates, x = column axis, y = row axis)
+``z``                 ``tanh * z_scale`` (nm)
+``sigma_photons``     ``(sigmoid * sigma_max + sigma_eps) * photon_scale`` (photons)
+``sigma_x/sigma_y``   ``(sigmoid * sigma_max + sigma_eps)`` (px)
+``sigma_z``           ``(sigmoid * sigma_max + sigma_eps) * z_scale`` (nm)
+``bg``                ``sigmoid * bg_scale`` (photons / px)
+====================  =====================================================================
+
+The network is tile-exact (DESIGN.md §5): no normalization layers, zero 'same' padding, max-pool
+down-sampling by ``2**depth`` in total, nearest / transposed-conv up-sampling, and the input is normalized
+by global constants (``input_offset``, ``input_scale``), never by per-frame or per-tile statistics.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from decode_mem.errors import ConfigError
+from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES, UNet2d, make_activation
+
+OUTPUT_CHANNELS: tuple[str, ...] = (
+    "p_logit",
+    "photons",
+    "dx",
+    "dy",
+    "z",
+    "sigma_photons",
+    "sigma_x",
+    "sigma_y",
+    "sigma_z",
+    "bg",
+)
+"""Channel order of the network output (physical units, see the module docstring)."""
+
+CHANNEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(OUTPUT_CHANNELS)}
+N_OUTPUT_CHANNELS = len(OUTPUT_CHANNELS)
+CONTEXT_FRAMES = 3
+"""Frames per input window: (t-1, t, t+1)."""
+
+_HEAD_CHANNELS = (("p", 1), ("mean", 4), ("sigma", 4), ("bg", 1))  # concatenated in this order
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of ``DecodeNet``; frozen, serializable with ``to_dict`` / ``from_dict``.
+
+    depth, features       U-Net levels (max-pool factor 2 each) and channels of the first level (doubles per
+                          level); both U-Nets use the same values (DECODE: 2 and 48).
+    inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
+    activation            one of ``decode_mem.model.unet.ACTIVATIONS`` ("elu", "relu", "leaky_relu", ...).
+    upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
+    input_offset/scale    photon-unit frames are normalized inside the model as ``(x - offset) / scale``.
+    photon_scale          photons of a saturated ``photons`` output; also the photon unit of the loss.
+    z_scale               nm; ``z`` lies in (-z_scale, z_scale); also the z unit of the loss.
+    bg_scale              photons / px of a saturated ``bg`` output; also the background unit of the loss.
+    sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
+    p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
+    grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
+    """
+
+    depth: int = 2
+    features: int = 48
+    inter_features: int = 48
+    activation: str = "elu"
+    upsample: str = "nearest"
+    input_offset: float = 100.0
+    input_scale: float = 100.0
+    photon_scale: float = 10000.0
+    z_scale: float = 1000.0
+    bg_scale: float = 200.0
+    sigma_max: float = 3.0
+    sigma_eps: float = 0.01
+    p_bias_init: float = -6.0
+    grad_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "features", "inter_features"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"model.{name} must be an integer, got {value!r}")
+        if not 0 <= self.depth <= 8:
+            raise ConfigError(f"model.depth must be in [0, 8], got {self.depth!r}")
+        for name in ("features", "inter_features"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.upsample not in UPSAMPLE_MODES:
+            raise ConfigError(f"model.upsample must be one of {UPSAMPLE_MODES}, got {self.upsample!r}")
+        for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive finite number, got {value!r}")
+        for name in ("input_offset", "p_bias_init"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"model.{name} must be a finite number, got {value!r}")
+        if not isinstance(self.grad_checkpointing, bool):
+            raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
+
+    @property
+    def downsample_factor(self) -> int:
+        return 2**self.depth
+
+    def output_scales(self) -> tuple[float, ...]:
+        """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
+
+        Use it to compare outputs with an absolute tolerance, e.g. tiled vs whole-frame.
+        """
+        p, z = float(self.photon_scale), float(self.z_scale)
+        return (1.0, p, 1.0, 1.0, z, p, 1.0, 1.0, z, float(self.bg_scale))
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> ModelConfig:
+        """Test / smoke-test preset: depth 2, 8 features (~59 k parameters)."""
+        return cls(**{"depth": 2, "features": 8, "inter_features": 8, **overrides})
+
+    @classmethod
+    def small(cls, **overrides: Any) -> ModelConfig:
+        """CPU preset: depth 2, 16 features (~0.23 M parameters)."""
+        return cls(**{"depth": 2, "features": 16, "inter_features": 16, **overrides})
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> ModelConfig:
+        """Build from a mapping (YAML / checkpoint); unknown keys are an error naming the key."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ConfigError(f"model: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Head(nn.Sequential):
+    def __init__(self, channels: int, out_channels: int, activation: str) -> None:
+        super().__init__(
+            nn.Conv2d(channels, channels, 3, padding=1),
+            make_activation(activation),
+            nn.Conv2d(channels, out_channels, 1),
+        )
+
+
+class DecodeNet(nn.Module):
+    """DECODE-style network; see the module docstring for the output channels.
+
+    ``forward(x)`` = ``normalize`` -> ``pad`` -> ``frame_features`` (each frame) -> ``temporal`` -> crop.
+    A tiled executor can call the parts itself and compute each frame's features once, then reuse them in the
+    three windows the frame belongs to.
+    """
+
+    def __init__(self, config: ModelConfig | None = None) -> None:
+        super().__init__()
+        cfg = config if config is not None else ModelConfig()
+        self.config = cfg
+        unet_kw = dict(features=cfg.features, depth=cfg.depth, activation=cfg.activation, upsample=cfg.upsample)
+        self.frame_unet = UNet2d(1, cfg.inter_features, **unet_kw)
+        self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features, cfg.inter_features, **unet_kw)
+        self.heads = nn.ModuleDict(
+            {name: _Head(cfg.inter_features, k, cfg.activation) for name, k in _HEAD_CHANNELS}
+        )
+        sigma_unit = torch.tensor([cfg.photon_scale, 1.0, 1.0, cfg.z_scale], dtype=torch.float32)
+        self.register_buffer("_sigma_unit", sigma_unit.view(1, 4, 1, 1), persistent=False)
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ set-up
+    def reset_parameters(self) -> None:
+        """Kaiming-normal conv weights, zero biases; small head outputs and p-logit bias ``p_bias_init``.
+
+        The last (1x1) conv of each head starts with a 10x smaller, linear-gain Kaiming std, so that a fresh
+        network predicts mid-range values (photons ~ photon_scale / 2, dx ~ 0, sigma ~ 1.5 scaled units)
+        instead of saturated sigmoids / tanh; the p-logit bias makes p ~ sigmoid(p_bias_init) everywhere.
+        """
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+        for head in self.heads.values():
+            last = head[-1]
+            nn.init.normal_(last.weight, std=0.1 / math.sqrt(last.weight[0].numel()))
+        nn.init.constant_(self.heads["p"][-1].bias, self.config.p_bias_init)
+
+    @property
+    def downsample_factor(self) -> int:
+        """Total down-sampling factor ``2**depth``: tile origins and sizes must be multiples of it."""
+        return self.config.downsample_factor
+
+    def receptive_field(self) -> int:
+        """Receptive-field radius in px of the whole network (frame U-Net + temporal U-Net + heads).
+
+        An output pixel at (r, c) depends only on input pixels (any of the 3 frames) within
+        ``max(|dr|, |dc|) <= receptive_field()``, whatever the pixel's position modulo the down-sampling
+        factor. Measured by an impulse response (see ``measure_receptive_field``); cached per architecture.
+        """
+        return measure_receptive_field(self.config, "total")
+
+    def frame_unet_receptive_field(self) -> int:
+        """Receptive-field radius in px of ``frame_features`` alone."""
+        return measure_receptive_field(self.config, "frame")
+
+    def temporal_receptive_field(self) -> int:
+        """Receptive-field radius in px of ``temporal`` (temporal U-Net + heads) w.r.t. the features."""
+        return measure_receptive_field(self.config, "temporal")
+
+    # ------------------------------------------------------------------ parts
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """Photon-unit frames -> network input: ``(x - input_offset) / input_scale`` (float, pointwise)."""
+        if not x.is_floating_point():
+            x = x.float()
+        return (x - self.config.input_offset) / self.config.input_scale
+
+    def padded_shape(self, height: int, width: int) -> tuple[int, int]:
+        """(H', W'): H and W rounded up to multiples of ``downsample_factor``."""
+        f = self.downsample_factor
+        return -(-height // f) * f, -(-width // f) * f
+
+    def pad(self, x_norm: torch.Tensor) -> torch.Tensor:
+        """Zero-pad a *normalized* tensor ``(..., H, W)`` at the bottom and right to ``padded_shape(H, W)``.
+
+        Zero in normalized units is a pixel at ``input_offset`` photons.
+        """
+        h, w = x_norm.shape[-2:]
+        ph, pw = self.padded_shape(h, w)
+        if (ph, pw) == (h, w):
+            return x_norm
+        return F.pad(x_norm, (0, pw - w, 0, ph - h))
+
+    def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor:
+        """Per-frame features: normalized frames ``(M, 1, H', W')`` -> ``(M, inter_features, H', W')``.
+
+        H', W' must be multiples of ``downsample_factor``. Frames are independent (batch of M frames).
+        """
+        if x_norm.ndim != 4 or x_norm.shape[1] != 1:
+            raise ValueError(f"frame_features expects (M, 1, H', W'), got {tuple(x_norm.shape)}")
+        return self._run(self.frame_unet, x_norm)
+
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        """Features of frames t-1, t, t+1 (each ``(N, inter_features, H', W')``) -> output ``(N, 10, H', W')``.
+
+        The output is float32 in physical units (``OUTPUT_CHANNELS``), also under autocast.
+        """
+        return self.activate(self._temporal_raw(f_prev, f_mid, f_next))
+
+    def activate(self, raw: torch.Tensor) -> torch.Tensor:
+        """Raw head outputs ``(N, 10, ...)`` -> physical units, computed in float32 (autocast disabled)."""
+        cfg = self.config
+        with torch.autocast(device_type=raw.device.type, enabled=False):
+            raw = raw.float()
+            p_logit = raw[:, 0:1]
+            photons = torch.sigmoid(raw[:, 1:2]) * cfg.photon_scale
+            dxdy = torch.tanh(raw[:, 2:4])
+            z = torch.tanh(raw[:, 4:5]) * cfg.z_scale
+            sigmas = (torch.sigmoid(raw[:, 5:9]) * cfg.sigma_max + cfg.sigma_eps) * self._sigma_unit
+            bg = torch.sigmoid(raw[:, 9:10]) * cfg.bg_scale
+            return torch.cat([p_logit, photons, dxdy, z, sigmas, bg], dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Frames in photons ``(N, 3, H, W)`` (t-1, t, t+1), any H, W >= 1 -> output ``(N, 10, H, W)``.
+
+        Exactly, and this is the convention a tiled executor must reproduce:
+
+        1. ``x_norm = (x - input_offset) / input_scale`` (``normalize``), pointwise with global constants;
+        2. ``x_norm`` is zero-padded at the **bottom and right** to ``(H', W') = padded_shape(H, W)``, the next
+           multiples of ``downsample_factor`` (``pad``); the padded pixels therefore read as ``input_offset``
+           photons, and every conv layer additionally zero-pads (in feature space) at the edge of the
+           ``(H', W')`` frame;
+        3. each of the 3 frames goes through ``frame_features`` (same weights) -> ``(N, C, H', W')`` each;
+        4. ``temporal(f_prev, f_mid, f_next)`` -> ``(N, 10, H', W')`` float32, physical units;
+        5. the result is cropped to ``[..., :H, :W]``.
+
+        Tiles are therefore tiles of the **padded normalized** frame ``(H', W')``: origins and sizes multiples
+        of ``downsample_factor`` in its coordinates, a halo of at least ``receptive_field()`` px on every side
+        that is not the padded frame's edge, and only the halo-free interior kept. Such a tile reproduces the
+        whole-frame output up to float rounding (tested: max difference <= 1e-5 in fp32, in scaled units, i.e.
+        output divided by ``config.output_scales()``).
+        """
+        if x.ndim != 4 or x.shape[1] != CONTEXT_FRAMES:
+            raise ValueError(f"DecodeNet expects (N, 3, H, W) frames, got {tuple(x.shape)}")
+        n, _, h, w = x.shape
+        if h < 1 or w < 1:
+            raise ValueError(f"DecodeNet needs H, W >= 1, got {h}x{w}")
+        x_norm = self.pad(self.normalize(x))
+        ph, pw = x_norm.shape[-2:]
+        feats = self.frame_features(x_norm.reshape(n * CONTEXT_FRAMES, 1, ph, pw))
+        feats = feats.view(n, CONTEXT_FRAMES, -1, ph, pw)
+        out = self.temporal(feats[:, 0], feats[:, 1], feats[:, 2])
+        return out[..., :h, :w]
+
+    # ------------------------------------------------------------------ internals
+    def _temporal_raw(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        if not (f_prev.shape == f_mid.shape == f_next.shape) or f_mid.ndim != 4:
+            raise ValueError(
+                f"temporal expects three equal (N, C, H', W') tensors, got "
+                f"{tuple(f_prev.shape)}, {tuple(f_mid.shape)}, {tuple(f_next.shape)}"
+            )
+        h = self._run(self.temporal_unet, torch.cat([f_prev, f_mid, f_next], dim=1))
+        return torch.cat([head(h) for head in self.heads.values()], dim=1)
+
+    def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if self.config.grad_checkpointing and self.training and torch.is_grad_enabled():
+            # no dropout / randomness in the network, so the RNG state need not be stashed
+            return checkpoint(module, x, use_reentrant=False, preserve_rng_state=False)
+        return module(x)
+
+
+# ---------------------------------------------------------------------- receptive field
+def measure_receptive_field(config: ModelConfig, part: str = "total") -> int:
+    """Receptive-field radius (px) of ``part`` in {"total", "frame", "temporal"} of a ``DecodeNet(config)``.
+
+    The receptive field is a property of the architecture (depth, up-sampling, layer layout), not of the
+    weights. It is measured by an impulse response on a *probe* network of the same architecture: float64,
+    positive conv weights, zero biases, each max-pool replaced by an average pool over the same 2x2 window,
+    input all ones. Then every pre-activation is positive, every layer is strictly increasing in each input
+    of its window, and the gradient of an output pixel w.r.t. the input is > 0 exactly on the set of
+    pixels the output can depend on in the real network (no cancellation, no dead units, no max-pool
+    selection). The radius is the largest Chebyshev distance of that set from the output pixel, taken over
+    all ``2**depth`` positions of the output pixel modulo the down-sampling factor (the set is a product
+    of row and column intervals, so the diagonal positions cover every phase).
+    """
+    if part not in ("total", "frame", "temporal"):
+        raise ValueError(f"part must be 'total', 'frame' or 'temporal', got {part!r}")
+    return _measure_cached(config.depth, config.activation, config.upsample, part)
+
+
+@functools.lru_cache(maxsize=64)
+def _measure_cached(depth: int, activation: str, upsample: str, part: str) -> int:
+    # independent of the caller's context: no inference mode / autocast, and the global RNG is left untouched
+    with (
+        torch.inference_mode(False),
+        torch.enable_grad(),
+        torch.autocast("cpu", enabled=False),
+        torch.random.fork_rng(devices=[]),
+    ):
+        return _measure(depth, activation, upsample, part)
+
+
+def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
+    probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample)
+    probe = _probe_network(probe_cfg)
+    c = probe_cfg.inter_features
+    if part == "frame":
+        fn, in_ch = probe.frame_features, 1
+    elif part == "temporal":
+
+        def fn(f: torch.Tensor) -> torch.Tensor:
+            return probe._temporal_raw(f[:, :c], f[:, c : 2 * c], f[:, 2 * c :])
+
+        in_ch = CONTEXT_FRAMES * c
+    else:
+
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            n, _, h, w = x.shape
+            feats = probe.frame_features(x.reshape(n * CONTEXT_FRAMES, 1, h, w)).view(n, CONTEXT_FRAMES, -1, h, w)
+            return probe._temporal_raw(feats[:, 0], feats[:, 1], feats[:, 2])
+
+        in_ch = CONTEXT_FRAMES
+    return _impulse_radius(fn, in_ch, probe_cfg.downsample_factor)
+
+
+def _probe_network(cfg: ModelConfig) -> DecodeNet:
+    net = DecodeNet(cfg).double().eval()
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                m.weight.fill_(1.0 / m.weight[0].numel())
+                m.bias.zero_()
+    for m in net.modules():
+        if isinstance(m, UNet2d):
+            m.pool = nn.AvgPool2d(2)
+    return net
+
+
+def _impulse_radius(fn: Callable[[torch.Tensor], torch.Tensor], in_channels: int, factor: int) -> int:
+    guess = 12 * factor + 8  # about the radius of two U-Nets of this depth; the probe grows if it is too small
+    size = -(-(2 * guess + 2 * factor) // factor) * factor
+    while size <= 16384:
+        x = torch.ones(factor, in_channels, size, size, dtype=torch.float64, requires_grad=True)
+        out = fn(x)
+        centre = (size // 2 // factor) * factor
+        idx = torch.arange(factor)
+        picked = out[idx, :, centre + idx, centre + idx].sum()
+        (grad,) = torch.autograd.grad(picked, x)
+        support = grad.abs().sum(dim=1) > 0  # (factor, size, size)
+        radius, touches = 0, False
+        for a in range(factor):
+            pos = centre + a
+            rows = torch.nonzero(support[a].any(dim=1)).flatten()
+            cols = torch.nonzero(support[a].any(dim=0)).flatten()
+            lo_r, hi_r, lo_c, hi_c = int(rows.min()), int(rows.max()), int(cols.min()), int(cols.max())
+            if min(lo_r, lo_c) == 0 or max(hi_r, hi_c) == size - 1:
+                touches = True
+                break
+            radius = max(radius, pos - lo_r, hi_r - pos, pos - lo_c, hi_c - pos)
+        if not touches:
+            return radius
+        size *= 2
+    raise RuntimeError("receptive field larger than 8192 px: unexpected for this architecture")

@@ -1,0 +1,50 @@
+"""Chunked training: cut large frames into aligned crops so device memory is set by the crop, not the frame."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+Batch = dict[str, torch.Tensor]
+
+
+def crop_origins(size: int, chunk: int) -> list[int]:
+    """Origins of crops of length ``chunk`` tiling ``[0, size)``; the last crop may be shorter."""
+    return list(range(0, size, chunk)) if size > chunk else [0]
+
+
+def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
+    """Yield the crops of a batch (frames, em, mask, bg) that together cover the whole frame.
+
+    Emitters are re-expressed in crop coordinates and kept only in the crop whose pixels contain them,
+    so every target counts exactly once. With ``chunk_size=None`` (or a frame no larger than the chunk)
+    the batch itself is the only crop.
+    """
+    h, w = batch["frames"].shape[-2:]
+    if chunk_size is None or (h <= chunk_size and w <= chunk_size):
+        yield batch
+        return
+    em, mask = batch["em"], batch["mask"]
+    for y0 in crop_origins(h, chunk_size):
+        for x0 in crop_origins(w, chunk_size):
+            y1, x1 = min(y0 + chunk_size, h), min(x0 + chunk_size, w)
+            shifted = em.clone()
+            shifted[..., 0] -= x0
+            shifted[..., 1] -= y0
+            # pixel j covers [j - 0.5, j + 0.5): the crop owns x in [-0.5, x1 - x0 - 0.5)
+            inside = ((shifted[..., 0] >= -0.5) & (shifted[..., 0] < x1 - x0 - 0.5)
+                      & (shifted[..., 1] >= -0.5) & (shifted[..., 1] < y1 - y0 - 0.5))
+            yield {
+                "frames": batch["frames"][..., y0:y1, x0:x1],
+                "em": shifted,
+                "mask": mask & inside,
+                "bg": batch["bg"][..., y0:y1, x0:x1],
+            }
+
+
+def count_crops(frame_size: tuple[int, int], chunk_size: int | None) -> int:
+    h, w = frame_size
+    if chunk_size is None or (h <= chunk_size and w <= chunk_size):
+        return 1
+    return len(crop_origins(h, chunk_size)) * len(crop_origins(w, chunk_size))

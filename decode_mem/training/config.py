@@ -1,0 +1,121 @@
+"""TrainConfig: every knob of a training run, one name per knob across YAML key, dataclass field and CLI flag."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from decode_mem.errors import ConfigError
+from decode_mem.model.loss import LossConfig
+from decode_mem.model.net import ModelConfig
+from decode_mem.simulate.config import SimulationConfig
+
+NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run. Nested sections (model, loss, simulation) are their own typed configs."""
+
+    out: str = "runs/train"
+    steps: int = 2000
+    batch_size: int = 16
+    accumulation_steps: int = 1
+    lr: float = 6e-4
+    weight_decay: float = 0.1
+    lr_step: int = 500  # StepLR: multiply lr by lr_gamma every lr_step optimizer steps (DECODE-style decay)
+    lr_gamma: float = 0.9
+    grad_clip: float = 1.0
+    use_amp: bool | None = None  # None: on with CUDA, off on CPU
+    amp_dtype: str = "bf16"  # "bf16" | "fp16" (fp16 uses a GradScaler)
+    use_chunking: bool = False
+    chunk_size: int | str = 512  # int or "auto"
+    memory_tracking: bool = True
+    memory_log_file: str | None = None  # default: <out>/memory.csv
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
+    num_workers: int = 0
+    grad_checkpointing: bool = False
+    resume: bool = False
+    seed: int = 0
+    val_every: int = 250
+    val_size: int = 64  # validation windows, simulated once with a fixed seed
+    log_every: int = 10
+    checkpoint_every: int = 250
+    stack: str | None = None  # train on a real stack + ground-truth CSV instead of on-the-fly simulation
+    gt: str | None = None
+    quiet: bool = False
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "accumulation_steps", "val_every", "val_size", "log_every",
+                     "checkpoint_every", "lr_step"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
+        if self.amp_dtype not in ("bf16", "fp16"):
+            raise ConfigError(f"train.amp_dtype must be 'bf16' or 'fp16', got {self.amp_dtype!r}")
+        if self.chunk_size != "auto" and (not isinstance(self.chunk_size, int) or self.chunk_size < 8):
+            raise ConfigError(f"train.chunk_size must be an integer >= 8 or 'auto', got {self.chunk_size!r}")
+        if (self.stack is None) != (self.gt is None):
+            raise ConfigError("train.stack and train.gt go together: give both or neither")
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out)
+
+    @property
+    def memory_log_path(self) -> Path:
+        return Path(self.memory_log_file) if self.memory_log_file else self.out_dir / "memory.csv"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NESTED}
+        d.update({name: getattr(self, name).to_dict() for name in NESTED})
+        return d
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any], *, source: str = "config") -> TrainConfig:
+        """Strict: an unknown key is an error that names it and suggests the closest known key."""
+        params = dict(params or {})
+        known = [f.name for f in fields(cls)]
+        for key in params:
+            if key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
+                raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
+        for name, kind in NESTED.items():
+            if name in params and not isinstance(params[name], kind):
+                params[name] = kind.from_dict(params[name] or {})
+        return cls(**params)
+
+    def with_overrides(self, **overrides: Any) -> TrainConfig:
+        """A copy with the given top-level fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def load_train_config(path: str | Path | None) -> TrainConfig:
+    """The only YAML -> TrainConfig path. ``None`` gives the embedded defaults."""
+    if path is None:
+        return TrainConfig()
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
+    params = params.get("train", params)
+    return TrainConfig.from_dict(params, source=str(path))
+
+
+def config_fields() -> list[dataclasses.Field]:
+    return [f for f in fields(TrainConfig) if f.name not in NESTED]

@@ -1,0 +1,56 @@
+"""Training data streams: reproducible per (seed, step, micro-batch), so a resumed run sees the same data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.simulate.dataset import simulate_batch
+from decode_mem.simulate.emitters import seeded_generator
+
+STREAM_TRAIN = 1000  # key of the training stream in ``seeded_generator`` (the simulator uses 0..5)
+
+Batch = dict[str, torch.Tensor]
+
+
+class SimulatedBatches(IterableDataset):
+    """Endless stream of simulated batches; item i is step ``start + i // k``, micro-batch ``i % k``.
+
+    Each batch is a pure function of ``(seed, step, micro)``: with DataLoader workers each worker makes
+    every n-th item and the DataLoader interleaves them back in order, so the stream is identical for
+    any number of workers and after a resume.
+    """
+
+    def __init__(self, config: SimulationConfig, batch_size: int, accumulation_steps: int, *, seed: int,
+                 start_step: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        self.batch_size = int(batch_size)
+        self.k = int(accumulation_steps)
+        self.seed = int(seed)
+        self.start_step = int(start_step)
+
+    def batch(self, step: int, micro: int) -> Batch:
+        gen = seeded_generator(self.seed, STREAM_TRAIN, int(step), int(micro))
+        return simulate_batch(self.config, self.batch_size, gen)
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = get_worker_info()
+        worker, n_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        i = worker
+        while True:
+            step, micro = divmod(i, self.k)
+            yield self.batch(self.start_step + step, micro)
+            i += n_workers
+
+
+def batch_loader(stream: SimulatedBatches, *, num_workers: int, pin_memory: bool) -> Iterator[Batch]:
+    """Iterate the stream, in worker processes when ``num_workers > 0`` (bounded prefetch of 2 per worker)."""
+    if num_workers <= 0:
+        return iter(stream)
+    loader = DataLoader(stream, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
+                        prefetch_factor=2, persistent_workers=False)
+    return iter(loader)

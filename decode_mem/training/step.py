@@ -1,0 +1,69 @@
+"""One optimizer step: k accumulated micro-batches (crops) under one AMP path. Benchmarks import this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+
+import torch
+from torch import nn
+
+from decode_mem.model.loss import LossTerms
+
+Batch = dict[str, torch.Tensor]
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> AbstractContextManager:
+    """``torch.autocast`` for the device; disabled when ``amp_dtype`` is None (fp32)."""
+    return torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
+
+
+def make_scaler(device: torch.device, amp_dtype: torch.dtype | None) -> torch.amp.GradScaler:
+    """A GradScaler that is active only for fp16 (bf16 has fp32's range and needs none)."""
+    return torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    # pinned host memory + non_blocking lets the copy overlap with compute on CUDA; a no-op on CPU
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def train_step(
+    model: nn.Module,
+    loss_fn: Callable[..., LossTerms],
+    micro_batches: Iterable[Batch],
+    n_micro: int,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    *,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    grad_clip: float | None,
+) -> dict[str, float]:
+    """Accumulate gradients over ``n_micro`` micro-batches, then clip and step once.
+
+    Each micro-batch's loss is divided by ``n_micro`` so the accumulated gradient equals the gradient of
+    the mean loss over all of them: k micro-batches of size b give the same step as one batch of k·b.
+    Only one micro-batch is on the device at a time, so device memory is set by the micro-batch (crop).
+    """
+    model.train()
+    sums = torch.zeros(4, device=device)
+    seen = 0
+    for batch in micro_batches:
+        batch = to_device(batch, device)
+        with autocast(device, amp_dtype):
+            output = model(batch["frames"])
+        terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
+        scaler.scale(terms.total / n_micro).backward()
+        sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).detach() / n_micro
+        seen += 1
+    if seen != n_micro:
+        raise RuntimeError(f"train_step: expected {n_micro} micro-batches, got {seen}")
+    scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+    norm = nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip else float("inf"))
+    scaler.step(optimizer)  # skipped by the scaler if fp16 gradients overflowed
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    total, count, loc, bg = sums.tolist()
+    return {"loss": total, "count": count, "loc": loc, "bg": bg, "grad_norm": float(norm)}

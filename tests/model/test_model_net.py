@@ -1,0 +1,258 @@
+"""DecodeNet: output contract, padding convention, receptive field, tile exactness, parts, checkpointing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.model import (
+    CHANNEL_INDEX,
+    OUTPUT_CHANNELS,
+    DecodeNet,
+    ModelConfig,
+    measure_receptive_field,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> DecodeNet:
+    torch.manual_seed(0)
+    return DecodeNet(ModelConfig.tiny()).eval()
+
+
+def _scaled(net: DecodeNet, out: torch.Tensor) -> torch.Tensor:
+    """Output divided by each channel's unit (photon_scale, z_scale, ...): O(1) values for absolute tolerances."""
+    return out / torch.tensor(net.config.output_scales()).view(1, -1, 1, 1)
+
+
+def _maxdiff(net: DecodeNet, a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((_scaled(net, a) - _scaled(net, b)).abs().max())
+
+
+def _frames(n: int, h: int, w: int, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return 100.0 + 400.0 * torch.rand(n, 3, h, w, generator=g)
+
+
+def test_channel_contract() -> None:
+    assert OUTPUT_CHANNELS == (
+        "p_logit", "photons", "dx", "dy", "z", "sigma_photons", "sigma_x", "sigma_y", "sigma_z", "bg",
+    )
+    assert [CHANNEL_INDEX[c] for c in OUTPUT_CHANNELS] == list(range(10))
+
+
+@pytest.mark.parametrize("hw", [(37, 53), (1, 1), (3, 2), (4, 7), (16, 16)])
+def test_output_shape_and_ranges(tiny: DecodeNet, hw: tuple[int, int]) -> None:
+    cfg = tiny.config
+    with torch.no_grad():
+        out = tiny(_frames(2, *hw))
+    assert out.shape == (2, 10, *hw) and out.dtype == torch.float32
+    assert torch.isfinite(out).all()
+    c = CHANNEL_INDEX
+    p = torch.sigmoid(out[:, c["p_logit"]])
+    assert ((p > 0) & (p < 1)).all()
+    assert (out[:, c["dx"]].abs() < 1).all() and (out[:, c["dy"]].abs() < 1).all()
+    assert (out[:, c["z"]].abs() < cfg.z_scale).all()
+    assert ((out[:, c["photons"]] >= 0) & (out[:, c["photons"]] <= cfg.photon_scale)).all()
+    assert ((out[:, c["bg"]] >= 0) & (out[:, c["bg"]] <= cfg.bg_scale)).all()
+    for name in ("sigma_photons", "sigma_x", "sigma_y", "sigma_z"):
+        assert (out[:, c[name]] > 0).all()
+    sx = out[:, c["sigma_x"]]
+    assert (sx >= cfg.sigma_eps).all() and (sx <= cfg.sigma_max + cfg.sigma_eps).all()
+
+
+def test_integer_input_and_bad_shapes(tiny: DecodeNet) -> None:
+    x = _frames(1, 9, 11).to(torch.int32)
+    with torch.no_grad():
+        assert torch.equal(tiny(x), tiny(x.float()))
+    with pytest.raises(ValueError):
+        tiny(torch.zeros(1, 2, 8, 8))
+    with pytest.raises(ValueError):
+        tiny.frame_features(torch.zeros(1, 1, 10, 8))
+
+
+def test_padding_convention_is_zero_in_normalized_units(tiny: DecodeNet) -> None:
+    """forward pads the *normalized* frame with zeros = input_offset photons, at the bottom and right."""
+    x = _frames(1, 37, 53)
+    ph, pw = tiny.padded_shape(37, 53)
+    assert (ph, pw) == (40, 56)
+    x_padded = torch.full((1, 3, ph, pw), tiny.config.input_offset)
+    x_padded[..., :37, :53] = x
+    with torch.no_grad():
+        assert _maxdiff(tiny, tiny(x), tiny(x_padded)[..., :37, :53]) <= 1e-6
+
+
+def test_forward_is_composition_of_parts(tiny: DecodeNet) -> None:
+    x = _frames(2, 21, 30)
+    with torch.no_grad():
+        whole = tiny(x)
+        x_norm = tiny.pad(tiny.normalize(x))
+        feats = [tiny.frame_features(x_norm[:, i : i + 1]) for i in range(3)]
+        parts = tiny.temporal(*feats)[..., :21, :30]
+    assert _maxdiff(tiny, whole, parts) <= 1e-6
+
+
+def test_frame_features_computed_once_and_reused(tiny: DecodeNet) -> None:
+    """A stack's features computed once per frame and reused by the 3 windows == forward per window."""
+    g = torch.Generator().manual_seed(3)
+    stack = 100.0 + 300.0 * torch.rand(6, 20, 24, generator=g)  # (T, H, W)
+    t_max = stack.shape[0] - 1
+    windows = torch.stack([stack[[max(t - 1, 0), t, min(t + 1, t_max)]] for t in range(t_max + 1)])
+    with torch.no_grad():
+        per_window = tiny(windows)
+        feats = tiny.frame_features(tiny.pad(tiny.normalize(stack))[:, None])  # once per frame
+        reused = torch.cat(
+            [tiny.temporal(feats[[max(t - 1, 0)]], feats[[t]], feats[[min(t + 1, t_max)]]) for t in range(t_max + 1)]
+        )
+    assert _maxdiff(tiny, per_window, reused) <= 1e-5  # batch composition only changes rounding
+
+
+def test_receptive_field_values() -> None:
+    tiny, default = DecodeNet(ModelConfig.tiny()), DecodeNet(ModelConfig())
+    assert tiny.downsample_factor == default.downsample_factor == 4
+    rf = tiny.receptive_field()
+    assert rf == default.receptive_field()  # architecture, not width, sets it
+    assert 0 < tiny.frame_unet_receptive_field() < rf
+    assert rf <= tiny.frame_unet_receptive_field() + tiny.temporal_receptive_field()
+    # regression values; frame U-Net of depth 2, by hand: 2 + 1 + 4 + 2 + 8 + 4 + 2 = 23 px
+    assert tiny.frame_unet_receptive_field() == 23
+    assert measure_receptive_field(ModelConfig.tiny(depth=1)) == 18 < rf == 44
+
+
+def test_receptive_field_measurement_ignores_the_callers_context() -> None:
+    from decode_mem.model import net as net_module
+
+    net_module._measure_cached.cache_clear()
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert measure_receptive_field(ModelConfig.tiny(depth=1)) == 18
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's random stream is untouched
+
+
+@pytest.mark.parametrize("frame", [0, 1, 2])
+def test_receptive_field_bounds_an_impulse(tiny: DecodeNet, frame: int) -> None:
+    rf = tiny.receptive_field()
+    size = 2 * rf + 24
+    x = _frames(1, size, size, seed=5)
+    with torch.no_grad():
+        base = tiny(x)
+        reached = 0
+        for a in range(tiny.downsample_factor):  # every position modulo the down-sampling factor
+            r0, c0 = size // 2 + a, size // 2 - a
+            x2 = x.clone()
+            x2[0, frame, r0, c0] += 1000.0
+            changed = (tiny(x2) != base).any(dim=1)[0]
+            rows = torch.arange(size)[:, None].expand(size, size)
+            cols = torch.arange(size)[None, :].expand(size, size)
+            dist = torch.maximum((rows - r0).abs(), (cols - c0).abs())
+            assert not changed[dist > rf].any(), "an output beyond the receptive field changed"
+            assert changed[dist <= 2].all(), "outputs next to the impulse did not change"
+            reached = max(reached, int(dist[changed].max()))
+    assert reached >= rf - tiny.downsample_factor  # the measured radius is not a loose bound
+
+
+def _tile_output(net: DecodeNet, x_norm: torch.Tensor, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
+    tile = x_norm[..., r0:r1, c0:c1]
+    feats = [net.frame_features(tile[:, i : i + 1]) for i in range(3)]
+    return net.temporal(*feats)
+
+
+@pytest.mark.parametrize("interior", [(48, 64, 52, 72), (0, 16, 0, 12), (136, 152, 160, 172)])
+def test_tile_with_halo_reproduces_whole_frame(tiny: DecodeNet, interior: tuple[int, int, int, int]) -> None:
+    h, w = 150, 170  # not multiples of the factor: the frame is padded to 152 x 172
+    f = tiny.downsample_factor
+    halo = -(-tiny.receptive_field() // f) * f
+    x = _frames(1, h, w, seed=7)
+    with torch.no_grad():
+        whole = tiny(x)
+        x_norm = tiny.pad(tiny.normalize(x))
+        ph, pw = x_norm.shape[-2:]
+        i0, i1, j0, j1 = interior
+        r0, r1, c0, c1 = max(i0 - halo, 0), min(i1 + halo, ph), max(j0 - halo, 0), min(j1 + halo, pw)
+        assert all(v % f == 0 for v in (r0, r1, c0, c1))
+        tiled = _tile_output(tiny, x_norm, r0, r1, c0, c1)[..., i0 - r0 : i1 - r0, j0 - c0 : j1 - c0]
+        ref = tiny.temporal(*[tiny.frame_features(x_norm[:, i : i + 1]) for i in range(3)])[..., i0:i1, j0:j1]
+        assert _maxdiff(tiny, tiled, ref) <= 1e-5
+        hi, wi = min(i1, h) - i0, min(j1, w) - j0  # the same pixels of forward's cropped output
+        assert _maxdiff(tiny, tiled[..., :hi, :wi], whole[..., i0 : i0 + hi, j0 : j0 + wi]) <= 1e-5
+        # control: a halo smaller than the receptive field is not exact
+        if i0 >= 16 and i1 + 16 <= ph:
+            small = _tile_output(tiny, x_norm, i0 - 8, i1 + 8, c0, c1)[..., 8:-8, j0 - c0 : j1 - c0]
+            assert _maxdiff(tiny, small, ref) > 1e-4
+
+
+def test_gradient_checkpointing_is_equivalent() -> None:
+    torch.manual_seed(0)
+    plain = DecodeNet(ModelConfig.tiny()).train()
+    ckpt = DecodeNet(ModelConfig.tiny(grad_checkpointing=True)).train()
+    ckpt.load_state_dict(plain.state_dict())
+    calls = {"n": 0}
+
+    def count(*_: object) -> None:
+        calls["n"] += 1
+
+    ckpt.frame_unet.register_forward_pre_hook(count)  # (recomputation stops early: no post-hook)
+    x = _frames(2, 16, 20)
+    outs, grads = [], []
+    for net in (plain, ckpt):
+        out = net(x)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append(torch.cat([p.grad.flatten() for p in net.parameters()]))
+    assert calls["n"] == 2  # forward + recomputation in backward: checkpointing was active
+    assert _maxdiff(plain, outs[0], outs[1]) <= 1e-6
+    assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        ckpt(x)
+    ckpt.eval()
+    ckpt(x)
+    assert calls["n"] == 4  # no recomputation without grad or in eval mode
+
+
+def test_model_config_round_trip_and_validation() -> None:
+    cfg = ModelConfig.tiny(photon_scale=5000.0, grad_checkpointing=True)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert ModelConfig.from_dict({}) == ModelConfig()
+    assert ModelConfig().depth == 2 and ModelConfig().features == 48 and ModelConfig().activation == "elu"
+    with pytest.raises(ConfigError, match="bogus"):
+        ModelConfig.from_dict({"bogus": 1})
+    for bad in ({"depth": -1}, {"features": 0}, {"depth": 2.0}, {"activation": "tanhh"}, {"upsample": "bilinear"},
+                {"photon_scale": 0.0}, {"z_scale": float("nan")}, {"grad_checkpointing": "yes"}):
+        with pytest.raises(ConfigError):
+            ModelConfig(**bad)
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu_and_loss_runs_under_bf16_autocast() -> None:
+    from decode_mem.model import DecodeLoss
+
+    torch.manual_seed(0)
+    net = DecodeNet(ModelConfig.tiny()).eval()
+    cuda_net = DecodeNet(ModelConfig.tiny()).cuda().eval()
+    cuda_net.load_state_dict(net.state_dict())
+    x = _frames(2, 44, 52)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            assert _maxdiff(net, net(x), cuda_net(x.cuda()).cpu()) <= 1e-4
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    cuda_net.train()
+    em = torch.tensor([[[3.0, 4.0, 0.0, 2000.0]], [[10.0, 20.0, 100.0, 3000.0]]], device="cuda")
+    mask = torch.ones(2, 1, dtype=torch.bool, device="cuda")
+    bg = torch.full((2, 44, 52), 100.0, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        terms = DecodeLoss(model_config=cuda_net.config)(cuda_net(x.cuda()), em, mask, bg)
+    assert terms.total.dtype == torch.float32 and torch.isfinite(terms.total)
+    terms.total.backward()
+    assert all(torch.isfinite(p.grad).all() for p in cuda_net.parameters())
+
+
+def test_transpose_upsampling_variant_runs() -> None:
+    net = DecodeNet(ModelConfig.tiny(upsample="transpose", activation="relu")).eval()
+    with torch.no_grad():
+        assert net(_frames(1, 13, 9)).shape == (1, 10, 13, 9)
+    assert net.receptive_field() > 0

@@ -1,0 +1,122 @@
+"""The training loop end to end: outputs, resume == uninterrupted, chunking, checkpoints, the CLI."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from decode_mem.errors import CheckpointError
+from decode_mem.model.checkpoint import load_model
+from decode_mem.model.net import DecodeNet
+from decode_mem.train import main
+from decode_mem.training.config import TrainConfig, load_train_config
+from decode_mem.training.loop import fit
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_model(path).net.state_dict()
+
+
+def test_resume_gives_the_same_model_as_an_uninterrupted_run(tiny_cfg: TrainConfig, tmp_path: Path) -> None:
+    straight = fit(replace(tiny_cfg, out=str(tmp_path / "straight")))
+    first = fit(replace(tiny_cfg, out=str(tmp_path / "resumed"), steps=2))
+    assert load_model(first).step == 2
+    resumed = fit(replace(tiny_cfg, out=str(tmp_path / "resumed"), resume=True))
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
+    with open(tmp_path / "resumed" / "train_log.csv") as fh:
+        steps = [int(r["step"]) for r in csv.DictReader(fh)]
+    assert steps == [1, 2, 3, 4]
+
+
+def test_chunking_feeds_the_network_only_chunk_sized_crops(tiny_cfg: TrainConfig, monkeypatch) -> None:
+    seen: list[tuple[int, int]] = []
+    forward = DecodeNet.forward
+
+    def spy(self, x):
+        if self.training:
+            seen.append(tuple(x.shape[-2:]))
+        return forward(self, x)
+
+    monkeypatch.setattr(DecodeNet, "forward", spy)
+    cfg = replace(tiny_cfg, steps=1, use_chunking=True, chunk_size=16,
+                  simulation=replace(tiny_cfg.simulation, frame_size=(40, 40)))
+    fit(cfg)
+    assert len(seen) == 9  # 3 x 3 crops of a 40 x 40 frame, one optimizer step
+    assert max(max(s) for s in seen) == 16
+
+
+def test_fit_writes_model_logs_and_plots(tiny_cfg: TrainConfig) -> None:
+    model_path = fit(replace(tiny_cfg, memory_tracking=True))
+    out = Path(tiny_cfg.out)
+    for name in ("model.pt", "checkpoint.pt", "train_log.csv", "training.png", "memory.csv", "memory.png"):
+        assert (out / name).stat().st_size > 0, name
+    model = load_model(model_path)
+    assert model.pixel_size == tiny_cfg.simulation.camera.pixel_size
+    assert model.receptive_field > 0 and not model.net.training
+    with open(out / "train_log.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[-1]["jaccard"] != "" and float(rows[-1]["count"]) > 0
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match=r"model\.pt"):
+        load_model(bad)
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_model(tmp_path / "missing.pt")
+
+
+def test_truncated_checkpoint_is_a_clear_error(tiny_cfg: TrainConfig, tmp_path: Path) -> None:
+    path = fit(replace(tiny_cfg, steps=1))
+    data = path.read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"cut\.pt"):
+        load_model(cut)
+
+
+def test_resume_with_a_different_model_is_refused(tiny_cfg: TrainConfig) -> None:
+    fit(replace(tiny_cfg, steps=1))
+    other = replace(tiny_cfg, resume=True, model=replace(tiny_cfg.model, features=4))
+    with pytest.raises(CheckpointError, match="'model' differs"):
+        fit(other)
+
+
+def test_cli_smoke_run_writes_memory_csv_and_png(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli"
+    rc = main(["--preset", "tiny", "--steps", "2", "--batch_size", "2", "--frame_size", "16", "16",
+               "--val_every", "2", "--out", str(out), "--memory_tracking", "--memory_log_file",
+               str(tmp_path / "mem.csv"), "--use_chunking", "--chunk_size", "8", "--quiet"])
+    assert rc == 0
+    assert (tmp_path / "mem.csv").read_text().startswith("elapsed_s,")
+    assert (out / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "model written to" in capsys.readouterr().out
+
+
+def test_cli_reports_a_corrupt_checkpoint_on_resume(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli"
+    out.mkdir()
+    (out / "checkpoint.pt").write_bytes(b"\x00" * 100)
+    rc = main(["--preset", "tiny", "--steps", "2", "--frame_size", "16", "16", "--out", str(out), "--resume",
+               "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "checkpoint.pt" in err
+
+
+def test_yaml_config_is_strict(tmp_path: Path) -> None:
+    path = tmp_path / "train.yaml"
+    path.write_text("steps: 3\nchunksize: 64\n")
+    with pytest.raises(Exception, match="unknown key 'chunksize' \\(did you mean 'chunk_size'\\?\\)"):
+        load_train_config(path)
+    path.write_text("steps: 3\nmodel: {depth: 1, features: 4, inter_features: 4}\nsimulation: {frame_size: [8, 8]}\n")
+    cfg = load_train_config(path)
+    assert cfg.steps == 3 and cfg.model.depth == 1 and cfg.simulation.frame_size == (8, 8)
