@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -28,6 +29,55 @@ EXTRA_COLUMNS = {  # table column -> (csv header, multiply by pixel size?)
     "sigma_z": ("sigma_z [nm]", False),
     "sigma_photons": ("sigma_intensity [photon]", False),
 }
+
+
+def thunderstorm_columns(table: EmitterTable, pixel_size: float, extras: tuple[str, ...] = (),
+                         first_id: int = 1) -> dict[str, np.ndarray]:
+    """The ThunderSTORM columns (header -> values) of ``table``: 1-based frames, nm from the corner.
+
+    Same numbers as ``ThunderstormWriter`` writes (before its text formatting); extras missing from
+    ``table`` are NaN.
+    """
+    n = len(table)
+    px = float(pixel_size)
+    if "sigma_x" in table and "sigma_y" in table:
+        unc = np.sqrt((table["sigma_x"].astype(np.float64) ** 2 + table["sigma_y"].astype(np.float64) ** 2) / 2) * px
+    else:
+        unc = np.full(n, np.nan)
+    values = [
+        np.arange(first_id, first_id + n, dtype=np.int64),
+        table["frame"].astype(np.int64) + 1,
+        (table["x"].astype(np.float64) + 0.5) * px,
+        (table["y"].astype(np.float64) + 0.5) * px,
+        table["z"].astype(np.float64),
+        table["photons"].astype(np.float64),
+        table["bg"].astype(np.float64),
+        unc,
+    ]
+    cols = dict(zip(BASE_COLUMNS, values, strict=True))
+    for extra in extras:
+        header, in_px = EXTRA_COLUMNS[extra]
+        scale = px if in_px else 1.0
+        cols[header] = table[extra].astype(np.float64) * scale if extra in table else np.full(n, np.nan)
+    return cols
+
+
+def table_from_thunderstorm(cols: Mapping[str, np.ndarray], pixel_size: float) -> EmitterTable:
+    """Inverse of :func:`thunderstorm_columns`: pixels, 0-based frames; unknown columns are ignored."""
+    n = len(cols["frame"])
+    px = float(pixel_size)
+    columns = {
+        "frame": np.asarray(cols["frame"]).astype(np.int64) - 1,
+        "x": np.asarray(cols["x [nm]"], np.float64) / px - 0.5,
+        "y": np.asarray(cols["y [nm]"], np.float64) / px - 0.5,
+        "z": cols.get("z [nm]", np.zeros(n)),
+        "photons": cols.get("intensity [photon]", np.zeros(n)),
+        "bg": cols.get("offset [photon]", np.zeros(n)),
+    }
+    for name, (header, in_px) in EXTRA_COLUMNS.items():
+        if header in cols:
+            columns[name] = np.asarray(cols[header], np.float64) / px if in_px else cols[header]
+    return EmitterTable(columns)
 
 
 class ThunderstormWriter:
@@ -59,25 +109,8 @@ class ThunderstormWriter:
         n = len(table)
         if n == 0:
             return
-        px = self.pixel_size
-        if "sigma_x" in table and "sigma_y" in table:
-            unc = np.sqrt((table["sigma_x"].astype(np.float64) ** 2 + table["sigma_y"] ** 2) / 2) * px
-        else:
-            unc = np.full(n, np.nan)
-        cols = [
-            np.arange(self._next_id, self._next_id + n),
-            table["frame"] + 1,
-            (table["x"].astype(np.float64) + 0.5) * px,
-            (table["y"].astype(np.float64) + 0.5) * px,
-            table["z"],
-            table["photons"],
-            table["bg"],
-            unc,
-        ]
-        for extra in self.extras:
-            scale = px if EXTRA_COLUMNS[extra][1] else 1.0
-            cols.append(table[extra].astype(np.float64) * scale if extra in table else np.full(n, np.nan))
-        data = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols])
+        cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id)
+        data = np.column_stack(list(cols.values()))
         fmt = ["%d", "%d"] + ["%.6g"] * (data.shape[1] - 2)
         np.savetxt(self._fh, data, fmt=fmt, delimiter=",")
         self._next_id += n
@@ -111,18 +144,4 @@ def read_thunderstorm_csv(path: str | os.PathLike, pixel_size: float) -> Emitter
         data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
     if data.size == 0:
         data = np.zeros((0, len(header)))
-    col = {h: data[:, i] for i, h in enumerate(header)}
-    n = len(data)
-    px = float(pixel_size)
-    columns = {
-        "frame": col["frame"].astype(np.int64) - 1,
-        "x": col["x [nm]"] / px - 0.5,
-        "y": col["y [nm]"] / px - 0.5,
-        "z": col.get("z [nm]", np.zeros(n)),
-        "photons": col.get("intensity [photon]", np.zeros(n)),
-        "bg": col.get("offset [photon]", np.zeros(n)),
-    }
-    for name, (header_name, in_px) in EXTRA_COLUMNS.items():
-        if header_name in col:
-            columns[name] = col[header_name] / px if in_px else col[header_name]
-    return EmitterTable(columns)
+    return table_from_thunderstorm({h: data[:, i] for i, h in enumerate(header)}, pixel_size)

@@ -1,0 +1,148 @@
+"""One entry point for localization files, chosen by suffix: ``.csv`` (ThunderSTORM), ``.hdf5``/``.h5``
+(Picasso, with its ``.yaml``), ``.parquet``/``.pq`` (the CSV's columns in parquet).
+
+In memory everything is an :class:`EmitterTable` in pixels (centres at integer coordinates), frames
+0-based. CSV and parquet store nm from the image corner, so reading them back needs the camera pixel
+size: given, or (parquet) recorded in the file. Picasso files carry it in their metadata.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.parquet import ParquetWriter, iter_parquet, parquet_meta, table_from_thunderstorm
+from decode_mem.io.picasso import PicassoWriter, iter_picasso, picasso_meta
+from decode_mem.io.table import OPTIONAL, EmitterTable
+from decode_mem.io.thunderstorm import EXTRA_COLUMNS, ThunderstormWriter
+
+FORMATS = {".csv": "csv", ".hdf5": "picasso", ".h5": "picasso", ".parquet": "parquet", ".pq": "parquet"}
+CHUNK_ROWS = 1 << 20
+
+
+@dataclass(frozen=True)
+class LocalizationMeta:
+    """What a file says about its acquisition; ``None`` where it does not say."""
+
+    pixel_size: float | None = None  # camera pixel, nm
+    width: int | None = None  # px
+    height: int | None = None  # px
+    frames: int | None = None
+
+
+def file_format(path: str | os.PathLike) -> str:
+    """``'csv'``, ``'picasso'`` or ``'parquet'`` from the suffix; ConfigError for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ConfigError(f"{path}: unknown localization file type {suffix!r}; use one of {', '.join(FORMATS)}")
+    return FORMATS[suffix]
+
+
+def open_writer(path: str | os.PathLike, *, pixel_size: float, width: int | None = None, height: int | None = None,
+                frames: int | None = None, extras: tuple[str, ...] = (), **options: Any
+                ) -> ThunderstormWriter | PicassoWriter | ParquetWriter:
+    """A streaming, atomic writer for ``path`` (a context manager with ``write(table)``).
+
+    ``extras`` are optional table columns to keep (``prob``, ``sigma_x``, ...). ``width``/``height``
+    (px) are required for Picasso and recorded in parquet; ``options`` go to the format's writer
+    (Picasso: ``three_d``, ``psf_sigma``, ``source``, ``info``; parquet: ``row_group_rows``).
+    """
+    fmt = file_format(path)
+    unknown = [e for e in extras if e not in OPTIONAL]
+    if unknown:
+        raise ConfigError(f"{path}: unknown extra columns {unknown}; choose from {', '.join(OPTIONAL)}")
+    if fmt == "csv":
+        if options:
+            raise ConfigError(f"{path}: options {sorted(options)} do not apply to CSV")
+        return ThunderstormWriter(path, pixel_size, tuple(extras))
+    if fmt == "parquet":
+        return ParquetWriter(path, pixel_size, tuple(extras), width=width, height=height, frames=frames, **options)
+    if width is None or height is None:
+        raise ConfigError(f"{path}: a Picasso file needs the frame width and height (px)")
+    return PicassoWriter(path, width=width, height=height, pixel_size=pixel_size, frames=frames,
+                         extras=tuple(extras), **options)
+
+
+def write_localizations(table: EmitterTable, path: str | os.PathLike, *, pixel_size: float,
+                        **meta: Any) -> None:
+    """Write a whole table to ``path`` (format by suffix), keeping every optional column it has."""
+    meta.setdefault("extras", tuple(c for c in OPTIONAL if c in table))
+    with open_writer(path, pixel_size=pixel_size, **meta) as writer:
+        writer.write(table)
+
+
+def localization_meta(path: str | os.PathLike) -> LocalizationMeta:
+    """Pixel size, frame size and frame count as recorded in the file (CSV records none)."""
+    fmt = file_format(path)
+    _require_file(path)
+    if fmt == "csv":
+        return LocalizationMeta()
+    raw = picasso_meta(path) if fmt == "picasso" else parquet_meta(path)
+    return LocalizationMeta(
+        pixel_size=None if raw.get("pixel_size") is None else float(raw["pixel_size"]),
+        width=None if raw.get("width") is None else int(raw["width"]),
+        height=None if raw.get("height") is None else int(raw["height"]),
+        frames=None if raw.get("frames") is None else int(raw["frames"]))
+
+
+def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = None,
+                       chunk_rows: int = CHUNK_ROWS) -> Iterator[EmitterTable]:
+    """Yield the file's localizations as tables of bounded size (about ``chunk_rows`` rows).
+
+    ``pixel_size`` (nm) converts CSV/parquet nm back to pixels; parquet falls back to the value in
+    the file; Picasso files are in pixels already and ignore it.
+    """
+    fmt = file_format(path)
+    _require_file(path)
+    if fmt == "picasso":
+        yield from iter_picasso(path, chunk_rows)
+    elif fmt == "parquet":
+        yield from iter_parquet(path, pixel_size, chunk_rows)
+    else:
+        if pixel_size is None:
+            raise ConfigError(f"{path}: reading a CSV needs the camera pixel size (nm)")
+        yield from _iter_csv(Path(path), float(pixel_size), chunk_rows)
+
+
+def read_localizations(path: str | os.PathLike, *, pixel_size: float | None = None) -> EmitterTable:
+    """Read a whole localization file (format by suffix) into pixel units, frames 0-based."""
+    return EmitterTable.concat(iter_localizations(path, pixel_size=pixel_size))
+
+
+def _require_file(path: str | os.PathLike) -> None:
+    if not Path(path).is_file():
+        raise StackError(f"{path}: no such localization file")
+
+
+def _iter_csv(path: Path, pixel_size: float, chunk_rows: int) -> Iterator[EmitterTable]:
+    """ThunderSTORM CSV in blocks (pyarrow's streaming reader); same result as ``read_thunderstorm_csv``."""
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), None)
+    if not header or "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:
+        raise StackError(f"{path}: not a ThunderSTORM CSV (needs 'frame', 'x [nm]', 'y [nm]' columns)")
+    known = ["frame", "x [nm]", "y [nm]", "z [nm]", "intensity [photon]", "offset [photon]"]
+    known += [h for h, _ in EXTRA_COLUMNS.values()]
+    used = [h for h in known if h in header]
+    types = {h: pa.float64() for h in used}  # ThunderSTORM itself writes frames as "1.0"
+    block_size = max(1 << 16, min(chunk_rows * 80, 1 << 28))  # ~80 bytes per row
+    try:
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_size),
+                                convert_options=pacsv.ConvertOptions(column_types=types, include_columns=used))
+        empty = True
+        for batch in reader:
+            empty = False
+            yield table_from_thunderstorm(
+                {h: batch.column(h).to_numpy(zero_copy_only=False) for h in used}, pixel_size)
+    except pa.ArrowInvalid as e:
+        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {e}") from e
+    if empty:
+        yield table_from_thunderstorm({h: np.zeros(0) for h in used}, pixel_size)

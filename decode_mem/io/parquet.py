@@ -1,0 +1,159 @@
+"""Parquet localizations: the ThunderSTORM CSV's columns and units in a columnar, compressed file.
+
+A parquet file holds exactly what our CSV holds (DESIGN.md §3): columns ``id``, ``frame`` (int64,
+**1-based**), ``x [nm]``, ``y [nm]`` measured from the image's outer corner (pixel centre ``j`` is at
+``(j + 0.5) * pixel_size``), ``z [nm]``, ``intensity [photon]``, ``offset [photon]``, ``uncertainty [nm]``,
+then the optional extras (``prob``, ``sigma_x [nm]``, ...), all float64. So a parquet file and a CSV
+written from the same table read back to the same table, and tools that read one read the other.
+The file's key-value metadata ``decode_mem`` (JSON) records ``pixel_size`` (nm) and, when known,
+``width``, ``height`` (px) and ``frames``, so it can be read back to pixels without being told.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.atomic import partial_path
+from decode_mem.io.provenance import generated_by
+from decode_mem.io.table import EmitterTable
+from decode_mem.io.thunderstorm import BASE_COLUMNS, EXTRA_COLUMNS, table_from_thunderstorm, thunderstorm_columns
+
+META_KEY = "decode_mem"
+ROW_GROUP_ROWS = 65_536
+
+
+
+
+class ParquetWriter:
+    """Streaming parquet writer: ``write(table)`` appends; the file appears under its name on close.
+
+    Rows are buffered up to ``row_group_rows`` and written as one row group, so memory stays bounded
+    and row groups are not tiny. An exception inside the ``with`` block removes the partial file.
+    ``width``/``height``/``frames`` go into the file's metadata when given (``frames`` defaults to the
+    largest frame written + 1).
+    """
+
+    def __init__(self, path: str | os.PathLike, pixel_size: float, extras: tuple[str, ...] = (), *,
+                 width: int | None = None, height: int | None = None, frames: int | None = None,
+                 row_group_rows: int = ROW_GROUP_ROWS, compression: str = "zstd") -> None:
+        self.path = Path(path)
+        self.pixel_size = float(pixel_size)
+        self.extras = tuple(extras)
+        unknown = [e for e in self.extras if e not in EXTRA_COLUMNS]
+        if unknown:
+            raise ValueError(f"ParquetWriter: unknown extra columns {unknown}")
+        if not self.pixel_size > 0:
+            raise ConfigError(f"ParquetWriter: pixel_size must be > 0 nm, got {pixel_size}")
+        self.meta: dict[str, Any] = {"pixel_size": self.pixel_size, "width": width, "height": height,
+                                     "frames": frames, "generated_by": generated_by()}
+        self.row_group_rows = max(1, int(row_group_rows))
+        self.compression = compression
+        headers = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
+        self.schema = pa.schema([(h, pa.int64() if h in ("id", "frame") else pa.float64()) for h in headers])
+        self._tmp = partial_path(self.path)
+        self._writer: pq.ParquetWriter | None = None
+        self._buffer: list[dict[str, np.ndarray]] = []
+        self._buffered = 0
+        self._next_id = 1
+        self._max_frame = -1
+
+    def __enter__(self) -> ParquetWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=self.compression)
+        return self
+
+    def write(self, table: EmitterTable) -> None:
+        n = len(table)
+        if n == 0:
+            return
+        self._buffer.append(thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id))
+        self._next_id += n
+        self._buffered += n
+        self._max_frame = max(self._max_frame, int(table["frame"].max()))
+        if self._buffered >= self.row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        arrays = [pa.array(np.concatenate([b[f.name] for b in self._buffer]), type=f.type) for f in self.schema]
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self._buffer, self._buffered = [], 0
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            if exc_type is None:
+                self._flush()
+                if self.meta["frames"] is None:
+                    self.meta["frames"] = self._max_frame + 1
+                self._writer.add_key_value_metadata({META_KEY: json.dumps(self.meta)})
+        finally:
+            self._writer.close()
+            self._buffer = []
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+def write_parquet(table: EmitterTable, path: str | os.PathLike, pixel_size: float, **kwargs: Any) -> None:
+    """Write a whole table atomically (all optional columns that the table has)."""
+    extras = tuple(c for c in EXTRA_COLUMNS if c in table)
+    with ParquetWriter(path, pixel_size, extras, **kwargs) as writer:
+        writer.write(table)
+
+
+def _open(path: str | os.PathLike) -> pq.ParquetFile:
+    path = Path(path)
+    if not path.is_file():
+        raise StackError(f"{path}: no such localization file")
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        raise StackError(f"{path}: not a readable parquet file: {e}") from e
+
+
+def parquet_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``decode_mem`` metadata of a parquet file (``pixel_size``, ``width``, ``height``, ``frames``)."""
+    kv = _open(path).metadata.metadata or {}
+    raw = kv.get(META_KEY.encode())
+    return json.loads(raw) if raw else {}
+
+
+def iter_parquet(path: str | os.PathLike, pixel_size: float | None = None,
+                 batch_rows: int = 1 << 20) -> Iterator[EmitterTable]:
+    """Yield the file's rows as tables of at most ``batch_rows`` (memory bounded by the batch).
+
+    ``pixel_size`` (nm) defaults to the one recorded in the file; a file without it needs it given.
+    """
+    pf = _open(path)
+    names = pf.schema_arrow.names
+    if "frame" not in names or "x [nm]" not in names or "y [nm]" not in names:
+        raise StackError(f"{path}: not a localization parquet (needs 'frame', 'x [nm]', 'y [nm]' columns)")
+    if pixel_size is None:
+        pixel_size = parquet_meta(path).get("pixel_size")
+        if pixel_size is None:
+            raise ConfigError(f"{path}: no pixel size recorded in the file; pass pixel_size (nm)")
+    known = [h for h in names if h != "id"]
+    empty = True
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=known):
+        empty = False
+        cols = {h: batch.column(h).to_numpy(zero_copy_only=False) for h in known}
+        yield table_from_thunderstorm(cols, pixel_size)
+    if empty:
+        yield table_from_thunderstorm({h: np.zeros(0) for h in known}, pixel_size)
+
+
+def read_parquet(path: str | os.PathLike, pixel_size: float | None = None) -> EmitterTable:
+    """Read a whole parquet localization file back into pixel units, frames 0-based."""
+    return EmitterTable.concat(iter_parquet(path, pixel_size))

@@ -1,0 +1,225 @@
+"""Super-resolution rendering: localizations -> a histogram image on a fine grid, optionally blurred.
+
+Geometry: the camera frame spans ``[-0.5, W - 0.5)`` px (pixel centres at integer coordinates), i.e.
+``[0, W * pixel_size)`` nm from the outer corner, and render pixel ``i`` covers
+``[i, i + 1) * render_pixel`` nm from that corner (the ThunderSTORM/CSV nm convention). Picasso's own
+renderer bins ``x`` in ``[i, i + 1)`` camera px instead, which shifts its images by half a camera pixel.
+
+Memory: the image is the only big array. Tables are consumed one at a time and in chunks; counts go in
+by ``np.unique`` on flattened indices (memory O(chunk), not O(image) like ``np.bincount``). Blur:
+
+- ``'none'``: counts; their sum is the number of localizations inside the field of view.
+- ``'gaussian'``: the histogram convolved with one Gaussian of ``sigma`` nm (``gaussian_filter``, zero
+  outside the frame, so only mass blurred across the border is lost). Peak memory: two images.
+- ``'precision'``: each localization blurred by its own precision (mean of ``sigma_x``, ``sigma_y``,
+  at least ``sigma`` nm if given), quantised to classes spaced by √2 from half a render pixel (8 by
+  default); one histogram per class that occurs, each blurred once. Peak memory: classes + 2 images.
+
+CLI: ``python -m decode_mem.render LOCS --out image.png|.tif [--pixel 10] [--pixel_size 100]
+[--shape H W] [--blur gaussian --sigma 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.ndimage import gaussian_filter
+
+from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
+from decode_mem.io.table import EmitterTable
+
+BLURS = ("none", "gaussian", "precision")
+CHUNK_ROWS = 1 << 20
+
+
+def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: float) -> tuple[int, int]:
+    """Rows and columns of the rendered image: the camera frame covered by whole render pixels."""
+    return tuple(max(1, math.ceil(round(n * pixel_size / render_pixel, 9))) for n in shape_px)  # type: ignore[return-value]
+
+
+def render(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
+           render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
+           sigma_classes: int = 8, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
+    """Render localizations (px, as in :class:`EmitterTable`) to a float32 image of ``render_pixel`` nm.
+
+    ``shape_px`` is the camera frame (H, W) and ``pixel_size`` its pixel in nm; ``sigma`` is in nm
+    (required for ``blur='gaussian'``, a lower bound for ``'precision'``). See the module docstring.
+    """
+    image, _ = render_counted(locs, shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel, blur=blur,
+                              sigma=sigma, sigma_classes=sigma_classes, chunk_rows=chunk_rows)
+    return image
+
+
+def render_counted(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
+                   render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
+                   sigma_classes: int = 8, chunk_rows: int = CHUNK_ROWS) -> tuple[np.ndarray, int]:
+    """:func:`render` plus the number of localizations inside the field of view."""
+    _check(shape_px, pixel_size, render_pixel, blur, sigma, sigma_classes)
+    shape = render_shape(shape_px, pixel_size, render_pixel)
+    tables = [locs] if isinstance(locs, EmitterTable) else locs
+    images: dict[int, np.ndarray] = {}  # blur class -> histogram (class 0 only, unless 'precision')
+    n_in = 0
+    for table in tables:
+        for start in range(0, len(table), chunk_rows):
+            part = table.select(slice(start, start + chunk_rows))
+            flat, inside = _flat_index(part, shape_px, pixel_size, render_pixel, shape)
+            n_in += len(flat)
+            if blur == "precision":
+                classes = _sigma_class(part, inside, pixel_size, render_pixel, sigma, sigma_classes)
+            else:
+                classes = np.zeros(len(flat), np.int64)
+            for c in np.unique(classes):
+                img = images.setdefault(int(c), np.zeros(shape, np.float32))
+                idx, counts = np.unique(flat[classes == c], return_counts=True)
+                img.reshape(-1)[idx] += counts
+    if not images:
+        return np.zeros(shape, np.float32), 0
+    if blur == "none":
+        return images[0], n_in
+    if blur == "gaussian":
+        return gaussian_filter(images.pop(0), sigma / render_pixel, mode="constant"), n_in
+    out = np.zeros(shape, np.float32)
+    for c in sorted(images):
+        out += gaussian_filter(images.pop(c), _class_sigma(c, render_pixel, sigma) / render_pixel, mode="constant")
+    return out, n_in
+
+
+def _check(shape_px, pixel_size, render_pixel, blur, sigma, sigma_classes) -> None:
+    if len(shape_px) != 2 or min(shape_px) < 1:
+        raise ConfigError(f"render: shape_px must be (H, W) >= 1, got {tuple(shape_px)}")
+    if not pixel_size > 0 or not render_pixel > 0:
+        raise ConfigError(f"render: pixel_size and render_pixel must be > 0 nm, got {pixel_size}, {render_pixel}")
+    if blur not in BLURS:
+        raise ConfigError(f"render: blur must be one of {', '.join(BLURS)}, got {blur!r}")
+    if blur == "gaussian" and (sigma is None or not sigma > 0):
+        raise ConfigError(f"render: blur='gaussian' needs sigma > 0 nm, got {sigma}")
+    if sigma_classes < 1:
+        raise ConfigError(f"render: sigma_classes must be >= 1, got {sigma_classes}")
+
+
+def _flat_index(table: EmitterTable, shape_px, pixel_size, render_pixel, shape) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened render-pixel index of every localization inside the frame, and the mask of those."""
+    xn = (table["x"].astype(np.float64) + 0.5) * pixel_size  # nm from the outer corner
+    yn = (table["y"].astype(np.float64) + 0.5) * pixel_size
+    inside = (xn >= 0) & (yn >= 0) & (xn < shape_px[1] * pixel_size) & (yn < shape_px[0] * pixel_size)
+    ix = np.minimum((xn[inside] / render_pixel).astype(np.int64), shape[1] - 1)
+    iy = np.minimum((yn[inside] / render_pixel).astype(np.int64), shape[0] - 1)
+    return iy * shape[1] + ix, inside
+
+
+def _sigma_class(table, inside, pixel_size, render_pixel, sigma, n_classes) -> np.ndarray:
+    if "sigma_x" not in table or "sigma_y" not in table:
+        raise ConfigError("render: blur='precision' needs sigma_x and sigma_y columns (use 'gaussian' with a sigma)")
+    s = (table["sigma_x"][inside].astype(np.float64) + table["sigma_y"][inside]) / 2 * pixel_size
+    s = np.nan_to_num(np.maximum(s, sigma or 0.0), nan=render_pixel / 2, posinf=render_pixel / 2)
+    c = np.rint(2 * np.log2(np.maximum(s, 1e-12) / (render_pixel / 2)))
+    return np.clip(c, 0, n_classes - 1).astype(np.int64)
+
+
+def _class_sigma(c: int, render_pixel: float, sigma: float | None) -> float:
+    return max(render_pixel / 2 * 2 ** (c / 2), sigma or 0.0)
+
+
+# --------------------------------------------------------------------------------------------- output
+
+def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = 99.5,
+               cmap: str = "magma") -> None:
+    """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap, percentile clip)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".png", ".tif", ".tiff"):
+        raise ConfigError(f"{path}: output must be .png, .tif or .tiff")
+    if not 0 < percentile <= 100:
+        raise ConfigError(f"percentile must be in (0, 100], got {percentile}")
+    if suffix == ".png":
+        from matplotlib import colormaps
+
+        if cmap not in colormaps:
+            raise ConfigError(f"unknown colormap {cmap!r}")
+    with atomic_output(path) as tmp:
+        if suffix == ".png":
+            from matplotlib.image import imsave  # no pyplot: no global figure state
+
+            positive = image[image > 0]
+            vmax = float(np.percentile(positive, percentile)) if positive.size else 1.0
+            imsave(tmp, image, vmin=0.0, vmax=vmax or 1.0, cmap=cmap, format="png", origin="upper")
+        else:
+            import tifffile
+
+            per_um = 1000.0 / render_pixel
+            tifffile.imwrite(tmp, image.astype(np.float32, copy=False), imagej=True, resolution=(per_um, per_um),
+                             metadata={"unit": "um"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m decode_mem.render",
+        description="Render a localization file (.csv ThunderSTORM, .hdf5 Picasso, .parquet) as a super-resolution "
+                    "image: a histogram on a fine grid, optionally blurred. Streams the file.")
+    p.add_argument("locs", help="localization file")
+    p.add_argument("--out", required=True, help="image: .png (colormap) or .tif (float32 counts)")
+    p.add_argument("--pixel", type=float, default=10.0, help="render pixel in nm (default 10)")
+    p.add_argument("--pixel_size", "--pixel-size", dest="pixel_size", type=float,
+                   help="camera pixel in nm (default: from the file; a CSV without it is rendered in nm)")
+    p.add_argument("--shape", type=int, nargs=2, metavar=("H", "W"),
+                   help="camera frame in px (default: from the file, else the localizations' extent)")
+    p.add_argument("--blur", choices=BLURS, default="none", help="none (default), gaussian (fixed --sigma) or "
+                                                                 "precision (each localization's sigma_x/sigma_y)")
+    p.add_argument("--sigma", type=float, help="blur sigma in nm (gaussian: default 10; precision: lower bound)")
+    p.add_argument("--percentile", type=float, default=99.5, help="PNG: clip at this percentile of non-zero pixels")
+    p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
+    p.add_argument("--quiet", action="store_true", help="no summary line")
+    return p
+
+
+def _extent_px(path: str, pixel_size: float) -> tuple[int, int]:
+    """(H, W) px covering every localization: one extra pass over the file."""
+    hi = np.array([0.0, 0.0])
+    for t in iter_localizations(path, pixel_size=pixel_size):
+        if len(t):
+            hi = np.maximum(hi, [np.nanmax(t["y"]), np.nanmax(t["x"])])
+    return math.floor(hi[0] + 0.5) + 1, math.floor(hi[1] + 0.5) + 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
+        return int(e.code or 0)
+    try:
+        if Path(args.out).suffix.lower() not in (".png", ".tif", ".tiff"):
+            raise ConfigError(f"--out {args.out}: must end in .png, .tif or .tiff")
+        file_format(args.locs)
+        meta = localization_meta(args.locs)
+        pixel_size = args.pixel_size or meta.pixel_size
+        if pixel_size is None:
+            if args.shape:
+                raise ConfigError(f"{args.locs}: --shape (px) needs --pixel_size (nm) for this file")
+            pixel_size = 1.0  # CSV in nm: 1 "pixel" = 1 nm, so the frame is the localizations' extent in nm
+        if args.shape:
+            shape = tuple(args.shape)
+        elif meta.height and meta.width:
+            shape = (meta.height, meta.width)
+        else:
+            shape = _extent_px(args.locs, pixel_size)
+        sigma = args.sigma if args.sigma is not None or args.blur != "gaussian" else 10.0
+        image, n = render_counted(iter_localizations(args.locs, pixel_size=pixel_size), shape_px=shape,
+                                  pixel_size=pixel_size, render_pixel=args.pixel, blur=args.blur, sigma=sigma)
+        save_image(image, args.out, render_pixel=args.pixel, percentile=args.percentile, cmap=args.cmap)
+    except DecodeMemError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"rendered {n} localizations -> {args.out} ({image.shape[0]} x {image.shape[1]} px of {args.pixel:g} nm)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""Parquet: the CSV's columns and units, metadata with the pixel size, row groups, atomic writes."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
+from decode_mem.io.table import EmitterTable
+from decode_mem.io.thunderstorm import read_thunderstorm_csv, write_thunderstorm_csv
+
+PX = 100.0
+
+
+def table(n: int = 7, seed: int = 0, **extra) -> EmitterTable:
+    rng = np.random.default_rng(seed)
+    return EmitterTable.from_arrays(
+        frame=rng.integers(0, 50, n), x=rng.uniform(0, 63, n), y=rng.uniform(0, 63, n), z=rng.uniform(-400, 400, n),
+        photons=rng.uniform(500, 5000, n), bg=rng.uniform(5, 50, n), **extra)
+
+
+def test_parquet_holds_what_the_csv_holds(tmp_path) -> None:
+    n = 7
+    rng = np.random.default_rng(1)
+    t = table(n, prob=rng.uniform(0, 1, n), sigma_x=rng.uniform(0.1, 0.5, n), sigma_y=rng.uniform(0.1, 0.5, n),
+              sigma_photons=rng.uniform(10, 50, n))
+    write_thunderstorm_csv(t, tmp_path / "l.csv", pixel_size=PX)
+    write_parquet(t, tmp_path / "l.parquet", pixel_size=PX)
+
+    with open(tmp_path / "l.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    raw = pq.read_table(tmp_path / "l.parquet").to_pydict()
+    assert list(raw) == list(rows[0])  # same headers, same order
+    for header in raw:
+        np.testing.assert_allclose(raw[header], [float(r[header]) for r in rows], rtol=1e-5, err_msg=header)
+    assert raw["frame"] == [f + 1 for f in t["frame"].tolist()]  # 1-based like the CSV
+    np.testing.assert_allclose(raw["x [nm]"], (t["x"] + 0.5) * PX, rtol=1e-6)  # nm from the corner
+
+    from_csv = read_thunderstorm_csv(tmp_path / "l.csv", pixel_size=PX)
+    from_parquet = read_parquet(tmp_path / "l.parquet")
+    assert from_parquet.names == from_csv.names
+    for name in t.names:
+        np.testing.assert_allclose(from_parquet[name], from_csv[name], rtol=1e-5, atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(from_parquet[name], t[name], rtol=1e-6, atol=1e-5, err_msg=name)
+
+
+def test_metadata_records_the_pixel_size_and_frame(tmp_path) -> None:
+    t = table(4)
+    write_parquet(t, tmp_path / "l.parquet", pixel_size=PX, width=64, height=32)
+    meta = parquet_meta(tmp_path / "l.parquet")
+    assert (meta["pixel_size"], meta["width"], meta["height"]) == (PX, 64, 32)
+    assert meta["frames"] == int(t["frame"].max()) + 1
+    assert meta["generated_by"].startswith("decode_mem")
+    # an explicit pixel size overrides the recorded one
+    np.testing.assert_allclose(read_parquet(tmp_path / "l.parquet", pixel_size=2 * PX)["x"], (t["x"] + 0.5) / 2 - 0.5,
+                               rtol=1e-6)
+
+
+def test_writes_are_buffered_into_row_groups(tmp_path) -> None:
+    parts = [table(5, seed=s) for s in range(5)]
+    with ParquetWriter(tmp_path / "l.parquet", PX, row_group_rows=10) as w:
+        for p in parts:
+            w.write(p)
+    pf = pq.ParquetFile(tmp_path / "l.parquet")
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [10, 10, 5]
+    assert pq.read_table(tmp_path / "l.parquet", columns=["id"])["id"].to_pylist() == list(range(1, 26))
+    np.testing.assert_allclose(read_parquet(tmp_path / "l.parquet")["x"], EmitterTable.concat(parts)["x"], rtol=1e-6)
+
+
+def test_exception_leaves_no_file(tmp_path) -> None:
+    with pytest.raises(RuntimeError), ParquetWriter(tmp_path / "l.parquet", PX) as w:
+        w.write(table(3))
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_table(tmp_path) -> None:
+    write_parquet(EmitterTable.empty(), tmp_path / "e.parquet", pixel_size=PX)
+    back = read_parquet(tmp_path / "e.parquet")
+    assert len(back) == 0 and "frame" in back
+
+
+def test_errors(tmp_path) -> None:
+    with pytest.raises(StackError, match=r"nope\.parquet"):
+        read_parquet(tmp_path / "nope.parquet")
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(StackError, match=r"bad\.parquet"):
+        read_parquet(tmp_path / "bad.parquet")
+    pq.write_table(pq.read_table(_foreign(tmp_path)), tmp_path / "foreign.parquet")
+    with pytest.raises(ConfigError, match="pixel"):
+        read_parquet(tmp_path / "foreign.parquet")  # no recorded pixel size, none given
+    assert len(read_parquet(tmp_path / "foreign.parquet", pixel_size=PX)) == 3
+
+
+def _foreign(tmp_path):
+    """A parquet with our columns but without decode_mem's metadata (e.g. written by pandas)."""
+    import pyarrow as pa
+
+    path = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"frame": [1, 2, 3], "x [nm]": [50.0, 150.0, 250.0], "y [nm]": [50.0, 50.0, 50.0]}), path)
+    return path

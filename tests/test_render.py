@@ -1,0 +1,131 @@
+"""Rendering: counts conserved, pixel-centre geometry, blur conserves mass, the CLI writes PNG and TIFF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.localizations import write_localizations
+from decode_mem.io.table import EmitterTable
+from decode_mem.render import main, render, render_counted, render_shape
+
+PX = 100.0  # camera pixel, nm
+RP = 10.0  # render pixel, nm
+
+
+def locs(x, y, **extra) -> EmitterTable:
+    x = np.asarray(x, np.float64)
+    return EmitterTable.from_arrays(frame=np.zeros(len(x), np.int64), x=x, y=np.asarray(y, np.float64),
+                                    photons=np.full(len(x), 1000.0), **extra)
+
+
+def random_locs(n: int, seed: int = 0, shape=(16, 32), margin: float = 0.0) -> EmitterTable:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-0.5 + margin, shape[1] - 0.5 - margin, n)
+    y = rng.uniform(-0.5 + margin, shape[0] - 0.5 - margin, n)
+    return locs(x, y, sigma_x=rng.uniform(0.05, 0.4, n), sigma_y=rng.uniform(0.05, 0.4, n))
+
+
+def test_histogram_counts_every_localization_inside_the_frame() -> None:
+    t = random_locs(5000, shape=(20, 36))  # frame is 16 x 32, so some fall outside
+    img = render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP)
+    assert img.shape == (160, 320) and img.dtype == np.float32
+    nm_x, nm_y = (t["x"] + 0.5) * PX, (t["y"] + 0.5) * PX
+    inside = (nm_x >= 0) & (nm_x < 32 * PX) & (nm_y >= 0) & (nm_y < 16 * PX)
+    assert 0 < inside.sum() < len(t)
+    assert img.sum() == inside.sum()
+
+
+def test_a_localization_lands_in_the_right_render_pixel() -> None:
+    # camera pixel centres sit at integer coordinates: x = 0 is 50 nm from the frame's outer corner
+    cases = {(0.0, 3.0): (35, 5), (-0.5, -0.5): (0, 0), (31.49, 15.49): (159, 319), (2.26, 0.0): (5, 27)}
+    for (x, y), (row, col) in cases.items():
+        img = render(locs([x], [y]), shape_px=(16, 32), pixel_size=PX, render_pixel=RP)
+        assert img.sum() == 1
+        assert tuple(np.argwhere(img)[0]) == (row, col), (x, y)
+    outside = render(locs([-0.51, 31.5], [0.0, 0.0]), shape_px=(16, 32), pixel_size=PX, render_pixel=RP)
+    assert outside.sum() == 0
+
+
+def test_render_shape_covers_the_frame() -> None:
+    assert render_shape((16, 32), 100.0, 10.0) == (160, 320)
+    assert render_shape((16, 32), 100.0, 30.0) == (54, 107)  # partial last pixel kept
+    assert render_shape((3, 3), 0.1 * 3, 0.1) == (9, 9)  # no float round-up to 10
+
+
+def test_tables_chunks_and_iterables_give_the_same_image() -> None:
+    t = random_locs(3000, seed=2)
+    whole = render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP)
+    parts = render((t.select(slice(i, i + 700)) for i in range(0, 3000, 700)), shape_px=(16, 32), pixel_size=PX,
+                   render_pixel=RP, chunk_rows=256)
+    np.testing.assert_array_equal(parts, whole)
+
+
+@pytest.mark.parametrize("blur", ["gaussian", "precision"])
+def test_blur_conserves_the_total(blur) -> None:
+    t = random_locs(2000, seed=3, margin=1.0)  # away from the border, where blur leaks out of the frame
+    img, n = render_counted(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP, blur=blur, sigma=10.0)
+    hist = render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP)
+    assert n == len(t)
+    assert img.sum() == pytest.approx(len(t), rel=0.01)
+    assert img.max() < hist.max()  # it did spread
+
+
+def test_precision_blur_follows_each_localizations_sigma() -> None:
+    def spread(sigma_px: float) -> float:
+        t = locs([8.0], [8.0], sigma_x=[sigma_px], sigma_y=[sigma_px])
+        img = render(t, shape_px=(16, 16), pixel_size=PX, render_pixel=RP, blur="precision")
+        rows = np.arange(img.shape[0])
+        profile = img.sum(axis=1) / img.sum()
+        mean = (rows * profile).sum()
+        return float(np.sqrt(((rows - mean) ** 2 * profile).sum())) * RP  # nm
+
+    narrow, wide = spread(0.1), spread(0.3)  # 10 nm and 30 nm
+    assert narrow == pytest.approx(10.0, rel=0.25)
+    assert wide == pytest.approx(30.0, rel=0.25)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigError, match="sigma"):
+        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="gaussian")
+    with pytest.raises(ConfigError, match="blur"):
+        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="box")
+    with pytest.raises(ConfigError, match="sigma_x"):
+        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="precision")
+
+
+def test_cli_writes_png_and_float_tiff(tmp_path, capsys) -> None:
+    t = random_locs(500, seed=5)
+    write_localizations(t, tmp_path / "l.hdf5", pixel_size=PX, width=32, height=16)
+    assert main([str(tmp_path / "l.hdf5"), "--out", str(tmp_path / "img.png"), "--pixel", "20"]) == 0
+    assert (tmp_path / "img.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main([str(tmp_path / "l.hdf5"), "--out", str(tmp_path / "img.tif"), "--blur", "gaussian",
+                 "--sigma", "15"]) == 0
+    img = tifffile.imread(tmp_path / "img.tif")
+    assert img.dtype == np.float32 and img.shape == (160, 320)  # frame size and pixel from the Picasso yaml
+    assert img.sum() == pytest.approx(500, rel=0.05)
+    assert "rendered 500 localizations" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_cli_csv_needs_no_pixel_size_and_honours_shape(tmp_path) -> None:
+    t = random_locs(200, seed=6)
+    write_localizations(t, tmp_path / "l.csv", pixel_size=PX)
+    assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "a.tif"), "--quiet"]) == 0  # rendered in nm
+    assert tifffile.imread(tmp_path / "a.tif").sum() == 200
+    assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "b.tif"), "--pixel_size", "100",
+                 "--shape", "16", "32", "--quiet"]) == 0
+    b = tifffile.imread(tmp_path / "b.tif")
+    np.testing.assert_array_equal(b, render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP))
+
+
+def test_cli_missing_file_and_bad_output(tmp_path, capsys) -> None:
+    missing = tmp_path / "missing_locs.csv"
+    assert main([str(missing), "--out", str(tmp_path / "x.png")]) == 2
+    assert "missing_locs.csv" in capsys.readouterr().err
+    write_localizations(random_locs(5), tmp_path / "l.parquet", pixel_size=PX)
+    assert main([str(tmp_path / "l.parquet"), "--out", str(tmp_path / "x.jpg")]) == 2
+    assert ".png" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
