@@ -1,0 +1,319 @@
+"""SimulationConfig: every knob of the SMLM simulator, validated, with ``from_dict``/``to_dict`` for YAML.
+
+Units (DESIGN.md §3): sizes and positions in camera pixels, z in nm, intensities in photons, time in
+frames, density in emitters per µm² of sample (the camera's ``pixel_size`` converts).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+
+PSFS = ("gauss2d", "astig3d")
+BG_MODES = ("uniform", "smooth")
+PHOTON_DISTS = ("normal", "lognormal", "uniform")
+PATCH_SIGMAS = 4.0  # a rendered spot covers ±ceil(4σ) px around its centre pixel
+
+
+def _pair(value: Any, name: str, cast: type = float) -> tuple:
+    """A scalar becomes (v, v); a list/tuple of two stays two; anything else is a ConfigError."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != 2:
+            raise ConfigError(f"simulation.{name} must be one value or a pair, got {value!r}")
+        items = tuple(value)
+    else:
+        items = (value, value)
+    try:
+        out = tuple(cast(v) for v in items)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"simulation.{name} must be numbers, got {value!r}") from e
+    if cast is float and not all(math.isfinite(v) for v in out):
+        raise ConfigError(f"simulation.{name} must be finite, got {value!r}")
+    return out
+
+
+def _strict_keys(cls: type, params: dict[str, Any], source: str) -> None:
+    known = [f.name for f in fields(cls)]
+    for key in params:
+        if key not in known:
+            hint = difflib.get_close_matches(str(key), known, n=1)
+            suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
+
+
+@dataclass(frozen=True)
+class AstigmatismCalibration:
+    """Defocus model of an astigmatic PSF, per axis (x, y):
+
+    ``σ(z) = σ0·sqrt(1 + u² + cubic·u³ + quartic·u⁴)`` with ``u = (z − focal_offset)/depth``.
+    The x focus sits at ``+c`` and the y focus at ``−c`` by default (DECODE's GaussianPSF: c = 250 nm,
+    d = 280 nm); all values in nm except the dimensionless ``cubic``/``quartic``.
+    """
+
+    focal_offset: tuple[float, float] = (250.0, -250.0)
+    depth: tuple[float, float] = (280.0, 280.0)
+    cubic: tuple[float, float] = (0.0, 0.0)
+    quartic: tuple[float, float] = (0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        for name in ("focal_offset", "depth", "cubic", "quartic"):
+            object.__setattr__(self, name, _pair(getattr(self, name), f"astigmatism.{name}"))
+        if min(self.depth) <= 0:
+            raise ConfigError(f"simulation.astigmatism.depth must be > 0 nm, got {self.depth!r}")
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> AstigmatismCalibration:
+        params = dict(params or {})
+        _strict_keys(cls, params, "simulation.astigmatism")
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(getattr(self, f.name)) for f in fields(self)}
+
+    def sigma_scale(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """σx(z)/σ0 and σy(z)/σ0 (numpy; the torch version lives in ``psf.astig_sigma``)."""
+        z = np.asarray(z, dtype=np.float64)
+        out = []
+        for axis in range(2):
+            u = (z - self.focal_offset[axis]) / self.depth[axis]
+            q = 1 + u**2 + self.cubic[axis] * u**3 + self.quartic[axis] * u**4
+            out.append(np.sqrt(np.maximum(q, 1e-4)))
+        return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """What to simulate. Construct directly, or ``SimulationConfig.from_dict(yaml_mapping)``.
+
+    - ``frame_size``: (H, W) in px.
+    - ``density``: mean number of emitters visible (on for any part of the frame) per frame per µm².
+    - ``photons_*``: flux of an emitter, photons per *full* frame on; drawn from ``photons_dist``
+      ('normal' | 'lognormal' | 'uniform') with the given mean and std, clipped below at ``photons_min``.
+    - ``on_time``: mean of the exponential on-time, in frames.
+    - ``bg``: background in photons/px, one value or a (low, high) range from which one level per sample
+      (training window) or per movie is drawn uniformly; ``bg_mode='smooth'`` modulates that level by a
+      random low-frequency field ``level·(1 + bg_smooth_amplitude·f)``, ``f`` in [−1, 1], correlation
+      length ~``bg_smooth_scale`` px.
+    - ``psf``: 'gauss2d' (pixel-integrated Gaussian, z = 0) or 'astig3d' (astigmatic Gaussian, z uniform in
+      ``z_range`` nm); ``psf_sigma`` is σ0 in px (one value or (σx0, σy0)).
+    - ``margin``: emitters are placed uniformly over the frame extended by this many px on every side, so
+      that emitters just outside contribute light at the edges. Ground truth lists only emitters whose
+      centre is inside the frame.
+    - ``max_emitters``: K, the padded length of a training sample's emitter list (None: from the density).
+    - ``camera``: the noise model and pixel size (``Camera.emccd()`` or ``Camera.scmos()``).
+    - ``sensor_variation``: sCMOS only; relative per-pixel spread of gain, read noise and offset (0: none).
+    """
+
+    frame_size: tuple[int, int] = (64, 64)
+    density: float = 1.0
+    photons_mean: float = 5000.0
+    photons_std: float = 1500.0
+    photons_dist: str = "normal"
+    photons_min: float = 1.0
+    on_time: float = 2.0
+    bg: tuple[float, float] = (100.0, 100.0)
+    bg_mode: str = "uniform"
+    bg_smooth_amplitude: float = 0.5
+    bg_smooth_scale: float = 16.0
+    psf: str = "gauss2d"
+    psf_sigma: tuple[float, float] = (1.0, 1.0)
+    astigmatism: AstigmatismCalibration = field(default_factory=AstigmatismCalibration)
+    z_range: tuple[float, float] = (-750.0, 750.0)
+    margin: float = 3.0
+    max_emitters: int | None = None
+    camera: Camera = field(default_factory=Camera.emccd)
+    sensor_variation: float = 0.0
+
+    def __post_init__(self) -> None:
+        def fix(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        size = _pair(self.frame_size, "frame_size", cast=_int)
+        if min(size) <= 0:
+            raise ConfigError(f"simulation.frame_size must be two positive integers (H, W), got {self.frame_size!r}")
+        fix("frame_size", size)
+        for name in ("density", "photons_mean", "photons_std", "photons_min", "on_time", "bg_smooth_amplitude",
+                     "bg_smooth_scale", "margin", "sensor_variation"):
+            fix(name, _float(getattr(self, name), name))
+        if self.density < 0:
+            raise ConfigError(f"simulation.density must be >= 0 emitters/µm², got {self.density!r}")
+        if self.photons_mean <= 0:
+            raise ConfigError(f"simulation.photons_mean must be > 0 photons, got {self.photons_mean!r}")
+        if self.photons_std < 0:
+            raise ConfigError(f"simulation.photons_std must be >= 0 photons, got {self.photons_std!r}")
+        if self.photons_min <= 0:
+            raise ConfigError(f"simulation.photons_min must be > 0 photons, got {self.photons_min!r}")
+        if self.photons_dist not in PHOTON_DISTS:
+            raise ConfigError(f"simulation.photons_dist must be one of {PHOTON_DISTS}, got {self.photons_dist!r}")
+        if self.on_time <= 0:
+            raise ConfigError(f"simulation.on_time must be > 0 frames, got {self.on_time!r}")
+        bg = _pair(self.bg, "bg")
+        if not 0 <= bg[0] <= bg[1]:
+            raise ConfigError(f"simulation.bg must be >= 0 photons/px, as one value or (low, high) with "
+                              f"low <= high, got {self.bg!r}")
+        fix("bg", bg)
+        if self.bg_mode not in BG_MODES:
+            raise ConfigError(f"simulation.bg_mode must be one of {BG_MODES}, got {self.bg_mode!r}")
+        if not 0 <= self.bg_smooth_amplitude <= 1:
+            raise ConfigError(f"simulation.bg_smooth_amplitude must be in [0, 1], got {self.bg_smooth_amplitude!r}")
+        if self.bg_smooth_scale <= 0:
+            raise ConfigError(f"simulation.bg_smooth_scale must be > 0 px, got {self.bg_smooth_scale!r}")
+        if self.psf not in PSFS:
+            raise ConfigError(f"simulation.psf must be one of {PSFS}, got {self.psf!r}")
+        sigma = _pair(self.psf_sigma, "psf_sigma")
+        if min(sigma) <= 0:
+            raise ConfigError(f"simulation.psf_sigma must be > 0 px, got {self.psf_sigma!r}")
+        fix("psf_sigma", sigma)
+        if isinstance(self.astigmatism, dict):
+            fix("astigmatism", AstigmatismCalibration.from_dict(self.astigmatism))
+        elif not isinstance(self.astigmatism, AstigmatismCalibration):
+            raise ConfigError(f"simulation.astigmatism must be a mapping, got {self.astigmatism!r}")
+        z_range = _pair(self.z_range, "z_range")
+        if z_range[0] > z_range[1]:
+            raise ConfigError(f"simulation.z_range must be (low, high) nm with low <= high, got {self.z_range!r}")
+        fix("z_range", z_range)
+        if self.margin < 0:
+            raise ConfigError(f"simulation.margin must be >= 0 px, got {self.margin!r}")
+        if self.max_emitters is not None:
+            k = _int(self.max_emitters, "max_emitters")
+            if k < 1:
+                raise ConfigError(f"simulation.max_emitters must be >= 1 or null (automatic), got {k!r}")
+            fix("max_emitters", k)
+        fix("camera", _camera(self.camera))
+        if self.sensor_variation < 0 or self.sensor_variation >= 1:
+            raise ConfigError(f"simulation.sensor_variation must be in [0, 1), got {self.sensor_variation!r}")
+
+    # ---- YAML -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, params: dict[str, Any] | None, *, source: str = "simulation") -> SimulationConfig:
+        """Strict: an unknown key is an error that names it and suggests the closest known key.
+
+        ``camera`` may be a mapping of Camera fields, or ``"emccd"``/``"scmos"`` for the presets.
+        """
+        params = dict(params or {})
+        _strict_keys(cls, params, source)
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python types only (lists, not tuples), so ``yaml.safe_dump`` writes it."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif hasattr(value, "to_dict"):
+                value = value.to_dict()
+            out[f.name] = value
+        return out
+
+    # ---- derived quantities ---------------------------------------------------------------------------
+    @property
+    def height(self) -> int:
+        return self.frame_size[0]
+
+    @property
+    def width(self) -> int:
+        return self.frame_size[1]
+
+    @property
+    def is_3d(self) -> bool:
+        return self.psf == "astig3d"
+
+    @property
+    def um2_per_px(self) -> float:
+        return (self.camera.pixel_size / 1000.0) ** 2
+
+    @property
+    def extent(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((x_low, x_high), (y_low, y_high)) in px of the area emitters are placed in (frame + margin)."""
+        h, w = self.frame_size
+        m = self.margin
+        return (-0.5 - m, w - 0.5 + m), (-0.5 - m, h - 0.5 + m)
+
+    @property
+    def emitters_per_frame(self) -> float:
+        """Expected number of emitters visible in a frame, over the whole placement area (frame + margin)."""
+        (x0, x1), (y0, y1) = self.extent
+        return self.density * (x1 - x0) * (y1 - y0) * self.um2_per_px
+
+    @property
+    def expected_in_frame(self) -> float:
+        """Expected number of emitters visible in a frame with their centre inside the frame."""
+        return self.density * self.height * self.width * self.um2_per_px
+
+    @property
+    def start_rate(self) -> float:
+        """Emitters switching on per frame over the placement area.
+
+        An emitter with exponential on-time τ starting at a uniform time intersects τ + 1 frames on average,
+        so ``start_rate·(on_time + 1) = emitters_per_frame`` in the stationary state.
+        """
+        return self.emitters_per_frame / (self.on_time + 1.0)
+
+    @property
+    def k_max(self) -> int:
+        """K: ``max_emitters``, or mean + 8·sqrt(mean) + 8 of the in-frame count, rounded up to a multiple of 8.
+
+        The in-frame count of a frame is Poisson distributed, so the automatic K is exceeded with a
+        probability far below 1e-9 per sample.
+        """
+        if self.max_emitters is not None:
+            return self.max_emitters
+        mu = self.expected_in_frame
+        k = math.ceil(mu + 8.0 * math.sqrt(mu) + 8.0)
+        return max(8, -(-k // 8) * 8)
+
+    def sigma_range(self) -> tuple[float, float]:
+        """(smallest, largest) σ in px over both axes and the z range."""
+        if not self.is_3d:
+            return min(self.psf_sigma), max(self.psf_sigma)
+        z = np.linspace(self.z_range[0], self.z_range[1], 2001)
+        sx, sy = self.astigmatism.sigma_scale(z)
+        lo = min(sx.min() * self.psf_sigma[0], sy.min() * self.psf_sigma[1])
+        hi = max(sx.max() * self.psf_sigma[0], sy.max() * self.psf_sigma[1])
+        return float(lo), float(hi)
+
+    @property
+    def patch_size(self) -> int:
+        """Edge of the square patch a spot is rendered into: ``2·ceil(4·σ_max) + 1`` px."""
+        return 2 * math.ceil(PATCH_SIGMAS * self.sigma_range()[1]) + 1
+
+
+def _camera(value: Any) -> Camera:
+    if isinstance(value, Camera):
+        return value
+    if isinstance(value, str):
+        if value == "emccd":
+            return Camera.emccd()
+        if value == "scmos":
+            return Camera.scmos()
+        raise ConfigError(f"simulation.camera must be 'emccd', 'scmos' or a mapping of camera fields, got {value!r}")
+    if isinstance(value, dict):
+        return Camera.from_dict(value)
+    raise ConfigError(f"simulation.camera must be 'emccd', 'scmos' or a mapping of camera fields, got {value!r}")
+
+
+def _float(value: Any, name: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"simulation.{name} must be a number, got {value!r}") from e
+    if not math.isfinite(out):
+        raise ConfigError(f"simulation.{name} must be finite, got {value!r}")
+    return out
+
+
+def _int(value: Any, name: str = "value") -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ConfigError(f"simulation.{name} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"simulation.{name} must be an integer, got {value!r}") from e

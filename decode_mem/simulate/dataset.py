@@ -1,0 +1,162 @@
+"""On-the-fly training data: 3-frame windows of a stationary blinking movie, simulated fresh per sample.
+
+The sample contract (``SimulatedDataset`` yields these; ``simulate_batch`` returns them with a leading
+batch axis B, which is also what ``DataLoader``'s default collate makes of the samples):
+
+- ``"frames"``: float32 (3, H, W) — frames t−1, t, t+1: noisy camera counts converted back to photons
+  with ``config.camera.to_photons`` (the network input);
+- ``"em"``: float32 (K, 4) — the emitters of the middle frame t with their centre inside the frame, columns
+  ``x_px, y_px, z_nm, photons`` (photons emitted in frame t), brightest first, zero-padded to
+  ``K = config.k_max``. If a frame has more than K emitters, the K brightest are kept and a
+  RuntimeWarning is issued (the automatic K makes this practically impossible);
+- ``"mask"``: bool (K,) — which rows of ``em`` are real;
+- ``"bg"``: float32 (H, W) — the true background of frame t in photons/px.
+
+Sample ``i`` is a pure function of ``(seed, i)``: it is drawn from its own generator, nothing is kept
+between samples, and the dataset object holds only the config and a few integers (cheap to pickle into
+workers, no copy-on-read growth). DataLoader worker ``w`` of ``n`` yields samples ``w, w + n, w + 2n, ...``,
+so workers never repeat each other and the set of samples does not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.simulate.emitters import STREAM_SAMPLE, FrameRows, frame_rows, seeded_generator, stationary_emitters
+from decode_mem.simulate.movie import inside_frame
+from decode_mem.simulate.noise import background, camera_adu
+from decode_mem.simulate.psf import render_emitters
+
+WINDOW = 3  # frames t−1, t, t+1
+_INFINITE_EPOCH_STRIDE = 1 << 40  # sample-index offset between epochs of an endless dataset
+
+
+@dataclass(frozen=True)
+class WindowBatch:
+    """B simulated windows with everything known about them (tests and diagnostics use the extras).
+
+    ``frames`` (B, 3, H, W) photons from noisy counts; ``adu`` (B, 3, H, W) noisy counts; ``expected``
+    (B, 3, H, W) noise-free photons incl. background; ``bg`` (B, H, W); ``em`` (B, K, 4); ``mask`` (B, K);
+    ``rows``: ground-truth rows of all three frames (``movie`` = sample index in the batch, ``frame`` 0..2).
+    """
+
+    frames: torch.Tensor
+    adu: torch.Tensor
+    expected: torch.Tensor
+    bg: torch.Tensor
+    em: torch.Tensor
+    mask: torch.Tensor
+    rows: FrameRows
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        return {"frames": self.frames, "em": self.em, "mask": self.mask, "bg": self.bg}
+
+
+def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> WindowBatch:
+    """Simulate ``batch_size`` independent 3-frame windows at once, all from ``generator`` (on its device)."""
+    b = int(batch_size)
+    h, w = config.frame_size
+    k = config.k_max
+    dev = generator.device
+    emitters = stationary_emitters(config, WINDOW, generator, n_movies=b)
+    rows = frame_rows(emitters, 0, WINDOW)
+    bg = background(config, b, generator)
+    expected = torch.zeros((b * WINDOW, h, w), device=dev)
+    render_emitters(config, expected, rows.movie * WINDOW + rows.frame, rows.x, rows.y, rows.z, rows.photons)
+    expected = expected.view(b, WINDOW, h, w) + bg[:, None]
+    adu = camera_adu(expected, config.camera, generator)
+    frames = config.camera.to_photons(adu).float()
+
+    # emitters of the middle frame, inside the frame, grouped by sample, brightest first
+    mid = rows.select(torch.nonzero((rows.frame == 1) & inside_frame(config, rows.x, rows.y)).squeeze(1))
+    mid = mid.select(torch.sort(mid.photons, descending=True, stable=True).indices)
+    mid = mid.select(torch.sort(mid.movie, stable=True).indices)
+    counts = torch.bincount(mid.movie, minlength=b)
+    pos = torch.arange(len(mid), device=dev) - (torch.cumsum(counts, 0) - counts)[mid.movie]
+    n_max = int(counts.max()) if b > 0 and len(mid) else 0
+    if n_max > k:
+        warnings.warn(f"simulation: a frame has {n_max} emitters, more than max_emitters={k}; keeping the {k} "
+                      "brightest (raise simulation.max_emitters)", RuntimeWarning, stacklevel=2)
+        keep = torch.nonzero(pos < k).squeeze(1)
+        mid, pos = mid.select(keep), pos[keep]
+    em = torch.zeros((b, k, 4), device=dev)
+    mask = torch.zeros((b, k), dtype=torch.bool, device=dev)
+    em[mid.movie, pos] = torch.stack([mid.x, mid.y, mid.z, mid.photons], dim=1)
+    mask[mid.movie, pos] = True
+    return WindowBatch(frames, adu, expected, bg, em, mask, rows)
+
+
+def simulate_batch(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """One batch of the sample contract (module docstring) with a leading axis B, on the generator's device.
+
+    Vectorised over the batch (one render and one noise call), for training on a GPU without DataLoader
+    workers. Drawn from one generator, so it differs from ``SimulatedDataset``'s samples of the same seed.
+    """
+    return simulate_windows(config, batch_size, generator).as_dict()
+
+
+class SimulatedDataset(IterableDataset):
+    """Endless (``length=None``) or finite stream of simulated training samples (module docstring).
+
+    ``device`` is where samples are simulated; keep 'cpu' with DataLoader workers (CUDA must not be used in
+    forked workers). ``set_epoch(e)`` moves to a disjoint set of samples for epoch ``e``; with
+    ``persistent_workers=True`` the workers keep the epoch they were started with.
+    """
+
+    def __init__(self, config: SimulationConfig, seed: int = 0, length: int | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__()
+        if int(seed) < 0:
+            raise ValueError(f"seed must be >= 0, got {seed!r}")
+        if length is not None and int(length) < 0:
+            raise ValueError(f"length must be >= 0 or None, got {length!r}")
+        self.config = config
+        self.seed = int(seed)
+        self.length = None if length is None else int(length)
+        self.device = str(device)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        if self.length is None:
+            raise TypeError("SimulatedDataset(length=None) is endless and has no len()")
+        return self.length
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def sample(self, index: int) -> dict[str, torch.Tensor]:
+        """Sample ``index`` (a pure function of seed and index), without the batch axis."""
+        gen = seeded_generator(self.seed, STREAM_SAMPLE, int(index), device=self.device)
+        return {key: value[0] for key, value in simulate_batch(self.config, 1, gen).items()}
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        worker, n_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        if self.length is None:
+            base = self.epoch * _INFINITE_EPOCH_STRIDE
+            indices: Iterator[int] = itertools.count(worker, n_workers)
+        else:
+            base = self.epoch * self.length
+            indices = iter(range(worker, self.length, n_workers))
+        for i in indices:
+            yield self.sample(base + i)
+
+
+def simulate_samples(config: SimulationConfig, n: int, seed: int = 0,
+                     device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """A fixed set (e.g. validation): samples ``0..n−1`` of ``SimulatedDataset(config, seed)``, stacked (B = n)."""
+    ds = SimulatedDataset(config, seed, device=device)
+    samples = [ds.sample(i) for i in range(int(n))]
+    if not samples:
+        h, w = config.frame_size
+        k = config.k_max
+        return {"frames": torch.zeros((0, WINDOW, h, w)), "em": torch.zeros((0, k, 4)),
+                "mask": torch.zeros((0, k), dtype=torch.bool), "bg": torch.zeros((0, h, w))}
+    return {key: torch.stack([s[key] for s in samples]) for key in samples[0]}

@@ -1,0 +1,129 @@
+"""Whole movies, frame block by frame block: emitters -> PSF -> background -> camera noise (+ ground truth).
+
+A movie is a pure function of ``(config, seed)``: the emitters come from ``BlinkingProcess`` (seeded per
+epoch), the noise of frame ``t`` from its own generator ``(seed, t)``, the background (constant in time) and
+sCMOS maps from their own streams. So the block size changes memory and speed, never the result, and the
+first ``n`` frames of a longer movie are the movie of ``n`` frames (on one device type: CPU and CUDA
+generators differ; on CUDA, ``index_add_`` sums in a nondeterministic order, which can move a rounded count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from decode_mem.io.table import EmitterTable
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.simulate.emitters import (
+    STREAM_BG,
+    STREAM_NOISE,
+    STREAM_SENSOR,
+    BlinkingProcess,
+    FrameRows,
+    seeded_generator,
+)
+from decode_mem.simulate.noise import SensorMaps, background, camera_adu, sensor_maps
+from decode_mem.simulate.psf import render_emitters
+
+BLOCK_PIXELS = 1 << 22  # default block: about this many pixels (16 MB per float32 temporary)
+
+
+def default_block(config: SimulationConfig) -> int:
+    """Frames per block such that one block holds about 4 M pixels (at least 1 frame)."""
+    return max(1, BLOCK_PIXELS // (config.height * config.width))
+
+
+def inside_frame(config: SimulationConfig, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Emitter centres inside the frame: x in [−0.5, W − 0.5), y in [−0.5, H − 0.5)."""
+    h, w = config.frame_size
+    return (x >= -0.5) & (x < w - 0.5) & (y >= -0.5) & (y < h - 0.5)
+
+
+def bg_at(bg: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Background (..., H, W) at the nearest pixel of each position (clamped into the frame)."""
+    h, w = bg.shape[-2:]
+    col = torch.round(x).long().clamp(0, w - 1)
+    row = torch.round(y).long().clamp(0, h - 1)
+    return bg[..., row, col]
+
+
+def rows_to_table(config: SimulationConfig, rows: FrameRows, bg: torch.Tensor) -> EmitterTable:
+    """In-frame ground-truth rows as an EmitterTable (sorted by frame; bg from the (H, W) field)."""
+    rows = rows.select(torch.nonzero(inside_frame(config, rows.x, rows.y)).squeeze(1))
+    order = torch.sort(rows.frame, stable=True).indices
+    rows = rows.select(order)
+    return EmitterTable.from_arrays(
+        frame=rows.frame.cpu().numpy(), x=rows.x.cpu().numpy(), y=rows.y.cpu().numpy(),
+        z=rows.z.cpu().numpy(), photons=rows.photons.cpu().numpy(), bg=bg_at(bg, rows.x, rows.y).cpu().numpy())
+
+
+@dataclass(frozen=True)
+class MovieBlock:
+    """Frames ``[t0, t0 + n)`` of a movie.
+
+    ``expected``: (n, H, W) float32 noise-free photons on the sensor (spots + background);
+    ``adu``: (n, H, W) float32 noisy camera counts (integers in [0, 65535]);
+    ``gt``: EmitterTable of the in-frame emitters of these frames (absolute 0-based frames).
+    """
+
+    t0: int
+    expected: torch.Tensor
+    adu: torch.Tensor
+    gt: EmitterTable
+
+    @property
+    def adu_uint16(self) -> np.ndarray:
+        return self.adu.cpu().numpy().astype(np.uint16)
+
+
+class MovieSimulator:
+    """Simulates one movie block by block in increasing frame order; state does not grow with the movie."""
+
+    def __init__(self, config: SimulationConfig, seed: int = 0, device: torch.device | str = "cpu") -> None:
+        self.config = config
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        self.process = BlinkingProcess(config, self.seed, self.device)
+        self.bg = background(config, 1, seeded_generator(self.seed, STREAM_BG, device=self.device))[0]
+        self.sensor: SensorMaps | None = None
+        if config.camera.kind == "scmos" and config.sensor_variation > 0:
+            gen = seeded_generator(self.seed, STREAM_SENSOR, device=self.device)
+            self.sensor = sensor_maps(config.camera, config.frame_size, config.sensor_variation, gen)
+
+    def block(self, t0: int, t1: int) -> MovieBlock:
+        cfg = self.config
+        _, rows = self.process.rows(t0, t1)
+        expected = torch.zeros((t1 - t0, *cfg.frame_size), device=self.device)
+        render_emitters(cfg, expected, rows.frame - t0, rows.x, rows.y, rows.z, rows.photons)
+        expected += self.bg
+        adu = torch.empty_like(expected)
+        for i in range(t1 - t0):
+            gen = seeded_generator(self.seed, STREAM_NOISE, t0 + i, device=self.device)
+            adu[i] = camera_adu(expected[i], cfg.camera, gen, self.sensor)
+        return MovieBlock(t0, expected, adu, rows_to_table(cfg, rows, self.bg))
+
+    def blocks(self, n_frames: int, block: int | None = None) -> Iterator[MovieBlock]:
+        block = default_block(self.config) if block is None else int(block)
+        if block < 1:
+            raise ValueError(f"block must be >= 1 frame, got {block}")
+        for t0 in range(0, n_frames, block):
+            yield self.block(t0, min(n_frames, t0 + block))
+
+
+def simulate_movie(config: SimulationConfig, n_frames: int, seed: int = 0, device: torch.device | str = "cpu",
+                   block: int | None = None) -> tuple[np.ndarray, EmitterTable, np.ndarray]:
+    """A whole movie in memory (small sizes): ``(adu (T, H, W) uint16, ground truth, bg (H, W) float32)``.
+
+    The background is constant in time (photons/px). Use ``simulate_stack`` to write big movies to disk.
+    """
+    sim = MovieSimulator(config, seed, device)
+    adu = np.empty((int(n_frames), *config.frame_size), dtype=np.uint16)
+    tables = []
+    for blk in sim.blocks(int(n_frames), block):
+        adu[blk.t0:blk.t0 + len(blk.adu)] = blk.adu_uint16
+        tables.append(blk.gt)
+    gt = EmitterTable.concat(tables) if tables else EmitterTable.empty()
+    return adu, gt, sim.bg.cpu().numpy().astype(np.float32)

@@ -1,0 +1,127 @@
+"""Big synthetic stacks on disk: TIFF or zarr v3, written block by block with bounded memory, atomically.
+
+Memory holds one block of frames (plus the emitters on at that time), never the stack: the TIFF grows by
+contiguous pages (``tifffile.TiffWriter``, BigTIFF above ~3.9 GB), the zarr array by chunks of
+``(block, H, W)``, the ground truth by rows (``ThunderstormWriter``). Every output is written under a
+``.partial`` name and renamed only when complete; on any error (or Ctrl-C) the partial files are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tifffile
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.thunderstorm import ThunderstormWriter
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.simulate.movie import MovieSimulator, default_block
+
+BIGTIFF_BYTES = 3_900_000_000
+TIFF_SUFFIXES = (".tif", ".tiff")
+ZARR_SUFFIXES = (".zarr",)
+
+
+@dataclass(frozen=True)
+class StackResult:
+    """What ``simulate_stack`` wrote: the stack (T, H, W) uint16 and the ground-truth rows."""
+
+    out: Path
+    gt: Path | None
+    shape: tuple[int, int, int]
+    n_localizations: int
+    block: int
+
+
+def stack_format(path: str | os.PathLike) -> str:
+    """'tiff' or 'zarr' from the file name; anything else is a ConfigError."""
+    suffix = Path(path).suffix.lower()
+    if suffix in TIFF_SUFFIXES:
+        return "tiff"
+    if suffix in ZARR_SUFFIXES:
+        return "zarr"
+    raise ConfigError(f"out: {str(path)!r} must end in .tif, .tiff or .zarr")
+
+
+def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLike,
+                   gt: str | os.PathLike | None = None, *, seed: int = 0, block: int | None = None,
+                   device: torch.device | str = "cpu",
+                   progress: Callable[[int], object] | None = None) -> StackResult:
+    """Simulate ``n_frames`` frames and write them to ``out`` (.tif/.tiff/.zarr) and ``gt`` (ThunderSTORM CSV).
+
+    The result depends only on ``(config, seed, n_frames)`` (``block`` sets memory and speed), see
+    ``decode_mem.simulate.movie``. Frames are uint16 camera counts; the ground truth lists every emitter
+    whose centre is inside the frame, once per frame it is on, with the photons it emitted in that frame
+    (ThunderSTORM schema: 1-based frames, nm, ``offset`` = background photons/px at the emitter).
+    ``progress(n)`` is called after each block with the number of frames just written (e.g. ``tqdm.update``).
+    """
+    n_frames = int(n_frames)
+    if n_frames < 1:
+        raise ConfigError(f"frames must be >= 1, got {n_frames}")
+    if int(seed) < 0:
+        raise ConfigError(f"seed must be >= 0, got {seed}")
+    block = default_block(config) if block is None else int(block)
+    if block < 1:
+        raise ConfigError(f"block must be >= 1 frame, got {block}")
+    block = min(block, n_frames)
+    fmt = stack_format(out)
+    if gt is not None and Path(gt).resolve() == Path(out).resolve():
+        raise ConfigError("gt and out must be different files")
+    try:
+        device = torch.device(device)
+    except RuntimeError as e:
+        raise ConfigError(f"device: {e}") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {str(device)!r}: CUDA is not available here (use 'cpu')")
+    h, w = config.frame_size
+    shape = (n_frames, h, w)
+    sim = MovieSimulator(config, seed, device)
+    meta = {"decode_mem_simulation": config.to_dict(), "seed": int(seed)}
+    n_rows = 0
+    gt_writer: Any = (ThunderstormWriter(gt, config.camera.pixel_size) if gt is not None
+                      else contextlib.nullcontext())
+    with atomic_output(out) as tmp, gt_writer as writer:
+
+        def blocks() -> Iterator[tuple[int, np.ndarray]]:
+            nonlocal n_rows
+            for blk in sim.blocks(n_frames, block):
+                if writer is not None:
+                    writer.write(blk.gt)
+                n_rows += len(blk.gt)
+                yield blk.t0, blk.adu_uint16
+                if progress is not None:
+                    progress(len(blk.adu))
+
+        if fmt == "tiff":
+            _write_tiff(tmp, shape, blocks(), meta)
+        else:
+            _write_zarr(tmp, shape, block, blocks(), meta)
+    return StackResult(Path(out), None if gt is None else Path(gt), shape, n_rows, block)
+
+
+def _write_tiff(path: Path, shape: tuple[int, int, int], blocks: Iterator[tuple[int, np.ndarray]],
+                meta: dict[str, Any]) -> None:
+    """One uncompressed series of T pages, streamed page by page (``tifffile.memmap`` can map it)."""
+    bigtiff = int(np.prod(shape)) * 2 > BIGTIFF_BYTES
+    pages = (frame for _, frames in blocks for frame in frames)
+    with tifffile.TiffWriter(path, bigtiff=bigtiff) as tif:
+        tif.write(pages, shape=shape, dtype=np.uint16, photometric="minisblack", metadata={"axes": "TYX", **meta})
+
+
+def _write_zarr(path: Path, shape: tuple[int, int, int], block: int, blocks: Iterator[tuple[int, np.ndarray]],
+                meta: dict[str, Any]) -> None:
+    """A zarr v3 array with chunks of (block, H, W), so each block fills whole chunks."""
+    import zarr
+
+    array = zarr.create_array(store=str(path), shape=shape, chunks=(block, *shape[1:]), dtype="uint16",
+                              fill_value=0, zarr_format=3, attributes=meta, dimension_names=("t", "y", "x"))
+    for t0, frames in blocks:
+        array[t0:t0 + len(frames)] = frames
