@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     hw = p.add_argument_group("hardware")
     hw.add_argument("--device", help="auto | cpu | cuda | cuda:N")
     hw.add_argument("--num_workers", "--num-workers", type=int, help="DataLoader worker processes for simulation")
+    hw.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a busy machine)")
     p.add_argument("--frame_size", "--frame-size", type=int, nargs=2, metavar=("H", "W"),
                    help="simulated training frame size")
     p.add_argument("--quiet", action="store_true", default=None)
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "val_every", "log_every",
              "checkpoint_every", "resume", "use_amp",
              "amp_dtype", "use_chunking", "chunk_size", "grad_checkpointing", "memory_tracking", "memory_log_file",
-             "device", "num_workers", "quiet")
+             "device", "num_workers", "threads", "quiet")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

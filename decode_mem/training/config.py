@@ -39,6 +39,7 @@ class TrainConfig:
     memory_log_file: str | None = None  # default: <out>/memory.csv
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     num_workers: int = 0
+    threads: int | None = None  # torch intra-op threads (None: torch's default); 1 is fastest on a busy machine
     grad_checkpointing: bool = False
     resume: bool = False
     seed: int = 0

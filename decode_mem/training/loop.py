@@ -57,6 +57,8 @@ def fit(cfg: TrainConfig) -> Path:
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     amp_dtype = resolve_amp(cfg, device)
     torch.manual_seed(cfg.seed)
 
