@@ -11,8 +11,8 @@ Per frame, with ``p_k = sigmoid(p_logit_k)`` the detection probability of pixel 
   ``pi_k = p_k / sum_j p_j`` (computed as ``logsigmoid - logsumexp(logsigmoid)``), components diagonal
   Gaussians with means ``(photons_k, col_k + dx_k, row_k + dy_k, z_k)`` and the predicted sigmas;
   ``L_loc = -sum_e log sum_k pi_k N(u_e; mean_k, sigma_k^2)`` (log-sum-exp over pixels). Every dimension is
-  expressed in scaled units first: photons / photon_scale, x and y in px, z / z_scale. ``use_z=False`` drops
-  the z dimension (2-D data).
+  expressed in scaled units first: photons / photon_scale, x and y in px, z / z_scale. A 2-D model
+  (``ModelConfig.use_z=False``) drops the z dimension.
 * **bg**: ``sum_pixels(((bg_pred - bg_true) / bg_scale)^2)``, a sum over the frame's pixels as in DECODE (a
   per-pixel mean would make the term ~H*W times smaller than the others and the background barely learnt);
   like the loc term, which sums over emitters, it grows with the crop area.
@@ -54,7 +54,6 @@ class LossConfig:
     count_weight: float = 1.0
     loc_weight: float = 1.0
     bg_weight: float = 1.0
-    use_z: bool = True
     count_var_min: float = 0.01
 
     def __post_init__(self) -> None:
@@ -65,8 +64,6 @@ class LossConfig:
         v = self.count_var_min
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ConfigError(f"loss.count_var_min must be a positive finite number, got {v!r}")
-        if not isinstance(self.use_z, bool):
-            raise ConfigError(f"loss.use_z must be true or false, got {self.use_z!r}")
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> LossConfig:
@@ -105,6 +102,7 @@ def decode_loss(
     photon_scale: float,
     z_scale: float,
     bg_scale: float,
+    use_z: bool = True,
 ) -> LossTerms:
     """Loss of a network ``output`` (N, 10, H, W) (physical units, ``OUTPUT_CHANNELS``) against targets.
 
@@ -139,7 +137,7 @@ def decode_loss(
         var = (p * (1.0 - p)).sum(dim=1).clamp_min(cfg.count_var_min)
         count = 0.5 * (n_true - mu) ** 2 / var + 0.5 * torch.log(var) + _LOG_SQRT_2PI
 
-        loc = _loc_nll(out, log_p, em, mask, cfg.use_z, photon_scale, z_scale)
+        loc = _loc_nll(out, log_p, em, mask, use_z, photon_scale, z_scale)
 
         bg_pred = out[:, CHANNEL_INDEX["bg"]]
         bg_term = (((bg_pred - bg) / bg_scale) ** 2).sum(dim=(1, 2))
@@ -204,6 +202,7 @@ class DecodeLoss(nn.Module):
         self.photon_scale = mc.photon_scale
         self.z_scale = mc.z_scale
         self.bg_scale = mc.bg_scale
+        self.use_z = mc.use_z
 
     def forward(self, output: torch.Tensor, em: torch.Tensor, mask: torch.Tensor, bg: torch.Tensor) -> LossTerms:
         return decode_loss(
@@ -215,4 +214,5 @@ class DecodeLoss(nn.Module):
             photon_scale=self.photon_scale,
             z_scale=self.z_scale,
             bg_scale=self.bg_scale,
+            use_z=self.use_z,
         )

@@ -85,6 +85,7 @@ class ModelConfig:
     sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
     p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
     grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
+    use_z                 False for 2-D data: the z output is 0 and the loss ignores z.
     """
 
     depth: int = 2
@@ -101,6 +102,7 @@ class ModelConfig:
     sigma_eps: float = 0.01
     p_bias_init: float = -6.0
     grad_checkpointing: bool = False
+    use_z: bool = True
 
     def __post_init__(self) -> None:
         for name in ("depth", "features", "inter_features"):
@@ -124,6 +126,8 @@ class ModelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"model.{name} must be a finite number, got {value!r}")
+        if not isinstance(self.use_z, bool):
+            raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
         if not isinstance(self.grad_checkpointing, bool):
             raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
 
@@ -279,7 +283,8 @@ class DecodeNet(nn.Module):
             p_logit = raw[:, 0:1]
             photons = torch.sigmoid(raw[:, 1:2]) * cfg.photon_scale
             dxdy = torch.tanh(raw[:, 2:4])
-            z = torch.tanh(raw[:, 4:5]) * cfg.z_scale
+            # a 2-D model predicts no z: the channel is 0 so that downstream z is never noise
+            z = torch.tanh(raw[:, 4:5]) * cfg.z_scale if cfg.use_z else torch.zeros_like(raw[:, 4:5])
             sigmas = (torch.sigmoid(raw[:, 5:9]) * cfg.sigma_max + cfg.sigma_eps) * self._sigma_unit
             bg = torch.sigmoid(raw[:, 9:10]) * cfg.bg_scale
             return torch.cat([p_logit, photons, dxdy, z, sigmas, bg], dim=1)

@@ -14,8 +14,8 @@ PHOT, ZS, BGS = 10000.0, 1000.0, 200.0
 C = CHANNEL_INDEX
 
 
-def _loss(out, em, mask, bg, cfg=None):
-    return decode_loss(out, em, mask, bg, cfg, photon_scale=PHOT, z_scale=ZS, bg_scale=BGS)
+def _loss(out, em, mask, bg, cfg=None, use_z=True):
+    return decode_loss(out, em, mask, bg, cfg, photon_scale=PHOT, z_scale=ZS, bg_scale=BGS, use_z=use_z)
 
 
 def _output(n: int, h: int, w: int, logit: float = -8.0) -> torch.Tensor:
@@ -110,8 +110,8 @@ def test_use_z_false_ignores_z() -> None:
     bg = torch.full((1, 8, 8), 100.0)
     a, b = _output(1, 8, 8), _output(1, 8, 8)
     b[:, C["z"]] = -700.0
-    cfg2d = LossConfig(use_z=False)
-    assert _loss(a, em, mask, bg, cfg2d).loc.item() == pytest.approx(_loss(b, em, mask, bg, cfg2d).loc.item())
+    loc_a, loc_b = _loss(a, em, mask, bg, use_z=False).loc.item(), _loss(b, em, mask, bg, use_z=False).loc.item()
+    assert loc_a == pytest.approx(loc_b)
     assert _loss(a, em, mask, bg).loc.item() < _loss(b, em, mask, bg).loc.item()
 
 
@@ -206,10 +206,10 @@ def test_a_few_adam_steps_reduce_the_loss() -> None:
 
 
 def test_loss_config_round_trip_and_validation() -> None:
-    cfg = LossConfig(count_weight=2.0, use_z=False)
+    cfg = LossConfig(count_weight=2.0)
     assert LossConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError, match="nope"):
         LossConfig.from_dict({"nope": 1})
-    for bad in ({"count_weight": -1.0}, {"count_var_min": 0.0}, {"use_z": 1}, {"bg_weight": float("inf")}):
+    for bad in ({"count_weight": -1.0}, {"count_var_min": 0.0}, {"bg_weight": float("inf")}):
         with pytest.raises(ConfigError):
             LossConfig(**bad)

@@ -256,3 +256,10 @@ def test_transpose_upsampling_variant_runs() -> None:
     with torch.no_grad():
         assert net(_frames(1, 13, 9)).shape == (1, 10, 13, 9)
     assert net.receptive_field() > 0
+
+
+def test_a_2d_model_outputs_zero_z() -> None:
+    net = DecodeNet(ModelConfig.tiny(use_z=False)).eval()
+    with torch.inference_mode():
+        out = net(torch.rand(2, 3, 12, 12) * 200)
+    assert torch.count_nonzero(out[:, 4]) == 0
