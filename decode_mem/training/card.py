@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from decode_mem.errors import DecodeMemError
+from decode_mem.errors import CheckpointError, DecodeMemError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss, LossConfig
@@ -35,7 +35,10 @@ def export_model(run_dir: Path, out_stem: Path, *, densities: Sequence[float] = 
     src = run_dir / "model.pt" if (run_dir / "model.pt").exists() else run_dir / "checkpoint.pt"
     state = load_checkpoint(src)
     net = build_net(state, src).eval()
-    train_cfg = (state.get("train_state") or {}).get("config") or _config_from_run(run_dir)
+    train_state = load_checkpoint(run_dir / "checkpoint.pt").get("train_state") or {}
+    if "config" not in train_state:
+        raise CheckpointError(f"{run_dir / 'checkpoint.pt'}: holds no training config to describe the model")
+    train_cfg = train_state["config"]
     sim = SimulationConfig.from_dict(state["meta"]["simulation"])
     loss_fn = DecodeLoss(LossConfig.from_dict(train_cfg["loss"]), net.config)
     step = int(state["meta"]["step"])
@@ -48,15 +51,12 @@ def export_model(run_dir: Path, out_stem: Path, *, densities: Sequence[float] = 
         m = validate(net, val, loss_fn, batch_size=16, device=torch.device("cpu"), amp_dtype=None,
                      pixel_size=sim.camera.pixel_size)
         rows.append((density, m))
-    card = _card(out_stem.name, src, train_cfg, step, _train_time(run_dir), rows, n_eval, frame_size)
+    card = _card(out_stem.name, src, train_cfg, step, _train_time(run_dir), train_state.get("hardware", "unknown"),
+                 rows, n_eval, frame_size)
     card_path = out_stem.with_suffix(".md")
     with atomic_output(card_path) as tmp:
         tmp.write_text(card)
     return model_path, card_path
-
-
-def _config_from_run(run_dir: Path) -> dict:
-    raise DecodeMemError(f"{run_dir}: model.pt holds no training config; export from a run with checkpoint.pt")
 
 
 def _train_time(run_dir: Path) -> float:
@@ -74,7 +74,7 @@ def _train_time(run_dir: Path) -> float:
     return total + last
 
 
-def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, rows: list, n_eval: int,
+def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on: str, rows: list, n_eval: int,
           frame_size: tuple[int, int]) -> str:
     table = ["| density (/µm²) | Jaccard | recall | precision | RMSE lateral (nm) |", "|---|---|---|---|---|"]
     for density, m in rows:
@@ -89,7 +89,7 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, rows: list
         f"`python -m decode_mem.training.card`.",
         "",
         f"- optimizer steps: {step} (batch {cfg.get('batch_size')} × accumulation {cfg.get('accumulation_steps')})",
-        f"- training wall time: {seconds / 60:.1f} min",
+        f"- training wall time: {seconds / 60:.1f} min on {trained_on}",
         f"- exported on: {hardware}; python {platform.python_version()}, torch {torch.__version__}",
         "",
         f"## Validation ({n_eval} simulated windows of {frame_size[0]}×{frame_size[1]} px per density, "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import platform
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -131,6 +133,7 @@ def _save(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.optim.O
         "scaler": scaler.state_dict(),
         "rng_cpu": torch.get_rng_state(),
         "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "hardware": _hardware(next(net.parameters()).device),
     }
     save_checkpoint(path, net=net, camera=cfg.simulation.camera, simulation=cfg.simulation.to_dict(),
                     step=step, train_state=train_state)
@@ -156,6 +159,13 @@ def _restore(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.opti
     if train_state["rng_cuda"] and device.type == "cuda":
         torch.cuda.set_rng_state_all(train_state["rng_cuda"])
     return int(state["meta"]["step"])
+
+
+def _hardware(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
+    return f"{platform.machine()} CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads), " \
+           f"torch {torch.__version__}"
 
 
 class _Log:

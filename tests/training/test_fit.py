@@ -120,3 +120,17 @@ def test_yaml_config_is_strict(tmp_path: Path) -> None:
     path.write_text("steps: 3\nmodel: {depth: 1, features: 4, inter_features: 4}\nsimulation: {frame_size: [8, 8]}\n")
     cfg = load_train_config(path)
     assert cfg.steps == 3 and cfg.model.depth == 1 and cfg.simulation.frame_size == (8, 8)
+
+
+def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainConfig, tmp_path: Path) -> None:
+    from decode_mem.training.card import export_model
+
+    fit(replace(tiny_cfg, steps=2))
+    model_path, card_path = export_model(Path(tiny_cfg.out), tmp_path / "models" / "m", n_eval=4,
+                                         frame_size=(16, 16))
+    model = load_model(model_path)
+    assert model.step == 2
+    assert "train_state" not in torch.load(model_path, weights_only=True) or \
+        torch.load(model_path, weights_only=True)["train_state"] is None
+    card = card_path.read_text()
+    assert "| 0.2 |" in card and "| 2 |" in card and "optimizer steps: 2" in card
