@@ -1,0 +1,150 @@
+"""Inference, the one obvious way: a stack of any length and frame size in, emitter tables out.
+
+    with open_stack("movie.tif") as stack:
+        for table in predict_stack(stack, load_model("model.pt"), chunk_size=512, amp="bf16", device="cuda"):
+            writer.write(table)                 # one EmitterTable per block of frames, in frame order
+
+``predict_stack`` = ``tiling.TiledExecutor`` (exact tiles, frame features computed once per frame, AMP,
+auto-size, out-of-memory back-off) + ``postprocess.output_to_emitters`` on each tile's core, computed on
+the device, so only the detections travel to the host. Memory is set by ``chunk_size`` and ``batch_size``
+(the device working set) and ``block`` (whole raw frames on the host; ``'auto'``: ~64 MiB); the stack's
+length does not enter, and no full-frame output or feature map is ever made. ``process_large_image``
+returns the full output map of one image or window, for inspection and for callers that want it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+from decode_mem.io.table import EmitterTable
+from decode_mem.model.checkpoint import TrainedModel
+from decode_mem.model.net import DecodeNet
+from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
+from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
+
+Size = int | Literal["auto"]
+DEFAULT_POSTPROCESS = PostprocessConfig()
+
+
+def predict_stack(
+    stack: FrameSource | np.ndarray | torch.Tensor,
+    model: DecodeNet | TrainedModel,
+    *,
+    chunk_size: Size = 512,
+    batch_size: Size = 16,
+    block: Size = "auto",
+    amp: Literal["bf16", "fp16"] | None = None,
+    device: str | torch.device | None = None,
+    postprocess: PostprocessConfig = DEFAULT_POSTPROCESS,
+    camera: Camera | None = None,
+    memory_budget: int | None = None,
+    on_block: Callable[[BlockResult], None] | None = None,
+) -> Iterator[EmitterTable]:
+    """Localize emitters in every frame of ``stack``; yields one ``EmitterTable`` per block, in frame order.
+
+    ``stack``: a ``decode_mem.io.Stack``, anything with ``shape`` and ``blocks()``, or a ``(T, H, W)`` array.
+    Frames are 0-based, coordinates global (px, pixel centres at integers); within a frame, rows come tile
+    by tile. ``camera`` converts raw frames to photons; by default a ``TrainedModel``'s camera is used and
+    a bare ``DecodeNet`` is given photons (pass ``model.net`` to feed photons to a trained model).
+    ``device``: where to run (default: where the model is); the model is moved there and put in eval mode.
+    ``on_block(BlockResult)`` is called after each block (``results`` are its per-tile tables): hook a
+    progress bar or ``MemoryTracker.update`` there. Sizes ``'auto'`` fit ``memory_budget`` (bytes; default
+    a fraction of the free device memory). Set-up errors are raised here, before the first block is read.
+    """
+    net, cam, dev = _prepare(model, camera, device)
+    source = as_source(stack)
+    _, h, w = source.shape
+    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, margin=MARGIN,
+                        memory_budget=memory_budget)
+    executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
+
+    def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> EmitterTable:
+        return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
+
+    def stream() -> Iterator[EmitterTable]:
+        for result in executor.run(source, consume):
+            if on_block is not None:
+                on_block(result)
+            yield EmitterTable.concat(result.results).sorted_by_frame()
+
+    return stream()
+
+
+def process_large_image(
+    frames: np.ndarray | torch.Tensor,
+    model: DecodeNet | TrainedModel,
+    chunk_size: Size = 512,
+    *,
+    batch_size: Size = 16,
+    amp: Literal["bf16", "fp16"] | None = None,
+    device: str | torch.device | None = None,
+    camera: Camera | None = None,
+) -> np.ndarray | torch.Tensor:
+    """Network output ``(10, H, W)`` (``OUTPUT_CHANNELS``, physical units) of one image, computed tile by tile.
+
+    ``frames``: an ``(H, W)`` image (its own t-1 and t+1 context, as at the ends of a stack) or a
+    ``(3, H, W)`` window (t-1, t, t+1). Returns a numpy array for numpy input, a CPU tensor for a tensor.
+    Equal to ``net(window[None])[0]`` up to float rounding; only this map is ever full-frame sized.
+    """
+    is_tensor = isinstance(frames, torch.Tensor)
+    image = frames.detach().cpu().numpy() if is_tensor else np.asarray(frames)
+    if image.ndim == 2:
+        source: FrameSource = ArrayStack(image[None])
+    elif image.ndim == 3 and image.shape[0] == 3:
+        source = _Window(image)
+    else:
+        raise ConfigError(f"process_large_image: expected an (H, W) image or a (3, H, W) window, got "
+                          f"shape {image.shape}")
+    net, cam, dev = _prepare(model, camera, device)
+    h, w = image.shape[-2:]
+    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp)
+    executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
+    out: list[np.ndarray] = []  # allocated at the first tile, with the network's channel count
+
+    def consume(tile: Tile, _frames: np.ndarray, output: torch.Tensor) -> None:
+        if not out:
+            out.append(np.empty((output.shape[1], h, w), dtype=np.float32))
+        cy, cx = tile.core_in_keep
+        out[0][:, tile.core[0], tile.core[1]] = output[0, :, cy, cx].float().cpu().numpy()
+
+    for _ in executor.run(source, consume, prefetch_depth=0):
+        pass
+    return torch.from_numpy(out[0]) if is_tensor else out[0]
+
+
+def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
+             device: str | torch.device | None) -> tuple[Any, Camera | None, torch.device]:
+    """(network in eval mode on the device, camera or None, device)."""
+    net = getattr(model, "net", model)
+    if camera is None:
+        camera = getattr(model, "camera", None)
+    if device is None:
+        param = next(iter(net.parameters()), None)
+        device = param.device if param is not None else torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={str(device)!r}, but this machine has no CUDA device (torch "
+                          f"{torch.__version__})")
+    net.to(device)  # modules move in place; the object passed in stays the one used (wrappers too)
+    net.eval()
+    return net, camera, device
+
+
+class _Window:
+    """One ``(3, H, W)`` window as a one-frame source: its single block is the window itself."""
+
+    def __init__(self, window: np.ndarray) -> None:
+        self.window = window
+        self.shape = (1, *window.shape[1:])
+        self.dtype = window.dtype
+
+    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+        if context != 1:
+            raise ValueError(f"a (3, H, W) window has exactly one frame of context, not {context}")
+        yield 0, self.window

@@ -1,0 +1,31 @@
+"""Tile plans and the tiled streaming executor (DESIGN.md §5: tiled output == whole-frame output).
+
+* ``TilePlan`` / ``Tile`` / ``plan_axis`` (``plan``): tile geometry as frozen records from pure functions;
+* ``TiledExecutor`` / ``TileConfig`` / ``BlockResult`` (``executor``): blocks of frames -> exact output per
+  tile core, frame features computed once per frame, AMP, out-of-memory back-off;
+* ``choose_sizes`` / ``peak_bytes`` / ``memory_budget`` (``autosize``): ``'auto'`` chunk and batch sizes.
+
+Imports only ``decode_mem.errors`` and ``decode_mem.io`` from below; the network is duck-typed
+(``TileNetwork``), post-processing is the caller's ``consume`` function.
+"""
+
+from decode_mem.tiling.autosize import choose_sizes, memory_budget, peak_bytes
+from decode_mem.tiling.executor import (
+    AMP_DTYPES,
+    ArrayStack,
+    BlockResult,
+    DeviceMemoryError,
+    FrameSource,
+    TileConfig,
+    TiledExecutor,
+    TileNetwork,
+    as_source,
+    is_oom,
+)
+from decode_mem.tiling.plan import AxisTile, Tile, TilePlan, halo_for, plan_axis
+
+__all__ = [
+    "AMP_DTYPES", "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
+    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "choose_sizes", "halo_for",
+    "is_oom", "memory_budget", "peak_bytes", "plan_axis",
+]

@@ -1,0 +1,346 @@
+"""The tiled streaming executor: blocks of frames in, exact network output per tile core out.
+
+Work order, and why memory is set by the chunk, batch and block sizes only:
+
+* a *block* of ``n`` frames (plus one context frame each side) is read from the stack by a background
+  thread (``prefetch``) while the previous block is computed;
+* inside a block the loop is tile-major: a *group* of ``g`` tiles walks through the block in *runs* of
+  ``s`` windows (``g * s ~ batch_size``). The frame U-Net runs once per (tile, frame); the features of the
+  last two frames of a run are carried into the next run, so each frame's features serve all three
+  windows that need them (DECODE runs the frame U-Net three times per frame). Only the two context
+  frames of a block are computed twice (once in each neighbouring block): ``(n + 2) / n`` frame-U-Net work;
+* each finished (tile, run) goes to ``consume(tile, frames, output)`` with the exact output of the tile's
+  ``keep`` region; the executor never holds a full-frame output. What ``consume`` returns is collected
+  per block and handed out as a ``BlockResult``.
+
+On an out-of-memory error the block is redone with half the batch, then half the chunk (the retry runs
+outside the ``except`` block, whose traceback pins the failed tensors). The results are those of an
+uninterrupted run up to float rounding: a smaller batch may change a convolution's summation order.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+
+from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.io.prefetch import prefetch
+from decode_mem.tiling.autosize import choose_sizes
+from decode_mem.tiling.plan import Tile, TilePlan
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ...
+BLOCK_RANGE = (4, 256)  # ... within these many frames
+
+
+class TileNetwork(Protocol):
+    """What the executor needs from a network (``decode_mem.model.DecodeNet`` has it)."""
+
+    downsample_factor: int
+
+    def receptive_field(self) -> int: ...
+    def normalize(self, x: torch.Tensor) -> torch.Tensor: ...
+    def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor: ...
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor: ...
+
+
+class FrameSource(Protocol):
+    """A ``(T, H, W)`` stack: ``decode_mem.io.Stack``, ``ArrayStack`` or anything with these two members."""
+
+    shape: tuple[int, int, int]
+
+    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]: ...
+
+
+class DeviceMemoryError(DecodeMemError, MemoryError):
+    """Out of memory even at the smallest tiles and batch the executor will try."""
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """How the executor cuts and batches the work.
+
+    chunk_size      tile core side in px (rounded down to a multiple of the down-sampling factor) or 'auto'
+    batch_size      (tile, frame) items per network call, or 'auto'
+    block           frames read per block, or 'auto' (about ``BLOCK_BYTES`` of raw input, 4..256 frames)
+    amp             None (fp32), 'bf16' or 'fp16' autocast
+    margin          px of exact output kept around each core for post-processing (``postprocess.MARGIN``)
+    reuse_features  compute the frame U-Net once per frame (False: three times, as DECODE; for comparison)
+    memory_budget   bytes for 'auto' sizes (None: a fraction of free device / available host memory)
+    max_retries     out-of-memory back-offs allowed for one block before giving up
+    """
+
+    chunk_size: int | Literal["auto"] = 512
+    batch_size: int | Literal["auto"] = 16
+    block: int | Literal["auto"] = "auto"
+    amp: Literal["bf16", "fp16"] | None = None
+    margin: int = 0
+    reuse_features: bool = True
+    memory_budget: int | None = None
+    max_retries: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("chunk_size", "batch_size", "block"):
+            value = getattr(self, name)
+            if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
+        if self.amp not in (None, *AMP_DTYPES):
+            raise ConfigError(f"amp must be None, 'bf16' or 'fp16', got {self.amp!r}")
+        if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
+            raise ConfigError(f"margin must be an integer >= 0, got {self.margin!r}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries!r}")
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """One finished block: frames ``t0 .. t0 + n_frames - 1`` and what ``consume`` returned per (tile, run).
+
+    ``results`` are in tile raster order, then frame order. ``chunk_size``/``batch_size`` are the sizes the
+    block was finally computed with; ``retries`` counts its out-of-memory back-offs.
+    """
+
+    t0: int
+    n_frames: int
+    results: tuple[Any, ...]
+    chunk_size: int
+    batch_size: int
+    retries: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class ArrayStack:
+    """An in-memory ``(T, H, W)`` array (numpy or torch) as a frame source with ``blocks()``."""
+
+    array: Any
+    _frames: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        a = self.array.detach().cpu().numpy() if isinstance(self.array, torch.Tensor) else np.asarray(self.array)
+        if a.ndim != 3 or 0 in a.shape:
+            raise ConfigError(f"frames must be a non-empty (T, H, W) array, got shape {a.shape}")
+        self._frames = a
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self._frames.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._frames.dtype
+
+    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+        """``(t0, frames[t0 - context : t0 + n + context])``, the edge frame repeated beyond the ends."""
+        t = len(self._frames)
+        for t0 in range(0, t, length):
+            idx = np.clip(np.arange(t0 - context, min(t0 + length, t) + context), 0, t - 1)
+            yield t0, self._frames[idx]
+
+
+def as_source(frames: Any) -> FrameSource:
+    """A stack-like object as it is; a ``(T, H, W)`` numpy array or tensor wrapped in ``ArrayStack``."""
+    if hasattr(frames, "blocks") and hasattr(frames, "shape"):
+        return frames
+    return ArrayStack(frames)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """CUDA / accelerator OOM, or the CPU allocator failing."""
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
+Consume = Callable[[Tile, np.ndarray, torch.Tensor], Any]
+
+
+class TiledExecutor:
+    """Runs a network over a stack tile by tile; see the module docstring.
+
+    ``camera`` (anything with ``to_photons``) converts raw frames to photons on the device; without it the
+    frames are taken to be photons. The network is used as it is (put it in eval mode, on ``device``).
+    """
+
+    def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = TileConfig(), *,
+                 device: torch.device | str = "cpu", camera: Any = None) -> None:
+        self.net, self.config, self.camera = net, config, camera
+        self.device = torch.device(device)
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.factor = int(net.downsample_factor)
+        self.receptive_field = int(net.receptive_field())
+        self._amp = AMP_DTYPES.get(config.amp)
+        self.chunk_size, self.batch_size = choose_sizes(
+            self.shape, config.chunk_size, config.batch_size, probe=self._probe, device=self.device,
+            receptive_field=self.receptive_field, factor=self.factor, margin=config.margin,
+            budget=config.memory_budget)
+        self.plan = self._plan(self.chunk_size)
+        self.backoffs: list[str] = []
+
+    def _plan(self, chunk: int) -> TilePlan:
+        return TilePlan.build(self.shape, chunk, receptive_field=self.receptive_field, factor=self.factor,
+                              margin=self.config.margin)
+
+    def block_length(self, itemsize: int = 4) -> int:
+        if self.config.block != "auto":
+            return int(self.config.block)
+        per_frame = self.shape[0] * self.shape[1] * itemsize
+        return int(np.clip(BLOCK_BYTES // per_frame, *BLOCK_RANGE))
+
+    # ------------------------------------------------------------------ driver
+    def run(self, source: FrameSource, consume: Consume, *, prefetch_depth: int = 1) -> Iterator[BlockResult]:
+        """Yield one ``BlockResult`` per block of ``source``, in frame order.
+
+        ``consume(tile, frames, output)`` gets the global 0-based frame indices of a run and the exact network
+        output ``(len(frames), 10, *keep)`` of the tile's ``keep`` region, on the executor's device. After an
+        out-of-memory back-off it is called again for the tiles of the block being redone. Host memory: the
+        block being computed, ``prefetch_depth`` blocks read ahead and one being read, plus one unit's staging.
+        """
+        _, h, w = source.shape
+        if (h, w) != self.shape:
+            raise ConfigError(f"frames are {h}x{w} px, the executor was planned for {self.shape[0]}x{self.shape[1]}")
+        itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
+        blocks = source.blocks(self.block_length(itemsize), context=1)
+        for t0, frames in prefetch(blocks, depth=prefetch_depth) if prefetch_depth else blocks:
+            retries, start = 0, time.perf_counter()
+            while True:
+                try:
+                    results = self._run_block(np.asarray(frames), t0, consume)
+                    break
+                except RuntimeError as e:  # torch.OutOfMemoryError is one
+                    if not is_oom(e):
+                        raise
+                    failure = f"{type(e).__name__}: {e}"
+                # here, outside the except block, the failed attempt's traceback and tensors are gone
+                retries += 1
+                self._back_off(t0, retries, failure)
+            yield BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
+                              time.perf_counter() - start)
+
+    def _back_off(self, t0: int, retries: int, failure: str) -> None:
+        gc.collect()  # frames of the failed attempt may sit in reference cycles
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # once, after an OOM: hand the failed attempt's blocks back
+        before = f"batch {self.batch_size}, tiles {self.plan.tile_shape[0]}x{self.plan.tile_shape[1]}"
+        if retries > self.config.max_retries:
+            shrunk = False
+        elif self.batch_size > 1:
+            self.batch_size, shrunk = self.batch_size // 2, True
+        else:
+            shrunk = self._shrink_chunk()
+        if not shrunk:
+            raise DeviceMemoryError(
+                f"out of memory on {self.device} at frame {t0} with {before} after {retries - 1} back-off(s) "
+                f"({failure.splitlines()[0]}); free device memory, use amp='bf16' or a smaller model")
+        after = f"batch {self.batch_size}, tiles {self.plan.tile_shape[0]}x{self.plan.tile_shape[1]}"
+        self.backoffs.append(f"frame {t0}: out of memory with {before}; retrying with {after}")
+
+    def _shrink_chunk(self) -> bool:
+        """Halve the chunk until the tiles actually get smaller; False when they cannot."""
+        chunk, shape = self.plan.chunk, self.plan.tile_shape
+        while chunk > self.factor:
+            chunk = max(self.factor, chunk // 2 // self.factor * self.factor)
+            plan = self._plan(chunk)
+            if plan.tile_shape[0] * plan.tile_shape[1] < shape[0] * shape[1]:
+                self.plan, self.chunk_size = plan, chunk
+                return True
+        return False
+
+    # ------------------------------------------------------------------ one block
+    def _run_block(self, frames: np.ndarray, t0: int, consume: Consume) -> list[Any]:
+        """``frames``: ``(n + 2, H, W)``, the block with one context frame each side."""
+        n = len(frames) - 2
+        tiles = self.plan.tiles
+        run = min(n, self.batch_size)  # windows per run
+        group = max(1, min(len(tiles), self.batch_size // run))  # tiles per run
+        units = [(tiles[g0:g0 + group], r0, min(r0 + run, n)) for g0 in range(0, len(tiles), group)
+                 for r0 in range(0, n, run)]
+        staged = (self._stage(frames, *unit) for unit in units)
+        if self.device.type == "cuda":  # gather + pin the next unit on the host while the device computes
+            staged = prefetch(staged, depth=1)
+        results, carry = [], None
+        try:
+            with torch.inference_mode():
+                for (group_tiles, r0, r1), host in zip(units, staged, strict=True):
+                    x = self._to_device(host, group_tiles)
+                    out, carry = self._compute(x, r1 - r0, carry if r0 > 0 else None)
+                    frame_ids = np.arange(t0 + r0, t0 + r1)
+                    for i, tile in enumerate(group_tiles):
+                        ky, kx = tile.keep_in_read
+                        results.append((tile.index, r0, consume(tile, frame_ids, out[i, :, :, ky, kx])))
+        finally:
+            staged.close()  # stops the staging thread now, also when a unit failed
+        results.sort(key=lambda r: (r[0], r[1]))  # tile raster order, then frames
+        return [r[2] for r in results]
+
+    def _frames_needed(self, r0: int, r1: int) -> tuple[int, int]:
+        """Block-local frame range to read for windows ``r0 .. r1-1`` (window w uses frames w, w+1, w+2)."""
+        carried = 2 if (self.config.reuse_features and r0 > 0) else 0
+        return r0 + carried, r1 + 2
+
+    def _stage(self, frames: np.ndarray, tiles: Sequence[Tile], r0: int, r1: int) -> torch.Tensor:
+        """Host tensor ``(len(tiles), nf, Ly, Lx)`` float32 of the tiles' read regions (pinned on CUDA).
+
+        Pixels of the padded frame beyond the real frame are left at 0 here and set to 0 again after
+        normalization (0 in normalized units is what the whole-frame pass pads with).
+        """
+        f0, f1 = self._frames_needed(r0, r1)
+        ly, lx = self.plan.tile_shape
+        host = torch.zeros((len(tiles), f1 - f0, ly, lx), dtype=torch.float32,
+                           pin_memory=self.device.type == "cuda")
+        buf = host.numpy()
+        h, w = self.shape
+        for i, tile in enumerate(tiles):
+            ry, rx = tile.read
+            vy, vx = min(ry.stop, h) - ry.start, min(rx.stop, w) - rx.start
+            buf[i, :, :vy, :vx] = frames[f0:f1, ry.start:ry.start + vy, rx.start:rx.start + vx]
+        return host
+
+    def _to_device(self, host: torch.Tensor, tiles: Sequence[Tile]) -> torch.Tensor:
+        """Photons (camera), normalized, padded-frame pixels zeroed: ``(len(tiles), nf, Ly, Lx)``."""
+        x = host.to(self.device, non_blocking=True)
+        if self.camera is not None:
+            x = self.camera.to_photons(x)
+        x = self.net.normalize(x)
+        h, w = self.shape
+        for i, tile in enumerate(tiles):
+            ry, rx = tile.read
+            if ry.stop > h:
+                x[i, :, h - ry.start:, :] = 0
+            if rx.stop > w:
+                x[i, :, :, w - rx.start:] = 0
+        return x
+
+    def _compute(self, x: torch.Tensor, k: int, carry: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
+        g, nf, ly, lx = x.shape
+        autocast = (torch.autocast(self.device.type, dtype=self._amp) if self._amp is not None else nullcontext())
+        with autocast:
+            if self.config.reuse_features:
+                feats = self.net.frame_features(x.reshape(g * nf, 1, ly, lx))
+                feats = feats.view(g, nf, *feats.shape[1:])
+                if carry is not None:
+                    feats = torch.cat([carry, feats], dim=1)
+                win = [feats[:, j:j + k].reshape(g * k, *feats.shape[2:]) for j in range(3)]
+                carry = feats[:, k:k + 2].clone()  # not a view: the rest of `feats` can be freed
+            else:  # the DECODE way: each window's three frames go through the frame U-Net again
+                windows = torch.stack([x[:, j:j + k] for j in range(3)], dim=2)  # (g, k, 3, Ly, Lx)
+                feats = self.net.frame_features(windows.reshape(g * k * 3, 1, ly, lx))
+                feats = feats.view(g * k, 3, *feats.shape[1:])
+                win = [feats[:, j] for j in range(3)]
+            del feats
+            out = self.net.temporal(*win)
+        return out.view(g, k, *out.shape[1:]), carry
+
+    # ------------------------------------------------------------------ auto-size probe
+    def _probe(self, tile_shape: tuple[int, int], batch: int) -> None:
+        """One unit of work on random frames: ``batch`` windows of one tile of ``tile_shape``."""
+        x = torch.rand((1, batch + 2, *tile_shape), device=self.device)
+        with torch.inference_mode():
+            self._compute(x, batch, None)

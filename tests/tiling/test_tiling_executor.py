@@ -1,0 +1,269 @@
+"""TiledExecutor: tiled == whole-frame output, exact block boundaries, feature reuse, OOM back-off, AMP."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+from decode_mem.model import DecodeNet, ModelConfig
+from decode_mem.tiling import ArrayStack, DeviceMemoryError, TileConfig, TiledExecutor
+
+
+@pytest.fixture(scope="module")
+def tiny() -> DecodeNet:
+    torch.manual_seed(0)
+    return DecodeNet(ModelConfig.tiny()).eval()
+
+
+def _stack(t: int, h: int, w: int, seed: int = 0) -> np.ndarray:
+    return (100 + 400 * np.random.default_rng(seed).random((t, h, w))).astype(np.float32)
+
+
+def _whole(net: DecodeNet, stack: np.ndarray) -> np.ndarray:
+    """The reference: the network on each full window (t-1, t, t+1), edge frames repeated."""
+    t = len(stack)
+    idx = np.clip(np.arange(t)[:, None] + np.arange(-1, 2)[None], 0, t - 1)
+    with torch.no_grad():
+        return net(torch.from_numpy(stack[idx])).numpy()
+
+
+def _tiled(executor: TiledExecutor, stack: np.ndarray) -> tuple[np.ndarray, list]:
+    """Stitch the executor's core outputs into full maps (NaN where nothing was written)."""
+    out = np.full((len(stack), 10, *stack.shape[1:]), np.nan, np.float32)
+
+    def consume(tile, frames, output):
+        cy, cx = tile.core_in_keep
+        out[frames, :, tile.core[0], tile.core[1]] = output[:, :, cy, cx].float().numpy()
+        return tile, frames
+
+    blocks = list(executor.run(ArrayStack(stack), consume))
+    written = np.zeros((len(stack), *stack.shape[1:]), int)  # from the results kept, i.e. the final attempts
+    for block in blocks:
+        for tile, frames in block.results:
+            written[frames[:, None, None], tile.core[0], tile.core[1]] += 1
+    assert (written == 1).all(), "every output pixel belongs to exactly one tile core"
+    return out, blocks
+
+
+def _scaled_maxdiff(net: DecodeNet, a: np.ndarray, b: np.ndarray) -> float:
+    scales = np.asarray(net.config.output_scales(), np.float32)[None, :, None, None]
+    return float(np.max(np.abs(a - b) / scales))
+
+
+@pytest.fixture(scope="module")
+def nets(tiny: DecodeNet) -> dict[int, DecodeNet]:
+    torch.manual_seed(1)
+    return {2: tiny, 1: DecodeNet(ModelConfig.tiny(depth=1)).eval()}  # receptive field 44 / 18 px, factor 4 / 2
+
+
+@pytest.mark.parametrize(("depth", "h", "w", "chunk", "batch", "grid"), [
+    (2, 150, 150, 48, 8, (4, 4)),  # 2-D tiling; last tiles shifted back inside the frame
+    (2, 130, 70, 24, 3, (6, 1)),  # odd sizes, not multiples of the factor
+    (1, 61, 53, 8, 4, (8, 7)),  # factor 2, many seams
+    (1, 37, 53, 5, 16, (1, 14)),  # chunk rounded down to 4
+    (2, 37, 53, 512, 2, (1, 1)),  # frame smaller than the chunk
+    (2, 20, 30, 512, 8, (1, 1)),
+    (2, 3, 5, 512, 8, (1, 1)),  # smaller than the down-sampling factor's multiple
+])
+def test_tiled_output_equals_whole_frame(nets: dict[int, DecodeNet], depth: int, h: int, w: int, chunk: int,
+                                         batch: int, grid: tuple[int, int]) -> None:
+    net = nets[depth]
+    stack = _stack(5, h, w, seed=h + w)
+    ex = TiledExecutor(net, (h, w), TileConfig(chunk_size=chunk, batch_size=batch, block=2, margin=1))
+    assert (len(ex.plan.rows), len(ex.plan.cols)) == grid
+    out, blocks = _tiled(ex, stack)
+    assert not np.isnan(out).any(), "some output pixel was never written"
+    assert _scaled_maxdiff(net, out, _whole(net, stack)) <= 1e-5
+    assert [b.t0 for b in blocks] == [0, 2, 4] and [b.n_frames for b in blocks] == [2, 2, 1]
+
+
+def test_halo_smaller_than_receptive_field_is_not_exact(tiny: DecodeNet) -> None:
+    """Control: the same tiling with a halo below the receptive field differs from the whole frame."""
+
+    class ShortSighted:
+        def __getattr__(self, name: str):
+            return getattr(tiny, name)
+
+        def receptive_field(self) -> int:
+            return 4
+
+    stack = _stack(2, 64, 64, seed=3)
+    out, _ = _tiled(TiledExecutor(ShortSighted(), (64, 64), TileConfig(chunk_size=16, batch_size=4)), stack)
+    assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) > 1e-4
+
+
+def test_block_boundaries_keep_exact_temporal_context(tiny: DecodeNet) -> None:
+    """Blocks of 3 frames over 10 frames: every window sees its true neighbours, edges repeat at the ends."""
+    stack = _stack(10, 24, 28, seed=5)
+    ex = TiledExecutor(tiny, (24, 28), TileConfig(chunk_size=512, batch_size=2, block=3))
+    out, blocks = _tiled(ex, stack)
+    assert [b.t0 for b in blocks] == [0, 3, 6, 9]
+    assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) <= 1e-5
+    # control: without the neighbours (each frame as its own context) the output differs
+    solo = _whole(tiny, stack[:, None].repeat(3, 1).reshape(-1, 24, 28))[1::3]
+    assert _scaled_maxdiff(tiny, out, solo) > 1e-4
+
+
+class CountingNet:
+    """Delegates to a network and counts the frames that go through the frame U-Net."""
+
+    def __init__(self, net: DecodeNet) -> None:
+        self._inner, self.frames = net, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+        self.frames += x.shape[0]
+        return self._inner.frame_features(x)
+
+
+def test_feature_reuse_equals_recompute_with_a_third_of_the_work(tiny: DecodeNet) -> None:
+    stack = _stack(12, 40, 36, seed=9)
+    outs, counts = [], []
+    for reuse in (True, False):
+        net = CountingNet(tiny)
+        cfg = TileConfig(chunk_size=16, batch_size=4, block=6, reuse_features=reuse)
+        ex = TiledExecutor(net, (40, 36), cfg)
+        outs.append(_tiled(ex, stack)[0])
+        counts.append(net.frames / len(ex.plan))
+    assert _scaled_maxdiff(tiny, outs[0], outs[1]) <= 1e-5
+    assert _scaled_maxdiff(tiny, outs[0], _whole(tiny, stack)) <= 1e-5
+    # per tile: reuse computes each frame once, plus the 2 context frames of each of the 2 blocks
+    assert counts == [12 + 2 * 2, 3 * 12]
+
+
+class FlakyNet(CountingNet):
+    """Raises torch.OutOfMemoryError on chosen frame_features calls, or on tiles of more than ``max_px``."""
+
+    def __init__(self, net: DecodeNet, fail_calls: set[int] = frozenset(), max_px: int | None = None) -> None:
+        super().__init__(net)
+        self.calls, self.fail_calls, self.max_px = 0, set(fail_calls), max_px
+
+    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls in self.fail_calls or (self.max_px is not None and x.shape[-2] * x.shape[-1] > self.max_px):
+            raise torch.OutOfMemoryError(f"injected: call {self.calls}, {tuple(x.shape)}")
+        return super().frame_features(x)
+
+
+def test_injected_oom_halves_the_batch_and_gives_identical_output(tiny: DecodeNet) -> None:
+    stack = _stack(9, 120, 24, seed=11)
+    cfg = TileConfig(chunk_size=8, batch_size=8, block=4)
+    ref, _ = _tiled(TiledExecutor(tiny, (120, 24), cfg), stack)
+    flaky = FlakyNet(tiny, fail_calls={2, 3})  # the second and third calls fail
+    ex = TiledExecutor(flaky, (120, 24), cfg)
+    out, blocks = _tiled(ex, stack)
+    assert len(ex.plan) > 8
+    # equal up to float rounding: a smaller batch may change the convolutions' summation order
+    assert _scaled_maxdiff(tiny, out, ref) <= 1e-5
+    assert [b.retries for b in blocks] == [2, 0, 0]
+    assert [b.batch_size for b in blocks] == [2, 2, 2] and ex.batch_size == 2
+    assert len(ex.backoffs) == 2 and "batch 8" in ex.backoffs[0] and "batch 4" in ex.backoffs[1]
+
+
+def test_injected_oom_shrinks_the_chunk_when_the_batch_is_one(tiny: DecodeNet) -> None:
+    stack = _stack(4, 200, 24, seed=12)
+    cfg = TileConfig(chunk_size=64, batch_size=2, block=4)
+    ex0 = TiledExecutor(tiny, (200, 24), cfg)
+    ly, lx = ex0.plan.tile_shape
+    flaky = FlakyNet(tiny, max_px=ly * lx - 1)  # any call with a tile of the planned size fails
+    ex = TiledExecutor(flaky, (200, 24), cfg)
+    out, blocks = _tiled(ex, stack)
+    assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) <= 1e-5
+    assert ex.batch_size == 1 and ex.plan.chunk == 32 and len(ex.plan) > len(ex0.plan)
+    assert blocks[0].retries == 2 and blocks[0].chunk_size == 32
+
+
+def test_persistent_oom_is_a_clear_error_after_bounded_retries(tiny: DecodeNet) -> None:
+    flaky = FlakyNet(tiny, max_px=0)
+    ex = TiledExecutor(flaky, (200, 24), TileConfig(chunk_size=64, batch_size=8, max_retries=3))
+    with pytest.raises(DeviceMemoryError, match=r"out of memory on cpu .* after 3 back-off"):
+        _tiled(ex, _stack(3, 200, 24))
+    assert flaky.calls == 4  # batch 8, 4, 2, 1
+
+
+def test_other_runtime_errors_are_not_retried(tiny: DecodeNet) -> None:
+    class Broken(CountingNet):
+        def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("shape mismatch, not memory")
+
+    ex = TiledExecutor(Broken(tiny), (16, 16), TileConfig(chunk_size=16))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        _tiled(ex, _stack(2, 16, 16))
+    assert ex.backoffs == []
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_cpu_amp_path_runs_and_stays_close(tiny: DecodeNet, amp: str) -> None:
+    stack = _stack(3, 40, 36, seed=2)
+    ref = _whole(tiny, stack)
+    out, _ = _tiled(TiledExecutor(tiny, (40, 36), TileConfig(chunk_size=16, batch_size=4, amp=amp)), stack)
+    diff = _scaled_maxdiff(tiny, out, ref)
+    assert np.isfinite(out).all() and 0 < diff < 0.2  # autocast was on (not bit-equal) and the result is sane
+
+
+def test_camera_converts_raw_frames_to_photons_on_the_device(tiny: DecodeNet) -> None:
+    camera = Camera.emccd()
+    photons = _stack(3, 24, 24, seed=4)
+    adu = np.round(camera.to_adu(photons)).astype(np.uint16)
+    cfg = TileConfig(chunk_size=8, batch_size=4)
+    out, _ = _tiled(TiledExecutor(tiny, (24, 24), cfg, camera=camera), adu)
+    ref = _whole(tiny, camera.to_photons(adu).astype(np.float32))
+    assert _scaled_maxdiff(tiny, out, ref) <= 1e-5
+
+
+def test_array_stack_blocks_repeat_edge_frames_and_shapes_are_checked(tiny: DecodeNet) -> None:
+    frames = np.arange(5)[:, None, None] * np.ones((1, 2, 3))
+    blocks = list(ArrayStack(frames).blocks(2, context=1))
+    assert [t0 for t0, _ in blocks] == [0, 2, 4]
+    assert [list(b[:, 0, 0]) for _, b in blocks] == [[0, 0, 1, 2], [1, 2, 3, 4], [3, 4, 4]]
+    ex = TiledExecutor(tiny, (2, 3), TileConfig(chunk_size=8))
+    with pytest.raises(ConfigError, match="planned for 2x3"):
+        next(ex.run(ArrayStack(np.zeros((2, 4, 4))), lambda *a: None))
+    with pytest.raises(ConfigError, match=r"\(T, H, W\)"):
+        ArrayStack(np.zeros((4, 4)))
+    with pytest.raises(ConfigError, match="amp"):
+        TileConfig(amp="fp8")
+    with pytest.raises(ConfigError, match="chunk_size"):
+        TileConfig(chunk_size=0)
+
+
+@pytest.mark.gpu
+def test_cuda_tiled_output_equals_whole_frame_and_amp_runs(tiny: DecodeNet) -> None:
+    """On CUDA (pinned staging, non_blocking copies, staging thread): tiled == whole frame in fp32, TF32 off."""
+    import copy
+
+    net = copy.deepcopy(tiny).cuda()
+    stack = _stack(5, 150, 150, seed=21)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        ex = TiledExecutor(net, (150, 150), TileConfig(chunk_size=48, batch_size=4, block=2, margin=1),
+                           device="cuda")
+        out, _ = _tiled_cuda(ex, stack)
+        ref = _whole(tiny, stack)  # on the CPU
+        # cuDNN may pick other algorithms per tile shape: allow float noise a little above the CPU test's
+        assert _scaled_maxdiff(tiny, out, ref) <= 1e-4
+        bf16 = TiledExecutor(net, (150, 150), TileConfig(chunk_size=48, batch_size="auto", amp="bf16"),
+                             device="cuda")
+        out16, _ = _tiled_cuda(bf16, stack)
+        assert np.isfinite(out16).all() and _scaled_maxdiff(tiny, out16, ref) < 0.2
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _tiled_cuda(executor: TiledExecutor, stack: np.ndarray) -> tuple[np.ndarray, list]:
+    out = np.full((len(stack), 10, *stack.shape[1:]), np.nan, np.float32)
+
+    def consume(tile, frames, output):
+        assert output.is_cuda
+        cy, cx = tile.core_in_keep
+        out[frames, :, tile.core[0], tile.core[1]] = output[:, :, cy, cx].float().cpu().numpy()
+
+    blocks = list(executor.run(ArrayStack(stack), consume))
+    assert not np.isnan(out).any()
+    return out, blocks
