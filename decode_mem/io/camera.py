@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 
 
@@ -54,10 +55,7 @@ class Camera:
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> Camera:
         """Build from a mapping (YAML); unknown keys are an error naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(f"camera: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        check_keys(cls, params, "camera")
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:

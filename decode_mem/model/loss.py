@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.model.net import CHANNEL_INDEX, N_OUTPUT_CHANNELS, ModelConfig
 
@@ -68,10 +69,7 @@ class LossConfig:
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> LossConfig:
         """Build from a mapping (YAML); unknown keys are an error naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(f"loss: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        check_keys(cls, params, "loss")
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:

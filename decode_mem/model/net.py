@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES, UNet2d, make_activation
 
@@ -156,10 +157,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> ModelConfig:
         """Build from a mapping (YAML / checkpoint); unknown keys are an error naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(f"model: unknown key(s) {unknown}; known keys are {sorted(known)}")
+        check_keys(cls, params, "model")
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from decode_mem.config import load_yaml
 from decode_mem.errors import ConfigError, DecodeMemError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.config import SimulationConfig
@@ -56,16 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> SimulationConfig:
     params: dict[str, Any] = {}
     if args.config:
-        path = Path(args.config)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from e
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of SimulationConfig keys")
-        params = dict(loaded.get("simulation", loaded))
+        params = load_yaml(args.config, section="simulation")
     direct = {"size": "frame_size", "density": "density", "psf": "psf", "sigma": "psf_sigma",
               "z_range": "z_range", "bg_mode": "bg_mode", "on_time": "on_time", "margin": "margin"}
     for arg, key in direct.items():

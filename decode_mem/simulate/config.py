@@ -6,13 +6,13 @@ frames, density in emitters per µm² of sample (the camera's ``pixel_size`` con
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 
@@ -39,15 +39,6 @@ def _pair(value: Any, name: str, cast: type = float) -> tuple:
     return out
 
 
-def _strict_keys(cls: type, params: dict[str, Any], source: str) -> None:
-    known = [f.name for f in fields(cls)]
-    for key in params:
-        if key not in known:
-            hint = difflib.get_close_matches(str(key), known, n=1)
-            suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
-
-
 @dataclass(frozen=True)
 class AstigmatismCalibration:
     """Defocus model of an astigmatic PSF, per axis (x, y):
@@ -71,7 +62,7 @@ class AstigmatismCalibration:
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> AstigmatismCalibration:
         params = dict(params or {})
-        _strict_keys(cls, params, "simulation.astigmatism")
+        check_keys(cls, params, "simulation.astigmatism")
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,7 +189,7 @@ class SimulationConfig:
         ``camera`` may be a mapping of Camera fields, or ``"emccd"``/``"scmos"`` for the presets.
         """
         params = dict(params or {})
-        _strict_keys(cls, params, source)
+        check_keys(cls, params, source)
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:

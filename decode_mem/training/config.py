@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from decode_mem.config import check_keys, load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
@@ -85,12 +83,7 @@ class TrainConfig:
     def from_dict(cls, params: dict[str, Any], *, source: str = "config") -> TrainConfig:
         """Strict: an unknown key is an error that names it and suggests the closest known key."""
         params = dict(params or {})
-        known = [f.name for f in fields(cls)]
-        for key in params:
-            if key not in known:
-                hint = difflib.get_close_matches(key, known, n=1)
-                suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
+        check_keys(cls, params, source)
         for name, kind in NESTED.items():
             if name in params and not isinstance(params[name], kind):
                 params[name] = kind.from_dict(params[name] or {})
@@ -105,17 +98,7 @@ def load_train_config(path: str | Path | None) -> TrainConfig:
     """The only YAML -> TrainConfig path. ``None`` gives the embedded defaults."""
     if path is None:
         return TrainConfig()
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        params = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(params, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
-    params = params.get("train", params)
-    return TrainConfig.from_dict(params, source=str(path))
+    return TrainConfig.from_dict(load_yaml(path, section="train"), source=str(path))
 
 
 def config_fields() -> list[dataclasses.Field]:

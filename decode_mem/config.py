@@ -1,0 +1,42 @@
+"""The one way configs are read: strict keys with a suggestion, and YAML files checked with clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from decode_mem.errors import ConfigError
+
+
+def check_keys(cls: type, params: Mapping[str, Any], source: str) -> None:
+    """Raise ConfigError for the first key of ``params`` that is not a field of dataclass ``cls``."""
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in params:
+        if key not in known:
+            hint = difflib.get_close_matches(str(key), known, n=1)
+            suffix = f" (did you mean {hint[0]!r}?)" if hint else f"; known keys are {sorted(known)}"
+            raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
+
+
+def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, Any]:
+    """A YAML file's top-level mapping (or its ``section`` when present); every problem names the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
+    if section is not None and section in loaded:
+        loaded = loaded[section] or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: section '{section}' must be a mapping of keys to values")
+    return dict(loaded)

@@ -1,0 +1,45 @@
+"""Strict config keys and YAML loading: every problem is a ConfigError that names the file or key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from decode_mem.config import check_keys, load_yaml
+from decode_mem.errors import ConfigError
+
+
+@dataclass
+class _Cfg:
+    chunk_size: int = 1
+    steps: int = 2
+
+
+def test_unknown_key_names_the_key_and_suggests_the_closest() -> None:
+    with pytest.raises(ConfigError, match=r"train\.yaml: unknown key 'chunksize' \(did you mean 'chunk_size'\?\)"):
+        check_keys(_Cfg, {"chunksize": 3}, "train.yaml")
+    with pytest.raises(ConfigError, match="known keys are"):
+        check_keys(_Cfg, {"zzz": 3}, "x")
+    check_keys(_Cfg, {"steps": 3}, "x")
+
+
+def test_load_yaml_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_yaml(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: not valid YAML"):
+        load_yaml(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_yaml(listy)
+
+
+def test_load_yaml_section(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("train: {steps: 3}\n")
+    assert load_yaml(path, section="train") == {"steps": 3}
+    assert load_yaml(path, section="other") == {"train": {"steps": 3}}
