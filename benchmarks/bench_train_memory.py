@@ -1,0 +1,160 @@
+"""Training memory across batch size x accumulation x AMP x chunk size — the measured "memory table".
+
+    python benchmarks/bench_train_memory.py                  # CPU: peak RssAnon, ~5 min on 2 cores
+    python benchmarks/bench_train_memory.py --device cuda    # GPU: torch.cuda max allocated as well
+
+Each configuration runs in a fresh subprocess: two optimizer steps of ``train_step`` (imported from
+decode_mem.training.step, not copied) on simulated 3-frame windows; the second step is measured with
+``decode_mem.memory.measure_phase`` (RssAnon sampled every 10 ms; CUDA peak since a reset). Writes
+benchmarks/results/train_memory.md and train_memory.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def child(a: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(a["threads"])
+    from decode_mem.memory import measure_phase, read_host_memory
+    from decode_mem.model.loss import DecodeLoss
+    from decode_mem.model.net import DecodeNet, ModelConfig
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.training.chunking import chunk_batch, count_crops
+    from decode_mem.training.data import SimulatedBatches
+    from decode_mem.training.step import AMP_DTYPES, make_scaler, train_step
+
+    device = torch.device(a["device"])
+    torch.manual_seed(0)
+    net = DecodeNet(ModelConfig(features=a["features"], inter_features=a["features"], use_z=False)).to(device)
+    loss_fn = DecodeLoss(model_config=net.config)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    amp = AMP_DTYPES.get(a["amp"])
+    scaler = make_scaler(device, amp)
+    size = (a["frame"], a["frame"])
+    stream = SimulatedBatches(SimulationConfig(frame_size=size, density=1.0), a["batch"], a["accum"], seed=0)
+    chunk = a["chunk"]
+    n_micro = a["accum"] * count_crops(size, chunk)
+
+    def step(i: int) -> float:
+        batches = [stream.batch(i, m) for m in range(a["accum"])]  # simulated up front: not part of the step
+        micro = (c for b in batches for c in chunk_batch(b, chunk))
+        t0 = time.perf_counter()
+        train_step(net, loss_fn, micro, n_micro, opt, scaler, device=device, amp_dtype=amp, grad_clip=1.0)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    step(0)  # warm-up: optimizer state, allocator pools
+    base = read_host_memory()["rss_anon_mb"]
+    with measure_phase("step", interval=0.01, device=a["device"]) as peak:
+        seconds = step(1)
+    return {**a, "rss_anon_base_mb": base, "rss_anon_peak_mb": peak.rss_anon_mb,
+            "cuda_max_allocated_mb": peak.cuda_max_allocated_mb, "step_s": seconds}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--features", type=int, default=48, help="network width (48 = DECODE default)")
+    p.add_argument("--frame", type=int, default=128, help="training frame side in px")
+    p.add_argument("--batches", type=int, nargs="+", default=[2, 8])
+    p.add_argument("--accums", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--chunks", type=int, nargs="+", default=[0, 64], help="0 = no chunking")
+    p.add_argument("--amps", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--child")
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    rows = []
+    t_start = time.perf_counter()
+    for batch, accum, amp, chunk in itertools.product(args.batches, args.accums, args.amps, args.chunks):
+        a = {"device": args.device, "features": args.features, "frame": args.frame, "batch": batch,
+             "accum": accum, "amp": amp, "chunk": chunk or None, "threads": args.threads}
+        out = subprocess.run([sys.executable, __file__, "--child", json.dumps(a)], capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(rows[-1], flush=True)
+    write_report(rows, args, time.perf_counter() - t_start)
+    return 0
+
+
+def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> None:
+    import torch
+
+    RESULTS.mkdir(exist_ok=True)
+    cuda = args.device.startswith("cuda")
+    head = ("| batch | accumulation | effective batch | AMP | chunk | peak RssAnon in step (MB) "
+            "| step RssAnon growth (MB) |")
+    head += " CUDA max allocated (MB) | step (s) |" if cuda else " step (s) |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [r["batch"], r["accum"], r["batch"] * r["accum"], r["amp"], r["chunk"] or "none",
+                 f"{r['rss_anon_peak_mb']:.0f}", f"{r['rss_anon_peak_mb'] - r['rss_anon_base_mb']:.0f}"]
+        if cuda:
+            cells.append(f"{r['cuda_max_allocated_mb']:.0f}" if r["cuda_max_allocated_mb"] else "")
+        cells.append(f"{r['step_s']:.2f}")
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    cmd = "python benchmarks/bench_train_memory.py " + " ".join(sys.argv[1:])
+    md = [
+        "# Training memory: batch × accumulation × AMP × chunk size",
+        "",
+        f"Command: `{cmd.strip()}` ({seconds / 60:.1f} min in all)",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, device {args.device}"
+        f"{' (' + torch.cuda.get_device_name(0) + ')' if cuda else ' (no GPU on this machine)'}; python "
+        f"{platform.python_version()}, torch {torch.__version__}; {args.threads} torch thread(s).",
+        "",
+        f"Network: DECODE-style, depth 2, {args.features} features (2-D, no z). Training frames "
+        f"{args.frame}×{args.frame} px simulated on the fly; one optimizer step = `accumulation` micro-batches of "
+        "`batch` windows (each cut into `chunk`-sized crops when chunking), measured after one warm-up step in a "
+        "fresh process. 'peak RssAnon in step' is the process's anonymous memory at its highest during the step "
+        "(includes the interpreter, torch and the model, ~250-300 MB); 'growth' is that peak minus RssAnon just "
+        "before the step.",
+        "",
+        *lines,
+        "",
+        "How to read it: with accumulation the effective batch grows at the memory of one micro-batch; with "
+        "chunking the activations are those of one crop (device memory is set by the chunk, not the frame); "
+        "bf16 autocast on CPU stores activations in 16 bits where ops allow.",
+        "",
+        "Not measured here: CUDA (no GPU in this run — rerun with `--device cuda`), fp16 with GradScaler "
+        "(CUDA only), gradient checkpointing, DataLoader workers.",
+        "",
+    ]
+    (RESULTS / "train_memory.md").write_text("\n".join(md))
+    plot(rows, RESULTS / "train_memory.png")
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
+    labels = [f"b{r['batch']}×{r['accum']}\n{r['amp']}\n{'c' + str(r['chunk']) if r['chunk'] else 'whole'}"
+              for r in rows]
+    ax.bar(range(len(rows)), [r["rss_anon_peak_mb"] - r["rss_anon_base_mb"] for r in rows], color="C0")
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("RssAnon growth during one step (MB)")
+    ax.set_title("Training step memory: batch×accumulation, AMP, chunk")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""``python -m decode_mem.infer``: localize emitters in stacks, folders of stacks or globs.
+
+Example: ``python -m decode_mem.infer movies/ --model model.pt --out locs --format csv,picasso --resume``.
+Per stack ``<stem>``: ``<stem>.csv`` / ``.hdf5`` + ``.yaml`` / ``.parquet`` and ``<stem>.json`` (written last).
+Exit codes: 0 all stacks done, 1 some stack failed (reported, the others were processed), 2 bad model or
+settings (nothing was done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from decode_mem.errors import ConfigError, DecodeMemError
+
+CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
+
+
+def _size(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m decode_mem.infer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="stack files, folders of stacks or globs")
+    p.add_argument("--model", help="checkpoint (default: the shipped data/models/default_2d.pt)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
+    mem = p.add_argument_group("memory and speed")
+    mem.add_argument("--use_chunking", "--use-chunking", action="store_true",
+                     help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
+    mem.add_argument("--chunk_size", "--chunk-size", type=_size, default=None, help="tile side in px, or 'auto'")
+    mem.add_argument("--batch_size", "--batch-size", type=_size, default=16, help="tiles x frames per call, or 'auto'")
+    mem.add_argument("--amp", dest="amp", action="store_true", default=None, help="bf16 autocast (default on CUDA)")
+    mem.add_argument("--no_amp", "--no-amp", dest="amp", action="store_false")
+    mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
+    mem.add_argument("--threads", type=int, help="torch CPU threads per process")
+    mem.add_argument("--memory_log_file", "--memory-log-file", help="memory CSV, one row per block")
+    det = p.add_argument_group("detection and camera")
+    det.add_argument("--threshold", type=float, help="detection probability threshold")
+    det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera); default: the model's")
+    for flag in CAMERA_FLAGS:
+        det.add_argument(f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
+    run = p.add_argument_group("run")
+    run.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
+    run.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
+    run.add_argument("--scheduler", help="address of an existing dask scheduler")
+    run.add_argument("--frames_per_task", "--frames-per-task", type=int, default=None,
+                     help="frames per dask task (long stacks are split)")
+    run.add_argument("--quiet", action="store_true", help="no progress bars or per-stack lines")
+    run.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
+    import torch
+    import yaml
+
+    from decode_mem.inference import InferConfig
+    from decode_mem.io.camera import Camera
+
+    camera = None
+    if args.camera:
+        try:
+            params = yaml.safe_load(Path(args.camera).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{args.camera}: cannot read the camera YAML ({e})") from e
+        camera = Camera.from_dict(params.get("camera", params))
+    overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    use_amp = args.amp if args.amp is not None else device.startswith("cuda")
+    chunk = args.chunk_size if args.chunk_size is not None else 512
+    extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
+    return InferConfig(
+        inputs=tuple(args.inputs), out=args.out, model=args.model,
+        formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+        chunk_size=chunk, batch_size=args.batch_size, amp="bf16" if use_amp else None, device=device,
+        threshold=args.threshold, camera=camera, camera_overrides=overrides,
+        memory_log_file=args.memory_log_file, resume=args.resume, workers=args.workers,
+        scheduler=args.scheduler, threads=args.threads, quiet=args.quiet, **extra)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from decode_mem.inference import run_inference
+
+        cfg = config_from_args(args)
+        if args.model is None and not args.quiet:
+            print(f"no --model given: using the shipped default model {cfg.model_path}")
+        report = run_inference(cfg)
+    except DecodeMemError as e:
+        if args.debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    done = [s for s in report.stacks if not s.skipped]
+    if not args.quiet:
+        print(f"{len(done)} stack(s) done, {len(report.stacks) - len(done)} skipped (--resume), "
+              f"{len(report.failures)} failed; {report.frames} frames in {report.wall_s:.1f} s -> {args.out}")
+    if report.failures:
+        print(f"error: {len(report.failures)} input(s) failed:", file=sys.stderr)
+        for f in report.failures:
+            print(f"  {f.line()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

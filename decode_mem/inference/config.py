@@ -1,0 +1,160 @@
+"""What a batch inference run is asked to do (``InferConfig``) and which stacks that means (``find_stacks``)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+
+FORMATS = ("csv", "picasso", "parquet")
+SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
+STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy")  # what a folder given as input contributes
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+FRAMES_PER_TASK = 4096
+
+Size = int | Literal["auto"]
+
+
+@dataclass(frozen=True)
+class InferConfig:
+    """One batch inference run: ``run_inference(InferConfig(inputs=("movies/",), out="locs"))``.
+
+    inputs          files (anything ``open_stack`` reads), folders (their *.tif, *.tiff, *.zarr, *.npy) or globs
+    out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
+    model           checkpoint path (None: the shipped ``data/models/default_2d.pt``)
+    formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'
+    chunk_size, batch_size, block, amp, device   passed to ``engine.predict_stack``
+    threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
+    camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
+    memory_log_file MemoryTracker CSV (one row per block, main process)
+    resume          skip stacks whose ``<stem>.json`` exists; redo the others from the start
+    workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
+    scheduler       address of an existing dask scheduler (instead of ``workers``)
+    frames_per_task frames per dask task (rounded up to a multiple of the block length)
+    threads         torch CPU threads per process (None: torch's default)
+    quiet           no progress bars, no per-stack lines (failures still go to stderr)
+    """
+
+    inputs: tuple[str, ...]
+    out: str
+    model: str | None = None
+    formats: tuple[str, ...] = ("csv",)
+    chunk_size: Size = 512
+    batch_size: Size = 16
+    block: Size = "auto"
+    amp: Literal["bf16", "fp16"] | None = None
+    device: str | None = None
+    threshold: float | None = None
+    camera: Camera | None = None
+    camera_overrides: Mapping[str, float] = field(default_factory=dict)
+    memory_log_file: str | None = None
+    resume: bool = False
+    workers: int = 0
+    scheduler: str | None = None
+    frames_per_task: int = FRAMES_PER_TASK
+    threads: int | None = None
+    quiet: bool = False
+    write_probability_map: bool = False
+
+    def __post_init__(self) -> None:
+        inputs = (self.inputs,) if isinstance(self.inputs, (str, os.PathLike)) else tuple(self.inputs)
+        object.__setattr__(self, "inputs", tuple(str(i) for i in inputs))
+        formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
+        object.__setattr__(self, "formats", formats)
+        object.__setattr__(self, "camera_overrides", dict(self.camera_overrides))
+        if not self.inputs:
+            raise ConfigError("inputs: give at least one stack, folder or glob")
+        if not str(self.out):
+            raise ConfigError("out: an output folder is required")
+        bad = [f for f in self.formats if f not in FORMATS]
+        if bad or not self.formats:
+            raise ConfigError(f"formats: {bad or 'none'} given; choose from {', '.join(FORMATS)}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.workers and self.scheduler:
+            raise ConfigError("give either workers (a local cluster) or scheduler (an existing one), not both")
+        if self.frames_per_task < 1:
+            raise ConfigError(f"frames_per_task must be >= 1, got {self.frames_per_task}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"threads must be >= 1, got {self.threads}")
+        if self.threshold is not None and not 0 <= self.threshold <= 1:
+            raise ConfigError(f"threshold is a probability in [0, 1], got {self.threshold}")
+        if self.write_probability_map:
+            raise ConfigError("write_probability_map: the probability-map zarr output is not implemented yet")
+
+    @property
+    def model_path(self) -> Path:
+        return Path(self.model) if self.model is not None else DEFAULT_MODEL
+
+    @property
+    def distributed(self) -> bool:
+        return bool(self.workers or self.scheduler)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings recorded in each stack's JSON summary."""
+        return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
+                "block": self.block, "amp": self.amp, "device": self.device, "threshold": self.threshold,
+                "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
+                "threads": self.threads}
+
+
+@dataclass(frozen=True)
+class Found:
+    """The stacks the inputs name (sorted within each input, first occurrence kept) and inputs naming none."""
+
+    stacks: tuple[Path, ...]
+    missing: tuple[tuple[str, str], ...]  # (input, reason)
+
+
+def find_stacks(inputs: tuple[str, ...]) -> Found:
+    """Expand files, folders and globs into stack paths; a folder contributes ``STACK_PATTERNS``."""
+    stacks: list[Path] = []
+    missing: list[tuple[str, str]] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir() and not _is_zarr(path):
+            found = sorted({p for pattern in STACK_PATTERNS for p in path.glob(pattern)})
+            if not found:
+                missing.append((item, f"folder has no stacks ({', '.join(STACK_PATTERNS)})"))
+        elif path.exists():
+            found = [path]
+        elif glob.has_magic(item):
+            found = sorted(Path(p) for p in glob.glob(item))
+            if not found:
+                missing.append((item, "no file matches this pattern"))
+        else:
+            found = []
+            missing.append((item, "no such file or directory"))
+        stacks += found
+    unique = list(dict.fromkeys(p.resolve() for p in stacks))
+    return Found(tuple(unique), tuple(missing))
+
+
+def stem_of(path: Path) -> str:
+    """Output base name of a stack: ``movie.ome.tif`` -> ``movie``; ``run1.zarr`` -> ``run1``."""
+    name = path.name.rstrip("/")
+    for suffix in (".ome.tiff", ".ome.tif", ".ome.zarr", ".tiff", ".tif", ".zarr", ".npy"):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def check_stems(stacks: tuple[Path, ...]) -> None:
+    """Two stacks with the same stem would overwrite each other's outputs: a ConfigError naming both."""
+    seen: dict[str, Path] = {}
+    for p in stacks:
+        s = stem_of(p)
+        if s in seen:
+            raise ConfigError(f"{seen[s]} and {p} would both write '{s}.*' into the output folder; "
+                              "run them into different --out folders")
+        seen[s] = p
+
+
+def _is_zarr(path: Path) -> bool:
+    return path.suffix.lower() == ".zarr" or any((path / m).exists() for m in (".zarray", ".zgroup", "zarr.json"))

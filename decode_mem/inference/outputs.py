@@ -1,0 +1,101 @@
+"""The files of one stack: streaming localization writers, then the JSON summary, written last.
+
+Every file is written under a ``.partial`` name and renamed when complete (the writers in
+``decode_mem.io`` do this); the JSON summary is renamed last, so its presence means that every other
+output of the stack is complete: ``--resume`` skips exactly the stacks that have one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from decode_mem.inference.config import SUFFIXES
+from decode_mem.io.atomic import atomic_output, partial_path
+from decode_mem.io.localizations import open_writer
+from decode_mem.io.table import EmitterTable
+
+EXTRAS_2D = ("prob", "sigma_x", "sigma_y", "sigma_photons")
+EXTRAS_3D = ("prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
+
+
+def summary_path(out: str | os.PathLike, stem: str) -> Path:
+    """``<out>/<stem>.json``: present only for a stack whose outputs are all complete."""
+    return Path(out) / f"{stem}.json"
+
+
+def output_paths(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) -> list[Path]:
+    """Every file a stack produces for ``formats``, the JSON summary last."""
+    paths = [Path(out) / f"{stem}{s}" for f in formats for s in SUFFIXES[f]]
+    return [*paths, summary_path(out, stem)]
+
+
+def remove_partials(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) -> None:
+    """Drop what a killed run left under temporary names (never a file under its final name)."""
+    for path in output_paths(out, stem, formats):
+        partial_path(path).unlink(missing_ok=True)
+
+
+class StackOutputs:
+    """``with StackOutputs(...) as outs: outs.write(table)``, then ``outs.finish(summary)`` writes the JSON.
+
+    On an exception inside the block every writer discards its partial file; nothing of the stack
+    appears under a final name that was not there before.
+    """
+
+    def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, pixel_size: float,
+                 shape: tuple[int, int, int], three_d: bool = False, psf_sigma: float = 1.0,
+                 source: str | None = None, source_dtype: str = "uint16") -> None:
+        self.out, self.stem, self.formats = Path(out), stem, formats
+        self.shape = shape
+        frames, height, width = shape
+        extras = EXTRAS_3D if three_d else EXTRAS_2D
+        common = {"pixel_size": pixel_size, "width": width, "height": height, "frames": frames, "extras": extras}
+        self._writers = []
+        for fmt in formats:
+            path = self.out / f"{stem}{SUFFIXES[fmt][0]}"
+            options: dict[str, Any] = {}
+            if fmt == "picasso":
+                options = {"three_d": three_d, "psf_sigma": psf_sigma, "source": source, "source_dtype": source_dtype}
+            self._writers.append(open_writer(path, **common, **options))
+        self._stack = ExitStack()
+        self.n_localizations = 0
+        self.last_frame = -1
+
+    @property
+    def paths(self) -> list[Path]:
+        """The localization files (final names), without the JSON summary."""
+        return [p for w in self._writers for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
+
+    def __enter__(self) -> StackOutputs:
+        self.out.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as stack:
+            for writer in self._writers:
+                stack.enter_context(writer)
+            self._stack = stack.pop_all()
+        return self
+
+    def write(self, table: EmitterTable) -> None:
+        """Append one block of emitters (frames must not go backwards) to every file."""
+        if len(table):
+            first = int(table["frame"].min())
+            if first < self.last_frame:
+                raise ValueError(f"{self.stem}: emitters of frame {first} after frame {self.last_frame}")
+            self.last_frame = int(table["frame"].max())
+        for writer in self._writers:
+            writer.write(table)
+        self.n_localizations += len(table)
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stack.__exit__(exc_type, exc, tb)
+
+    def finish(self, summary: dict[str, Any]) -> Path:
+        """Write ``<stem>.json`` atomically; call after the ``with`` block closed every writer."""
+        path = summary_path(self.out, self.stem)
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        return path

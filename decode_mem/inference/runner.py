@@ -1,0 +1,254 @@
+"""``run_inference``: every stack of the inputs -> localization files, in one process or on dask.distributed.
+
+Order of events: the model is loaded first (a bad checkpoint is a CheckpointError before any stack is
+touched), the inputs are expanded, then stack after stack: open (a StackError is recorded and the stack
+skipped), stream emitters block by block into the writers, close the writers, write ``<stem>.json``.
+With ``workers``/``scheduler`` the stacks are cut into frame ranges that run as dask tasks; the client
+takes their results strictly in frame order (a bounded number of tasks in flight) and streams them into
+the same writers, so the files are those of a single-process run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from decode_mem.errors import ConfigError
+from decode_mem.inference.config import InferConfig, check_stems, find_stacks, stem_of
+from decode_mem.inference.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.inference.ranges import block_length
+from decode_mem.inference.work import EngineSettings, StackJob, cached_model, stream_emitters
+from decode_mem.io.provenance import generated_by
+from decode_mem.io.stack import open_stack
+from decode_mem.io.table import EmitterTable
+from decode_mem.memory import MemoryTracker, read_host_memory
+
+
+@dataclass(frozen=True)
+class StackSummary:
+    """One finished (or, with ``skipped``, previously finished) stack; ``as_dict()`` is its JSON summary."""
+
+    stack: str
+    stem: str
+    frames: int
+    localizations: int
+    wall_s: float
+    peak_rss_anon_mb: float | None
+    outputs: tuple[str, ...]
+    skipped: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def line(self) -> str:
+        if self.skipped:
+            return f"{self.stem}: already done ({summary_path(Path(self.outputs[-1]).parent, self.stem)}), skipped"
+        mem = "" if self.peak_rss_anon_mb is None else f", peak RssAnon {self.peak_rss_anon_mb:.0f} MB"
+        return (f"{self.stem}: {self.frames} frames, {self.localizations} localizations, {self.wall_s:.1f} s "
+                f"({self.frames_per_s:.1f} frames/s){mem}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stack": self.stack, "stem": self.stem, "frames": self.frames, "localizations": self.localizations,
+                "wall_s": round(self.wall_s, 4), "frames_per_s": round(self.frames_per_s, 3),
+                "peak_rss_anon_mb": self.peak_rss_anon_mb, "outputs": [Path(p).name for p in self.outputs],
+                **self.extra}
+
+
+@dataclass(frozen=True)
+class StackFailure:
+    """An input that produced no outputs: the file (or input pattern) and why."""
+
+    stack: str
+    reason: str
+
+    def line(self) -> str:
+        return self.reason if self.reason.startswith(self.stack) else f"{self.stack}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class InferReport:
+    """What ``run_inference`` did: one summary per finished or skipped stack, one failure per bad input."""
+
+    stacks: tuple[StackSummary, ...]
+    failures: tuple[StackFailure, ...]
+    model: str
+    wall_s: float
+    worker_peak_rss_anon_mb: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def frames(self) -> int:
+        return sum(s.frames for s in self.stacks if not s.skipped)
+
+
+def run_inference(cfg: InferConfig) -> InferReport:
+    """Localize every stack named by ``cfg.inputs`` into ``cfg.out``; see the module docstring.
+
+    Raises ConfigError / CheckpointError for problems that concern the whole run (bad model, bad settings,
+    two inputs with the same output name) before any work; problems of single stacks are in ``failures``.
+    """
+    t_start = time.perf_counter()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    model_path = cfg.model_path
+    # CheckpointError here, before any work; with dask the workers load their own copy, this one stays on the CPU
+    model = cached_model(str(model_path), "cpu" if cfg.distributed else cfg.device)
+    camera = cfg.camera or model.camera
+    if cfg.camera_overrides:
+        try:
+            camera = dataclasses.replace(camera, **cfg.camera_overrides)
+        except TypeError as e:
+            raise ConfigError(f"camera: {e}") from None
+    found = find_stacks(cfg.inputs)
+    check_stems(found.stacks)
+    failures = [StackFailure(item, reason) for item, reason in found.missing]
+    for f in failures:
+        _warn(f)
+    psf_sigma = model.simulation.get("psf_sigma", 1.0)
+    base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
+            "amp": cfg.amp, "device": cfg.device, "threshold": cfg.threshold, "threads": cfg.threads}
+    extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),
+              "settings": cfg.settings(), "generated_by": generated_by()}
+    writer_options = {"three_d": bool(model.config.use_z), "psf_sigma": float(np.mean(psf_sigma))}
+    tracker = MemoryTracker(cfg.memory_log_file, log_interval=1) if cfg.memory_log_file else None
+
+    summaries: list[StackSummary] = []
+    jobs: list[StackJob] = []
+    for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
+        stem = stem_of(path)
+        done = summary_path(cfg.out, stem)
+        if cfg.resume and done.is_file():
+            summaries.append(StackSummary(str(path), stem, 0, 0, 0.0, None, (str(done),), skipped=True))
+            _say(cfg, summaries[-1].line())
+            continue
+        try:
+            with open_stack(path) as stack:
+                shape, dtype = stack.shape, stack.dtype
+        except Exception as e:  # a bad stack must not stop the batch; the reason is reported
+            failures.append(StackFailure(str(path), _reason(e)))
+            _warn(failures[-1])
+            continue
+        settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block), **base)
+        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings))
+
+    with _Backend(cfg, jobs) as backend:
+        overall = tqdm(total=len(jobs), unit="stack", desc="stacks", disable=cfg.quiet or len(jobs) < 2, position=0)
+        for job in jobs:
+            summary_path(cfg.out, job.stem).unlink(missing_ok=True)  # the stack is not complete any more
+            remove_partials(cfg.out, job.stem, cfg.formats)
+            try:
+                summary = _one_stack(cfg, backend, job, writer_options, extras, tracker)
+            except Exception as e:  # e.g. a corrupt frame in the middle of a file
+                failures.append(StackFailure(str(job.path), _reason(e)))
+                _warn(failures[-1])
+            else:
+                summaries.append(summary)
+                _say(cfg, summary.line())
+            overall.update(1)
+        overall.close()
+        peaks = backend.worker_peaks()
+    if tracker is not None:
+        tracker.close()
+    return InferReport(tuple(summaries), tuple(failures), str(model_path), time.perf_counter() - t_start, peaks)
+
+
+def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
+               extras: dict[str, Any], tracker: MemoryTracker | None) -> StackSummary:
+    t0 = time.perf_counter()
+    bar = tqdm(total=job.shape[0], unit="frame", desc=job.stem, disable=cfg.quiet, leave=False, position=1)
+    peak = _Peak()
+    outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
+                        shape=job.shape, source=str(job.path), source_dtype=job.dtype, **writer_options)
+    try:
+        with outs:
+            for table, n_frames, worker_peak in backend.emitters(job, peak, tracker):
+                outs.write(table)
+                bar.update(n_frames)
+                peak.add(worker_peak)
+    finally:
+        bar.close()
+    peak.add(read_host_memory().get("rss_anon_mb"))
+    wall = time.perf_counter() - t0
+    summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
+                           (*map(str, outs.paths), str(summary_path(cfg.out, job.stem))),
+                           extra=dict(extras, shape=list(job.shape)))
+    outs.finish(summary.as_dict())
+    return summary
+
+
+class _Peak:
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def add(self, mb: float | None) -> None:
+        if mb is not None and (self.value is None or mb > self.value):
+            self.value = mb
+
+
+class _Backend:
+    """Where the engine runs: this process, or a dask cluster (``decode_mem.inference.dask_backend``)."""
+
+    def __init__(self, cfg: InferConfig, jobs: list[StackJob]) -> None:
+        self.cfg, self.jobs = cfg, jobs
+        self._dask: Any = None
+
+    def __enter__(self) -> _Backend:
+        if self.cfg.distributed and self.jobs:
+            from decode_mem.inference.dask_backend import DaskBackend
+
+            self._dask = DaskBackend(self.cfg, self.jobs).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._dask is not None:
+            self._dask.__exit__(*exc)
+
+    def emitters(self, job: StackJob, peak: _Peak,
+                 tracker: MemoryTracker | None) -> Iterator[tuple[EmitterTable, int, float | None]]:
+        """``(table, frames it covers, peak RssAnon of the process that made it)`` in frame order."""
+        if self._dask is not None:
+            yield from self._dask.emitters(job)
+            return
+        done: list[int] = []
+
+        def on_block(result: Any) -> None:
+            done.append(result.n_frames)
+            reading = tracker.update(step=result.t0, phase=job.stem) if tracker else read_host_memory()
+            peak.add(reading.get("rss_anon_mb"))
+
+        with open_stack(job.path) as stack:
+            if stack.shape != job.shape:
+                raise ConfigError(f"{job.path}: the stack changed while the run was going on")
+            for table in stream_emitters(stack, job.settings, on_block=on_block):
+                yield table, done.pop() if done else 0, None
+
+    def worker_peaks(self) -> dict[str, float]:
+        return self._dask.worker_peaks() if self._dask is not None else {}
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e)
+    return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
+
+
+def _say(cfg: InferConfig, line: str) -> None:
+    if not cfg.quiet:
+        tqdm.write(line, file=sys.stdout)
+
+
+def _warn(failure: StackFailure) -> None:
+    tqdm.write(f"skipped {failure.line()}", file=sys.stderr)

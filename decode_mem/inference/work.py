@@ -1,0 +1,119 @@
+"""The unit of work, the same in the main process and on a dask worker: frames of one stack -> emitters.
+
+Each process loads a model once (``cached_model``, keyed by path, file version and device) and keeps it for
+every later task. ``predict_range`` returns the emitters of one frame range as one table (stack frames,
+0-based) together with the process's peak RssAnon while it ran.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.engine import predict_stack
+from decode_mem.errors import CheckpointError
+from decode_mem.inference.ranges import FrameRange
+from decode_mem.io.camera import Camera
+from decode_mem.io.table import EmitterTable
+from decode_mem.memory import read_host_memory
+from decode_mem.model.checkpoint import TrainedModel, load_model
+from decode_mem.postprocess import PostprocessConfig
+from decode_mem.tiling import BlockResult
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything a process needs to run the engine; small and picklable (sent with every task)."""
+
+    model: str
+    camera: Camera
+    chunk_size: int | str = 512
+    batch_size: int | str = 16
+    block: int = 256
+    amp: str | None = None
+    device: str | None = None
+    threshold: float | None = None
+    threads: int | None = None
+
+    @property
+    def postprocess(self) -> PostprocessConfig:
+        return PostprocessConfig() if self.threshold is None else PostprocessConfig(threshold=self.threshold)
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    """Emitters of frames ``start .. stop-1`` (stack frame numbers) and how the range went."""
+
+    start: int
+    stop: int
+    table: EmitterTable
+    seconds: float
+    peak_rss_anon_mb: float | None
+    pid: int
+
+
+def cached_model(path: str, device: str | None) -> TrainedModel:
+    """The model at ``path``, loaded once per process (reloaded if the file changes)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"{p}: no such checkpoint file")
+    return _load(str(p.resolve()), p.stat().st_mtime_ns, device or "cpu")
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, mtime_ns: int, device: str) -> TrainedModel:
+    return load_model(path, device=device)
+
+
+def warm_up(model: str, device: str | None, threads: int) -> int:
+    """Run on each dask worker at start: set torch threads, load the model into the cache; returns the pid."""
+    torch.set_num_threads(threads)
+    cached_model(model, device)
+    return os.getpid()
+
+
+def stream_emitters(stack: Any, settings: EngineSettings,
+                    on_block: Callable[[BlockResult], None] | None = None) -> Iterator[EmitterTable]:
+    """``predict_stack`` with these settings, one table per block, in frame order."""
+    if settings.threads is not None and torch.get_num_threads() != settings.threads:
+        torch.set_num_threads(settings.threads)
+    model = cached_model(settings.model, settings.device)
+    return predict_stack(stack, model, chunk_size=settings.chunk_size, batch_size=settings.batch_size,
+                         block=settings.block, amp=settings.amp, device=settings.device,
+                         postprocess=settings.postprocess, camera=settings.camera, on_block=on_block)
+
+
+def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -> RangeResult:
+    """Emitters of frames ``start .. stop-1`` of ``stack``, context from the neighbouring real frames."""
+    t = time.perf_counter()
+    peak: list[float] = []
+
+    def sample(_: BlockResult) -> None:
+        anon = read_host_memory().get("rss_anon_mb")
+        if anon is not None:
+            peak.append(anon)
+
+    tables = list(stream_emitters(FrameRange(stack, start, stop), settings, on_block=sample))
+    table = EmitterTable.concat(tables)
+    if len(tables) and start:
+        table = EmitterTable({**table.columns, "frame": table["frame"] + start})
+    return RangeResult(start, stop, table, time.perf_counter() - t, max(peak, default=None), os.getpid())
+
+
+@dataclass(frozen=True)
+class StackJob:
+    """One stack to do: ``index`` orders the jobs of a run; ``shape`` was read when the run was planned."""
+
+    index: int
+    path: Path
+    stem: str
+    shape: tuple[int, int, int]
+    dtype: str
+    settings: EngineSettings
