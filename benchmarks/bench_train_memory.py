@@ -129,6 +129,9 @@ def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> 
         "",
         *lines,
         "",
+        "Step times depend on the machine's load. 'growth' depends on what the allocator kept from the warm-up "
+        "step; the peak column is the one to compare.",
+        "",
         "How to read it: with accumulation the effective batch grows at the memory of one micro-batch; with "
         "chunking the activations are those of one crop (device memory is set by the chunk, not the frame); "
         "bf16 autocast on CPU stores activations in 16 bits where ops allow.",
