@@ -20,9 +20,9 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device) -
         return None
     if cfg.chunk_size != "auto":
         return _aligned(int(cfg.chunk_size), net.downsample_factor)
-    per_px = bytes_per_pixel(net, device, cfg.batch_size)
+    per_px = bytes_per_pixel(net, device, cfg.batch_size)  # per pixel of one window
     budget = BUDGET_FRACTION * _free_bytes(device)
-    side = int(math.sqrt(max(budget, 0.0) / max(per_px, 1.0)))
+    side = int(math.sqrt(max(budget, 0.0) / max(per_px * cfg.batch_size, 1.0)))
     side = min(side, max(cfg.simulation.frame_size))
     return max(_aligned(side, net.downsample_factor), 4 * net.downsample_factor)
 

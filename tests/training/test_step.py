@@ -80,3 +80,24 @@ def test_chunking_covers_the_frame_and_counts_every_emitter_once() -> None:
         h, w = c["frames"].shape[-2:]
         assert ((xy[:, 0] >= -0.5) & (xy[:, 0] < w - 0.5) & (xy[:, 1] >= -0.5) & (xy[:, 1] < h - 0.5)).all()
     assert next(iter(chunk_batch(batch, None))) is batch
+
+
+def test_auto_chunk_size_fits_the_budget_and_is_aligned(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from decode_mem.training import sizing
+    from decode_mem.training.config import TrainConfig
+
+    net = DecodeNet(ModelConfig.tiny())
+    cfg = TrainConfig(use_chunking=True, chunk_size="auto", batch_size=2,
+                      simulation=SimulationConfig(frame_size=(256, 256)))
+    per_px = sizing.bytes_per_pixel(net, CPU, 2)
+    assert per_px > 0
+    # a budget for ~64 x 64 px per window: the chosen crop is aligned, no larger, and not much smaller
+    monkeypatch.setattr(sizing, "_free_bytes", lambda device: 64 * 64 * 2 * per_px / sizing.BUDGET_FRACTION)
+    chunk = sizing.resolve_chunk_size(cfg, net, CPU)
+    assert chunk % net.downsample_factor == 0 and 48 <= chunk <= 64
+    # a huge budget never exceeds the frame; chunking off gives whole frames
+    monkeypatch.setattr(sizing, "_free_bytes", lambda device: 1e15)
+    assert sizing.resolve_chunk_size(cfg, net, CPU) == 256
+    assert sizing.resolve_chunk_size(replace(cfg, use_chunking=False), net, CPU) is None
