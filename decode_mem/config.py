@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,9 @@ import yaml
 from decode_mem.errors import ConfigError
 
 
-def check_keys(cls: type, params: Mapping[str, Any], source: str) -> None:
-    """Raise ConfigError for the first key of ``params`` that is not a field of dataclass ``cls``."""
-    known = [f.name for f in dataclasses.fields(cls)]
+def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: str) -> None:
+    """Raise ConfigError for the first key of ``params`` not in ``known`` (a dataclass or a list of names)."""
+    known = [f.name for f in dataclasses.fields(known)] if isinstance(known, type) else list(known)
     for key in params:
         if key not in known:
             hint = difflib.get_close_matches(str(key), known, n=1)

@@ -20,6 +20,7 @@ from decode_mem.evaluate import (
     main,
     match_emitters,
 )
+from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import write_thunderstorm_csv
 
@@ -230,11 +231,36 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys) -> None:
     assert not list(tmp_path.glob("sub/*.partial"))
 
 
-def test_cli_missing_file_and_hdf5_return_2(tmp_path, capsys) -> None:
+def test_cli_missing_file_returns_2(tmp_path, capsys) -> None:
     write_thunderstorm_csv(table(0, [1.0], 1.0), tmp_path / "gt.csv", PX)
     missing = tmp_path / "no_such_pred.csv"
     assert main([str(missing), str(tmp_path / "gt.csv")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no_such_pred.csv" in err
     assert main([str(tmp_path / "locs.hdf5"), str(tmp_path / "gt.csv")]) == 2
-    assert "not supported yet" in capsys.readouterr().err
+    assert "locs.hdf5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".hdf5", ".parquet"])
+def test_cli_reads_picasso_hdf5_and_parquet(tmp_path, capsys, suffix) -> None:
+    gt = table([0, 0, 3], [1.0, 8.0, 4.0], [1.0, 2.0, 6.0])
+    pred = table([0, 3, 3], [1.2, 4.0, 9.0], [1.0, 6.1, 9.0])
+    write_thunderstorm_csv(gt, tmp_path / "gt.csv", PX)
+    write_localizations(pred, tmp_path / f"pred{suffix}", pixel_size=PX, width=16, height=16)
+    out = tmp_path / "m.json"
+    assert main([str(tmp_path / f"pred{suffix}"), str(tmp_path / "gt.csv"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert (data["tp"], data["fp"], data["fn"]) == (2, 1, 1)
+    assert data["rmse_lat"] == pytest.approx(math.sqrt((20**2 + 10**2) / 2), rel=1e-3)
+
+
+def test_cli_converts_a_picasso_file_in_other_pixels(tmp_path) -> None:
+    gt = table([0, 2], [1.0, 8.0], [3.0, 5.0])  # px of 100 nm
+    # the same positions in 160 nm pixels: nm from the corner are (x + 0.5) * pixel size
+    in_160 = table([0, 2], (gt["x"] + 0.5) * PX / 160 - 0.5, (gt["y"] + 0.5) * PX / 160 - 0.5)
+    write_thunderstorm_csv(gt, tmp_path / "gt.csv", PX)
+    write_localizations(in_160, tmp_path / "pred.hdf5", pixel_size=160.0, width=8, height=8)
+    out = tmp_path / "m.json"
+    assert main([str(tmp_path / "pred.hdf5"), str(tmp_path / "gt.csv"), "--pixel-size", "100", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["tp"] == 2 and data["rmse_lat"] == pytest.approx(0.0, abs=1e-3)

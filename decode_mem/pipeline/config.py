@@ -1,0 +1,238 @@
+"""Pipeline YAML -> typed, validated steps. Every key is checked: an unknown one is a ConfigError naming the
+file, the section and the key (with the closest known key as a hint).
+
+Layout (every step optional; see ``pipelines/quickstart.yaml``)::
+
+    out: runs/quickstart          # where everything goes (relative to the working directory; --out overrides)
+    seed: 0                       # simulation seed
+    threads: null                 # torch CPU threads (null: torch's default)
+    device: auto                  # auto | cpu | cuda | cuda:N
+    simulate: {frames, stack, gt, block, simulation: {SimulationConfig keys}}
+    train: {TrainConfig keys}     # out defaults to <out>/train; simulation defaults to simulate.simulation
+    infer: {model, stack, chunk_size, batch_size, amp, threshold, formats}
+    evaluate: {gt, tolerance_lat, tolerance_ax, json}
+    render: {pixel, blur, sigma, image}
+    quick: {same sections, merged over the above with --quick}
+
+Paths of *inputs* (``infer.model``, ``infer.stack``, ``evaluate.gt``) are relative to the YAML file's folder;
+outputs are relative to ``out``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from decode_mem.config import check_keys, load_yaml
+from decode_mem.errors import ConfigError
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.training.config import TrainConfig
+
+SECTIONS = ("simulate", "train", "infer", "evaluate", "render")
+TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
+SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+FORMATS = ("csv", "picasso", "parquet")
+BLURS = ("none", "gaussian", "precision")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _step(cls: type, value: Any, where: str) -> Any:
+    params = _mapping(value, where)
+    check_keys(cls, params, where)
+    try:
+        return cls(**params)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
+@dataclass(frozen=True)
+class SimulateStep:
+    """Simulate ``frames`` frames to ``<out>/<stack>`` with ground truth ``<out>/<gt>``."""
+
+    frames: int = 200
+    stack: str = "stack.tif"
+    gt: str = "ground_truth.csv"
+    block: int | None = None
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.frames, int) or isinstance(self.frames, bool) or self.frames < 1:
+            raise ConfigError(f"simulate.frames must be an integer >= 1, got {self.frames!r}")
+        if isinstance(self.simulation, dict):
+            object.__setattr__(self, "simulation", SimulationConfig.from_dict(self.simulation,
+                                                                              source="simulate.simulation"))
+
+
+@dataclass(frozen=True)
+class InferStep:
+    """Chunked inference. ``model``: a checkpoint, or ``shipped`` (data/models/default_2d.pt), or null (the model
+    trained by ``train`` if there is one, else the shipped one); ``stack``: the input (null: the simulated
+    stack). Localizations go to ``<out>/<stack name>.csv`` (+ ``.hdf5``/``.parquet`` for the formats
+    ``picasso``/``parquet``)."""
+
+    model: str | None = None
+    stack: str | None = None
+    chunk_size: int | str = 512
+    batch_size: int | str = 16
+    amp: str | None = None
+    threshold: float | None = None
+    formats: tuple[str, ...] = ("csv",)
+
+    def __post_init__(self) -> None:
+        for key in ("chunk_size", "batch_size"):
+            value = getattr(self, key)
+            if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"infer.{key} must be a positive integer or 'auto', got {value!r}")
+        formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
+        bad = [f for f in formats if f not in FORMATS]
+        if bad or not formats:
+            raise ConfigError(f"infer.formats must be some of {FORMATS}, got {self.formats!r}")
+        if "csv" not in formats:
+            formats = ("csv", *formats)  # evaluate and render read the CSV
+        object.__setattr__(self, "formats", formats)
+        if self.amp not in (None, "bf16", "fp16"):
+            raise ConfigError(f"infer.amp must be null, 'bf16' or 'fp16', got {self.amp!r}")
+
+
+@dataclass(frozen=True)
+class EvaluateStep:
+    """Match the localizations to ground truth (null: the simulated ground truth)."""
+
+    gt: str | None = None
+    tolerance_lat: float = 250.0
+    tolerance_ax: float = 500.0
+    json: str = "metrics.json"
+
+
+@dataclass(frozen=True)
+class RenderStep:
+    """Super-resolution image of the localizations."""
+
+    pixel: float = 10.0
+    blur: str = "gaussian"
+    sigma: float | None = 10.0
+    image: str = "render.png"
+
+    def __post_init__(self) -> None:
+        if self.blur not in BLURS:
+            raise ConfigError(f"render.blur must be one of {BLURS}, got {self.blur!r}")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A parsed pipeline; ``None`` for a step that is not run. ``base`` is the YAML file's folder."""
+
+    out: Path
+    seed: int = 0
+    threads: int | None = None
+    device: str = "auto"
+    simulate: SimulateStep | None = None
+    train: TrainConfig | None = None
+    infer: InferStep | None = None
+    evaluate: EvaluateStep | None = None
+    render: RenderStep | None = None
+    base: Path = Path(".")
+    source: str = "pipeline"
+
+    def input_path(self, value: str) -> Path:
+        """An input path from the YAML: absolute, or relative to the YAML file's folder."""
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.base / p
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in, mappings recursively (neither is modified)."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_pipeline(path: str | Path, *, quick: bool = False, out: str | Path | None = None,
+                  overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Read and validate a pipeline YAML. ``quick`` merges its ``quick:`` section over it, then ``overrides``
+    (a mapping of the same shape) are merged; ``out`` replaces the top-level ``out``."""
+    path = Path(path)
+    return pipeline_from_dict(load_yaml(path), source=str(path), base=path.resolve().parent, quick=quick,
+                              out=out, overrides=overrides)
+
+
+def pipeline_from_dict(raw: dict[str, Any], *, source: str = "pipeline", base: Path = Path("."), quick: bool = False,
+                       out: str | Path | None = None, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Validate a pipeline mapping (see :func:`load_pipeline`); errors name ``source``."""
+    check_keys(TOP_KEYS, raw, source)
+    quick_part = _mapping(raw.pop("quick", None), f"{source}: quick")
+    check_keys(TOP_KEYS[:-1], quick_part, f"{source}: quick")
+    if quick:
+        raw = deep_merge(raw, quick_part)
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    if out is not None:
+        raw["out"] = str(out)
+    try:
+        return _build(raw, source, base)
+    except ConfigError as e:
+        msg = str(e)
+        raise ConfigError(msg if msg.startswith(source) else f"{source}: {msg}") from e
+
+
+def _build(raw: dict[str, Any], source: str, base: Path) -> PipelineConfig:
+    check_keys(TOP_KEYS, raw, source)
+    if not raw.get("out"):
+        raise ConfigError("'out' (the output folder) is required")
+    out = Path(str(raw["out"])).expanduser()
+    seed, threads = raw.get("seed", 0), raw.get("threads")
+    if not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"threads must be an integer >= 1 or null, got {threads!r}")
+    steps: dict[str, Any] = {}
+    simulate = None
+    if "simulate" in raw:
+        simulate = _step(SimulateStep, raw["simulate"], "simulate")
+    train = None
+    if "train" in raw:
+        params = _mapping(raw["train"], "train")
+        params.setdefault("out", str(out / "train"))
+        if "simulation" not in params:
+            if simulate is None:
+                raise ConfigError("train needs a 'simulation' section (or a simulate step to copy it from)")
+            params["simulation"] = simulate.simulation
+        params.setdefault("device", raw.get("device", "auto"))
+        if threads is not None:
+            params.setdefault("threads", threads)
+        train = TrainConfig.from_dict(params, source="train")
+    for name, cls in (("infer", InferStep), ("evaluate", EvaluateStep), ("render", RenderStep)):
+        if name in raw:
+            steps[name] = _step(cls, raw[name], name)
+    if "evaluate" in steps and steps["evaluate"].gt is None and simulate is None:
+        raise ConfigError("evaluate.gt is required when there is no simulate step")
+    if "infer" in steps and steps["infer"].stack is None and simulate is None:
+        raise ConfigError("infer.stack is required when there is no simulate step")
+    if ("evaluate" in steps or "render" in steps) and "infer" not in steps:
+        raise ConfigError("evaluate and render need an infer step")
+    return PipelineConfig(out=out, seed=seed, threads=threads, device=str(raw.get("device", "auto")),
+                          simulate=simulate, train=train, base=base, source=source, **steps)
+
+
+def default_model(config: PipelineConfig) -> Path:
+    """The model the infer step uses: ``infer.model``, else the trained one, else the shipped default."""
+    assert config.infer is not None
+    if config.infer.model == "shipped":
+        return SHIPPED_MODEL
+    if config.infer.model is not None:
+        return config.input_path(config.infer.model)
+    if config.train is not None:
+        return config.train.out_dir / "model.pt"
+    return SHIPPED_MODEL

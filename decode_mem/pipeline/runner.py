@@ -1,0 +1,219 @@
+"""``run_pipeline``: simulate -> train -> infer -> evaluate -> render, one step after the other, each optional.
+
+Memory is sampled for the whole run (one ``MemoryTracker`` in a sampling thread, the step as its phase) into
+``<out>/memory.csv`` and plotted to ``<out>/memory.png``. Everything the run writes is returned by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.localizations import iter_localizations, read_localizations
+from decode_mem.memory import MemoryTracker
+from decode_mem.pipeline.config import SHIPPED_MODEL, PipelineConfig, default_model, load_pipeline
+
+SUFFIX = {"csv": ".csv", "picasso": ".hdf5", "parquet": ".parquet"}
+
+
+def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str | os.PathLike | None = None,
+                 quick: bool = False, overrides: dict[str, Any] | None = None,
+                 echo: Callable[[str], object] = print) -> dict[str, Path]:
+    """Run a pipeline (a YAML path or a :class:`PipelineConfig`); returns ``{name: path}`` of what it wrote.
+
+    ``out``, ``quick`` and ``overrides`` apply to a YAML path (see ``load_pipeline``). ``echo`` receives the
+    progress lines (``print`` by default; ``lambda s: None`` for silence).
+    """
+    if isinstance(path_or_config, PipelineConfig):
+        config = path_or_config
+    else:
+        config = load_pipeline(path_or_config, quick=quick, out=out, overrides=overrides)
+    config.out.mkdir(parents=True, exist_ok=True)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    device = _device(config.device)
+    produced: dict[str, Path] = {}
+    tracker = MemoryTracker(config.out / "memory.csv", log_interval=1, device=str(device))
+    produced["memory_csv"] = tracker.log_file  # type: ignore[assignment]
+    t_start = time.perf_counter()
+    try:
+        if config.simulate is not None:
+            with _phase(tracker, "simulate"):
+                produced.update(_simulate(config, device, echo))
+        if config.train is not None:
+            with _phase(tracker, "train"):
+                produced.update(_train(config, echo))
+        if config.infer is not None:
+            with _phase(tracker, "infer"):
+                produced.update(_infer(config, device, echo))
+        if config.evaluate is not None:
+            with _phase(tracker, "evaluate"):
+                produced.update(_evaluate(config, produced, echo))
+        if config.render is not None:
+            with _phase(tracker, "render"):
+                produced.update(_render(config, produced, echo))
+    finally:
+        tracker.close()
+    tracker.update(phase="end", force_log=True)
+    produced["memory_png"] = tracker.plot_history(config.out / "memory.png")
+    maxima = tracker.get_max_usage()
+    echo(f"memory: peak RssAnon {_mb(maxima.get('rss_anon_mb'))}, peak VmRSS {_mb(maxima.get('vm_rss_mb'))}"
+         + (f", peak CUDA allocated {_mb(maxima.get('cuda_allocated_mb'))}" if device.type == "cuda" else ""))
+    echo(f"\ndone in {time.perf_counter() - t_start:.1f} s; everything is in {config.out}/:")
+    width = max(len(k) for k in produced)
+    for name, path in produced.items():
+        echo(f"  {name:<{width}}  {path}")
+    return produced
+
+
+def _mb(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.0f} MB"
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise ConfigError(f"device: {e}") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r}: CUDA is not available here (use 'cpu' or 'auto')")
+    return device
+
+
+@contextmanager
+def _phase(tracker: MemoryTracker, name: str) -> Iterator[None]:
+    tracker.update(phase=name, force_log=True)
+    with tracker.start_sampling(0.25, phase=name):
+        yield
+    tracker.update(phase=name, force_log=True)
+
+
+# ------------------------------------------------------------------------------------------------ steps
+
+def _simulate(config: PipelineConfig, device: torch.device, echo: Callable[[str], object]) -> dict[str, Path]:
+    from decode_mem.simulate.stack import simulate_stack
+
+    step = config.simulate
+    assert step is not None
+    sim = step.simulation
+    h, w = sim.frame_size
+    echo(f"[simulate] {step.frames} frames of {h}x{w} px, {sim.psf} PSF, density {sim.density:g}/µm², "
+         f"{sim.camera.kind} camera, seed {config.seed}")
+    t0 = time.perf_counter()
+    result = simulate_stack(sim, step.frames, config.out / step.stack, config.out / step.gt, seed=config.seed,
+                            block=step.block, device=device)
+    echo(f"[simulate] {result.n_localizations} ground-truth localizations in {time.perf_counter() - t0:.1f} s")
+    return {"stack": result.out, "ground_truth": result.gt}  # type: ignore[dict-item]
+
+
+def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, Path]:
+    from decode_mem.training.loop import fit
+
+    cfg = config.train
+    assert cfg is not None
+    echo(f"[train] training a small model from scratch for {cfg.steps} steps on simulated "
+         f"{cfg.simulation.psf} data -> {cfg.out_dir} (a brief run, not a production model)")
+    t0 = time.perf_counter()
+    model = fit(cfg)
+    echo(f"[train] done in {time.perf_counter() - t0:.1f} s")
+    produced = {"model": model, "train_log": cfg.out_dir / "train_log.csv"}
+    if (cfg.out_dir / "training.png").exists():
+        produced["train_plot"] = cfg.out_dir / "training.png"
+    return produced
+
+
+def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], object]) -> dict[str, Path]:
+    from decode_mem.inference import InferConfig, run_inference
+
+    step = config.infer
+    assert step is not None
+    model = default_model(config)
+    stack = config.input_path(step.stack) if step.stack is not None else config.out / config.simulate.stack  # type: ignore[union-attr]
+    if model == SHIPPED_MODEL:
+        which = f"the shipped model {_rel(model)} (2D Gaussian PSF σ = 1 px, EMCCD, 100 nm pixels)"
+    elif config.train is not None and model == config.train.out_dir / "model.pt":
+        which = f"the model just trained, {model}"
+    else:
+        which = f"the model {model}"
+    echo(f"[infer] {_rel(stack)} with {which}; chunk_size {step.chunk_size}, batch_size {step.batch_size}, "
+         f"device {device}")
+    t0 = time.perf_counter()
+    cfg = InferConfig(inputs=(str(stack),), out=str(config.out), model=str(model), formats=step.formats,
+                      chunk_size=step.chunk_size, batch_size=step.batch_size, amp=step.amp, device=str(device),
+                      threshold=step.threshold, threads=config.threads, quiet=True)
+    report = run_inference(cfg)
+    if report.failures:
+        raise StackError("infer: " + "; ".join(f.line() for f in report.failures))
+    produced = {f"localizations_{fmt}": config.out / f"{stack.stem}{SUFFIX[fmt]}" for fmt in step.formats}
+    if (config.out / f"{stack.stem}.json").exists():  # run_inference's per-stack summary
+        produced["infer_summary"] = config.out / f"{stack.stem}.json"
+    missing = [str(p) for p in produced.values() if not p.exists()]
+    if missing:
+        raise ConfigError(f"infer: expected output not written: {', '.join(missing)}")
+    n = sum(len(t) for t in iter_localizations(produced["localizations_csv"], pixel_size=1.0))
+    echo(f"[infer] {n} localizations in {time.perf_counter() - t0:.1f} s")
+    return produced
+
+
+def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object]) -> dict[str, Path]:
+    from decode_mem.evaluate import evaluate
+
+    step = config.evaluate
+    assert step is not None
+    gt_path = config.input_path(step.gt) if step.gt is not None else produced["ground_truth"]
+    px = _pixel_size(config)
+    pred = read_localizations(produced["localizations_csv"], pixel_size=px)
+    gt = read_localizations(gt_path, pixel_size=px)
+    metrics = evaluate(pred, gt, pixel_size=px, tolerance_lat=step.tolerance_lat, tolerance_ax=step.tolerance_ax)
+    echo("[evaluate] against " + _rel(gt_path) + "\n" + metrics.table())
+    payload = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.as_dict().items()}
+    path = config.out / step.json
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    return {"metrics": path}
+
+
+def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object]) -> dict[str, Path]:
+    from decode_mem.io import open_stack
+    from decode_mem.render import render_counted, save_image
+
+    step = config.render
+    assert step is not None
+    px = _pixel_size(config)
+    with open_stack(produced["stack"] if "stack" in produced else config.input_path(config.infer.stack)) as s:  # type: ignore[union-attr,arg-type]
+        shape = tuple(s.shape[1:])
+    sigma = step.sigma if step.blur != "none" else None
+    image, n = render_counted(iter_localizations(produced["localizations_csv"], pixel_size=px), shape_px=shape,
+                              pixel_size=px, render_pixel=step.pixel, blur=step.blur, sigma=sigma)
+    path = config.out / step.image
+    save_image(image, path, render_pixel=step.pixel)
+    echo(f"[render] {n} localizations -> {image.shape[0]}x{image.shape[1]} px of {step.pixel:g} nm, blur {step.blur}")
+    return {"image": path}
+
+
+def _pixel_size(config: PipelineConfig) -> float:
+    """Camera pixel (nm): the simulation's, else the model's."""
+    if config.simulate is not None:
+        return config.simulate.simulation.camera.pixel_size
+    from decode_mem.model.checkpoint import load_model
+
+    return load_model(default_model(config)).pixel_size
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,102 @@
+"""The YAML pipelines end to end, in their ``--quick`` form (tiny sizes), and the strictness of their keys."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.localizations import read_localizations
+from decode_mem.pipeline import load_pipeline, run_pipeline
+from decode_mem.pipeline.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+ASTIG3D = ROOT / "pipelines" / "astig3d.yaml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "qs"
+    assert main([str(QUICKSTART), "--quick", "--out", str(out), "--threads", "1"]) == 0
+    printed = capsys.readouterr().out
+    expected = ["stack.tif", "ground_truth.csv", "stack.csv", "stack.hdf5", "stack.yaml", "metrics.json",
+                "render.png", "memory.csv", "memory.png"]
+    for name in expected:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+        if name not in ("stack.yaml",):  # the Picasso sidecar is not listed on its own
+            assert str(out / name) in printed, f"{name} not reported"
+    assert "shipped model" in printed
+    assert "Jaccard" in printed  # the metrics table was printed
+    for png in ("render.png", "memory.png"):
+        assert (out / png).read_bytes()[:8] == PNG_MAGIC
+    metrics = json.loads((out / "metrics.json").read_text())
+    gt = read_localizations(out / "ground_truth.csv", pixel_size=100.0)
+    assert metrics["n_gt"] == len(gt) > 0
+    assert metrics["jaccard"] > 0.5  # the shipped model localizes this data; a broken step would give ~0
+    assert metrics["n_pred"] == len(read_localizations(out / "stack.hdf5"))
+    with open(out / "memory.csv", newline="") as f:
+        phases = {row["phase"] for row in csv.DictReader(f)}
+    assert {"simulate", "infer", "evaluate", "render"} <= phases
+
+
+def test_astig3d_quick_trains_then_localizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    produced = run_pipeline(ASTIG3D, quick=True, out=tmp_path / "a3", overrides={"threads": 1})
+    printed = capsys.readouterr().out
+    assert "training a small model" in printed
+    assert produced["model"] == tmp_path / "a3" / "train" / "model.pt"
+    for key in ("stack", "ground_truth", "model", "localizations_csv", "metrics", "image", "memory_png"):
+        assert produced[key].is_file(), key
+    assert json.loads(produced["metrics"].read_text())["n_gt"] > 0
+
+
+def test_shipped_pipelines_parse() -> None:
+    qs = load_pipeline(QUICKSTART)
+    assert qs.train is None and qs.infer is not None and qs.simulate is not None
+    assert qs.simulate.simulation.frame_size[0] > qs.infer.chunk_size  # chunking matters in the full run
+    a3 = load_pipeline(ASTIG3D)
+    assert a3.train is not None and a3.train.simulation.psf == "astig3d" and a3.train.model.use_z
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("snippet", "key"), [
+    ("colour: red\n", "colour"),
+    ("infer:\n  chunk: 64\n", "chunk"),
+    ("simulate:\n  frames: 4\n  simulation:\n    densty: 1.0\n", "densty"),
+    ("simulate:\n  frames: 4\ntrain:\n  stepz: 3\n", "stepz"),
+    ("quick:\n  rendr: {}\n", "rendr"),
+])
+def test_unknown_key_is_an_error_naming_file_and_key(tmp_path: Path, snippet: str, key: str) -> None:
+    path = _write(tmp_path, "out: x\n" + snippet)
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(path)
+    assert str(path) in str(info.value) and repr(key) in str(info.value)
+
+
+def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, yaml.safe_dump({"out": str(tmp_path / "o"), "render": {"pixell": 5}}))
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "'pixell'" in err and "did you mean 'pixel'" in err
+    assert not (tmp_path / "o").exists()  # nothing ran
+
+
+def test_quick_overrides_only_with_flag(tmp_path: Path) -> None:
+    assert load_pipeline(QUICKSTART).simulate.frames > load_pipeline(QUICKSTART, quick=True).simulate.frames
+    cfg = load_pipeline(QUICKSTART, out=tmp_path, overrides={"infer": {"chunk_size": 64}})
+    assert cfg.out == tmp_path and cfg.infer.chunk_size == 64
+
+
+def test_missing_input_stack_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, f"out: {tmp_path / 'o'}\ninfer:\n  stack: no_such_movie.tif\n")
+    assert main([str(path), "--threads", "1"]) == 2
+    assert "no_such_movie.tif" in capsys.readouterr().err.splitlines()[-1]
