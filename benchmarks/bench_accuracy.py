@@ -13,6 +13,11 @@ Picasso (``picassosr``) runs in a subprocess with ``--picasso-python`` (default:
 ``picasso``, else ``$PICASSO_PYTHON``, else ``/tmp/picasso_venv/bin/python``), single-threaded (numba 1 thread,
 ``threaded=False``), like decode_mem (torch 1 thread). Its spots are converted ADU -> photons with
 ``Sensitivity = e⁻/ADU / QE`` (Picasso ignores QE), which changes photon counts only, not positions.
+Picasso's pins clash with decode_mem's environment (pandas < 3, scikit-learn < 1.8), so it gets its own venv:
+
+    python -m venv --system-site-packages /tmp/picasso_venv
+    /tmp/picasso_venv/bin/pip install picassosr==0.11.3 --no-deps
+    /tmp/picasso_venv/bin/pip install "pandas<3" "scikit-learn<1.8" numba nd2 sqlalchemy statsmodels playsound3
 """
 
 from __future__ import annotations
