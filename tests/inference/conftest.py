@@ -7,11 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample" / "stack.tif"
-GT = REPO / "data" / "sample" / "gt.csv"
-DEFAULT_MODEL = REPO / "data" / "models" / "default_2d.pt"
+from infer_helpers import DEFAULT_MODEL, SAMPLE
 
 
 @pytest.fixture(scope="session")
@@ -24,21 +20,6 @@ def shipped_model() -> Path:
 @pytest.fixture(scope="session")
 def sample_frames() -> np.ndarray:
     return tifffile.imread(SAMPLE)
-
-
-def write_stacks(folder: Path, frames: np.ndarray, n: int, length: int) -> list[Path]:
-    """``n`` stacks of ``length`` frames (different cuts of ``frames``), alternately .npy and .tif."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i in range(n):
-        cut = np.roll(frames, -37 * i, axis=0)[:length]
-        path = folder / f"s{i}.{'npy' if i % 2 == 0 else 'tif'}"
-        if path.suffix == ".npy":
-            np.save(path, cut)
-        else:
-            tifffile.imwrite(path, cut)
-        paths.append(path)
-    return paths
 
 
 @pytest.fixture(scope="session")

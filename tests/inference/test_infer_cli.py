@@ -11,7 +11,7 @@ import time
 
 import h5py
 import numpy as np
-from conftest import REPO, write_stacks
+from infer_helpers import REPO, write_stacks
 
 from decode_mem.infer import main
 from decode_mem.inference import InferConfig, run_inference

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import filecmp
 
-from conftest import write_stacks
+from infer_helpers import write_stacks
 
 from decode_mem.inference import InferConfig, run_inference
 

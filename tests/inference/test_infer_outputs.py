@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-from conftest import GT, SAMPLE, write_stacks
+from infer_helpers import GT, SAMPLE, write_stacks
 
 from decode_mem.engine import predict_stack
 from decode_mem.evaluate import evaluate, match_emitters

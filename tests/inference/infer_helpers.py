@@ -1,0 +1,28 @@
+"""Shared paths and stack writers for the inference tests (a plain module: conftest is not importable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tifffile
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample" / "stack.tif"
+GT = REPO / "data" / "sample" / "gt.csv"
+DEFAULT_MODEL = REPO / "data" / "models" / "default_2d.pt"
+
+
+def write_stacks(folder: Path, frames: np.ndarray, n: int, length: int) -> list[Path]:
+    """``n`` stacks of ``length`` frames (different cuts of ``frames``), alternately .npy and .tif."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        cut = np.roll(frames, -37 * i, axis=0)[:length]
+        path = folder / f"s{i}.{'npy' if i % 2 == 0 else 'tif'}"
+        if path.suffix == ".npy":
+            np.save(path, cut)
+        else:
+            tifffile.imwrite(path, cut)
+        paths.append(path)
+    return paths
