@@ -40,3 +40,19 @@ def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, 
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: section '{section}' must be a mapping of keys to values")
     return dict(loaded)
+
+
+def resolve_device(name: Any = "auto") -> Any:
+    """``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a torch.device ->
+    torch.device; asking for CUDA where there is none is a ConfigError."""
+    import torch  # here, not at import: reading a config needs no torch
+
+    if name is None or name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"device: {e}") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {str(device)!r}: CUDA is not available here (use 'cpu' or 'auto')")
+    return device

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
@@ -127,10 +128,7 @@ def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
     if device is None:
         param = next(iter(net.parameters()), None)
         device = param.device if param is not None else torch.device("cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={str(device)!r}, but this machine has no CUDA device (torch "
-                          f"{torch.__version__})")
+    device = resolve_device(device)
     net.to(device)  # modules move in place; the object passed in stays the one used (wrappers too)
     net.eval()
     return net, camera, device

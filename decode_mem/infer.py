@@ -11,20 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.cli import int_or_auto
+from decode_mem.config import load_yaml
+from decode_mem.errors import DecodeMemError
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
 
 
-def _size(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     mem = p.add_argument_group("memory and speed")
     mem.add_argument("--use_chunking", "--use-chunking", action="store_true",
                      help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
-    mem.add_argument("--chunk_size", "--chunk-size", type=_size, default=None, help="tile side in px, or 'auto'")
-    mem.add_argument("--batch_size", "--batch-size", type=_size, default=16, help="tiles x frames per call, or 'auto'")
+    mem.add_argument("--chunk_size", "--chunk-size", type=int_or_auto, default=None, help="tile side in px, or 'auto'")
+    mem.add_argument("--batch_size", "--batch-size", type=int_or_auto, default=16,
+                     help="tiles x frames per call, or 'auto'")
     mem.add_argument("--amp", dest="amp", action="store_true", default=None, help="bf16 autocast (default on CUDA)")
     mem.add_argument("--no_amp", "--no-amp", dest="amp", action="store_false")
     mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
@@ -62,18 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
     import torch
-    import yaml
 
     from decode_mem.inference import InferConfig
     from decode_mem.io.camera import Camera
 
     camera = None
     if args.camera:
-        try:
-            params = yaml.safe_load(Path(args.camera).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{args.camera}: cannot read the camera YAML ({e})") from e
-        camera = Camera.from_dict(params.get("camera", params))
+        camera = Camera.from_dict(load_yaml(args.camera, section="camera"))
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     use_amp = args.amp if args.amp is not None else device.startswith("cuda")

@@ -9,16 +9,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from decode_mem.cli import int_or_auto
 from decode_mem.errors import DecodeMemError
-
-
-def _chunk_size(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--amp_dtype", "--amp-dtype", choices=("bf16", "fp16"))
     mem.add_argument("--use_chunking", "--use-chunking", action="store_true", default=None,
                      help="train on chunk_size crops of large frames, gradients accumulated over the crops")
-    mem.add_argument("--chunk_size", "--chunk-size", type=_chunk_size, help="crop side in px, or 'auto'")
+    mem.add_argument("--chunk_size", "--chunk-size", type=int_or_auto, help="crop side in px, or 'auto'")
     mem.add_argument("--grad_checkpointing", "--grad-checkpointing", action="store_true", default=None)
     mem.add_argument("--memory_tracking", "--memory-tracking", action="store_true", default=None)
     mem.add_argument("--memory_log_file", "--memory-log-file", help="memory CSV (default <out>/memory.csv)")

@@ -234,7 +234,7 @@ def test_cpu_bf16_path_runs(dense: DecodeNet) -> None:
 
 def test_setup_errors_are_raised_before_iteration(dense: DecodeNet) -> None:
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="no CUDA device"):
+        with pytest.raises(ConfigError, match="CUDA is not available"):
             predict_stack(_frames(2, 8, 8), dense, device="cuda")
     with pytest.raises(ConfigError, match="amp"):
         predict_stack(_frames(2, 8, 8), dense, amp="int8")

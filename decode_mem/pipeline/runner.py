@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.localizations import iter_localizations, read_localizations
@@ -41,7 +42,7 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
     config.out.mkdir(parents=True, exist_ok=True)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    device = _device(config.device)
+    device = resolve_device(config.device)
     produced: dict[str, Path] = {}
     tracker = MemoryTracker(config.out / "memory.csv", log_interval=1, device=str(device))
     produced["memory_csv"] = tracker.log_file  # type: ignore[assignment]
@@ -78,18 +79,6 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
 
 def _mb(value: float | None) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.0f} MB"
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as e:
-        raise ConfigError(f"device: {e}") from e
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r}: CUDA is not available here (use 'cpu' or 'auto')")
-    return device
 
 
 @contextmanager

@@ -19,6 +19,7 @@ import numpy as np
 import tifffile
 import torch
 
+from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.thunderstorm import ThunderstormWriter
@@ -75,12 +76,7 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
     fmt = stack_format(out)
     if gt is not None and Path(gt).resolve() == Path(out).resolve():
         raise ConfigError("gt and out must be different files")
-    try:
-        device = torch.device(device)
-    except RuntimeError as e:
-        raise ConfigError(f"device: {e}") from e
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {str(device)!r}: CUDA is not available here (use 'cpu')")
+    device = resolve_device(device)
     h, w = config.frame_size
     shape = (n_frames, h, w)
     sim = MovieSimulator(config, seed, device)

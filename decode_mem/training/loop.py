@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from decode_mem.config import resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
 from decode_mem.memory import MemoryTracker
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
@@ -33,15 +34,6 @@ CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
 MODEL = "model.pt"  # the trained model, for inference (load_model)
 LOG_COLUMNS = ("step", "time_s", "lr", "loss", "count", "loc", "bg", "grad_norm", "val_loss", "val_count",
                "val_loc", "val_bg", "jaccard", "recall", "precision", "rmse_lat", "rmse_ax")
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"train.device is {name!r} but no CUDA device is available")
-    return device
 
 
 def resolve_amp(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
