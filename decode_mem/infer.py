@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from decode_mem.cli import int_or_auto
-from decode_mem.config import load_yaml
+from decode_mem.config import load_yaml, resolve_device
 from decode_mem.errors import DecodeMemError
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
@@ -56,8 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
-    import torch
-
     from decode_mem.inference import InferConfig
     from decode_mem.io.camera import Camera
 
@@ -65,7 +63,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     if args.camera:
         camera = Camera.from_dict(load_yaml(args.camera, section="camera"))
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
     use_amp = args.amp if args.amp is not None else device.startswith("cuda")
     chunk = args.chunk_size if args.chunk_size is not None else 512
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}

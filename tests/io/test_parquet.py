@@ -7,6 +7,7 @@ import csv
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from io_tables import random_table
 
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
@@ -17,10 +18,7 @@ PX = 100.0
 
 
 def table(n: int = 7, seed: int = 0, **extra) -> EmitterTable:
-    rng = np.random.default_rng(seed)
-    return EmitterTable.from_arrays(
-        frame=rng.integers(0, 50, n), x=rng.uniform(0, 63, n), y=rng.uniform(0, 63, n), z=rng.uniform(-400, 400, n),
-        photons=rng.uniform(500, 5000, n), bg=rng.uniform(5, 50, n), **extra)
+    return random_table(n, seed, **extra)
 
 
 def test_parquet_holds_what_the_csv_holds(tmp_path) -> None:

@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from io_tables import random_table
 
 import decode_mem.io.picasso as picasso_io
 from decode_mem.errors import ConfigError, StackError
@@ -19,10 +20,7 @@ PICASSO_BASE = ("frame", "x", "y", "photons", "sx", "sy", "bg", "lpx", "lpy")
 
 
 def table(n: int = 6, seed: int = 0, **extra) -> EmitterTable:
-    rng = np.random.default_rng(seed)
-    return EmitterTable.from_arrays(
-        frame=rng.integers(0, 9, n), x=rng.uniform(0, 15, n), y=rng.uniform(0, 11, n), z=rng.uniform(-300, 300, n),
-        photons=rng.uniform(500, 5000, n), bg=rng.uniform(5, 50, n), **extra)
+    return random_table(n, seed, frames=9, width=15, height=11, z_max=300, **extra)
 
 
 def test_round_trip_with_picassos_dtype_and_metadata(tmp_path) -> None:

@@ -6,6 +6,7 @@ import csv
 
 import numpy as np
 import pytest
+from io_tables import random_table
 
 from decode_mem.errors import StackError
 from decode_mem.io.table import EmitterTable
@@ -15,10 +16,7 @@ PX = 100.0
 
 
 def table(n: int = 5, seed: int = 0, **extra) -> EmitterTable:
-    rng = np.random.default_rng(seed)
-    return EmitterTable.from_arrays(
-        frame=rng.integers(0, 50, n), x=rng.uniform(0, 63, n), y=rng.uniform(0, 63, n), z=rng.uniform(-400, 400, n),
-        photons=rng.uniform(500, 5000, n), bg=rng.uniform(5, 50, n), **extra)
+    return random_table(n, seed, **extra)
 
 
 def rows(path) -> list[dict[str, str]]:
