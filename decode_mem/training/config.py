@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -100,6 +99,3 @@ def load_train_config(path: str | Path | None) -> TrainConfig:
         return TrainConfig()
     return TrainConfig.from_dict(load_yaml(path, section="train"), source=str(path))
 
-
-def config_fields() -> list[dataclasses.Field]:
-    return [f for f in fields(TrainConfig) if f.name not in NESTED]
