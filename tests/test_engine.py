@@ -59,9 +59,10 @@ def _windows(stack: np.ndarray) -> np.ndarray:
     return stack[np.clip(np.arange(t)[:, None] + np.arange(-1, 2)[None], 0, t - 1)]
 
 
-def _whole_table(net: object, stack: np.ndarray) -> EmitterTable:
+def _whole_table(net: object, stack: np.ndarray, read_var: float | None = None) -> EmitterTable:
     with torch.no_grad():
-        out = net(torch.from_numpy(_windows(stack))) if isinstance(net, DecodeNet) else net.forward_whole(stack)
+        out = (net(torch.from_numpy(_windows(stack)), read_var=read_var) if isinstance(net, DecodeNet)
+               else net.forward_whole(stack))
     return output_to_emitters(out, 0, config=PP)
 
 
@@ -93,8 +94,14 @@ class RenderNet:
     def receptive_field(self) -> int:
         return 0
 
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        return x
+    def level_stride(self, height: int, width: int) -> int:
+        return 1
+
+    def level_from_sample(self, photons: torch.Tensor) -> torch.Tensor:
+        return photons.new_zeros(photons.shape[:-2])
+
+    def normalize(self, x: torch.Tensor, level: object = None, read_var: object = None) -> torch.Tensor:
+        return x.unsqueeze(-3)
 
     def frame_features(self, x: torch.Tensor) -> torch.Tensor:
         return x
@@ -200,10 +207,11 @@ def test_trained_model_reads_raw_adu_from_a_tiff_stack(dense: DecodeNet, tmp_pat
     adu = np.round(camera.to_adu(photons)).astype(np.uint16)
     tifffile.imwrite(tmp_path / "movie.tif", adu)
     model = TrainedModel(net=dense, camera=camera, simulation={}, receptive_field=dense.receptive_field(), step=0,
-                         path=tmp_path / "model.pt")
+                         path=tmp_path / "model.pt", envelope={})
     with open_stack(tmp_path / "movie.tif") as stack:
         tiled = EmitterTable.concat(predict_stack(stack, model, chunk_size=8, batch_size=8, postprocess=PP))
-    _assert_tables_equal(tiled, _whole_table(dense, camera.to_photons(adu).astype(np.float32)), exact=False)
+    whole = _whole_table(dense, camera.to_photons(adu).astype(np.float32), camera.read_variance_photons)
+    _assert_tables_equal(tiled, whole, exact=False)
 
 
 def test_process_large_image_returns_the_whole_output_map(tiny: DecodeNet) -> None:

@@ -14,13 +14,17 @@ from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
 from decode_mem.model.net import DecodeNet, ModelConfig
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 REQUIRED_KEYS = ("format_version", "model_config", "model", "meta")
+# model_config keys added after format 1, with the values that reproduce a format-1 network
+FORMAT_1_MODEL = {"input_transform": "linear", "bg_param": "linear"}
 
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF."""
+    """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF,
+    and the ``envelope`` of physics it was trained on (``SimulationConfig.envelope``)."""
 
     net: DecodeNet
     camera: Camera
@@ -28,6 +32,7 @@ class TrainedModel:
     receptive_field: int
     step: int
     path: Path
+    envelope: dict[str, Any]
 
     @property
     def pixel_size(self) -> float:
@@ -40,14 +45,18 @@ class TrainedModel:
 
 def save_checkpoint(path: str | os.PathLike, *, net: DecodeNet, camera: Camera, simulation: dict[str, Any],
                     step: int, train_state: dict[str, Any] | None = None) -> Path:
-    """Write a checkpoint atomically. ``train_state`` (optimizer, scaler, ...) is only needed to resume."""
+    """Write a checkpoint atomically. ``train_state`` (optimizer, scaler, ...) is only needed to resume.
+
+    ``simulation``: the training SimulationConfig as a dict; its envelope is stored beside it.
+    """
     state = {
         "format_version": FORMAT_VERSION,
         "model_config": net.config.to_dict(),
         "model": net.state_dict(),
         "meta": {
-            "camera": camera.to_dict(),
+            "camera": camera.without_maps().to_dict(),
             "simulation": simulation,
+            "envelope": _envelope(simulation, path),
             "receptive_field": int(net.receptive_field()),
             "downsample_factor": int(net.downsample_factor),
             "step": int(step),
@@ -68,16 +77,33 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises many types for truncated / foreign files
-        raise CheckpointError(f"{path}: not a readable decode_mem checkpoint ({type(e).__name__}: {e})") from e
+        # one line, and never torch's advice to load with weights_only=False (unsafe for files from others)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "weights_only" in str(e) or "Unsupported global" in str(e):
+            reason = "it holds Python objects a decode_mem checkpoint never has"
+        raise CheckpointError(f"{path}: not a decode_mem checkpoint ({reason[:200]})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a decode_mem checkpoint (top level is {type(state).__name__})")
     missing = [k for k in REQUIRED_KEYS if k not in state]
     if missing:
         raise CheckpointError(f"{path}: not a decode_mem checkpoint, missing {missing}")
-    if state["format_version"] != FORMAT_VERSION:
+    if state["format_version"] not in READABLE_VERSIONS:
         raise CheckpointError(f"{path}: checkpoint format {state['format_version']!r}, this version reads "
-                              f"{FORMAT_VERSION}")
+                              f"{READABLE_VERSIONS}")
+    if state["format_version"] == 1:  # upgrade in memory: the settings format-1 networks were made with
+        state["model_config"] = {**FORMAT_1_MODEL, **state["model_config"]}
+        state["meta"] = {**state["meta"], "envelope": _envelope(state["meta"].get("simulation", {}), path)}
+        state["format_version"] = FORMAT_VERSION
     return state
+
+
+def _envelope(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    from decode_mem.simulate.config import SimulationConfig
+
+    try:
+        return SimulationConfig.from_dict(simulation).envelope()
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{path}: bad simulation settings: {e}") from e
 
 
 def build_net(state: dict[str, Any], path: str | os.PathLike) -> DecodeNet:
@@ -99,6 +125,7 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu") -
     try:
         camera = Camera.from_dict(meta["camera"])
         return TrainedModel(net=net, camera=camera, simulation=dict(meta["simulation"]),
-                            receptive_field=int(meta["receptive_field"]), step=int(meta["step"]), path=path)
+                            receptive_field=int(meta["receptive_field"]), step=int(meta["step"]), path=path,
+                            envelope=dict(meta["envelope"]))
     except (ConfigError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: bad metadata: {e}") from e

@@ -23,12 +23,23 @@ The output is a float32 tensor ``(N, 10, H, W)`` in **physical units**, channels
 ``sigma_photons``     ``(sigmoid * sigma_max + sigma_eps) * photon_scale`` (photons)
 ``sigma_x/sigma_y``   ``(sigmoid * sigma_max + sigma_eps)`` (px)
 ``sigma_z``           ``(sigmoid * sigma_max + sigma_eps) * z_scale`` (nm)
-``bg``                ``sigmoid * bg_scale`` (photons / px)
+``bg``                ``sigmoid * bg_scale`` (``bg_param='linear'``) or ``sigmoid² * bg_scale``
+                      (``'sqrt'``: resolves backgrounds from a few to thousands of photons) (photons / px)
 ====================  =====================================================================
+
+Input (``normalize``). ``input_transform='anscombe'`` (the default): each frame in photons becomes
+``v = 2·sqrt(max(x, 0) + 3/8)`` — Poisson noise has unit variance in ``v`` whatever the background (√2 for
+an EMCCD's excess noise) — minus the frame's *level* (the median of ``v`` over a fixed sub-grid of the whole
+frame, ``frame_level``), minus ``input_offset``, over ``input_scale``; so a frame's background reads as ~0
+and the zero padding at the frame's edges looks like more background, whatever the camera and the
+background level. A second input channel carries the read-noise variance per pixel (``log1p`` of it in
+photons²: a constant for an EMCCD or an sCMOS without maps, the calibration map for an sCMOS with maps), so
+the network can discount noisy pixels. ``input_transform='linear'`` is the original
+``(x − input_offset)/input_scale`` of one channel (models trained before the transform existed).
 
 The network is tile-exact (DESIGN.md §5): no normalization layers, zero 'same' padding, max-pool
 down-sampling by ``2**depth`` in total, nearest / transposed-conv up-sampling, and the input is normalized
-by global constants (``input_offset``, ``input_scale``), never by per-frame or per-tile statistics.
+pointwise by constants per frame (the level is computed once from the whole frame, never per tile).
 """
 
 from __future__ import annotations
@@ -68,6 +79,9 @@ CONTEXT_FRAMES = 3
 """Frames per input window: (t-1, t, t+1)."""
 
 _HEAD_CHANNELS = (("p", 1), ("mean", 4), ("sigma", 4), ("bg", 1))  # concatenated in this order
+INPUT_TRANSFORMS = ("anscombe", "linear")
+BG_PARAMS = ("sqrt", "linear")
+LEVEL_SAMPLES = 4096  # frame_level reads about this many pixels of a frame (a fixed sub-grid)
 
 
 @dataclass(frozen=True)
@@ -79,10 +93,13 @@ class ModelConfig:
     inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
     activation            one of ``decode_mem.model.unet.ACTIVATIONS`` ("elu", "relu", "leaky_relu", ...).
     upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
-    input_offset/scale    photon-unit frames are normalized inside the model as ``(x - offset) / scale``.
+    input_transform       "anscombe" (variance-stabilized, level-subtracted frames + a read-noise channel) or
+                          "linear" (``(x - offset) / scale``, one channel); see the module docstring.
+    input_offset/scale    subtracted from / dividing the transformed frame.
     photon_scale          photons of a saturated ``photons`` output; also the photon unit of the loss.
     z_scale               nm; ``z`` lies in (-z_scale, z_scale); also the z unit of the loss.
     bg_scale              photons / px of a saturated ``bg`` output; also the background unit of the loss.
+    bg_param              "sqrt" (``bg = sigmoid² · bg_scale``) or "linear" (``sigmoid · bg_scale``).
     sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
     p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
     grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
@@ -94,11 +111,13 @@ class ModelConfig:
     inter_features: int = 48
     activation: str = "elu"
     upsample: str = "nearest"
-    input_offset: float = 100.0
-    input_scale: float = 100.0
+    input_transform: str = "anscombe"
+    input_offset: float = 0.0
+    input_scale: float = 3.0
     photon_scale: float = 10000.0
     z_scale: float = 1000.0
-    bg_scale: float = 200.0
+    bg_scale: float = 4000.0
+    bg_param: str = "sqrt"
     sigma_max: float = 3.0
     sigma_eps: float = 0.01
     p_bias_init: float = -6.0
@@ -119,6 +138,10 @@ class ModelConfig:
             raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         if self.upsample not in UPSAMPLE_MODES:
             raise ConfigError(f"model.upsample must be one of {UPSAMPLE_MODES}, got {self.upsample!r}")
+        if self.input_transform not in INPUT_TRANSFORMS:
+            raise ConfigError(f"model.input_transform must be one of {INPUT_TRANSFORMS}, got {self.input_transform!r}")
+        if self.bg_param not in BG_PARAMS:
+            raise ConfigError(f"model.bg_param must be one of {BG_PARAMS}, got {self.bg_param!r}")
         for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -135,6 +158,11 @@ class ModelConfig:
     @property
     def downsample_factor(self) -> int:
         return 2**self.depth
+
+    @property
+    def input_channels(self) -> int:
+        """Channels per frame after ``normalize``: 2 (frame, read noise) for 'anscombe', 1 for 'linear'."""
+        return 2 if self.input_transform == "anscombe" else 1
 
     def output_scales(self) -> tuple[float, ...]:
         """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
@@ -186,7 +214,7 @@ class DecodeNet(nn.Module):
         cfg = config if config is not None else ModelConfig()
         self.config = cfg
         unet_kw = dict(features=cfg.features, depth=cfg.depth, activation=cfg.activation, upsample=cfg.upsample)
-        self.frame_unet = UNet2d(1, cfg.inter_features, **unet_kw)
+        self.frame_unet = UNet2d(cfg.input_channels, cfg.inter_features, **unet_kw)
         self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features, cfg.inter_features, **unet_kw)
         self.heads = nn.ModuleDict(
             {name: _Head(cfg.inter_features, k, cfg.activation) for name, k in _HEAD_CHANNELS}
@@ -197,7 +225,8 @@ class DecodeNet(nn.Module):
 
     # ------------------------------------------------------------------ set-up
     def reset_parameters(self) -> None:
-        """Kaiming-normal conv weights, zero biases; small head outputs and p-logit bias ``p_bias_init``.
+        """Kaiming-normal conv weights, zero biases; small head outputs, p-logit bias ``p_bias_init`` and a
+        background that starts low (``bg_param='sqrt'``).
 
         The last (1x1) conv of each head starts with a 10x smaller, linear-gain Kaiming std, so that a fresh
         network predicts mid-range values (photons ~ photon_scale / 2, dx ~ 0, sigma ~ 1.5 scaled units)
@@ -211,6 +240,8 @@ class DecodeNet(nn.Module):
             last = head[-1]
             nn.init.normal_(last.weight, std=0.1 / math.sqrt(last.weight[0].numel()))
         nn.init.constant_(self.heads["p"][-1].bias, self.config.p_bias_init)
+        if self.config.bg_param == "sqrt":  # start at bg_scale / 40 (100 photons for 4000), not mid-range
+            nn.init.constant_(self.heads["bg"][-1].bias, math.log(1 / (math.sqrt(40) - 1)))
 
     @property
     def downsample_factor(self) -> int:
@@ -235,11 +266,41 @@ class DecodeNet(nn.Module):
         return measure_receptive_field(self.config, "temporal")
 
     # ------------------------------------------------------------------ parts
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        """Photon-unit frames -> network input: ``(x - input_offset) / input_scale`` (float, pointwise)."""
+    def level_stride(self, height: int, width: int) -> int:
+        """Stride of the sub-grid ``frame_level`` reads: about ``LEVEL_SAMPLES`` pixels of an H x W frame."""
+        return max(1, math.isqrt(height * width // LEVEL_SAMPLES))
+
+    def level_from_sample(self, photons: torch.Tensor) -> torch.Tensor:
+        """Level of frames from their sub-grid ``(..., h, w)`` in photons -> ``(...)``: median of the transform."""
+        if self.config.input_transform == "linear":
+            return photons.new_zeros(photons.shape[:-2], dtype=torch.float32)
+        v = _anscombe(photons.float())
+        return v.flatten(-2).median(dim=-1).values
+
+    def frame_level(self, photons: torch.Tensor) -> torch.Tensor:
+        """Per-frame level ``(...)`` of whole frames ``(..., H, W)`` in photons (see ``normalize``)."""
+        s = self.level_stride(*photons.shape[-2:])
+        return self.level_from_sample(photons[..., ::s, ::s])
+
+    def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None,
+                  read_var: torch.Tensor | float | None = None) -> torch.Tensor:
+        """Frames in photons ``(..., H, W)`` -> network input ``(..., C, H, W)``, C = ``config.input_channels``.
+
+        ``level`` ``(...)``: each frame's level (default: ``frame_level(x)``, which needs whole frames);
+        ``read_var``: read-noise variance in photons², a number or a map broadcasting to ``(..., H, W)``
+        (default 0). Pointwise given these, so a tile normalizes exactly like the whole frame.
+        """
         if not x.is_floating_point():
             x = x.float()
-        return (x - self.config.input_offset) / self.config.input_scale
+        cfg = self.config
+        if cfg.input_transform == "linear":
+            return ((x - cfg.input_offset) / cfg.input_scale).unsqueeze(-3)
+        if level is None:
+            level = self.frame_level(x)
+        frame = (_anscombe(x) - level[..., None, None] - cfg.input_offset) / cfg.input_scale
+        noise = torch.log1p(torch.as_tensor(0.0 if read_var is None else read_var, dtype=frame.dtype,
+                                            device=frame.device).clamp_min(0)) / 3.0
+        return torch.stack([frame, noise.expand_as(frame)], dim=-3)
 
     def padded_shape(self, height: int, width: int) -> tuple[int, int]:
         """(H', W'): H and W rounded up to multiples of ``downsample_factor``."""
@@ -249,7 +310,7 @@ class DecodeNet(nn.Module):
     def pad(self, x_norm: torch.Tensor) -> torch.Tensor:
         """Zero-pad a *normalized* tensor ``(..., H, W)`` at the bottom and right to ``padded_shape(H, W)``.
 
-        Zero in normalized units is a pixel at ``input_offset`` photons.
+        Zero in normalized units is a pixel at the frame's level (``input_offset`` photons for 'linear').
         """
         h, w = x_norm.shape[-2:]
         ph, pw = self.padded_shape(h, w)
@@ -258,12 +319,14 @@ class DecodeNet(nn.Module):
         return F.pad(x_norm, (0, pw - w, 0, ph - h))
 
     def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor:
-        """Per-frame features: normalized frames ``(M, 1, H', W')`` -> ``(M, inter_features, H', W')``.
+        """Per-frame features: normalized frames ``(M, C, H', W')`` -> ``(M, inter_features, H', W')``.
 
-        H', W' must be multiples of ``downsample_factor``. Frames are independent (batch of M frames).
+        C = ``config.input_channels``; H', W' must be multiples of ``downsample_factor``. Frames are
+        independent (batch of M frames).
         """
-        if x_norm.ndim != 4 or x_norm.shape[1] != 1:
-            raise ValueError(f"frame_features expects (M, 1, H', W'), got {tuple(x_norm.shape)}")
+        c = self.config.input_channels
+        if x_norm.ndim != 4 or x_norm.shape[1] != c:
+            raise ValueError(f"frame_features expects (M, {c}, H', W'), got {tuple(x_norm.shape)}")
         return self._run(self.frame_unet, x_norm)
 
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
@@ -284,18 +347,23 @@ class DecodeNet(nn.Module):
             # a 2-D model predicts no z: the channel is 0 so that downstream z is never noise
             z = torch.tanh(raw[:, 4:5]) * cfg.z_scale if cfg.use_z else torch.zeros_like(raw[:, 4:5])
             sigmas = (torch.sigmoid(raw[:, 5:9]) * cfg.sigma_max + cfg.sigma_eps) * self._sigma_unit
-            bg = torch.sigmoid(raw[:, 9:10]) * cfg.bg_scale
+            bg = torch.sigmoid(raw[:, 9:10])
+            bg = (bg * bg if cfg.bg_param == "sqrt" else bg) * cfg.bg_scale
             return torch.cat([p_logit, photons, dxdy, z, sigmas, bg], dim=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, read_var: torch.Tensor | float | None = None,
+                level: torch.Tensor | None = None) -> torch.Tensor:
         """Frames in photons ``(N, 3, H, W)`` (t-1, t, t+1), any H, W >= 1 -> output ``(N, 10, H, W)``.
 
+        ``read_var``: read-noise variance in photons², a number or ``(N, H, W)`` / ``(N, 1, H, W)`` map;
+        ``level``: ``(N, 3)`` per-frame levels (default ``frame_level(x)``; training may perturb it).
         Exactly, and this is the convention a tiled executor must reproduce:
 
-        1. ``x_norm = (x - input_offset) / input_scale`` (``normalize``), pointwise with global constants;
+        1. ``x_norm = normalize(x, level, read_var)`` ``(N, 3, C, H, W)``, pointwise given the per-frame
+           levels, which come from the whole frames;
         2. ``x_norm`` is zero-padded at the **bottom and right** to ``(H', W') = padded_shape(H, W)``, the next
-           multiples of ``downsample_factor`` (``pad``); the padded pixels therefore read as ``input_offset``
-           photons, and every conv layer additionally zero-pads (in feature space) at the edge of the
+           multiples of ``downsample_factor`` (``pad``); the padded pixels therefore read as the frame's level,
+           and every conv layer additionally zero-pads (in feature space) at the edge of the
            ``(H', W')`` frame;
         3. each of the 3 frames goes through ``frame_features`` (same weights) -> ``(N, C, H', W')`` each;
         4. ``temporal(f_prev, f_mid, f_next)`` -> ``(N, 10, H', W')`` float32, physical units;
@@ -312,9 +380,11 @@ class DecodeNet(nn.Module):
         n, _, h, w = x.shape
         if h < 1 or w < 1:
             raise ValueError(f"DecodeNet needs H, W >= 1, got {h}x{w}")
-        x_norm = self.pad(self.normalize(x))
+        if isinstance(read_var, torch.Tensor) and read_var.ndim == 3:
+            read_var = read_var[:, None]  # one map for the three frames of a window
+        x_norm = self.pad(self.normalize(x, level, read_var))
         ph, pw = x_norm.shape[-2:]
-        feats = self.frame_features(x_norm.reshape(n * CONTEXT_FRAMES, 1, ph, pw))
+        feats = self.frame_features(x_norm.reshape(n * CONTEXT_FRAMES, -1, ph, pw))
         feats = feats.view(n, CONTEXT_FRAMES, -1, ph, pw)
         out = self.temporal(feats[:, 0], feats[:, 1], feats[:, 2])
         return out[..., :h, :w]
@@ -334,6 +404,11 @@ class DecodeNet(nn.Module):
             # no dropout / randomness in the network, so the RNG state need not be stashed
             return checkpoint(module, x, use_reentrant=False, preserve_rng_state=False)
         return module(x)
+
+
+def _anscombe(x: torch.Tensor) -> torch.Tensor:
+    """Variance-stabilizing transform of photon counts: ``2·sqrt(max(x, 0) + 3/8)``."""
+    return 2.0 * torch.sqrt(x.clamp_min(0) + 0.375)
 
 
 # ---------------------------------------------------------------------- receptive field
@@ -371,8 +446,9 @@ def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
     probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample)
     probe = _probe_network(probe_cfg)
     c = probe_cfg.inter_features
+    c_in = probe_cfg.input_channels
     if part == "frame":
-        fn, in_ch = probe.frame_features, 1
+        fn, in_ch = probe.frame_features, c_in
     elif part == "temporal":
 
         def fn(f: torch.Tensor) -> torch.Tensor:
@@ -383,10 +459,10 @@ def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
 
         def fn(x: torch.Tensor) -> torch.Tensor:
             n, _, h, w = x.shape
-            feats = probe.frame_features(x.reshape(n * CONTEXT_FRAMES, 1, h, w)).view(n, CONTEXT_FRAMES, -1, h, w)
+            feats = probe.frame_features(x.reshape(n * CONTEXT_FRAMES, c_in, h, w)).view(n, CONTEXT_FRAMES, -1, h, w)
             return probe._temporal_raw(feats[:, 0], feats[:, 1], feats[:, 2])
 
-        in_ch = CONTEXT_FRAMES
+        in_ch = CONTEXT_FRAMES * c_in
     return _impulse_radius(fn, in_ch, probe_cfg.downsample_factor)
 
 

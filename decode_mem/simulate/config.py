@@ -17,8 +17,10 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 
 PSFS = ("gauss2d", "astig3d")
-BG_MODES = ("uniform", "smooth")
-PHOTON_DISTS = ("normal", "lognormal", "uniform")
+BG_MODES = ("uniform", "smooth", "cell", "mixed")
+BG_DISTS = ("uniform", "loguniform")
+PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
+CAMERA_KINDS = ("emccd", "scmos")
 PATCH_SIGMAS = 4.0  # a rendered spot covers ±ceil(4σ) px around its centre pixel
 
 
@@ -85,21 +87,33 @@ class SimulationConfig:
 
     - ``frame_size``: (H, W) in px.
     - ``density``: mean number of emitters visible (on for any part of the frame) per frame per µm².
+    - ``density_range``: (low, high) emitters/µm²; one density per movie (training sample) drawn log-uniformly
+      instead of ``density``. ``pixel_size_range``: (low, high) nm; one pixel size per movie drawn uniformly
+      instead of ``camera.pixel_size`` (it converts the density to emitters per px²).
     - ``photons_*``: flux of an emitter, photons per *full* frame on; drawn from ``photons_dist``
-      ('normal' | 'lognormal' | 'uniform') with the given mean and std, clipped below at ``photons_min``.
+      ('normal' | 'lognormal' | 'uniform') with the given mean and std, clipped below at ``photons_min``,
+      or log-uniformly in ``photons_range`` ('loguniform').
     - ``on_time``: mean of the exponential on-time, in frames.
     - ``bg``: background in photons/px, one value or a (low, high) range from which one level per sample
-      (training window) or per movie is drawn uniformly; ``bg_mode='smooth'`` modulates that level by a
-      random low-frequency field ``level·(1 + bg_smooth_amplitude·f)``, ``f`` in [−1, 1], correlation
-      length ~``bg_smooth_scale`` px.
+      (training window) or per movie is drawn (``bg_dist``: 'uniform' or 'loguniform'). ``bg_mode``:
+      'uniform'; 'smooth' modulates that level by a random low-frequency field ``level·(1 + bg_smooth_amplitude·f)``,
+      ``f`` in [−1, 1], correlation length ~``bg_smooth_scale`` px; 'cell' is a cell-like field (gradient,
+      smooth field and bright blobs of ~``bg_smooth_scale`` px, several-fold brighter than the glass) whose
+      median is the level; 'mixed' picks one of the three per movie. ``bg_bleach``: movies only, the fraction
+      of the background lost per 1000 frames (exponential decay).
     - ``psf``: 'gauss2d' (pixel-integrated Gaussian, z = 0) or 'astig3d' (astigmatic Gaussian, z uniform in
-      ``z_range`` nm); ``psf_sigma`` is σ0 in px (one value or (σx0, σy0)).
+      ``z_range`` nm); ``psf_sigma`` is σ0 in px (one value or (σx0, σy0)); ``psf_sigma_range`` (low, high)
+      draws one σ0 per movie uniformly instead; ``psf_sigma_jitter`` is the relative per-emitter spread of σ.
     - ``margin``: emitters are placed uniformly over the frame extended by this many px on every side, so
       that emitters just outside contribute light at the edges. Ground truth lists only emitters whose
       centre is inside the frame.
     - ``max_emitters``: K, the padded length of a training sample's emitter list (None: from the density).
     - ``camera``: the noise model and pixel size (``Camera.emccd()`` or ``Camera.scmos()``).
+      ``camera_kinds``: draw a camera per movie from these kinds ('emccd', 'scmos') with random realistic
+      settings (``decode_mem.simulate.physics``) instead; frames are converted back to photons with it.
     - ``sensor_variation``: sCMOS only; relative per-pixel spread of gain, read noise and offset (0: none).
+      ``maps_known``: the probability that a training sample is converted to photons with its per-pixel maps
+      (as a user with calibration maps would) rather than with the camera's scalars.
     """
 
     frame_size: tuple[int, int] = (64, 64)
@@ -108,19 +122,28 @@ class SimulationConfig:
     photons_std: float = 1500.0
     photons_dist: str = "normal"
     photons_min: float = 1.0
+    photons_range: tuple[float, float] = (500.0, 20000.0)
     on_time: float = 2.0
     bg: tuple[float, float] = (100.0, 100.0)
+    bg_dist: str = "uniform"
     bg_mode: str = "uniform"
     bg_smooth_amplitude: float = 0.5
     bg_smooth_scale: float = 16.0
+    bg_bleach: float = 0.0
     psf: str = "gauss2d"
     psf_sigma: tuple[float, float] = (1.0, 1.0)
+    psf_sigma_range: tuple[float, float] | None = None
+    psf_sigma_jitter: float = 0.0
+    density_range: tuple[float, float] | None = None
+    pixel_size_range: tuple[float, float] | None = None
     astigmatism: AstigmatismCalibration = field(default_factory=AstigmatismCalibration)
     z_range: tuple[float, float] = (-750.0, 750.0)
     margin: float = 3.0
     max_emitters: int | None = None
     camera: Camera = field(default_factory=Camera.emccd)
+    camera_kinds: tuple[str, ...] = ()
     sensor_variation: float = 0.0
+    maps_known: float = 1.0
 
     def __post_init__(self) -> None:
         def fix(name: str, value: Any) -> None:
@@ -131,7 +154,8 @@ class SimulationConfig:
             raise ConfigError(f"simulation.frame_size must be two positive integers (H, W), got {self.frame_size!r}")
         fix("frame_size", size)
         for name in ("density", "photons_mean", "photons_std", "photons_min", "on_time", "bg_smooth_amplitude",
-                     "bg_smooth_scale", "margin", "sensor_variation"):
+                     "bg_smooth_scale", "margin", "sensor_variation", "bg_bleach", "psf_sigma_jitter",
+                     "maps_known"):
             fix(name, _float(getattr(self, name), name))
         if self.density < 0:
             raise ConfigError(f"simulation.density must be >= 0 emitters/µm², got {self.density!r}")
@@ -150,6 +174,24 @@ class SimulationConfig:
             raise ConfigError(f"simulation.bg must be >= 0 photons/px, as one value or (low, high) with "
                               f"low <= high, got {self.bg!r}")
         fix("bg", bg)
+        if self.bg_dist not in BG_DISTS:
+            raise ConfigError(f"simulation.bg_dist must be one of {BG_DISTS}, got {self.bg_dist!r}")
+        if self.bg_dist == "loguniform" and bg[0] <= 0:
+            raise ConfigError(f"simulation.bg must be > 0 for bg_dist 'loguniform', got {self.bg!r}")
+        if not 0 <= self.bg_bleach < 1:
+            raise ConfigError(f"simulation.bg_bleach must be in [0, 1), got {self.bg_bleach!r}")
+        fix("photons_range", _range(self.photons_range, "photons_range"))
+        for name in ("psf_sigma_range", "density_range", "pixel_size_range"):
+            if getattr(self, name) is not None:
+                fix(name, _range(getattr(self, name), name))
+        if not 0 <= self.psf_sigma_jitter < 0.5:
+            raise ConfigError(f"simulation.psf_sigma_jitter must be in [0, 0.5), got {self.psf_sigma_jitter!r}")
+        if not 0 <= self.maps_known <= 1:
+            raise ConfigError(f"simulation.maps_known is a probability in [0, 1], got {self.maps_known!r}")
+        kinds = (self.camera_kinds,) if isinstance(self.camera_kinds, str) else tuple(self.camera_kinds or ())
+        if any(k not in CAMERA_KINDS for k in kinds):
+            raise ConfigError(f"simulation.camera_kinds must be a list of {CAMERA_KINDS}, got {self.camera_kinds!r}")
+        fix("camera_kinds", kinds)
         if self.bg_mode not in BG_MODES:
             raise ConfigError(f"simulation.bg_mode must be one of {BG_MODES}, got {self.bg_mode!r}")
         if not 0 <= self.bg_smooth_amplitude <= 1:
@@ -222,6 +264,22 @@ class SimulationConfig:
         return (self.camera.pixel_size / 1000.0) ** 2
 
     @property
+    def density_bounds(self) -> tuple[float, float]:
+        """(low, high) emitters/µm² over the movies this config makes."""
+        return self.density_range if self.density_range is not None else (self.density, self.density)
+
+    @property
+    def pixel_size_bounds(self) -> tuple[float, float]:
+        """(low, high) pixel size in nm over the movies this config makes."""
+        p = self.camera.pixel_size
+        return self.pixel_size_range if self.pixel_size_range is not None else (p, p)
+
+    @property
+    def max_density_px(self) -> float:
+        """The largest density in emitters per px² any movie of this config gets."""
+        return self.density_bounds[1] * (self.pixel_size_bounds[1] / 1000.0) ** 2
+
+    @property
     def extent(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """((x_low, x_high), (y_low, y_high)) in px of the area emitters are placed in (frame + margin)."""
         h, w = self.frame_size
@@ -238,6 +296,11 @@ class SimulationConfig:
     def expected_in_frame(self) -> float:
         """Expected number of emitters visible in a frame with their centre inside the frame."""
         return self.density * self.height * self.width * self.um2_per_px
+
+    def start_rate_for(self, density_px: float) -> float:
+        """Emitters switching on per frame over the placement area for ``density_px`` emitters/px²."""
+        (x0, x1), (y0, y1) = self.extent
+        return density_px * (x1 - x0) * (y1 - y0) / (self.on_time + 1.0)
 
     @property
     def start_rate(self) -> float:
@@ -257,19 +320,54 @@ class SimulationConfig:
         """
         if self.max_emitters is not None:
             return self.max_emitters
-        mu = self.expected_in_frame
+        mu = self.max_density_px * self.height * self.width
         k = math.ceil(mu + 8.0 * math.sqrt(mu) + 8.0)
         return max(8, -(-k // 8) * 8)
 
+    def sigma0_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((σx0 low, high), (σy0 low, high)) in px over the movies of this config (in focus)."""
+        if self.psf_sigma_range is not None:
+            return self.psf_sigma_range, self.psf_sigma_range
+        return (self.psf_sigma[0],) * 2, (self.psf_sigma[1],) * 2
+
     def sigma_range(self) -> tuple[float, float]:
-        """(smallest, largest) σ in px over both axes and the z range."""
+        """(smallest, largest) σ in px over both axes, the z range, the movies and the per-emitter spread."""
+        (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
+        spread = (1 - 3 * self.psf_sigma_jitter, 1 + 3 * self.psf_sigma_jitter)
         if not self.is_3d:
-            return min(self.psf_sigma), max(self.psf_sigma)
+            return min(x_lo, y_lo) * spread[0], max(x_hi, y_hi) * spread[1]
         z = np.linspace(self.z_range[0], self.z_range[1], 2001)
         sx, sy = self.astigmatism.sigma_scale(z)
-        lo = min(sx.min() * self.psf_sigma[0], sy.min() * self.psf_sigma[1])
-        hi = max(sx.max() * self.psf_sigma[0], sy.max() * self.psf_sigma[1])
+        lo = min(sx.min() * x_lo, sy.min() * y_lo) * spread[0]
+        hi = max(sx.max() * x_hi, sy.max() * y_hi) * spread[1]
         return float(lo), float(hi)
+
+    def envelope(self) -> dict[str, Any]:
+        """The physics this config covers, in the units a user measures (stored with every trained model).
+
+        ``photons`` is the flux range (photons per frame on): the loguniform range, else mean ± 2 std;
+        ``background_photons`` the range of the per-movie level (the median per pixel per frame).
+        """
+        if self.photons_dist == "loguniform":
+            photons = self.photons_range
+        else:
+            photons = (max(self.photons_min, self.photons_mean - 2 * self.photons_std),
+                       self.photons_mean + 2 * self.photons_std)
+        if self.bg_mode == "mixed":
+            kinds = ["uniform", "smooth", "cell"]
+        else:
+            kinds = [self.bg_mode]
+        (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
+        return {
+            "psf": self.psf,
+            "pixel_size_nm": list(self.pixel_size_bounds),
+            "psf_sigma_px": [min(x_lo, y_lo), max(x_hi, y_hi)],
+            "photons": [float(photons[0]), float(photons[1])],
+            "background_photons": list(self.bg),
+            "background_kinds": kinds,
+            "camera_kinds": list(self.camera_kinds) or [self.camera.kind],
+            "density_per_um2": list(self.density_bounds),
+        }
 
     @property
     def patch_size(self) -> int:
@@ -289,6 +387,14 @@ def _camera(value: Any) -> Camera:
     if isinstance(value, dict):
         return Camera.from_dict(value)
     raise ConfigError(f"simulation.camera must be 'emccd', 'scmos' or a mapping of camera fields, got {value!r}")
+
+
+def _range(value: Any, name: str) -> tuple[float, float]:
+    """A (low, high) pair of positive numbers with low <= high."""
+    lo, hi = _pair(value, name)
+    if not 0 < lo <= hi:
+        raise ConfigError(f"simulation.{name} must be (low, high) with 0 < low <= high, got {value!r}")
+    return lo, hi
 
 
 def _float(value: Any, name: str) -> float:

@@ -10,7 +10,11 @@ batch axis B, which is also what ``DataLoader``'s default collate makes of the s
   ``K = config.k_max``. If a frame has more than K emitters, the K brightest are kept and a
   RuntimeWarning is issued (the automatic K makes this practically impossible);
 - ``"mask"``: bool (K,) — which rows of ``em`` are real;
-- ``"bg"``: float32 (H, W) — the true background of frame t in photons/px.
+- ``"bg"``: float32 (H, W) — the true background of frame t in photons/px;
+- ``"read_var"``: float32 (H, W) — the read-noise variance in photons² the network is told about: the
+  per-pixel map for an sCMOS sample converted with its maps, else the camera's scalar everywhere.
+
+Per-movie physics (PSF width, density, camera, ...; ``decode_mem.simulate.physics``) is drawn per sample.
 
 Sample ``i`` is a pure function of ``(seed, i)``: it is drawn from its own generator, nothing is kept
 between samples, and the dataset object holds only the config and a few integers (cheap to pickle into
@@ -31,7 +35,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.emitters import STREAM_SAMPLE, FrameRows, frame_rows, seeded_generator, stationary_emitters
 from decode_mem.simulate.movie import inside_frame
-from decode_mem.simulate.noise import background, camera_adu
+from decode_mem.simulate.noise import background, camera_adu, sensor_maps
+from decode_mem.simulate.physics import Physics, draw_physics
 from decode_mem.simulate.psf import render_emitters
 
 WINDOW = 3  # frames t−1, t, t+1
@@ -43,20 +48,23 @@ class WindowBatch:
     """B simulated windows with everything known about them (tests and diagnostics use the extras).
 
     ``frames`` (B, 3, H, W) photons from noisy counts; ``adu`` (B, 3, H, W) noisy counts; ``expected``
-    (B, 3, H, W) noise-free photons incl. background; ``bg`` (B, H, W); ``em`` (B, K, 4); ``mask`` (B, K);
-    ``rows``: ground-truth rows of all three frames (``movie`` = sample index in the batch, ``frame`` 0..2).
+    (B, 3, H, W) noise-free photons incl. background; ``bg`` (B, H, W); ``read_var`` (B, H, W); ``em``
+    (B, K, 4); ``mask`` (B, K); ``rows``: ground-truth rows of all three frames (``movie`` = sample index in
+    the batch, ``frame`` 0..2); ``physics``: what each sample was given.
     """
 
     frames: torch.Tensor
     adu: torch.Tensor
     expected: torch.Tensor
     bg: torch.Tensor
+    read_var: torch.Tensor
     em: torch.Tensor
     mask: torch.Tensor
     rows: FrameRows
+    physics: Physics
 
     def as_dict(self) -> dict[str, torch.Tensor]:
-        return {"frames": self.frames, "em": self.em, "mask": self.mask, "bg": self.bg}
+        return {"frames": self.frames, "em": self.em, "mask": self.mask, "bg": self.bg, "read_var": self.read_var}
 
 
 def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> WindowBatch:
@@ -65,14 +73,17 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
     h, w = config.frame_size
     k = config.k_max
     dev = generator.device
-    emitters = stationary_emitters(config, WINDOW, generator, n_movies=b)
+    physics = draw_physics(config, b, generator)
+    varies = config.density_range is not None or config.pixel_size_range is not None
+    emitters = stationary_emitters(config, WINDOW, generator, n_movies=b,
+                                   rate=physics.start_rates(config) if varies else None)
     rows = frame_rows(emitters, 0, WINDOW)
     bg = background(config, b, generator)
     expected = torch.zeros((b * WINDOW, h, w), device=dev)
-    render_emitters(config, expected, rows.movie * WINDOW + rows.frame, rows.x, rows.y, rows.z, rows.photons)
+    render_emitters(config, expected, rows.movie * WINDOW + rows.frame, rows.x, rows.y, rows.z, rows.photons,
+                    physics.sigma0[rows.movie], rows.width)
     expected = expected.view(b, WINDOW, h, w) + bg[:, None]
-    adu = camera_adu(expected, config.camera, generator)
-    frames = config.camera.to_photons(adu).float()
+    adu, frames, read_var = _camera_noise(config, physics, expected, generator)
 
     # emitters of the middle frame, inside the frame, grouped by sample, brightest first
     mid = rows.select(torch.nonzero((rows.frame == 1) & inside_frame(config, rows.x, rows.y)).squeeze(1))
@@ -90,7 +101,31 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
     mask = torch.zeros((b, k), dtype=torch.bool, device=dev)
     em[mid.movie, pos] = torch.stack([mid.x, mid.y, mid.z, mid.photons], dim=1)
     mask[mid.movie, pos] = True
-    return WindowBatch(frames, adu, expected, bg, em, mask, rows)
+    return WindowBatch(frames, adu, expected, bg, read_var, em, mask, rows, physics)
+
+
+def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Tensor,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(noisy counts, photons the network sees, read variance in photons² (B, H, W)) of expected photons."""
+    b, _, h, w = expected.shape
+    camera = physics.cameras[0] if physics.cameras else config.camera
+    with_maps = config.sensor_variation > 0 and any(c.kind == "scmos" for c in physics.cameras)
+    if not with_maps and all(c == camera for c in physics.cameras):  # one camera, no maps: one call
+        adu = camera_adu(expected, camera, generator)
+        read_var = torch.full((b, h, w), camera.read_variance_photons, device=expected.device)
+        return adu, camera.to_photons(adu).float(), read_var
+    adu = torch.empty_like(expected)
+    frames = torch.empty_like(expected)
+    read_var = torch.empty((b, h, w), device=expected.device)
+    for i, cam in enumerate(physics.cameras):
+        maps = None
+        if cam.kind == "scmos" and config.sensor_variation > 0:
+            maps = sensor_maps(cam, (h, w), config.sensor_variation, generator)
+        adu[i] = camera_adu(expected[i], cam, generator, maps)
+        known = maps if bool(physics.maps_known[i]) else None
+        frames[i] = cam.to_photons(adu[i], known)
+        read_var[i] = cam.read_variance(known) if known is not None else cam.read_variance_photons
+    return adu, frames, read_var
 
 
 def simulate_batch(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -158,5 +193,6 @@ def simulate_samples(config: SimulationConfig, n: int, seed: int = 0,
         h, w = config.frame_size
         k = config.k_max
         return {"frames": torch.zeros((0, WINDOW, h, w)), "em": torch.zeros((0, k, 4)),
-                "mask": torch.zeros((0, k), dtype=torch.bool), "bg": torch.zeros((0, h, w))}
+                "mask": torch.zeros((0, k), dtype=torch.bool), "bg": torch.zeros((0, h, w)),
+                "read_var": torch.zeros((0, h, w))}
     return {key: torch.stack([s[key] for s in samples]) for key in samples[0]}

@@ -33,7 +33,7 @@ from decode_mem.simulate.config import SimulationConfig
 EPOCH_FRAMES = 16
 
 # independent random streams of one seed (see ``seeded_generator``)
-STREAM_INIT, STREAM_EPOCH, STREAM_NOISE, STREAM_BG, STREAM_SENSOR, STREAM_SAMPLE = range(6)
+STREAM_INIT, STREAM_EPOCH, STREAM_NOISE, STREAM_BG, STREAM_SENSOR, STREAM_SAMPLE, STREAM_PHYSICS = range(7)
 
 
 def seeded_generator(seed: int, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -57,7 +57,8 @@ class Emitters:
 
     ``movie`` (int64): which independent movie/sample the emitter belongs to (0 for a single movie);
     ``start``/``end`` (float64 frames): on during ``[start, end)``; ``x``, ``y`` (px), ``z`` (nm),
-    ``flux`` (photons per full frame on) float32.
+    ``flux`` (photons per full frame on) float32; ``width`` (float32) the emitter's PSF width relative to
+    its movie's σ0 (1 without ``psf_sigma_jitter``).
     """
 
     movie: torch.Tensor
@@ -67,6 +68,7 @@ class Emitters:
     y: torch.Tensor
     z: torch.Tensor
     flux: torch.Tensor
+    width: torch.Tensor
 
     def __len__(self) -> int:
         return self.x.numel()
@@ -86,7 +88,7 @@ class Emitters:
     def empty(device: torch.device | str = "cpu") -> Emitters:
         f64 = torch.zeros(0, dtype=torch.float64, device=device)
         f32 = torch.zeros(0, dtype=torch.float32, device=device)
-        return Emitters(torch.zeros(0, dtype=torch.long, device=device), f64, f64, f32, f32, f32, f32)
+        return Emitters(torch.zeros(0, dtype=torch.long, device=device), f64, f64, f32, f32, f32, f32, f32)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class FrameRows:
     """Ground truth: one row per emitter per frame in which it is on (tensors of length R).
 
     ``emitter`` indexes the ``Emitters`` the rows came from; ``movie``, ``frame`` (int64, absolute frame
-    index); ``x``, ``y`` px, ``z`` nm, ``photons`` emitted in that frame (float32).
+    index); ``x``, ``y`` px, ``z`` nm, ``photons`` emitted in that frame, ``width`` (float32).
     """
 
     emitter: torch.Tensor
@@ -104,6 +106,7 @@ class FrameRows:
     y: torch.Tensor
     z: torch.Tensor
     photons: torch.Tensor
+    width: torch.Tensor
 
     def __len__(self) -> int:
         return self.frame.numel()
@@ -116,6 +119,9 @@ def sample_flux(config: SimulationConfig, n: int, generator: torch.Generator) ->
     """Flux in photons per full frame, (n,) float32, clipped below at ``config.photons_min``."""
     dev = generator.device
     m, s = config.photons_mean, config.photons_std
+    if config.photons_dist == "loguniform":
+        lo, hi = (math.log(v) for v in config.photons_range)
+        return torch.exp(lo + (hi - lo) * torch.rand(n, generator=generator, device=dev)).clamp_min(config.photons_min)
     if config.photons_dist == "normal":
         flux = m + s * torch.randn(n, generator=generator, device=dev)
     elif config.photons_dist == "lognormal":
@@ -128,8 +134,12 @@ def sample_flux(config: SimulationConfig, n: int, generator: torch.Generator) ->
     return flux.clamp_min(config.photons_min)
 
 
-def _poisson_counts(mean: float, n: int, generator: torch.Generator) -> torch.Tensor:
-    rates = torch.full((n,), float(mean), dtype=torch.float64, device=generator.device)
+def _poisson_counts(mean: float | torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
+    """Poisson counts for ``n`` movies: one mean for all, or a (n,) tensor of means."""
+    if isinstance(mean, torch.Tensor):
+        rates = mean.to(device=generator.device, dtype=torch.float64).expand(n).contiguous()
+    else:
+        rates = torch.full((n,), float(mean), dtype=torch.float64, device=generator.device)
     return torch.poisson(rates, generator=generator).long()
 
 
@@ -153,34 +163,46 @@ def _draw(config: SimulationConfig, movie: torch.Tensor, t_low: float, t_high: f
         start = torch.full((n,), float(t_low), dtype=torch.float64, device=dev)
     else:
         start = t_low + (t_high - t_low) * torch.rand(n, dtype=torch.float64, generator=generator, device=dev)
-    return Emitters(movie, start, start + duration, x, y, z, flux)
+    if config.psf_sigma_jitter > 0:
+        width = torch.exp(config.psf_sigma_jitter * torch.randn(n, generator=generator, device=dev))
+    else:
+        width = torch.ones(n, device=dev)
+    return Emitters(movie, start, start + duration, x, y, z, flux, width)
 
 
 def _movie_index(counts: torch.Tensor) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
 
 
-def initial_emitters(config: SimulationConfig, generator: torch.Generator, n_movies: int = 1) -> Emitters:
-    """Emitters already on at t = 0 in the stationary state (start = 0, exponential remaining on-time)."""
-    counts = _poisson_counts(config.start_rate * config.on_time, n_movies, generator)
+Rate = float | torch.Tensor  # emitters switching on per frame: one for all movies, or (n_movies,)
+
+
+def initial_emitters(config: SimulationConfig, generator: torch.Generator, n_movies: int = 1,
+                     rate: Rate | None = None) -> Emitters:
+    """Emitters already on at t = 0 in the stationary state (start = 0, exponential remaining on-time).
+
+    ``rate``: start rate per movie (default ``config.start_rate``)."""
+    rate = config.start_rate if rate is None else rate
+    counts = _poisson_counts(rate * config.on_time, n_movies, generator)
     return _draw(config, _movie_index(counts), 0.0, None, generator)
 
 
 def new_emitters(config: SimulationConfig, t_low: float, t_high: float, generator: torch.Generator,
-                 n_movies: int = 1) -> Emitters:
+                 n_movies: int = 1, rate: Rate | None = None) -> Emitters:
     """Emitters switching on in ``[t_low, t_high)`` (Poisson number, uniform start times)."""
-    counts = _poisson_counts(config.start_rate * (t_high - t_low), n_movies, generator)
+    rate = config.start_rate if rate is None else rate
+    counts = _poisson_counts(rate * (t_high - t_low), n_movies, generator)
     return _draw(config, _movie_index(counts), t_low, t_high, generator)
 
 
 def stationary_emitters(config: SimulationConfig, n_frames: int, generator: torch.Generator,
-                        n_movies: int = 1) -> Emitters:
+                        n_movies: int = 1, rate: Rate | None = None) -> Emitters:
     """All emitters visible in frames ``[0, n_frames)`` of ``n_movies`` independent stationary movies.
 
     One generator for everything: used for training windows (n_frames = 3), batched over samples.
     """
-    return Emitters.cat([initial_emitters(config, generator, n_movies),
-                         new_emitters(config, 0.0, float(n_frames), generator, n_movies)])
+    return Emitters.cat([initial_emitters(config, generator, n_movies, rate),
+                         new_emitters(config, 0.0, float(n_frames), generator, n_movies, rate)])
 
 
 def frame_rows(emitters: Emitters, t0: int, t1: int) -> FrameRows:
@@ -195,7 +217,7 @@ def frame_rows(emitters: Emitters, t0: int, t1: int) -> FrameRows:
     f64 = frame.to(torch.float64)
     overlap = torch.minimum(emitters.end[idx], f64 + 1) - torch.maximum(emitters.start[idx], f64)
     rows = FrameRows(idx, emitters.movie[idx], frame, emitters.x[idx], emitters.y[idx], emitters.z[idx],
-                     (emitters.flux[idx].to(torch.float64) * overlap).to(torch.float32))
+                     (emitters.flux[idx].to(torch.float64) * overlap).to(torch.float32), emitters.width[idx])
     return rows.select(torch.nonzero(overlap > 0).squeeze(1))
 
 
@@ -207,12 +229,14 @@ class BlinkingProcess:
     """
 
     def __init__(self, config: SimulationConfig, seed: int, device: torch.device | str = "cpu",
-                 epoch: int = EPOCH_FRAMES) -> None:
+                 epoch: int = EPOCH_FRAMES, rate: float | None = None) -> None:
         self.config = config
         self.seed = int(seed)
         self.device = torch.device(device)
         self.epoch = int(epoch)
-        self._pool = initial_emitters(config, seeded_generator(self.seed, STREAM_INIT, device=self.device))
+        self.rate = config.start_rate if rate is None else float(rate)
+        self._pool = initial_emitters(config, seeded_generator(self.seed, STREAM_INIT, device=self.device),
+                                      rate=self.rate)
         self._next_epoch = 0
         self._t = 0
 
@@ -223,7 +247,8 @@ class BlinkingProcess:
         while self._next_epoch * self.epoch < t1:
             k = self._next_epoch
             gen = seeded_generator(self.seed, STREAM_EPOCH, k, device=self.device)
-            fresh = new_emitters(self.config, float(k * self.epoch), float((k + 1) * self.epoch), gen)
+            fresh = new_emitters(self.config, float(k * self.epoch), float((k + 1) * self.epoch), gen,
+                                 rate=self.rate)
             self._pool = Emitters.cat([self._pool, fresh])
             self._next_epoch += 1
         self._pool = self._pool.select(torch.nonzero(self._pool.end > t0).squeeze(1))  # forget finished ones

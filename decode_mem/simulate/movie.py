@@ -1,8 +1,9 @@
 """Whole movies, frame block by frame block: emitters -> PSF -> background -> camera noise (+ ground truth).
 
-A movie is a pure function of ``(config, seed)``: the emitters come from ``BlinkingProcess`` (seeded per
-epoch), the noise of frame ``t`` from its own generator ``(seed, t)``, the background (constant in time) and
-sCMOS maps from their own streams. So the block size changes memory and speed, never the result, and the
+A movie is a pure function of ``(config, seed)``: its physics (PSF width, density, camera: ``physics``) and
+the background field from their own streams, the emitters from ``BlinkingProcess`` (seeded per epoch), the
+noise of frame ``t`` from its own generator ``(seed, t)``, sCMOS maps from their own stream. The background
+field is fixed; with ``bg_bleach`` its level decays over time. So the block size changes memory and speed, never the result, and the
 first ``n`` frames of a longer movie are the movie of ``n`` frames (on one device type: CPU and CUDA
 generators differ; on CUDA, ``index_add_`` sums in a nondeterministic order, which can move a rounded count).
 """
@@ -17,15 +18,18 @@ import torch
 
 from decode_mem.io.table import EmitterTable
 from decode_mem.simulate.config import SimulationConfig
+from decode_mem.io.camera import Camera, PixelMaps
 from decode_mem.simulate.emitters import (
     STREAM_BG,
     STREAM_NOISE,
+    STREAM_PHYSICS,
     STREAM_SENSOR,
     BlinkingProcess,
     FrameRows,
     seeded_generator,
 )
-from decode_mem.simulate.noise import SensorMaps, background, camera_adu, sensor_maps
+from decode_mem.simulate.noise import background, camera_adu, sensor_maps
+from decode_mem.simulate.physics import draw_physics
 from decode_mem.simulate.psf import render_emitters
 
 BLOCK_PIXELS = 1 << 22  # default block: about this many pixels (16 MB per float32 temporary)
@@ -50,14 +54,19 @@ def bg_at(bg: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return bg[..., row, col]
 
 
-def rows_to_table(config: SimulationConfig, rows: FrameRows, bg: torch.Tensor) -> EmitterTable:
-    """In-frame ground-truth rows as an EmitterTable (sorted by frame; bg from the (H, W) field)."""
+def rows_to_table(config: SimulationConfig, rows: FrameRows, bg: torch.Tensor,
+                  level: torch.Tensor | None = None, t0: int = 0) -> EmitterTable:
+    """In-frame ground-truth rows as an EmitterTable (sorted by frame; bg from the (H, W) field, times
+    ``level[frame - t0]`` when the background level changes over time)."""
     rows = rows.select(torch.nonzero(inside_frame(config, rows.x, rows.y)).squeeze(1))
     order = torch.sort(rows.frame, stable=True).indices
     rows = rows.select(order)
+    bg_rows = bg_at(bg, rows.x, rows.y)
+    if level is not None:
+        bg_rows = bg_rows * level[rows.frame - t0]
     return EmitterTable.from_arrays(
         frame=rows.frame.cpu().numpy(), x=rows.x.cpu().numpy(), y=rows.y.cpu().numpy(),
-        z=rows.z.cpu().numpy(), photons=rows.photons.cpu().numpy(), bg=bg_at(bg, rows.x, rows.y).cpu().numpy())
+        z=rows.z.cpu().numpy(), photons=rows.photons.cpu().numpy(), bg=bg_rows.cpu().numpy())
 
 
 @dataclass(frozen=True)
@@ -80,30 +89,48 @@ class MovieBlock:
 
 
 class MovieSimulator:
-    """Simulates one movie block by block in increasing frame order; state does not grow with the movie."""
+    """Simulates one movie block by block in increasing frame order; state does not grow with the movie.
+
+    ``camera`` is the movie's camera (drawn when the config has ``camera_kinds``), ``sensor`` its per-pixel
+    sCMOS maps (or None), ``sigma0`` its in-focus PSF σ (σx, σy) in px.
+    """
 
     def __init__(self, config: SimulationConfig, seed: int = 0, device: torch.device | str = "cpu") -> None:
         self.config = config
         self.seed = int(seed)
         self.device = torch.device(device)
-        self.process = BlinkingProcess(config, self.seed, self.device)
+        physics = draw_physics(config, 1, seeded_generator(self.seed, STREAM_PHYSICS, device=self.device))
+        self.camera: Camera = physics.cameras[0]
+        self.sigma0 = tuple(float(v) for v in physics.sigma0[0])
+        varies = config.density_range is not None or config.pixel_size_range is not None
+        rate = float(physics.start_rates(config)[0]) if varies else None
+        self.process = BlinkingProcess(config, self.seed, self.device, rate=rate)
         self.bg = background(config, 1, seeded_generator(self.seed, STREAM_BG, device=self.device))[0]
-        self.sensor: SensorMaps | None = None
-        if config.camera.kind == "scmos" and config.sensor_variation > 0:
+        self.sensor: PixelMaps | None = None
+        if self.camera.kind == "scmos" and config.sensor_variation > 0:
             gen = seeded_generator(self.seed, STREAM_SENSOR, device=self.device)
-            self.sensor = sensor_maps(config.camera, config.frame_size, config.sensor_variation, gen)
+            self.sensor = sensor_maps(self.camera, config.frame_size, config.sensor_variation, gen)
+
+    def bg_level(self, t0: int, t1: int) -> torch.Tensor | None:
+        """Relative background level of frames ``[t0, t1)`` (``bg_bleach``), or None when constant."""
+        if self.config.bg_bleach == 0:
+            return None
+        t = torch.arange(t0, t1, device=self.device, dtype=torch.float64)
+        return ((1 - self.config.bg_bleach) ** (t / 1000.0)).float()
 
     def block(self, t0: int, t1: int) -> MovieBlock:
         cfg = self.config
         _, rows = self.process.rows(t0, t1)
         expected = torch.zeros((t1 - t0, *cfg.frame_size), device=self.device)
-        render_emitters(cfg, expected, rows.frame - t0, rows.x, rows.y, rows.z, rows.photons)
-        expected += self.bg
+        sigma0 = torch.tensor([self.sigma0], device=self.device).expand(len(rows), 2)
+        render_emitters(cfg, expected, rows.frame - t0, rows.x, rows.y, rows.z, rows.photons, sigma0, rows.width)
+        level = self.bg_level(t0, t1)
+        expected += self.bg if level is None else self.bg * level[:, None, None]
         adu = torch.empty_like(expected)
         for i in range(t1 - t0):
             gen = seeded_generator(self.seed, STREAM_NOISE, t0 + i, device=self.device)
-            adu[i] = camera_adu(expected[i], cfg.camera, gen, self.sensor)
-        return MovieBlock(t0, expected, adu, rows_to_table(cfg, rows, self.bg))
+            adu[i] = camera_adu(expected[i], self.camera, gen, self.sensor)
+        return MovieBlock(t0, expected, adu, rows_to_table(cfg, rows, self.bg, level, t0))
 
     def blocks(self, n_frames: int, block: int | None = None) -> Iterator[MovieBlock]:
         block = default_block(self.config) if block is None else int(block)

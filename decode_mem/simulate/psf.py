@@ -31,12 +31,25 @@ def astig_sigma(z: torch.Tensor, sigma0: tuple[float, float],
     return out[0], out[1]
 
 
-def psf_sigmas(config: SimulationConfig, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """σx, σy in px of each emitter at depth ``z`` (nm) under the configured PSF."""
+def psf_sigmas(config: SimulationConfig, z: torch.Tensor, sigma0: torch.Tensor | None = None,
+               width: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """σx, σy in px of each emitter at depth ``z`` (nm) under the configured PSF.
+
+    ``sigma0`` (N, 2): each emitter's in-focus σ0 (its movie's, ``physics.draw_physics``; default
+    ``config.psf_sigma``); ``width`` (N,): each emitter's relative width (default 1).
+    """
+    if sigma0 is None:
+        s0x = torch.full_like(z, config.psf_sigma[0])
+        s0y = torch.full_like(z, config.psf_sigma[1])
+    else:
+        s0x, s0y = sigma0[:, 0].to(z.dtype), sigma0[:, 1].to(z.dtype)
     if config.is_3d:
-        return astig_sigma(z, config.psf_sigma, config.astigmatism)
-    sx = torch.full_like(z, config.psf_sigma[0])
-    sy = torch.full_like(z, config.psf_sigma[1])
+        sx, sy = astig_sigma(z, (1.0, 1.0), config.astigmatism)
+        sx, sy = sx * s0x, sy * s0y
+    else:
+        sx, sy = s0x, s0y
+    if width is not None:
+        sx, sy = sx * width.to(z.dtype), sy * width.to(z.dtype)
     return sx, sy
 
 
@@ -116,7 +129,8 @@ def render(shape: tuple[int, int, int], frame: torch.Tensor, x: torch.Tensor, y:
 
 
 def render_emitters(config: SimulationConfig, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor,
-                    y: torch.Tensor, z: torch.Tensor, photons: torch.Tensor) -> torch.Tensor:
-    """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place."""
-    sx, sy = psf_sigmas(config, z.to(canvas.dtype))
+                    y: torch.Tensor, z: torch.Tensor, photons: torch.Tensor, sigma0: torch.Tensor | None = None,
+                    width: torch.Tensor | None = None) -> torch.Tensor:
+    """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place (see ``psf_sigmas``)."""
+    sx, sy = psf_sigmas(config, z.to(canvas.dtype), sigma0, width)
     return render_spots(canvas, frame, x, y, photons, sx, sy, config.patch_size)

@@ -46,7 +46,9 @@ class TileNetwork(Protocol):
     downsample_factor: int
 
     def receptive_field(self) -> int: ...
-    def normalize(self, x: torch.Tensor) -> torch.Tensor: ...
+    def level_stride(self, height: int, width: int) -> int: ...
+    def level_from_sample(self, photons: torch.Tensor) -> torch.Tensor: ...
+    def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None, read_var: Any = None) -> torch.Tensor: ...
     def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor: ...
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor: ...
 
@@ -164,8 +166,10 @@ Consume = Callable[[Tile, np.ndarray, torch.Tensor], Any]
 class TiledExecutor:
     """Runs a network over a stack tile by tile; see the module docstring.
 
-    ``camera`` (anything with ``to_photons``) converts raw frames to photons on the device; without it the
-    frames are taken to be photons. The network is used as it is (put it in eval mode, on ``device``).
+    ``camera`` (a ``decode_mem.io.camera.Camera``: ``to_photons``, ``read_variance``, ``load_maps``) converts
+    raw frames to photons on the device, with its per-pixel sCMOS maps when it names them; without it the
+    frames are taken to be photons with no read noise. Each frame's level (``normalize``) is computed once
+    from the whole frame, before it is cut into tiles. The network is used as it is (eval mode, on ``device``).
     """
 
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = TileConfig(), *,
@@ -173,6 +177,11 @@ class TiledExecutor:
         self.net, self.config, self.camera = net, config, camera
         self.device = torch.device(device)
         self.shape = (int(shape[0]), int(shape[1]))
+        self._maps = None  # per-pixel camera maps on the device, grown to the padded frame
+        if camera is not None and getattr(camera, "has_maps", False):
+            f = int(net.downsample_factor)
+            padded = tuple(-(-v // f) * f for v in self.shape)
+            self._maps = camera.load_maps(self.shape).padded(padded).to_torch(self.device)
         self.factor = int(net.downsample_factor)
         self.receptive_field = int(net.receptive_field())
         self._amp = AMP_DTYPES.get(config.amp)
@@ -253,9 +262,24 @@ class TiledExecutor:
         return False
 
     # ------------------------------------------------------------------ one block
+    def frame_levels(self, frames: np.ndarray) -> torch.Tensor:
+        """Each frame's level (``DecodeNet.normalize``) from its whole raw frame: ``(len(frames),)`` on the device.
+
+        Read on the sub-grid ``level_stride`` picks, converted to photons like the tiles, so the level of a
+        frame does not depend on how it is tiled.
+        """
+        h, w = self.shape
+        s = int(self.net.level_stride(h, w))
+        sample = torch.from_numpy(np.ascontiguousarray(frames[:, ::s, ::s])).to(self.device)
+        if self.camera is not None:
+            maps = None if self._maps is None else self._maps.crop(slice(0, h, s), slice(0, w, s))
+            sample = self.camera.to_photons(sample, maps)
+        return self.net.level_from_sample(sample.float()).to(self.device)
+
     def _run_block(self, frames: np.ndarray, t0: int, consume: Consume) -> list[Any]:
         """``frames``: ``(n + 2, H, W)``, the block with one context frame each side."""
         n = len(frames) - 2
+        levels = self.frame_levels(frames)
         tiles = self.plan.tiles
         run = min(n, self.batch_size)  # windows per run
         group = max(1, min(len(tiles), self.batch_size // run))  # tiles per run
@@ -268,7 +292,8 @@ class TiledExecutor:
         try:
             with torch.inference_mode():
                 for (group_tiles, r0, r1), host in zip(units, staged, strict=True):
-                    x = self._to_device(host, group_tiles)
+                    f0, f1 = self._frames_needed(r0, r1)
+                    x = self._to_device(host, group_tiles, levels[f0:f1])
                     out, carry = self._compute(x, r1 - r0, carry if r0 > 0 else None)
                     frame_ids = np.arange(t0 + r0, t0 + r1)
                     for i, tile in enumerate(group_tiles):
@@ -302,36 +327,47 @@ class TiledExecutor:
             buf[i, :, :vy, :vx] = frames[f0:f1, ry.start:ry.start + vy, rx.start:rx.start + vx]
         return host
 
-    def _to_device(self, host: torch.Tensor, tiles: Sequence[Tile]) -> torch.Tensor:
-        """Photons (camera), normalized, padded-frame pixels zeroed: ``(len(tiles), nf, Ly, Lx)``."""
+    def _to_device(self, host: torch.Tensor, tiles: Sequence[Tile], levels: torch.Tensor) -> torch.Tensor:
+        """Photons (camera), normalized with the frames' ``levels`` (nf,), padded-frame pixels zeroed:
+        ``(len(tiles), nf, C, Ly, Lx)``."""
         x = host.to(self.device, non_blocking=True)
-        if self.camera is not None:
-            x = self.camera.to_photons(x)
-        x = self.net.normalize(x)
+        if self._maps is not None:  # each tile converts with its own pixels' calibration
+            parts = []
+            for i, tile in enumerate(tiles):
+                maps = self._maps.crop(*tile.read)
+                photons = self.camera.to_photons(x[i], maps)
+                parts.append(self.net.normalize(photons, levels, self.camera.read_variance(maps)))
+            x = torch.stack(parts)
+        else:
+            read_var = None
+            if self.camera is not None:
+                x = self.camera.to_photons(x)
+                read_var = self.camera.read_variance()
+            x = self.net.normalize(x, levels[None], read_var)
         h, w = self.shape
         for i, tile in enumerate(tiles):
             ry, rx = tile.read
             if ry.stop > h:
-                x[i, :, h - ry.start:, :] = 0
+                x[i, ..., h - ry.start:, :] = 0
             if rx.stop > w:
-                x[i, :, :, w - rx.start:] = 0
+                x[i, ..., w - rx.start:] = 0
         return x
 
     def _compute(self, x: torch.Tensor, k: int, carry: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
-        g, nf, ly, lx = x.shape
+        g, nf, c, ly, lx = x.shape
         autocast = (torch.autocast(self.device.type, dtype=self._amp) if self._amp is not None else nullcontext())
         with autocast:
             if self.config.reuse_features:
-                feats = self.net.frame_features(x.reshape(g * nf, 1, ly, lx))
+                feats = self.net.frame_features(x.reshape(g * nf, c, ly, lx))
                 feats = feats.view(g, nf, *feats.shape[1:])
                 if carry is not None:
                     feats = torch.cat([carry, feats], dim=1)
                 win = [feats[:, j:j + k].reshape(g * k, *feats.shape[2:]) for j in range(3)]
                 carry = feats[:, k:k + 2].clone()  # not a view: the rest of `feats` can be freed
             else:  # the DECODE way: each window's three frames go through the frame U-Net again
-                windows = torch.stack([x[:, j:j + k] for j in range(3)], dim=2)  # (g, k, 3, Ly, Lx)
-                feats = self.net.frame_features(windows.reshape(g * k * 3, 1, ly, lx))
+                windows = torch.stack([x[:, j:j + k] for j in range(3)], dim=2)  # (g, k, 3, C, Ly, Lx)
+                feats = self.net.frame_features(windows.reshape(g * k * 3, c, ly, lx))
                 feats = feats.view(g * k, 3, *feats.shape[1:])
                 win = [feats[:, j] for j in range(3)]
             del feats
@@ -341,6 +377,7 @@ class TiledExecutor:
     # ------------------------------------------------------------------ auto-size probe
     def _probe(self, tile_shape: tuple[int, int], batch: int) -> None:
         """One unit of work on random frames: ``batch`` windows of one tile of ``tile_shape``."""
-        x = torch.rand((1, batch + 2, *tile_shape), device=self.device)
+        x = self.net.normalize(torch.rand((1, batch + 2, *tile_shape), device=self.device),
+                               torch.zeros(batch + 2, device=self.device))
         with torch.inference_mode():
             self._compute(x, batch, None)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import torch
 
 Batch = dict[str, torch.Tensor]
+SPATIAL = ("frames", "bg", "read_var")  # cut into crops; other entries (e.g. each frame's level) pass unchanged
 
 
 def crop_origins(size: int, chunk: int) -> list[int]:
@@ -15,11 +16,12 @@ def crop_origins(size: int, chunk: int) -> list[int]:
 
 
 def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
-    """Yield the crops of a batch (frames, em, mask, bg) that together cover the whole frame.
+    """Yield the crops of a batch (frames, em, mask, bg, read_var, level) that together cover the whole frame.
 
     Emitters are re-expressed in crop coordinates and kept only in the crop whose pixels contain them,
-    so every target counts exactly once. With ``chunk_size=None`` (or a frame no larger than the chunk)
-    the batch itself is the only crop.
+    so every target counts exactly once. Per-frame entries (``level``: computed on the whole frame before
+    chunking, so that a crop is normalized as part of its frame) are passed to every crop. With
+    ``chunk_size=None`` (or a frame no larger than the chunk) the batch itself is the only crop.
     """
     h, w = batch["frames"].shape[-2:]
     if chunk_size is None or (h <= chunk_size and w <= chunk_size):
@@ -35,12 +37,9 @@ def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
             # pixel j covers [j - 0.5, j + 0.5): the crop owns x in [-0.5, x1 - x0 - 0.5)
             inside = ((shifted[..., 0] >= -0.5) & (shifted[..., 0] < x1 - x0 - 0.5)
                       & (shifted[..., 1] >= -0.5) & (shifted[..., 1] < y1 - y0 - 0.5))
-            yield {
-                "frames": batch["frames"][..., y0:y1, x0:x1],
-                "em": shifted,
-                "mask": mask & inside,
-                "bg": batch["bg"][..., y0:y1, x0:x1],
-            }
+            crop = {key: value[..., y0:y1, x0:x1] if key in SPATIAL else value for key, value in batch.items()}
+            crop.update(em=shifted, mask=mask & inside)
+            yield crop
 
 
 def count_crops(frame_size: tuple[int, int], chunk_size: int | None) -> int:

@@ -28,6 +28,8 @@ class TrainConfig:
     lr_step: int = 500  # StepLR: multiply lr by lr_gamma every lr_step optimizer steps (DECODE-style decay)
     lr_gamma: float = 0.9
     grad_clip: float = 1.0
+    size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
+    level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
     use_amp: bool | None = None  # None: on with CUDA, off on CPU
     amp_dtype: str = "bf16"  # "bf16" | "fp16" (fp16 uses a GradScaler)
     use_chunking: bool = False
@@ -56,6 +58,10 @@ class TrainConfig:
                      "checkpoint_every", "lr_step"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)!r}")
+        if isinstance(self.size_jitter, bool) or not isinstance(self.size_jitter, int) or self.size_jitter < 0:
+            raise ConfigError(f"train.size_jitter must be an integer >= 0 px, got {self.size_jitter!r}")
+        if not self.level_jitter >= 0:
+            raise ConfigError(f"train.level_jitter must be >= 0, got {self.level_jitter!r}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
         if self.amp_dtype not in ("bf16", "fp16"):

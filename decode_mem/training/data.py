@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
@@ -22,20 +23,33 @@ class SimulatedBatches(IterableDataset):
     Each batch is a pure function of ``(seed, step, micro)``: with DataLoader workers each worker makes
     every n-th item and the DataLoader interleaves them back in order, so the stream is identical for
     any number of workers and after a resume.
+
+    ``size_jitter`` px: each batch's frames are ``frame_size`` minus 0..size_jitter px in H and in W, so the
+    network also trains on frames that are not multiples of its down-sampling factor and sees the padding it
+    gets at inference. Each batch carries ``level_noise`` (B, 3) ~ N(0, 1), with which the trainer perturbs
+    the frames' levels (``TrainConfig.level_jitter``).
     """
 
     def __init__(self, config: SimulationConfig, batch_size: int, accumulation_steps: int, *, seed: int,
-                 start_step: int = 0) -> None:
+                 start_step: int = 0, size_jitter: int = 0) -> None:
         super().__init__()
         self.config = config
         self.batch_size = int(batch_size)
         self.k = int(accumulation_steps)
         self.seed = int(seed)
         self.start_step = int(start_step)
+        self.size_jitter = int(size_jitter)
 
     def batch(self, step: int, micro: int) -> Batch:
         gen = seeded_generator(self.seed, STREAM_TRAIN, int(step), int(micro))
-        return simulate_batch(self.config, self.batch_size, gen)
+        config = self.config
+        if self.size_jitter:
+            dh, dw = torch.randint(self.size_jitter + 1, (2,), generator=gen).tolist()
+            h, w = config.frame_size
+            config = replace(config, frame_size=(max(1, h - dh), max(1, w - dw)))
+        batch = simulate_batch(config, self.batch_size, gen)
+        batch["level_noise"] = torch.randn((self.batch_size, 3), generator=gen, device=gen.device)
+        return batch
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()

@@ -71,7 +71,7 @@ def fit(cfg: TrainConfig) -> Path:
     chunk = resolve_chunk_size(cfg, net, device)
     n_micro = cfg.accumulation_steps * count_crops(cfg.simulation.frame_size, chunk)
     stream = SimulatedBatches(cfg.simulation, cfg.batch_size, cfg.accumulation_steps, seed=cfg.seed,
-                              start_step=start)
+                              start_step=start, size_jitter=cfg.size_jitter)
     batches = batch_loader(stream, num_workers=cfg.num_workers, pin_memory=device.type == "cuda")
     val = simulate_samples(cfg.simulation, cfg.val_size, seed=cfg.seed)
 
@@ -82,7 +82,8 @@ def fit(cfg: TrainConfig) -> Path:
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", disable=cfg.quiet,
                unit="step")
     for step in bar:
-        micro = (crop for _ in range(cfg.accumulation_steps) for crop in chunk_batch(next(batches), chunk))
+        micro = (crop for _ in range(cfg.accumulation_steps)
+                 for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
         row: dict[str, Any] = train_step(net, loss_fn, micro, n_micro, optimizer, scaler, device=device,
                                          amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
         row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=scheduler.get_last_lr()[0])
@@ -114,6 +115,14 @@ def fit(cfg: TrainConfig) -> Path:
         tracker.check_leak()
         tracker.close()
     return model_path
+
+
+def with_levels(batch: dict[str, torch.Tensor], net: DecodeNet, jitter: float) -> dict[str, torch.Tensor]:
+    """Each whole frame's level (``DecodeNet.normalize``), perturbed by ``jitter`` times the batch's own noise,
+    set before the frames are cut into chunks: a level seen at inference comes from a whole (larger) frame."""
+    noise = batch.pop("level_noise")
+    batch["level"] = net.frame_level(batch["frames"]) + jitter * noise.to(batch["frames"].device)
+    return batch
 
 
 def _save(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.optim.Optimizer,

@@ -53,7 +53,7 @@ def train_step(
     for batch in micro_batches:
         batch = to_device(batch, device)
         with autocast(device, amp_dtype):
-            output = model(batch["frames"])
+            output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"))
         terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
         scaler.scale(terms.total / n_micro).backward()
         sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).detach() / n_micro

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -73,14 +75,42 @@ def test_integer_input_and_bad_shapes(tiny: DecodeNet) -> None:
 
 
 def test_padding_convention_is_zero_in_normalized_units(tiny: DecodeNet) -> None:
-    """forward pads the *normalized* frame with zeros = input_offset photons, at the bottom and right."""
+    """forward pads the *normalized* frame with zeros = a pixel at the frame's level, at the bottom and right."""
     x = _frames(1, 37, 53)
     ph, pw = tiny.padded_shape(37, 53)
     assert (ph, pw) == (40, 56)
-    x_padded = torch.full((1, 3, ph, pw), tiny.config.input_offset)
+    level = tiny.frame_level(x)  # (1, 3): from the real frames only
+    at_level = ((level + tiny.config.input_offset) / 2) ** 2 - 0.375  # photons whose transform is the level
+    x_padded = at_level[..., None, None].expand(1, 3, ph, pw).clone()
     x_padded[..., :37, :53] = x
     with torch.no_grad():
-        assert _maxdiff(tiny, tiny(x), tiny(x_padded)[..., :37, :53]) <= 1e-6
+        assert _maxdiff(tiny, tiny(x), tiny(x_padded, level=level)[..., :37, :53]) <= 1e-5
+
+
+def test_linear_input_pads_with_the_offset() -> None:
+    """Format-1 models ('linear'): the padding is input_offset photons, one input channel."""
+    net = DecodeNet(ModelConfig.tiny(input_transform="linear", input_offset=100.0, input_scale=100.0)).eval()
+    x = _frames(1, 37, 53)
+    x_padded = torch.full((1, 3, 40, 56), 100.0)
+    x_padded[..., :37, :53] = x
+    with torch.no_grad():
+        assert net.normalize(x).shape == (1, 3, 1, 37, 53)
+        assert _maxdiff(net, net(x), net(x_padded)[..., :37, :53]) <= 1e-6
+
+
+def test_read_noise_channel() -> None:
+    """The second input channel carries log1p(read variance) / 3: a map changes the output where it differs."""
+    net = DecodeNet(ModelConfig.tiny()).eval()
+    x = _frames(1, 100, 100)
+    var = torch.full((1, 100, 100), 2.0)
+    hot = var.clone()
+    hot[0, 5, 7] = 400.0
+    with torch.no_grad():
+        norm = net.normalize(x, read_var=hot[:, None])
+        assert norm.shape == (1, 3, 2, 100, 100)
+        torch.testing.assert_close(norm[0, :, 1, 5, 7], torch.full((3,), math.log1p(400.0) / 3))
+        diff = (net(x, read_var=hot) - net(x, read_var=var)).abs().amax(dim=1)[0]
+    assert diff[5, 7] > 0 and diff[90, 90] == 0  # only inside the receptive field of the hot pixel
 
 
 def test_forward_is_composition_of_parts(tiny: DecodeNet) -> None:
@@ -88,7 +118,7 @@ def test_forward_is_composition_of_parts(tiny: DecodeNet) -> None:
     with torch.no_grad():
         whole = tiny(x)
         x_norm = tiny.pad(tiny.normalize(x))
-        feats = [tiny.frame_features(x_norm[:, i : i + 1]) for i in range(3)]
+        feats = [tiny.frame_features(x_norm[:, i]) for i in range(3)]
         parts = tiny.temporal(*feats)[..., :21, :30]
     assert _maxdiff(tiny, whole, parts) <= 1e-6
 
@@ -101,7 +131,7 @@ def test_frame_features_computed_once_and_reused(tiny: DecodeNet) -> None:
     windows = torch.stack([stack[[max(t - 1, 0), t, min(t + 1, t_max)]] for t in range(t_max + 1)])
     with torch.no_grad():
         per_window = tiny(windows)
-        feats = tiny.frame_features(tiny.pad(tiny.normalize(stack))[:, None])  # once per frame
+        feats = tiny.frame_features(tiny.pad(tiny.normalize(stack)))  # once per frame
         reused = torch.cat(
             [tiny.temporal(feats[[max(t - 1, 0)]], feats[[t]], feats[[min(t + 1, t_max)]]) for t in range(t_max + 1)]
         )
@@ -136,14 +166,15 @@ def test_receptive_field_bounds_an_impulse(tiny: DecodeNet, frame: int) -> None:
     rf = tiny.receptive_field()
     size = 2 * rf + 24
     x = _frames(1, size, size, seed=5)
+    level = tiny.frame_level(x)  # held fixed: the impulse must not move the frames' levels
     with torch.no_grad():
-        base = tiny(x)
+        base = tiny(x, level=level)
         reached = 0
         for a in range(tiny.downsample_factor):  # every position modulo the down-sampling factor
             r0, c0 = size // 2 + a, size // 2 - a
             x2 = x.clone()
             x2[0, frame, r0, c0] += 1000.0
-            changed = (tiny(x2) != base).any(dim=1)[0]
+            changed = (tiny(x2, level=level) != base).any(dim=1)[0]
             rows = torch.arange(size)[:, None].expand(size, size)
             cols = torch.arange(size)[None, :].expand(size, size)
             dist = torch.maximum((rows - r0).abs(), (cols - c0).abs())
@@ -155,7 +186,7 @@ def test_receptive_field_bounds_an_impulse(tiny: DecodeNet, frame: int) -> None:
 
 def _tile_output(net: DecodeNet, x_norm: torch.Tensor, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
     tile = x_norm[..., r0:r1, c0:c1]
-    feats = [net.frame_features(tile[:, i : i + 1]) for i in range(3)]
+    feats = [net.frame_features(tile[:, i]) for i in range(3)]
     return net.temporal(*feats)
 
 
@@ -173,7 +204,7 @@ def test_tile_with_halo_reproduces_whole_frame(tiny: DecodeNet, interior: tuple[
         r0, r1, c0, c1 = max(i0 - halo, 0), min(i1 + halo, ph), max(j0 - halo, 0), min(j1 + halo, pw)
         assert all(v % f == 0 for v in (r0, r1, c0, c1))
         tiled = _tile_output(tiny, x_norm, r0, r1, c0, c1)[..., i0 - r0 : i1 - r0, j0 - c0 : j1 - c0]
-        ref = tiny.temporal(*[tiny.frame_features(x_norm[:, i : i + 1]) for i in range(3)])[..., i0:i1, j0:j1]
+        ref = tiny.temporal(*[tiny.frame_features(x_norm[:, i]) for i in range(3)])[..., i0:i1, j0:j1]
         assert _maxdiff(tiny, tiled, ref) <= 1e-5
         hi, wi = min(i1, h) - i0, min(j1, w) - j0  # the same pixels of forward's cropped output
         assert _maxdiff(tiny, tiled[..., :hi, :wi], whole[..., i0 : i0 + hi, j0 : j0 + wi]) <= 1e-5

@@ -17,7 +17,7 @@ CFG = SimulationConfig(frame_size=(24, 32), density=2.0)
 def test_sample_contract() -> None:
     s = SimulatedDataset(CFG, seed=0).sample(0)
     k = CFG.k_max
-    assert set(s) == {"frames", "em", "mask", "bg"}
+    assert set(s) == {"frames", "em", "mask", "bg", "read_var"}
     assert s["frames"].shape == (3, 24, 32) and s["frames"].dtype == torch.float32
     assert s["em"].shape == (k, 4) and s["em"].dtype == torch.float32
     assert s["mask"].shape == (k,) and s["mask"].dtype == torch.bool

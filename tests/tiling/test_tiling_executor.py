@@ -22,12 +22,12 @@ def _stack(t: int, h: int, w: int, seed: int = 0) -> np.ndarray:
     return (100 + 400 * np.random.default_rng(seed).random((t, h, w))).astype(np.float32)
 
 
-def _whole(net: DecodeNet, stack: np.ndarray) -> np.ndarray:
+def _whole(net: DecodeNet, stack: np.ndarray, read_var=None) -> np.ndarray:
     """The reference: the network on each full window (t-1, t, t+1), edge frames repeated."""
     t = len(stack)
     idx = np.clip(np.arange(t)[:, None] + np.arange(-1, 2)[None], 0, t - 1)
     with torch.no_grad():
-        return net(torch.from_numpy(stack[idx])).numpy()
+        return net(torch.from_numpy(stack[idx]), read_var=read_var).numpy()
 
 
 def _tiled(executor: TiledExecutor, stack: np.ndarray) -> tuple[np.ndarray, list]:
@@ -212,7 +212,7 @@ def test_camera_converts_raw_frames_to_photons_on_the_device(tiny: DecodeNet) ->
     adu = np.round(camera.to_adu(photons)).astype(np.uint16)
     cfg = TileConfig(chunk_size=8, batch_size=4)
     out, _ = _tiled(TiledExecutor(tiny, (24, 24), cfg, camera=camera), adu)
-    ref = _whole(tiny, camera.to_photons(adu).astype(np.float32))
+    ref = _whole(tiny, camera.to_photons(adu).astype(np.float32), camera.read_variance_photons)
     assert _scaled_maxdiff(tiny, out, ref) <= 1e-5
 
 

@@ -39,10 +39,10 @@ def test_chunking_feeds_the_network_only_chunk_sized_crops(tiny_cfg: TrainConfig
     seen: list[tuple[int, int]] = []
     forward = DecodeNet.forward
 
-    def spy(self, x):
+    def spy(self, x, **kwargs):
         if self.training:
             seen.append(tuple(x.shape[-2:]))
-        return forward(self, x)
+        return forward(self, x, **kwargs)
 
     monkeypatch.setattr(DecodeNet, "forward", spy)
     cfg = replace(tiny_cfg, steps=1, use_chunking=True, chunk_size=16,
