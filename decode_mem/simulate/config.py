@@ -353,10 +353,7 @@ class SimulationConfig:
         else:
             photons = (max(self.photons_min, self.photons_mean - 2 * self.photons_std),
                        self.photons_mean + 2 * self.photons_std)
-        if self.bg_mode == "mixed":
-            kinds = ["uniform", "smooth", "cell"]
-        else:
-            kinds = [self.bg_mode]
+        kinds = ["uniform", "smooth", "cell"] if self.bg_mode == "mixed" else [self.bg_mode]
         (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
         return {
             "psf": self.psf,

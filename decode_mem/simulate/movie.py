@@ -3,9 +3,10 @@
 A movie is a pure function of ``(config, seed)``: its physics (PSF width, density, camera: ``physics``) and
 the background field from their own streams, the emitters from ``BlinkingProcess`` (seeded per epoch), the
 noise of frame ``t`` from its own generator ``(seed, t)``, sCMOS maps from their own stream. The background
-field is fixed; with ``bg_bleach`` its level decays over time. So the block size changes memory and speed, never the result, and the
-first ``n`` frames of a longer movie are the movie of ``n`` frames (on one device type: CPU and CUDA
-generators differ; on CUDA, ``index_add_`` sums in a nondeterministic order, which can move a rounded count).
+field is fixed; with ``bg_bleach`` its level decays over time. So the block size changes memory and speed,
+never the result, and the first ``n`` frames of a longer movie are the movie of ``n`` frames (on one device
+type: CPU and CUDA generators differ; on CUDA, ``index_add_`` sums in a nondeterministic order, which can
+move a rounded count).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from decode_mem.io.camera import Camera, PixelMaps
 from decode_mem.io.table import EmitterTable
 from decode_mem.simulate.config import SimulationConfig
-from decode_mem.io.camera import Camera, PixelMaps
 from decode_mem.simulate.emitters import (
     STREAM_BG,
     STREAM_NOISE,

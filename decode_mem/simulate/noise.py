@@ -14,6 +14,7 @@ round and clip. ``em_gain`` is 1 for ``Camera.scmos()``; the per-pixel maps defa
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 
