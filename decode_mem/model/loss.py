@@ -13,11 +13,11 @@ Per frame, with ``p_k = sigmoid(p_logit_k)`` the detection probability of pixel 
   ``L_loc = -sum_e log sum_k pi_k N(u_e; mean_k, sigma_k^2)`` (log-sum-exp over pixels). Every dimension is
   expressed in scaled units first: photons / photon_scale, x and y in px, z / z_scale. A 2-D model
   (``ModelConfig.use_z=False``) drops the z dimension.
-* **bg**: ``sum_pixels(((bg_pred - bg_true) / unit)^2)``, a sum over the frame's pixels as in DECODE (a
-  per-pixel mean would make the term ~H*W times smaller than the others and the background barely learnt);
-  like the loc term, which sums over emitters, it grows with the crop area. ``unit`` is the pixel's Poisson
-  noise ``sqrt(bg_true + 1)`` (``bg_loss='noise'``: errors count alike from 5 to 5000 photons/px) or the
-  model's ``bg_scale`` (``'scaled'``).
+* **bg**: ``bg_loss='scaled'``: ``sum_pixels(((bg_pred - bg_true) / bg_scale)^2)``, a sum over the frame's
+  pixels as in DECODE (a per-pixel mean of errors relative to ``bg_scale`` would be ~H*W times smaller than
+  the other terms and the background barely learnt); ``'noise'``: ``mean_pixels(((bg_pred - bg_true) / u)^2)``
+  with ``u = sqrt(bg_true + 1)`` the pixel's Poisson noise, so errors count alike from 5 to 5000 photons/px
+  and a background known to a tenth of the noise costs 0.01 per frame, whatever the crop size.
 
 ``total = count_weight * count + loc_weight * loc + bg_weight * bg``; every term is averaged over the
 frames of the batch. Everything runs in float32 with autocast disabled, whatever the output's dtype.
@@ -143,8 +143,10 @@ def decode_loss(
         loc = _loc_nll(out, log_p, em, mask, use_z, photon_scale, z_scale)
 
         bg_pred = out[:, CHANNEL_INDEX["bg"]]
-        unit = torch.sqrt(bg.clamp_min(0) + 1.0) if cfg.bg_loss == "noise" else bg_scale
-        bg_term = (((bg_pred - bg) / unit) ** 2).sum(dim=(1, 2))
+        if cfg.bg_loss == "noise":
+            bg_term = ((bg_pred - bg) ** 2 / (bg.clamp_min(0) + 1.0)).mean(dim=(1, 2))
+        else:
+            bg_term = (((bg_pred - bg) / bg_scale) ** 2).sum(dim=(1, 2))
 
         count, loc, bg_term = count.mean(), loc.mean(), bg_term.mean()
         total = cfg.count_weight * count + cfg.loc_weight * loc + cfg.bg_weight * bg_term

@@ -34,7 +34,8 @@ frame, ``frame_level``), minus ``input_offset``, over ``input_scale``; so a fram
 and the zero padding at the frame's edges looks like more background, whatever the camera and the
 background level. A second input channel carries the read-noise variance per pixel (``log1p`` of it in
 photons²: a constant for an EMCCD or an sCMOS without maps, the calibration map for an sCMOS with maps), so
-the network can discount noisy pixels. ``input_transform='linear'`` is the original
+the network can discount noisy pixels; a third the frame's level itself (``level / LEVEL_UNIT``, constant over
+the frame), without which photons and background could not be told apart. ``input_transform='linear'`` is the original
 ``(x − input_offset)/input_scale`` of one channel (models trained before the transform existed).
 
 The network is tile-exact (DESIGN.md §5): no normalization layers, zero 'same' padding, max-pool
@@ -82,6 +83,7 @@ _HEAD_CHANNELS = (("p", 1), ("mean", 4), ("sigma", 4), ("bg", 1))  # concatenate
 INPUT_TRANSFORMS = ("anscombe", "linear")
 BG_PARAMS = ("sqrt", "linear")
 LEVEL_SAMPLES = 4096  # frame_level reads about this many pixels of a frame (a fixed sub-grid)
+LEVEL_UNIT = 20.0  # the level channel: level / LEVEL_UNIT (levels run from ~3 to ~200)
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,8 @@ class ModelConfig:
 
     @property
     def input_channels(self) -> int:
-        """Channels per frame after ``normalize``: 2 (frame, read noise) for 'anscombe', 1 for 'linear'."""
-        return 2 if self.input_transform == "anscombe" else 1
+        """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear'."""
+        return 3 if self.input_transform == "anscombe" else 1
 
     def output_scales(self) -> tuple[float, ...]:
         """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
@@ -297,10 +299,11 @@ class DecodeNet(nn.Module):
             return ((x - cfg.input_offset) / cfg.input_scale).unsqueeze(-3)
         if level is None:
             level = self.frame_level(x)
-        frame = (_anscombe(x) - level[..., None, None] - cfg.input_offset) / cfg.input_scale
+        level = level[..., None, None]
+        frame = (_anscombe(x) - level - cfg.input_offset) / cfg.input_scale
         noise = torch.log1p(torch.as_tensor(0.0 if read_var is None else read_var, dtype=frame.dtype,
                                             device=frame.device).clamp_min(0)) / 3.0
-        return torch.stack([frame, noise.expand_as(frame)], dim=-3)
+        return torch.stack([frame, noise.expand_as(frame), (level / LEVEL_UNIT).expand_as(frame)], dim=-3)
 
     def padded_shape(self, height: int, width: int) -> tuple[int, int]:
         """(H', W'): H and W rounded up to multiples of ``downsample_factor``."""

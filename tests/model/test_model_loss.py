@@ -124,8 +124,8 @@ def test_zero_emitter_frames_and_masked_garbage() -> None:
     ):
         terms = _loss(out, em, mask, bg)
         assert terms.loc.item() == 0.0
-        # the default bg term counts errors in units of the pixel's Poisson noise, sqrt(90 + 1)
-        assert math.isfinite(terms.count.item()) and terms.bg.item() == pytest.approx(120 * 10.0**2 / 91.0)
+        # the default bg term: mean over pixels of errors in units of the pixel's Poisson noise, sqrt(90 + 1)
+        assert math.isfinite(terms.count.item()) and terms.bg.item() == pytest.approx(10.0**2 / 91.0)
         scaled = _loss(out, em, mask, bg, LossConfig(bg_loss="scaled"))
         assert scaled.bg.item() == pytest.approx(120 * (10.0 / BGS) ** 2)
         (grad,) = torch.autograd.grad(terms.total, out)

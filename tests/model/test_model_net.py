@@ -75,16 +75,21 @@ def test_integer_input_and_bad_shapes(tiny: DecodeNet) -> None:
 
 
 def test_padding_convention_is_zero_in_normalized_units(tiny: DecodeNet) -> None:
-    """forward pads the *normalized* frame with zeros = a pixel at the frame's level, at the bottom and right."""
+    """forward pads the *normalized* frame with zeros in every channel, at the bottom and right: the frame
+    channel reads as a pixel at the frame's level, the read-noise and level channels as 0."""
     x = _frames(1, 37, 53)
     ph, pw = tiny.padded_shape(37, 53)
     assert (ph, pw) == (40, 56)
-    level = tiny.frame_level(x)  # (1, 3): from the real frames only
-    at_level = ((level + tiny.config.input_offset) / 2) ** 2 - 0.375  # photons whose transform is the level
-    x_padded = at_level[..., None, None].expand(1, 3, ph, pw).clone()
-    x_padded[..., :37, :53] = x
     with torch.no_grad():
-        assert _maxdiff(tiny, tiny(x), tiny(x_padded, level=level)[..., :37, :53]) <= 1e-5
+        norm = tiny.normalize(x)  # (1, 3, C, 37, 53)
+        padded = torch.zeros((1, 3, norm.shape[2], ph, pw))
+        padded[..., :37, :53] = norm
+        assert torch.equal(tiny.pad(norm), padded)
+        by_hand = tiny.temporal(*[tiny.frame_features(padded[:, i]) for i in range(3)])[..., :37, :53]
+        assert _maxdiff(tiny, tiny(x), by_hand) <= 1e-5
+        # the level channel is what tells frames apart that differ only by their background level
+        norm_bright = tiny.normalize(x + 500.0)
+        assert (norm_bright[:, :, 2] > norm[:, :, 2]).all()
 
 
 def test_linear_input_pads_with_the_offset() -> None:
@@ -107,7 +112,7 @@ def test_read_noise_channel() -> None:
     hot[0, 5, 7] = 400.0
     with torch.no_grad():
         norm = net.normalize(x, read_var=hot[:, None])
-        assert norm.shape == (1, 3, 2, 100, 100)
+        assert norm.shape == (1, 3, 3, 100, 100)
         torch.testing.assert_close(norm[0, :, 1, 5, 7], torch.full((3,), math.log1p(400.0) / 3))
         diff = (net(x, read_var=hot) - net(x, read_var=var)).abs().amax(dim=1)[0]
     assert diff[5, 7] > 0 and diff[90, 90] == 0  # only inside the receptive field of the hot pixel
