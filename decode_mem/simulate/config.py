@@ -93,7 +93,8 @@ class SimulationConfig:
     - ``photons_*``: flux of an emitter, photons per *full* frame on; drawn from ``photons_dist``
       ('normal' | 'lognormal' | 'uniform') with the given mean and std, clipped below at ``photons_min``,
       or log-uniformly in ``photons_range`` ('loguniform').
-    - ``on_time``: mean of the exponential on-time, in frames.
+    - ``on_time``: mean of the exponential on-time, in frames; ``on_time_range`` (low, high) draws one mean
+      per movie log-uniformly instead.
     - ``bg``: background in photons/px, one value or a (low, high) range from which one level per sample
       (training window) or per movie is drawn (``bg_dist``: 'uniform' or 'loguniform'). ``bg_mode``:
       'uniform'; 'smooth' modulates that level by a random low-frequency field ``level·(1 + bg_smooth_amplitude·f)``,
@@ -124,6 +125,7 @@ class SimulationConfig:
     photons_min: float = 1.0
     photons_range: tuple[float, float] = (500.0, 20000.0)
     on_time: float = 2.0
+    on_time_range: tuple[float, float] | None = None
     bg: tuple[float, float] = (100.0, 100.0)
     bg_dist: str = "uniform"
     bg_mode: str = "uniform"
@@ -181,7 +183,7 @@ class SimulationConfig:
         if not 0 <= self.bg_bleach < 1:
             raise ConfigError(f"simulation.bg_bleach must be in [0, 1), got {self.bg_bleach!r}")
         fix("photons_range", _range(self.photons_range, "photons_range"))
-        for name in ("psf_sigma_range", "density_range", "pixel_size_range"):
+        for name in ("psf_sigma_range", "density_range", "pixel_size_range", "on_time_range"):
             if getattr(self, name) is not None:
                 fix(name, _range(getattr(self, name), name))
         if not 0 <= self.psf_sigma_jitter < 0.5:
@@ -297,10 +299,11 @@ class SimulationConfig:
         """Expected number of emitters visible in a frame with their centre inside the frame."""
         return self.density * self.height * self.width * self.um2_per_px
 
-    def start_rate_for(self, density_px: float) -> float:
-        """Emitters switching on per frame over the placement area for ``density_px`` emitters/px²."""
+    def start_rate_for(self, density_px: float, on_time: float | None = None) -> float:
+        """Emitters switching on per frame over the placement area for ``density_px`` emitters/px²
+        (and mean on-time ``on_time``, default ``self.on_time``)."""
         (x0, x1), (y0, y1) = self.extent
-        return density_px * (x1 - x0) * (y1 - y0) / (self.on_time + 1.0)
+        return density_px * (x1 - x0) * (y1 - y0) / ((self.on_time if on_time is None else on_time) + 1.0)
 
     @property
     def start_rate(self) -> float:
@@ -364,6 +367,7 @@ class SimulationConfig:
             "background_kinds": kinds,
             "camera_kinds": list(self.camera_kinds) or [self.camera.kind],
             "density_per_um2": list(self.density_bounds),
+            "on_time_frames": list(self.on_time_range or (self.on_time, self.on_time)),
         }
 
     @property

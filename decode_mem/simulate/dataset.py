@@ -74,9 +74,10 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
     k = config.k_max
     dev = generator.device
     physics = draw_physics(config, b, generator)
-    varies = config.density_range is not None or config.pixel_size_range is not None
+    varies = any(r is not None for r in (config.density_range, config.pixel_size_range, config.on_time_range))
     emitters = stationary_emitters(config, WINDOW, generator, n_movies=b,
-                                   rate=physics.start_rates(config) if varies else None)
+                                   rate=physics.start_rates(config) if varies else None,
+                                   on_time=physics.on_time if config.on_time_range is not None else None)
     rows = frame_rows(emitters, 0, WINDOW)
     bg = background(config, b, generator)
     expected = torch.zeros((b * WINDOW, h, w), device=dev)

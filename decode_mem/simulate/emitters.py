@@ -144,8 +144,10 @@ def _poisson_counts(mean: float | torch.Tensor, n: int, generator: torch.Generat
 
 
 def _draw(config: SimulationConfig, movie: torch.Tensor, t_low: float, t_high: float | None,
-          generator: torch.Generator) -> Emitters:
-    """Attributes of ``len(movie)`` emitters; start uniform in [t_low, t_high), or at t_low if t_high is None."""
+          generator: torch.Generator, on_time: Rate | None = None) -> Emitters:
+    """Attributes of ``len(movie)`` emitters; start uniform in [t_low, t_high), or at t_low if t_high is None.
+
+    ``on_time``: mean on-time per movie ((n_movies,) tensor) or for all (default ``config.on_time``)."""
     n = movie.numel()
     dev = generator.device
     (x0, x1), (y0, y1) = config.extent
@@ -157,8 +159,12 @@ def _draw(config: SimulationConfig, movie: torch.Tensor, t_low: float, t_high: f
     else:
         z = torch.zeros(n, device=dev)
     flux = sample_flux(config, n, generator)
-    duration = torch.empty(n, dtype=torch.float64, device=dev).exponential_(1.0 / config.on_time,
-                                                                             generator=generator)
+    if isinstance(on_time, torch.Tensor):
+        duration = torch.empty(n, dtype=torch.float64, device=dev).exponential_(1.0, generator=generator)
+        duration = duration * on_time.to(device=dev, dtype=torch.float64)[movie]
+    else:
+        mean = config.on_time if on_time is None else float(on_time)
+        duration = torch.empty(n, dtype=torch.float64, device=dev).exponential_(1.0 / mean, generator=generator)
     if t_high is None:
         start = torch.full((n,), float(t_low), dtype=torch.float64, device=dev)
     else:
@@ -174,35 +180,37 @@ def _movie_index(counts: torch.Tensor) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
 
 
-Rate = float | torch.Tensor  # emitters switching on per frame: one for all movies, or (n_movies,)
+Rate = float | torch.Tensor  # per frame: one value for all movies, or (n_movies,)
 
 
 def initial_emitters(config: SimulationConfig, generator: torch.Generator, n_movies: int = 1,
-                     rate: Rate | None = None) -> Emitters:
+                     rate: Rate | None = None, on_time: Rate | None = None) -> Emitters:
     """Emitters already on at t = 0 in the stationary state (start = 0, exponential remaining on-time).
 
-    ``rate``: start rate per movie (default ``config.start_rate``)."""
+    ``rate``: start rate per movie (default ``config.start_rate``); ``on_time``: mean on-time per movie
+    (default ``config.on_time``)."""
     rate = config.start_rate if rate is None else rate
-    counts = _poisson_counts(rate * config.on_time, n_movies, generator)
-    return _draw(config, _movie_index(counts), 0.0, None, generator)
+    mean_on = config.on_time if on_time is None else on_time
+    counts = _poisson_counts(rate * mean_on, n_movies, generator)
+    return _draw(config, _movie_index(counts), 0.0, None, generator, on_time)
 
 
 def new_emitters(config: SimulationConfig, t_low: float, t_high: float, generator: torch.Generator,
-                 n_movies: int = 1, rate: Rate | None = None) -> Emitters:
+                 n_movies: int = 1, rate: Rate | None = None, on_time: Rate | None = None) -> Emitters:
     """Emitters switching on in ``[t_low, t_high)`` (Poisson number, uniform start times)."""
     rate = config.start_rate if rate is None else rate
     counts = _poisson_counts(rate * (t_high - t_low), n_movies, generator)
-    return _draw(config, _movie_index(counts), t_low, t_high, generator)
+    return _draw(config, _movie_index(counts), t_low, t_high, generator, on_time)
 
 
 def stationary_emitters(config: SimulationConfig, n_frames: int, generator: torch.Generator,
-                        n_movies: int = 1, rate: Rate | None = None) -> Emitters:
+                        n_movies: int = 1, rate: Rate | None = None, on_time: Rate | None = None) -> Emitters:
     """All emitters visible in frames ``[0, n_frames)`` of ``n_movies`` independent stationary movies.
 
     One generator for everything: used for training windows (n_frames = 3), batched over samples.
     """
-    return Emitters.cat([initial_emitters(config, generator, n_movies, rate),
-                         new_emitters(config, 0.0, float(n_frames), generator, n_movies, rate)])
+    return Emitters.cat([initial_emitters(config, generator, n_movies, rate, on_time),
+                         new_emitters(config, 0.0, float(n_frames), generator, n_movies, rate, on_time)])
 
 
 def frame_rows(emitters: Emitters, t0: int, t1: int) -> FrameRows:
@@ -229,14 +237,15 @@ class BlinkingProcess:
     """
 
     def __init__(self, config: SimulationConfig, seed: int, device: torch.device | str = "cpu",
-                 epoch: int = EPOCH_FRAMES, rate: float | None = None) -> None:
+                 epoch: int = EPOCH_FRAMES, rate: float | None = None, on_time: float | None = None) -> None:
         self.config = config
         self.seed = int(seed)
         self.device = torch.device(device)
         self.epoch = int(epoch)
         self.rate = config.start_rate if rate is None else float(rate)
+        self.on_time = None if on_time is None else float(on_time)
         self._pool = initial_emitters(config, seeded_generator(self.seed, STREAM_INIT, device=self.device),
-                                      rate=self.rate)
+                                      rate=self.rate, on_time=self.on_time)
         self._next_epoch = 0
         self._t = 0
 
@@ -248,7 +257,7 @@ class BlinkingProcess:
             k = self._next_epoch
             gen = seeded_generator(self.seed, STREAM_EPOCH, k, device=self.device)
             fresh = new_emitters(self.config, float(k * self.epoch), float((k + 1) * self.epoch), gen,
-                                 rate=self.rate)
+                                 rate=self.rate, on_time=self.on_time)
             self._pool = Emitters.cat([self._pool, fresh])
             self._next_epoch += 1
         self._pool = self._pool.select(torch.nonzero(self._pool.end > t0).squeeze(1))  # forget finished ones

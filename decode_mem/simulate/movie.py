@@ -103,9 +103,10 @@ class MovieSimulator:
         physics = draw_physics(config, 1, seeded_generator(self.seed, STREAM_PHYSICS, device=self.device))
         self.camera: Camera = physics.cameras[0]
         self.sigma0 = tuple(float(v) for v in physics.sigma0[0])
-        varies = config.density_range is not None or config.pixel_size_range is not None
+        varies = any(r is not None for r in (config.density_range, config.pixel_size_range, config.on_time_range))
         rate = float(physics.start_rates(config)[0]) if varies else None
-        self.process = BlinkingProcess(config, self.seed, self.device, rate=rate)
+        on_time = float(physics.on_time[0]) if config.on_time_range is not None else None
+        self.process = BlinkingProcess(config, self.seed, self.device, rate=rate, on_time=on_time)
         self.bg = background(config, 1, seeded_generator(self.seed, STREAM_BG, device=self.device))[0]
         self.sensor: PixelMaps | None = None
         if self.camera.kind == "scmos" and config.sensor_variation > 0:

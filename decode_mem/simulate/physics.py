@@ -1,6 +1,7 @@
 """Per-movie physics: the PSF width, density, background level and camera each movie (training sample) gets.
 
-A config with ranges (``psf_sigma_range``, ``density_range``, ``pixel_size_range``, ``camera_kinds``)
+A config with ranges (``psf_sigma_range``, ``density_range``, ``pixel_size_range``, ``on_time_range``,
+``camera_kinds``)
 describes a family of experiments; ``draw_physics`` picks one member per movie. Without ranges every movie
 gets the config's fixed values and nothing is drawn from the generator (so fixed-physics streams are
 unchanged). The camera ranges follow DESIGN.md §8: EMCCD with EM gain 100–1000, baseline 100–500 ADU,
@@ -30,16 +31,19 @@ QE = (0.6, 0.95)
 @dataclass(frozen=True)
 class Physics:
     """What ``n`` movies were given: ``sigma0`` (n, 2) px, ``density_px`` (n,) emitters per px² visible per
-    frame, ``cameras`` (one per movie) and ``maps_known`` (n,) bool (convert with the per-pixel maps)."""
+    frame, ``on_time`` (n,) mean on-time in frames, ``cameras`` (one per movie) and ``maps_known`` (n,) bool
+    (convert with the per-pixel maps)."""
 
     sigma0: torch.Tensor
     density_px: torch.Tensor
+    on_time: torch.Tensor
     cameras: tuple[Camera, ...]
     maps_known: torch.Tensor
 
     def start_rates(self, config: SimulationConfig) -> torch.Tensor:
         """Emitters switching on per frame over the placement area, per movie (float64)."""
-        return torch.tensor([config.start_rate_for(float(d)) for d in self.density_px.tolist()],
+        return torch.tensor([config.start_rate_for(float(d), float(t)) for d, t in
+                             zip(self.density_px.tolist(), self.on_time.tolist(), strict=True)],
                             dtype=torch.float64, device=self.density_px.device)
 
 
@@ -64,6 +68,8 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
     pixel = (_uniform(*config.pixel_size_range, n, generator) if config.pixel_size_range is not None
              else torch.full((n,), config.camera.pixel_size, dtype=torch.float64, device=dev))
     density_px = density * (pixel / 1000.0) ** 2
+    on_time = (_loguniform(*config.on_time_range, n, generator) if config.on_time_range is not None
+               else torch.full((n,), config.on_time, dtype=torch.float64, device=dev))
     if config.camera_kinds:
         kinds = torch.randint(len(config.camera_kinds), (n,), generator=generator, device=dev).tolist()
         cameras = tuple(random_camera(config.camera_kinds[k], float(p), generator)
@@ -74,7 +80,7 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
         known = torch.rand(n, generator=generator, device=dev) < config.maps_known
     else:
         known = torch.ones(n, dtype=torch.bool, device=dev)
-    return Physics(sigma0.contiguous(), density_px, cameras, known)
+    return Physics(sigma0.contiguous(), density_px, on_time, cameras, known)
 
 
 def random_camera(kind: str, pixel_size: float, generator: torch.Generator) -> Camera:
