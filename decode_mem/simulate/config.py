@@ -97,11 +97,12 @@ class SimulationConfig:
       per movie log-uniformly instead.
     - ``bg``: background in photons/px, one value or a (low, high) range from which one level per sample
       (training window) or per movie is drawn (``bg_dist``: 'uniform' or 'loguniform'). ``bg_mode``:
-      'uniform'; 'smooth' modulates that level by a random low-frequency field ``level·(1 + bg_smooth_amplitude·f)``,
-      ``f`` in [−1, 1], correlation length ~``bg_smooth_scale`` px; 'cell' is a cell-like field (gradient,
-      smooth field and bright blobs of ~``bg_smooth_scale`` px, several-fold brighter than the glass) whose
-      median is the level; 'mixed' picks one of the three per movie. ``bg_bleach``: movies only, the fraction
-      of the background lost per 1000 frames (exponential decay).
+      'uniform'; 'smooth' modulates that level by a random low-frequency field
+      ``level·(1 + bg_smooth_amplitude·f)``, ``f`` in [−1, 1], correlation length ~``bg_smooth_scale`` px;
+      'cell' is a cell-like field (gradient, smooth field and bright blobs of ~``bg_smooth_scale`` px,
+      ``bg_smooth_amplitude`` × 1–10 times brighter than the glass at their centre) whose median is the level;
+      'mixed' picks one of the three per movie. ``bg_bleach``: movies only, the fraction of the background
+      lost per 1000 frames (exponential decay).
     - ``psf``: 'gauss2d' (pixel-integrated Gaussian, z = 0) or 'astig3d' (astigmatic Gaussian, z uniform in
       ``z_range`` nm); ``psf_sigma`` is σ0 in px (one value or (σx0, σy0)); ``psf_sigma_range`` (low, high)
       draws one σ0 per movie uniformly instead; ``psf_sigma_jitter`` is the relative per-emitter spread of σ.

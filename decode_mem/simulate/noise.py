@@ -122,8 +122,8 @@ def cell_field(config: SimulationConfig, generator: torch.Generator) -> torch.Te
     """(H, W) cell-like relative background with median 1: a gradient, a smooth field and 1–3 bright blobs.
 
     The structure size is ``bg_smooth_scale`` times a factor log-uniform in [0.5, 4]; blobs (nuclei,
-    out-of-focus light) are 0.5–5× brighter than the rest at their centre, so the field varies several-fold
-    across a cell and its surroundings.
+    out-of-focus light) add ``bg_smooth_amplitude`` × 1–10 (log-uniform) times the base level at their centre
+    (0.5–5× for the default 0.5), so the field varies several-fold across a cell and its surroundings.
     """
     dev = generator.device
     h, w = config.frame_size
@@ -139,6 +139,6 @@ def cell_field(config: SimulationConfig, generator: torch.Generator) -> torch.Te
         b = torch.rand(4, generator=generator, device=dev).tolist()
         cy, cx = (b[0] * 1.5 - 0.25) * h, (b[1] * 1.5 - 0.25) * w
         radius = scale * (0.5 + b[2])
-        amplitude = 0.5 * 10.0 ** b[3]
+        amplitude = config.bg_smooth_amplitude * 10.0 ** b[3]
         field = field + amplitude * torch.exp(-((rows - cy) ** 2 + (cols - cx) ** 2) / (2 * radius**2))
     return field / field.median()
