@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from decode_mem.cli import int_or_auto
@@ -61,7 +62,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
 
     camera = None
     if args.camera:
-        camera = Camera.from_dict(load_yaml(args.camera, section="camera"))
+        camera = Camera.from_dict(load_yaml(args.camera, section="camera"), base_dir=Path(args.camera).parent)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
     use_amp = args.amp if args.amp is not None else device.startswith("cuda")

@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, required=True, help="number of frames T")
     p.add_argument("--out", required=True, help="output stack: *.tif, *.tiff or *.zarr")
     p.add_argument("--gt", help="ground-truth CSV (ThunderSTORM columns, 1-based frames, nm)")
+    p.add_argument("--camera_out", "--camera-out", dest="camera_out",
+                   help="write the movie's camera as YAML for `infer --camera` (sCMOS maps beside it)")
     p.add_argument("--config", help="YAML with SimulationConfig keys (top level or under 'simulation'); "
                                     "the options below override it")
     p.add_argument("--size", "--frame_size", "--frame-size", dest="size", type=int, nargs=2, metavar=("H", "W"),
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         with tqdm(total=args.frames, unit="frame", desc="simulate", disable=args.quiet) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
-                                    device=args.device, progress=bar.update)
+                                    device=args.device, camera_out=args.camera_out, progress=bar.update)
     except DecodeMemError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

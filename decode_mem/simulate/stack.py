@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import tifffile
 import torch
+import yaml
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
@@ -33,13 +34,15 @@ ZARR_SUFFIXES = (".zarr",)
 
 @dataclass(frozen=True)
 class StackResult:
-    """What ``simulate_stack`` wrote: the stack (T, H, W) uint16 and the ground-truth rows."""
+    """What ``simulate_stack`` wrote: the stack (T, H, W) uint16, the ground-truth rows and, when asked for,
+    the camera YAML (with the sCMOS maps beside it)."""
 
     out: Path
     gt: Path | None
     shape: tuple[int, int, int]
     n_localizations: int
     block: int
+    camera: Path | None = None
 
 
 def stack_format(path: str | os.PathLike) -> str:
@@ -54,7 +57,7 @@ def stack_format(path: str | os.PathLike) -> str:
 
 def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLike,
                    gt: str | os.PathLike | None = None, *, seed: int = 0, block: int | None = None,
-                   device: torch.device | str = "cpu",
+                   device: torch.device | str = "cpu", camera_out: str | os.PathLike | None = None,
                    progress: Callable[[int], object] | None = None) -> StackResult:
     """Simulate ``n_frames`` frames and write them to ``out`` (.tif/.tiff/.zarr) and ``gt`` (ThunderSTORM CSV).
 
@@ -63,6 +66,8 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
     whose centre is inside the frame, once per frame it is on, with the photons it emitted in that frame
     (ThunderSTORM schema: 1-based frames, nm, ``offset`` = background photons/px at the emitter).
     ``progress(n)`` is called after each block with the number of frames just written (e.g. ``tqdm.update``).
+    ``camera_out``: write the movie's camera as a YAML that ``infer --camera`` reads; an sCMOS movie with
+    per-pixel variation gets its maps beside it (``<name>_offset.npy``, ``_e_per_adu.npy``, ``_variance.npy``).
     """
     n_frames = int(n_frames)
     if n_frames < 1:
@@ -100,7 +105,27 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
             _write_tiff(tmp, shape, blocks(), meta)
         else:
             _write_zarr(tmp, shape, block, blocks(), meta)
-    return StackResult(Path(out), None if gt is None else Path(gt), shape, n_rows, block)
+    camera_path = None if camera_out is None else write_camera(sim, camera_out)
+    return StackResult(Path(out), None if gt is None else Path(gt), shape, n_rows, block, camera_path)
+
+
+def write_camera(sim: MovieSimulator, path: str | os.PathLike) -> Path:
+    """The movie's camera as YAML (``section camera``), its sCMOS maps as ``.npy`` files named in it."""
+    path = Path(path)
+    camera = sim.camera.to_dict()
+    if sim.sensor is not None:
+        maps = {"offset_map": ("offset", sim.sensor.baseline),
+                "e_per_adu_map": ("e_per_adu", sim.sensor.e_per_adu),
+                # read noise (e-) -> variance in ADU²
+                "variance_map": ("variance", (sim.sensor.read_noise / sim.sensor.e_per_adu) ** 2)}
+        for key, (name, values) in maps.items():
+            map_path = path.with_name(f"{path.stem}_{name}.npy")
+            with atomic_output(map_path) as tmp, open(tmp, "wb") as fh:
+                np.save(fh, values.cpu().numpy().astype(np.float32))
+            camera[key] = map_path.name  # relative to the YAML
+    with atomic_output(path) as tmp:
+        tmp.write_text(yaml.safe_dump({"camera": camera}, sort_keys=False))
+    return path
 
 
 def _write_tiff(path: Path, shape: tuple[int, int, int], blocks: Iterator[tuple[int, np.ndarray]],

@@ -137,3 +137,20 @@ def test_bigtiff_above_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert result.shape == (4, 8, 8) and result.gt is None
     with tifffile.TiffFile(tmp_path / "b.tif") as tif:
         assert tif.is_bigtiff and tif.series[0].shape == (4, 8, 8)
+
+
+def test_camera_out_writes_a_camera_yaml_with_scmos_maps_that_infer_reads(tmp_path: Path) -> None:
+    from decode_mem.config import load_yaml
+    from decode_mem.io.camera import Camera
+
+    cfg = SimulationConfig(frame_size=(12, 10), camera="scmos", sensor_variation=0.2, density=1.0)
+    result = simulate_stack(cfg, 3, tmp_path / "s.tif", camera_out=tmp_path / "cam" / "camera.yaml")
+    assert result.camera == tmp_path / "cam" / "camera.yaml"
+    camera = Camera.from_dict(load_yaml(result.camera, section="camera"), base_dir=result.camera.parent)
+    assert camera.kind == "scmos" and camera.has_maps
+    maps = camera.load_maps((12, 10))
+    sim = MovieSimulator(cfg, seed=0)
+    np.testing.assert_allclose(maps.baseline, sim.sensor.baseline.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(maps.read_noise, sim.sensor.read_noise.numpy(), rtol=1e-4)  # via ADU² and back
+    assert sorted(p.name for p in (tmp_path / "cam").iterdir()) == [
+        "camera.yaml", "camera_e_per_adu.npy", "camera_offset.npy", "camera_variance.npy"]
