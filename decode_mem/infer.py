@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from decode_mem.cli import int_or_auto
 from decode_mem.config import load_yaml, resolve_device
