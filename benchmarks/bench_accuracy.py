@@ -119,7 +119,7 @@ def tune_picasso(res: dict, gt, px: float) -> tuple[int, float, float]:
 
 
 def run_decode(stack: Path, model_path: Path) -> tuple[object, float]:
-    from decode_mem.engine import predict_stack
+    from decode_mem.infer.predict import predict_stack
     from decode_mem.io import open_stack
     from decode_mem.io.table import EmitterTable
     from decode_mem.model.checkpoint import load_model

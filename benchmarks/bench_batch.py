@@ -31,7 +31,7 @@ NOTE = [
     'during these runs), so 2 engine processes plus the dask client compete for the same cores, and each',
     'worker process holds its own copy of the model and torch (RssAnon per worker ~ one single process).',
     "The dask workers start without dask's `MALLOC_TRIM_THRESHOLD_=65536` (`NO_MALLOC_TRIM` in",
-    "`decode_mem.inference.dask_backend`): with it, the same `predict_range` on 200 frames took 8.9 s in a",
+    "`decode_mem.infer.dask_backend`): with it, the same `predict_range` on 200 frames took 8.9 s in a",
     "worker vs 2.6 s in-process (8.5 s in-process with the variable set): glibc's frozen mmap threshold made",
     "torch 3.3x slower.",
 ]
@@ -39,7 +39,7 @@ MODEL = Path(__file__).resolve().parents[1] / "data" / "models" / "default_2d.pt
 
 
 def child(args: argparse.Namespace) -> None:
-    from decode_mem.inference import InferConfig, run_inference
+    from decode_mem.infer import InferConfig, run_inference
 
     report = run_inference(InferConfig(inputs=(args.input,), out=args.result_dir, model=str(MODEL), threads=1,
                                        workers=args.workers, quiet=True))

@@ -55,7 +55,7 @@ def _sync(device: str) -> None:
 
 def child_stream(a: dict) -> dict:
     """predict_stack over a TIFF of raw ADU frames; RssAnon after every block."""
-    from decode_mem.engine import predict_stack
+    from decode_mem.infer.predict import predict_stack
     from decode_mem.io import open_stack
     from decode_mem.io.camera import Camera
     from decode_mem.memory import measure_phase, read_host_memory

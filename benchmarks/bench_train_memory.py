@@ -4,7 +4,7 @@
     python benchmarks/bench_train_memory.py --device cuda    # GPU: torch.cuda max allocated as well
 
 Each configuration runs in a fresh subprocess: two optimizer steps of ``train_step`` (imported from
-decode_mem.training.step, not copied) on simulated 3-frame windows; the second step is measured with
+decode_mem.train.step, not copied) on simulated 3-frame windows; the second step is measured with
 ``decode_mem.memory.measure_phase`` (RssAnon sampled every 10 ms; CUDA peak since a reset). Writes
 benchmarks/results/train_memory.md and train_memory.png.
 """
@@ -32,9 +32,9 @@ def child(a: dict) -> dict:
     from decode_mem.model.loss import DecodeLoss
     from decode_mem.model.net import DecodeNet, ModelConfig
     from decode_mem.simulate.config import SimulationConfig
-    from decode_mem.training.chunking import chunk_batch, count_crops
-    from decode_mem.training.data import SimulatedBatches
-    from decode_mem.training.step import AMP_DTYPES, make_scaler, train_step
+    from decode_mem.train.chunking import chunk_batch, count_crops
+    from decode_mem.train.data import SimulatedBatches
+    from decode_mem.train.step import AMP_DTYPES, make_scaler, train_step
 
     device = torch.device(a["device"])
     torch.manual_seed(0)

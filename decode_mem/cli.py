@@ -1,8 +1,21 @@
-"""Argument types shared by the command-line tools."""
+"""What every command-line tool shares: one parser shape, one flag spelling, one exit-code convention.
+
+Every ``python -m decode_mem.<job>`` builds its parser with ``new_parser`` (``--debug`` and ``--quiet`` on
+every tool), adds flags with ``add`` (``--chunk_size`` is also accepted as ``--chunk-size``) and runs its
+body through ``run``: exit 0 done, 1 some inputs failed (the body returns 1), 2 bad settings or input
+(a ``DecodeMemError``, printed as one ``error: ...`` line; ``--debug`` shows the traceback instead).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from decode_mem.errors import DecodeMemError
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
 
 
 def int_or_auto(value: str) -> int | str:
@@ -13,3 +26,41 @@ def int_or_auto(value: str) -> int | str:
         return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
+
+
+def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quiet", action="store_true", default=None, help="no progress bars or summary lines")
+    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return p
+
+
+def add(group: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, **kwargs: Any) -> argparse.Action:
+    """``group.add_argument`` with a dashed alias for every underscored long flag (``--a_b`` and ``--a-b``)."""
+    names = list(flags)
+    for flag in flags:
+        if flag.startswith("--") and "_" in flag[2:] and flag.replace("_", "-") not in names:
+            names.append(flag.replace("_", "-"))
+    return group.add_argument(*names, **kwargs)
+
+
+def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int | None],
+        argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run ``body(args)``; map the outcome to the exit-code convention (module docstring)."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, message already printed by argparse)
+        return int(e.code or 0)
+    try:
+        code = body(args)
+    except DecodeMemError as e:
+        if args.debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK if code is None else int(code)

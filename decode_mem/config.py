@@ -13,6 +13,8 @@ import yaml
 
 from decode_mem.errors import ConfigError
 
+AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision everywhere (decode_mem.model.precision)
+
 
 def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: str) -> None:
     """Raise ConfigError for the first key of ``params`` not in ``known`` (a dataclass or a list of names)."""

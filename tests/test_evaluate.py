@@ -17,9 +17,9 @@ from decode_mem.evaluate import (
     StreamingMetrics,
     efficiency,
     evaluate,
-    main,
     match_emitters,
 )
+from decode_mem.evaluate.__main__ import main
 from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import write_thunderstorm_csv

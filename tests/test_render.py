@@ -9,7 +9,8 @@ import tifffile
 from decode_mem.errors import ConfigError
 from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
-from decode_mem.render import main, render, render_counted, render_shape
+from decode_mem.render import render, render_counted, render_shape
+from decode_mem.render.__main__ import main
 
 PX = 100.0  # camera pixel, nm
 RP = 10.0  # render pixel, nm

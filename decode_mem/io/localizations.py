@@ -99,12 +99,16 @@ def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     """Yield the file's localizations as tables of bounded size (about ``chunk_rows`` rows).
 
     ``pixel_size`` (nm) converts CSV/parquet nm back to pixels; parquet falls back to the value in
-    the file; Picasso files are in pixels already and ignore it.
+    the file; Picasso files are in their own pixels, converted to pixels of ``pixel_size`` when it differs
+    (the outer corner, -0.5 px, stays fixed).
     """
     fmt = file_format(path)
     _require_file(path)
     if fmt == "picasso":
-        yield from iter_picasso(path, chunk_rows)
+        own = localization_meta(path).pixel_size
+        scale = 1.0 if pixel_size is None or own is None else own / float(pixel_size)
+        for table in iter_picasso(path, chunk_rows):
+            yield table if scale == 1.0 else _rescaled(table, scale)
     elif fmt == "parquet":
         yield from iter_parquet(path, pixel_size, chunk_rows)
     else:
@@ -118,13 +122,20 @@ def read_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     return EmitterTable.concat(iter_localizations(path, pixel_size=pixel_size))
 
 
+def _rescaled(table: EmitterTable, scale: float) -> EmitterTable:
+    """Pixel coordinates in pixels ``scale`` times smaller (centres at integers: the corner stays at -0.5)."""
+    moved = {c: (table[c] + 0.5) * scale - 0.5 for c in ("x", "y")}
+    moved.update({c: table[c] * scale for c in ("sigma_x", "sigma_y") if c in table})
+    return EmitterTable({**table.columns, **moved})
+
+
 def _require_file(path: str | os.PathLike) -> None:
     if not Path(path).is_file():
         raise StackError(f"{path}: no such localization file")
 
 
 def _iter_csv(path: Path, pixel_size: float, chunk_rows: int) -> Iterator[EmitterTable]:
-    """ThunderSTORM CSV in blocks (pyarrow's streaming reader); same result as ``read_thunderstorm_csv``."""
+    """ThunderSTORM CSV (ours or ThunderSTORM's own) in blocks, with pyarrow's streaming reader."""
     with open(path, newline="") as fh:
         header = next(csv.reader(fh), None)
     if not header or "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:

@@ -7,16 +7,13 @@ optional extras; frames 1-based; x/y from the image's outer corner, so pixel cen
 
 from __future__ import annotations
 
-import csv
 import os
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
-from decode_mem.errors import StackError
 from decode_mem.io.atomic import partial_path
 from decode_mem.io.table import EmitterTable
 
@@ -128,20 +125,3 @@ def write_thunderstorm_csv(table: EmitterTable, path: str | os.PathLike, pixel_s
     extras = tuple(c for c in EXTRA_COLUMNS if c in table)
     with ThunderstormWriter(path, pixel_size, extras) as writer:
         writer.write(table)
-
-
-def read_thunderstorm_csv(path: str | os.PathLike, pixel_size: float) -> EmitterTable:
-    """Read a ThunderSTORM CSV (ours or ThunderSTORM's own) back into pixel units, frames 0-based."""
-    path = Path(path)
-    if not path.is_file():
-        raise StackError(f"{path}: no such localization file")
-    with open(path, newline="") as fh:
-        header = next(csv.reader(fh), None)
-    if not header or "x [nm]" not in header or "frame" not in header:
-        raise StackError(f"{path}: not a ThunderSTORM CSV (needs 'frame', 'x [nm]', 'y [nm]' columns)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numpy warns on a header-only file: that is an empty table
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-    if data.size == 0:
-        data = np.zeros((0, len(header)))
-    return table_from_thunderstorm({h: data[:, i] for i, h in enumerate(header)}, pixel_size)

@@ -27,7 +27,7 @@ from typing import Any
 from decode_mem.config import check_keys, load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.simulate.config import SimulationConfig
-from decode_mem.training.config import TrainConfig
+from decode_mem.train.config import TrainConfig
 
 SECTIONS = ("simulate", "train", "infer", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")

@@ -108,7 +108,7 @@ def _simulate(config: PipelineConfig, device: torch.device, echo: Callable[[str]
 
 
 def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, Path]:
-    from decode_mem.training.loop import fit
+    from decode_mem.train.loop import fit
 
     cfg = config.train
     assert cfg is not None
@@ -124,7 +124,7 @@ def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, P
 
 
 def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], object]) -> dict[str, Path]:
-    from decode_mem.inference import InferConfig, run_inference
+    from decode_mem.infer import InferConfig, run_inference
 
     step = config.infer
     assert step is not None

@@ -6,8 +6,9 @@ does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
     from decode_mem.simulate.config import AstigmatismCalibration, SimulationConfig
@@ -15,18 +16,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from decode_mem.simulate.movie import MovieSimulator, simulate_movie
     from decode_mem.simulate.stack import StackResult, simulate_stack
 
-_EXPORTS = {
-    "AstigmatismCalibration": "config",
-    "SimulationConfig": "config",
-    "SimulatedDataset": "dataset",
-    "simulate_batch": "dataset",
-    "simulate_samples": "dataset",
-    "simulate_windows": "dataset",
-    "MovieSimulator": "movie",
-    "simulate_movie": "movie",
-    "StackResult": "stack",
-    "simulate_stack": "stack",
-}
 __all__ = [
     "AstigmatismCalibration",
     "MovieSimulator",
@@ -39,13 +28,15 @@ __all__ = [
     "simulate_stack",
     "simulate_windows",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "AstigmatismCalibration": "config",
+    "SimulationConfig": "config",
+    "SimulatedDataset": "dataset",
+    "simulate_batch": "dataset",
+    "simulate_samples": "dataset",
+    "simulate_windows": "dataset",
+    "MovieSimulator": "movie",
+    "simulate_movie": "movie",
+    "StackResult": "stack",
+    "simulate_stack": "stack",
+})

@@ -6,7 +6,7 @@ import filecmp
 
 from infer_helpers import write_stacks
 
-from decode_mem.inference import InferConfig, run_inference
+from decode_mem.infer import InferConfig, run_inference
 
 
 def test_two_dask_workers_equal_one_process(shipped_model, sample_frames, tmp_path):

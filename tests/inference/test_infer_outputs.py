@@ -10,15 +10,15 @@ import pytest
 import yaml
 from infer_helpers import GT, SAMPLE, write_stacks
 
-from decode_mem.engine import predict_stack
+from decode_mem.infer.predict import predict_stack
 from decode_mem.evaluate import evaluate, match_emitters
-from decode_mem.inference import FrameRange, InferConfig, run_inference, split_frames
-from decode_mem.inference.work import EngineSettings, predict_range
+from decode_mem.infer import FrameRange, InferConfig, run_inference, split_frames
+from decode_mem.infer.work import EngineSettings, predict_range
 from decode_mem.io.camera import Camera
 from decode_mem.io.localizations import read_localizations
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import read_thunderstorm_csv
+from decode_mem.io.localizations import read_localizations
 from decode_mem.model.checkpoint import load_model
 
 
@@ -33,8 +33,8 @@ def sample_run(shipped_model, tmp_path_factory):
 def test_csv_follows_the_ground_truth_conventions(sample_run, shipped_model):
     out, report = sample_run
     assert report.ok and len(report.stacks) == 1
-    pred = read_thunderstorm_csv(out / "stack.csv", pixel_size=100.0)
-    gt = read_thunderstorm_csv(GT, pixel_size=100.0)
+    pred = read_localizations(out / "stack.csv", pixel_size=100.0)
+    gt = read_localizations(GT, pixel_size=100.0)
     metrics = evaluate(pred, gt, pixel_size=100.0)
     assert metrics.jaccard > 0.7
     assert metrics.rmse_lat < 50.0  # nm; a frame off by one or a half-pixel shift would break this

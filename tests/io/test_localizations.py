@@ -15,7 +15,8 @@ from decode_mem.io.localizations import (
     write_localizations,
 )
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import read_thunderstorm_csv, write_thunderstorm_csv
+from decode_mem.io.localizations import read_localizations
+from decode_mem.io.thunderstorm import write_thunderstorm_csv
 
 PX = 100.0
 MAGIC = {".csv": b'"id"', ".hdf5": b"\x89HDF", ".h5": b"\x89HDF", ".parquet": b"PAR1", ".pq": b"PAR1"}
@@ -53,16 +54,15 @@ def test_metadata_per_format(tmp_path) -> None:
     assert len(read_localizations(tmp_path / "l.parquet")) == len(read_localizations(tmp_path / "l.hdf5")) == 9
 
 
-def test_streaming_csv_reader_matches_the_csv_reader_across_blocks(tmp_path) -> None:
+def test_streaming_csv_reader_returns_the_written_table_across_blocks(tmp_path) -> None:
     t = table(3000, seed=4)  # > 64 KiB of text: several pyarrow blocks
     write_thunderstorm_csv(t, tmp_path / "l.csv", pixel_size=PX)
     chunks = list(iter_localizations(tmp_path / "l.csv", pixel_size=PX, chunk_rows=500))
     assert len(chunks) > 1
     streamed = EmitterTable.concat(chunks)
-    reference = read_thunderstorm_csv(tmp_path / "l.csv", pixel_size=PX)
-    assert streamed.names == reference.names
-    for name in reference.names:
-        np.testing.assert_allclose(streamed[name], reference[name], rtol=1e-6, err_msg=name)
+    assert set(t.names) <= set(streamed.names)
+    for name in t.names:  # written with finite decimals: equal to the written values up to that rounding
+        np.testing.assert_allclose(streamed[name], t[name], rtol=1e-5, atol=1e-4, err_msg=name)
 
 
 def test_picasso_is_read_in_chunks(tmp_path) -> None:

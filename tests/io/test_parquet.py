@@ -12,7 +12,8 @@ from io_tables import random_table
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import read_thunderstorm_csv, write_thunderstorm_csv
+from decode_mem.io.localizations import read_localizations
+from decode_mem.io.thunderstorm import write_thunderstorm_csv
 
 PX = 100.0
 
@@ -38,7 +39,7 @@ def test_parquet_holds_what_the_csv_holds(tmp_path) -> None:
     assert raw["frame"] == [f + 1 for f in t["frame"].tolist()]  # 1-based like the CSV
     np.testing.assert_allclose(raw["x [nm]"], (t["x"] + 0.5) * PX, rtol=1e-6)  # nm from the corner
 
-    from_csv = read_thunderstorm_csv(tmp_path / "l.csv", pixel_size=PX)
+    from_csv = read_localizations(tmp_path / "l.csv", pixel_size=PX)
     from_parquet = read_parquet(tmp_path / "l.parquet")
     assert from_parquet.names == from_csv.names
     for name in t.names:

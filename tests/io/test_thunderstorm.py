@@ -10,7 +10,8 @@ from io_tables import random_table
 
 from decode_mem.errors import StackError
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import ThunderstormWriter, read_thunderstorm_csv, write_thunderstorm_csv
+from decode_mem.io.localizations import read_localizations
+from decode_mem.io.thunderstorm import ThunderstormWriter, write_thunderstorm_csv
 
 PX = 100.0
 
@@ -30,7 +31,7 @@ def test_round_trip(tmp_path) -> None:
     original = table(n, prob=rng.uniform(0, 1, n), sigma_x=rng.uniform(0.1, 0.5, n), sigma_y=rng.uniform(0.1, 0.5, n),
                      sigma_z=rng.uniform(10, 50, n))
     write_thunderstorm_csv(original, tmp_path / "locs.csv", pixel_size=PX)
-    back = read_thunderstorm_csv(tmp_path / "locs.csv", pixel_size=PX)
+    back = read_localizations(tmp_path / "locs.csv", pixel_size=PX)
     assert set(back.names) == set(original.names)
     np.testing.assert_array_equal(back["frame"], original["frame"])
     for name in original.names:
@@ -52,7 +53,7 @@ def test_frames_are_one_based_and_xy_measured_from_the_corner(tmp_path) -> None:
 def test_empty_table(tmp_path) -> None:
     write_thunderstorm_csv(EmitterTable.empty(), tmp_path / "e.csv", pixel_size=PX)
     assert rows(tmp_path / "e.csv") == []
-    back = read_thunderstorm_csv(tmp_path / "e.csv", pixel_size=PX)
+    back = read_localizations(tmp_path / "e.csv", pixel_size=PX)
     assert len(back) == 0 and "frame" in back
 
 
@@ -74,7 +75,7 @@ def test_failed_write_leaves_no_file(tmp_path) -> None:
 
 def test_bad_files(tmp_path) -> None:
     with pytest.raises(StackError, match="no such localization file"):
-        read_thunderstorm_csv(tmp_path / "missing.csv", pixel_size=PX)
+        read_localizations(tmp_path / "missing.csv", pixel_size=PX)
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(StackError, match="not a ThunderSTORM CSV"):
-        read_thunderstorm_csv(tmp_path / "other.csv", pixel_size=PX)
+        read_localizations(tmp_path / "other.csv", pixel_size=PX)

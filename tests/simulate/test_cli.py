@@ -11,7 +11,7 @@ import torch
 import yaml
 import zarr
 
-from decode_mem.io.thunderstorm import read_thunderstorm_csv
+from decode_mem.io.localizations import read_localizations
 from decode_mem.simulate import SimulationConfig, simulate_movie, simulate_stack
 from decode_mem.simulate import stack as stack_module
 from decode_mem.simulate.__main__ import main
@@ -31,7 +31,7 @@ def test_cli_writes_tiff_and_ground_truth(tmp_path: Path) -> None:
     frames = tifffile.imread(out)
     assert frames.shape == (30, 16, 24) and frames.dtype == np.uint16
     assert tifffile.memmap(out, mode="r").shape == (30, 16, 24)  # one contiguous series
-    table = read_thunderstorm_csv(gt, pixel_size=100.0)
+    table = read_localizations(gt, pixel_size=100.0)
     # the same as the in-memory movie of that config and seed
     cfg = SimulationConfig(frame_size=(16, 24), density=2.0)
     adu, want, _ = simulate_movie(cfg, 30, seed=4)

@@ -4,7 +4,7 @@ import pytest
 
 from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
-from decode_mem.training.config import TrainConfig
+from decode_mem.train.config import TrainConfig
 
 
 @pytest.fixture

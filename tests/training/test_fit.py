@@ -12,9 +12,10 @@ import torch
 from decode_mem.errors import CheckpointError
 from decode_mem.model.checkpoint import load_model
 from decode_mem.model.net import DecodeNet
-from decode_mem.train import main
-from decode_mem.training.config import TrainConfig, load_train_config
-from decode_mem.training.loop import fit
+from decode_mem.train.__main__ import main
+from decode_mem.train.config import TrainConfig, load_train_config
+from decode_mem.train.loop import fit
+from decode_mem.train.observers import train_observed
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -53,7 +54,10 @@ def test_chunking_feeds_the_network_only_chunk_sized_crops(tiny_cfg: TrainConfig
 
 
 def test_fit_writes_model_logs_and_plots(tiny_cfg: TrainConfig) -> None:
-    model_path = fit(replace(tiny_cfg, memory_tracking=True))
+    steps = []
+    model_path = train_observed(replace(tiny_cfg, memory_tracking=True))
+    fit(replace(tiny_cfg, out=str(Path(tiny_cfg.out).with_name("hooked"))), on_step=lambda s, row: steps.append(s))
+    assert steps == [1, 2, 3, 4]  # the observer hook sees every optimizer step
     out = Path(tiny_cfg.out)
     for name in ("model.pt", "checkpoint.pt", "train_log.csv", "training.png", "memory.csv", "memory.png"):
         assert (out / name).stat().st_size > 0, name
@@ -98,7 +102,7 @@ def test_cli_smoke_run_writes_memory_csv_and_png(tmp_path: Path, capsys) -> None
     assert rc == 0
     assert (tmp_path / "mem.csv").read_text().startswith("elapsed_s,")
     assert (out / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "model written to" in capsys.readouterr().out
+    assert capsys.readouterr().out == ""  # --quiet: no progress bar, no summary line
 
 
 def test_cli_reports_a_corrupt_checkpoint_on_resume(tmp_path: Path, capsys) -> None:
@@ -123,7 +127,7 @@ def test_yaml_config_is_strict(tmp_path: Path) -> None:
 
 
 def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainConfig, tmp_path: Path) -> None:
-    from decode_mem.training.card import export_model
+    from decode_mem.export.card import export_model
 
     fit(replace(tiny_cfg, steps=2))
     model_path, card_path = export_model(Path(tiny_cfg.out), tmp_path / "models" / "m", n_eval=4,

@@ -7,9 +7,9 @@ import torch
 from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet, ModelConfig
 from decode_mem.simulate.config import SimulationConfig
-from decode_mem.training.chunking import chunk_batch, count_crops
-from decode_mem.training.data import SimulatedBatches
-from decode_mem.training.step import make_scaler, train_step
+from decode_mem.train.chunking import chunk_batch, count_crops
+from decode_mem.train.data import SimulatedBatches
+from decode_mem.train.step import make_scaler, train_step
 
 CPU = torch.device("cpu")
 
@@ -88,8 +88,8 @@ def test_chunking_covers_the_frame_and_counts_every_emitter_once() -> None:
 def test_auto_chunk_size_fits_the_budget_and_is_aligned(monkeypatch) -> None:
     from dataclasses import replace
 
-    from decode_mem.training import sizing
-    from decode_mem.training.config import TrainConfig
+    from decode_mem.train import sizing
+    from decode_mem.train.config import TrainConfig
 
     net = DecodeNet(ModelConfig.tiny())
     cfg = TrainConfig(use_chunking=True, chunk_size="auto", batch_size=2,

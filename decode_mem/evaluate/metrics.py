@@ -12,20 +12,13 @@ Metrics (:class:`Metrics`): Jaccard ``TP/(TP+FP+FN)``, recall, precision and F1 
 challenge (Sage et al. 2019): ``E = 100 − sqrt((100 − 100·JI)² + α²·RMSE²)`` with α = 1 %/nm lateral and 0.5 %/nm
 axial, ``E_vol = (E_lat + E_ax)/2``. Ratios with a zero denominator and errors without any match are NaN.
 
-CLI: ``python -m decode_mem.evaluate PRED GT [--tolerance-lat 250] [--tolerance-ax 500]
-[--pixel-size 100] [--json OUT]``: ThunderSTORM CSV (DESIGN.md §3), Picasso HDF5 (+ .yaml; its own pixel size is
-converted to ``--pixel-size``) or parquet, chosen by suffix.
+Files are compared with ``evaluate_files`` (``python -m decode_mem.evaluate``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -33,11 +26,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from decode_mem.errors import ConfigError, DecodeMemError
-from decode_mem.io.atomic import atomic_output
-from decode_mem.io.localizations import localization_meta, read_localizations
+from decode_mem.errors import ConfigError
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import read_thunderstorm_csv
 
 ALPHA_LAT = 1.0  # % per nm
 ALPHA_AX = 0.5  # % per nm
@@ -318,53 +308,3 @@ def evaluate(
         sel_g = slice(np.searchsorted(fg, lo, "left"), np.searchsorted(fg, hi, "right"))
         acc.update(pred.select(sel_p), gt.select(sel_g))
     return acc.result()
-
-
-def _read(path: str, pixel_size: float) -> EmitterTable:
-    """CSV (ThunderSTORM), Picasso HDF5 or parquet; x/y in pixels of ``pixel_size`` nm."""
-    if Path(path).suffix.lower() not in (".h5", ".hdf5", ".parquet", ".pq"):
-        return read_thunderstorm_csv(path, pixel_size)
-    table = read_localizations(path, pixel_size=pixel_size)
-    own = localization_meta(path).pixel_size  # Picasso files are in their own pixels
-    if Path(path).suffix.lower() in (".h5", ".hdf5") and own is not None and own != pixel_size:
-        scale = own / pixel_size  # pixel centres at integers: the outer corner (-0.5 px) stays fixed
-        moved = {c: (table[c] + 0.5) * scale - 0.5 for c in ("x", "y")}
-        moved.update({c: table[c] * scale for c in ("sigma_x", "sigma_y") if c in table})
-        table = EmitterTable({**table.columns, **moved})
-    return table
-
-
-def _json_value(v: float | int) -> float | int | None:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m decode_mem.evaluate",
-        description="Match localizations to ground truth per frame and print SMLM-challenge metrics.",
-    )
-    parser.add_argument("pred", help="predicted localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
-    parser.add_argument("gt", help="ground truth (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
-    parser.add_argument("--tolerance-lat", "--tolerance_lat", type=float, default=250.0, help="nm (default 250)")
-    parser.add_argument("--tolerance-ax", "--tolerance_ax", type=float, default=500.0, help="nm (default 500)")
-    parser.add_argument("--pixel-size", "--pixel_size", type=float, default=100.0, help="nm per px (default 100)")
-    parser.add_argument("--json", metavar="OUT", help="also write the metrics as JSON (NaN as null)")
-    args = parser.parse_args(argv)
-    try:
-        pred = _read(args.pred, args.pixel_size)
-        gt = _read(args.gt, args.pixel_size)
-        metrics = evaluate(pred, gt, pixel_size=args.pixel_size, tolerance_lat=args.tolerance_lat,
-                           tolerance_ax=args.tolerance_ax)
-        print(metrics.table())
-        if args.json:
-            payload = {k: _json_value(v) for k, v in metrics.as_dict().items()}
-            with atomic_output(args.json) as tmp:
-                tmp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    except DecodeMemError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

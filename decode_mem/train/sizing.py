@@ -8,7 +8,7 @@ import psutil
 import torch
 
 from decode_mem.model.net import DecodeNet
-from decode_mem.training.config import TrainConfig
+from decode_mem.train.config import TrainConfig
 
 PROBE = 64  # px side of the probe crop
 BUDGET_FRACTION = 0.6  # of free device memory (or available host memory on CPU)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import check_keys, load_yaml
+from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
@@ -30,8 +30,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
     level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
-    use_amp: bool | None = None  # None: on with CUDA, off on CPU
-    amp_dtype: str = "bf16"  # "bf16" | "fp16" (fp16 uses a GradScaler)
+    amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
     use_chunking: bool = False
     chunk_size: int | str = 512  # int or "auto"
     memory_tracking: bool = True
@@ -46,8 +45,6 @@ class TrainConfig:
     val_size: int = 64  # validation windows, simulated once with a fixed seed
     log_every: int = 10
     checkpoint_every: int = 250
-    stack: str | None = None  # train on a real stack + ground-truth CSV instead of on-the-fly simulation
-    gt: str | None = None
     quiet: bool = False
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -64,12 +61,19 @@ class TrainConfig:
             raise ConfigError(f"train.level_jitter must be >= 0, got {self.level_jitter!r}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
-        if self.amp_dtype not in ("bf16", "fp16"):
-            raise ConfigError(f"train.amp_dtype must be 'bf16' or 'fp16', got {self.amp_dtype!r}")
+        if self.amp not in AMP_CHOICES:
+            raise ConfigError(f"train.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
         if self.chunk_size != "auto" and (not isinstance(self.chunk_size, int) or self.chunk_size < 8):
             raise ConfigError(f"train.chunk_size must be an integer >= 8 or 'auto', got {self.chunk_size!r}")
-        if (self.stack is None) != (self.gt is None):
-            raise ConfigError("train.stack and train.gt go together: give both or neither")
+
+    def notes(self) -> list[str]:
+        """Settings that are valid but change nothing, said out loud (the CLI prints them)."""
+        notes = []
+        if self.use_chunking and self.chunk_size != "auto" and max(self.simulation.frame_size) <= self.chunk_size:
+            h, w = self.simulation.frame_size
+            notes.append(f"--use_chunking with chunk_size {self.chunk_size} changes nothing: the training frames "
+                         f"are {h}x{w} px, no larger than one chunk")
+        return notes
 
     @property
     def out_dir(self) -> Path:

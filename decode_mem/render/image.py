@@ -15,22 +15,20 @@ by ``np.unique`` on flattened indices (memory O(chunk), not O(image) like ``np.b
   at least ``sigma`` nm if given), quantised to classes spaced by √2 from half a render pixel (8 by
   default); one histogram per class that occurs, each blurred once. Peak memory: classes + 2 images.
 
-CLI: ``python -m decode_mem.render LOCS --out image.png|.tif [--pixel 10] [--pixel_size 100]
-[--shape H W] [--blur gaussian --sigma 10]``.
+``render_file`` renders a localization file straight into a PNG or TIFF (``python -m decode_mem.render``).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
@@ -158,68 +156,41 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
                              metadata={"unit": "um"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m decode_mem.render",
-        description="Render a localization file (.csv ThunderSTORM, .hdf5 Picasso, .parquet) as a super-resolution "
-                    "image: a histogram on a fine grid, optionally blurred. Streams the file.")
-    p.add_argument("locs", help="localization file")
-    p.add_argument("--out", required=True, help="image: .png (colormap) or .tif (float32 counts)")
-    p.add_argument("--pixel", type=float, default=10.0, help="render pixel in nm (default 10)")
-    p.add_argument("--pixel_size", "--pixel-size", dest="pixel_size", type=float,
-                   help="camera pixel in nm (default: from the file; a CSV without it is rendered in nm)")
-    p.add_argument("--shape", type=int, nargs=2, metavar=("H", "W"),
-                   help="camera frame in px (default: from the file, else the localizations' extent)")
-    p.add_argument("--blur", choices=BLURS, default="none", help="none (default), gaussian (fixed --sigma) or "
-                                                                 "precision (each localization's sigma_x/sigma_y)")
-    p.add_argument("--sigma", type=float, help="blur sigma in nm (gaussian: default 10; precision: lower bound)")
-    p.add_argument("--percentile", type=float, default=99.5, help="PNG: clip at this percentile of non-zero pixels")
-    p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
-    p.add_argument("--quiet", action="store_true", help="no summary line")
-    return p
+def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel: float = 10.0,
+                pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "none",
+                sigma: float | None = None, percentile: float = 99.5, cmap: str = "magma") -> tuple[np.ndarray, int]:
+    """Render a localization file (CSV, Picasso, parquet; streamed) into ``out`` (.png or .tif).
+
+    ``pixel_size`` (nm) and ``shape`` (H, W px) default to the file's metadata; a CSV without them is rendered
+    in nm over the localizations' extent. Returns the image and the number of localizations rendered.
+    """
+    if Path(out).suffix.lower() not in (".png", ".tif", ".tiff"):
+        raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
+    file_format(locs)
+    meta = localization_meta(locs)
+    pixel_size = pixel_size or meta.pixel_size
+    if pixel_size is None:
+        if shape:
+            raise ConfigError(f"{locs}: a shape in px needs the camera pixel size (nm) for this file")
+        pixel_size = 1.0  # CSV in nm: 1 "pixel" = 1 nm, so the frame is the localizations' extent in nm
+    if shape:
+        shape = (int(shape[0]), int(shape[1]))
+    elif meta.height and meta.width:
+        shape = (meta.height, meta.width)
+    else:
+        shape = _extent_px(locs, pixel_size)
+    if sigma is None and blur == "gaussian":
+        sigma = 10.0
+    image, n = render_counted(iter_localizations(locs, pixel_size=pixel_size), shape_px=shape,
+                              pixel_size=pixel_size, render_pixel=render_pixel, blur=blur, sigma=sigma)
+    save_image(image, out, render_pixel=render_pixel, percentile=percentile, cmap=cmap)
+    return image, n
 
 
-def _extent_px(path: str, pixel_size: float) -> tuple[int, int]:
+def _extent_px(path: str | os.PathLike, pixel_size: float) -> tuple[int, int]:
     """(H, W) px covering every localization: one extra pass over the file."""
     hi = np.array([0.0, 0.0])
     for t in iter_localizations(path, pixel_size=pixel_size):
         if len(t):
             hi = np.maximum(hi, [np.nanmax(t["y"]), np.nanmax(t["x"])])
     return math.floor(hi[0] + 0.5) + 1, math.floor(hi[1] + 0.5) + 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
-        return int(e.code or 0)
-    try:
-        if Path(args.out).suffix.lower() not in (".png", ".tif", ".tiff"):
-            raise ConfigError(f"--out {args.out}: must end in .png, .tif or .tiff")
-        file_format(args.locs)
-        meta = localization_meta(args.locs)
-        pixel_size = args.pixel_size or meta.pixel_size
-        if pixel_size is None:
-            if args.shape:
-                raise ConfigError(f"{args.locs}: --shape (px) needs --pixel_size (nm) for this file")
-            pixel_size = 1.0  # CSV in nm: 1 "pixel" = 1 nm, so the frame is the localizations' extent in nm
-        if args.shape:
-            shape = tuple(args.shape)
-        elif meta.height and meta.width:
-            shape = (meta.height, meta.width)
-        else:
-            shape = _extent_px(args.locs, pixel_size)
-        sigma = args.sigma if args.sigma is not None or args.blur != "gaussian" else 10.0
-        image, n = render_counted(iter_localizations(args.locs, pixel_size=pixel_size), shape_px=shape,
-                                  pixel_size=pixel_size, render_pixel=args.pixel, blur=args.blur, sigma=sigma)
-        save_image(image, args.out, render_pixel=args.pixel, percentile=args.percentile, cmap=args.cmap)
-    except DecodeMemError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not args.quiet:
-        print(f"rendered {n} localizations -> {args.out} ({image.shape[0]} x {image.shape[1]} px of {args.pixel:g} nm)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

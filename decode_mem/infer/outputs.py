@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from decode_mem.inference.config import SUFFIXES
+from decode_mem.infer.config import SUFFIXES
 from decode_mem.io.atomic import atomic_output, partial_path
 from decode_mem.io.localizations import open_writer
 from decode_mem.io.table import EmitterTable

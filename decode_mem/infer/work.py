@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from decode_mem.engine import predict_stack
 from decode_mem.errors import CheckpointError
-from decode_mem.inference.ranges import FrameRange
+from decode_mem.infer.predict import predict_stack
+from decode_mem.infer.ranges import FrameRange
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory

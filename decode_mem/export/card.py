@@ -1,15 +1,13 @@
 """Export a trained run as a shippable model: weights + metadata (no optimizer state) and a model card.
 
-``python -m decode_mem.training.card runs/default_2d --out data/models/default_2d`` writes
+``python -m decode_mem.export runs/default_2d --out data/models/default_2d`` writes
 ``default_2d.pt`` and ``default_2d.md`` (config, steps, time, hardware, validation at several densities).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import platform
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,13 +15,13 @@ from pathlib import Path
 import torch
 import yaml
 
-from decode_mem.errors import CheckpointError, DecodeMemError
+from decode_mem.errors import CheckpointError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss, LossConfig
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.dataset import simulate_samples
-from decode_mem.training.validation import validate
+from decode_mem.train.validation import validate
 
 DENSITIES = (0.2, 1.0, 2.0)  # emitters / µm²: low, medium, high
 EVAL_SEED = 12345  # not the training seed: the card's sets are not the validation set used in training
@@ -86,7 +84,7 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on
         f"# Model card: {name}",
         "",
         f"Trained with `python -m decode_mem.train` (source run: `{src}`), exported with "
-        f"`python -m decode_mem.training.card`.",
+        f"`python -m decode_mem.export`.",
         "",
         f"- optimizer steps: {step} (batch {cfg.get('batch_size')} × accumulation {cfg.get('accumulation_steps')})",
         f"- training wall time: {seconds / 60:.1f} min on {trained_on}",
@@ -106,22 +104,3 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on
         "```",
         "",
     ])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m decode_mem.training.card", description=__doc__)
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--out", type=Path, required=True, help="output stem, e.g. data/models/default_2d")
-    p.add_argument("--n_eval", type=int, default=256)
-    args = p.parse_args(argv)
-    try:
-        model_path, card_path = export_model(args.run_dir, args.out, n_eval=args.n_eval)
-    except DecodeMemError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {model_path} and {card_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,10 +23,10 @@ import torch
 from tqdm.auto import tqdm
 
 from decode_mem.errors import ConfigError
-from decode_mem.inference.config import InferConfig, check_stems, find_stacks, stem_of
-from decode_mem.inference.outputs import StackOutputs, remove_partials, summary_path
-from decode_mem.inference.ranges import block_length
-from decode_mem.inference.work import EngineSettings, StackJob, cached_model, stream_emitters
+from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
+from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.infer.ranges import block_length
+from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
@@ -200,7 +200,7 @@ class _Peak:
 
 
 class _Backend:
-    """Where the engine runs: this process, or a dask cluster (``decode_mem.inference.dask_backend``)."""
+    """Where the engine runs: this process, or a dask cluster (``decode_mem.infer.dask_backend``)."""
 
     def __init__(self, cfg: InferConfig, jobs: list[StackJob]) -> None:
         self.cfg, self.jobs = cfg, jobs
@@ -208,7 +208,7 @@ class _Backend:
 
     def __enter__(self) -> _Backend:
         if self.cfg.distributed and self.jobs:
-            from decode_mem.inference.dask_backend import DaskBackend
+            from decode_mem.infer.dask_backend import DaskBackend
 
             self._dask = DaskBackend(self.cfg, self.jobs).__enter__()
         return self

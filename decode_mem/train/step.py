@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 
 import torch
 from torch import nn
 
 from decode_mem.model.loss import LossTerms
+from decode_mem.model.precision import autocast
 
 Batch = dict[str, torch.Tensor]
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> AbstractContextManager:
-    """``torch.autocast`` for the device; disabled when ``amp_dtype`` is None (fp32)."""
-    return torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None)
 
 
 def make_scaler(device: torch.device, amp_dtype: torch.dtype | None) -> torch.amp.GradScaler:

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
-    from decode_mem.inference import InferConfig
+    from decode_mem.infer import InferConfig
     from decode_mem.io.camera import Camera
 
     camera = None
@@ -80,7 +80,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from decode_mem.inference import run_inference
+        from decode_mem.infer import run_inference
 
         cfg = config_from_args(args)
         if args.model is None and not args.quiet:

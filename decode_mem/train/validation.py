@@ -9,8 +9,8 @@ from torch import nn
 from decode_mem.evaluate import StreamingMetrics
 from decode_mem.io.table import EmitterTable
 from decode_mem.model.loss import DecodeLoss
+from decode_mem.model.precision import autocast
 from decode_mem.postprocess import PostprocessConfig, output_to_emitters
-from decode_mem.training.step import autocast
 
 Batch = dict[str, torch.Tensor]
 

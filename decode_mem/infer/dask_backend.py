@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from decode_mem.errors import ConfigError
-from decode_mem.inference.config import InferConfig
-from decode_mem.inference.ranges import split_frames
-from decode_mem.inference.work import StackJob, predict_range, warm_up
+from decode_mem.infer.config import InferConfig
+from decode_mem.infer.ranges import split_frames
+from decode_mem.infer.work import StackJob, predict_range, warm_up
 from decode_mem.io.stack import Stack
 from decode_mem.io.table import EmitterTable
 

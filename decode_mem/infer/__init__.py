@@ -1,0 +1,33 @@
+"""Inference: ``predict_stack`` / ``process_large_image`` on one stack or image, and ``run_inference`` over
+files, folders and globs (``python -m decode_mem.infer``).
+
+    for table in predict_stack(stack, load_model("model.pt")): ...           # one EmitterTable per block
+    report = run_inference(InferConfig(inputs=("movies/",), out="locs", formats=("csv", "picasso")))
+
+Per stack ``<stem>.csv`` (ThunderSTORM), ``<stem>.hdf5`` + ``.yaml`` (Picasso), ``<stem>.parquet`` and
+``<stem>.json`` (summary, written last: it marks the stack as complete for ``resume``), streamed block by
+block. ``workers``/``scheduler`` run frame ranges on dask.distributed with the same result. Names load lazily.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from decode_mem._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from decode_mem.infer.config import DEFAULT_MODEL, FORMATS, InferConfig, find_stacks, stem_of
+    from decode_mem.infer.predict import predict_stack, process_large_image
+    from decode_mem.infer.ranges import FrameRange, split_frames
+    from decode_mem.infer.runner import InferReport, StackFailure, StackSummary, run_inference
+
+__all__ = [
+    "DEFAULT_MODEL", "FORMATS", "FrameRange", "InferConfig", "InferReport", "StackFailure", "StackSummary",
+    "find_stacks", "predict_stack", "process_large_image", "run_inference", "split_frames", "stem_of",
+]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DEFAULT_MODEL": "config", "FORMATS": "config", "InferConfig": "config", "find_stacks": "config",
+    "stem_of": "config", "predict_stack": "predict", "process_large_image": "predict", "FrameRange": "ranges",
+    "split_frames": "ranges", "InferReport": "runner", "StackFailure": "runner", "StackSummary": "runner",
+    "run_inference": "runner",
+})

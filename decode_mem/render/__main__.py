@@ -1,0 +1,47 @@
+"""``python -m decode_mem.render LOCS --out image.png|.tif``: a super-resolution image of a localization file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from decode_mem.cli import add, new_parser, run
+from decode_mem.render.image import BLURS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.render", "Render a localization file (.csv ThunderSTORM, .hdf5 Picasso, .parquet) "
+                                        "as a super-resolution image: a histogram on a fine grid, optionally "
+                                        "blurred. Streams the file.")
+    p.add_argument("locs", help="localization file")
+    p.add_argument("--out", required=True, help="image: .png (colormap) or .tif (float32 counts)")
+    p.add_argument("--pixel", type=float, default=10.0, help="render pixel in nm (default 10)")
+    add(p, "--pixel_size", type=float, help="camera pixel in nm (default: from the file; a CSV without it is "
+                                            "rendered in nm)")
+    p.add_argument("--shape", type=int, nargs=2, metavar=("H", "W"),
+                   help="camera frame in px (default: from the file, else the localizations' extent)")
+    p.add_argument("--blur", choices=BLURS, default="none", help="none (default), gaussian (fixed --sigma) or "
+                                                                 "precision (each localization's sigma_x/sigma_y)")
+    p.add_argument("--sigma", type=float, help="blur sigma in nm (gaussian: default 10; precision: lower bound)")
+    p.add_argument("--percentile", type=float, default=99.5, help="PNG: clip at this percentile of non-zero pixels")
+    p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> None:
+        from decode_mem.render import render_file
+
+        image, n = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
+                               shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,
+                               cmap=args.cmap)
+        if not args.quiet:
+            print(f"rendered {n} localizations -> {args.out} ({image.shape[0]} x {image.shape[1]} px of "
+                  f"{args.pixel:g} nm)")
+
+    return run(build_parser(), body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

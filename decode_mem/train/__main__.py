@@ -1,0 +1,85 @@
+"""``python -m decode_mem.train``: train a DECODE-style network on simulated data (the embedded defaults).
+
+Example: ``python -m decode_mem.train --use_chunking --chunk_size 512 --memory_tracking``.
+``--batch_size`` is the number of training windows (3-frame samples) per micro-batch; ``--chunk_size``
+(with ``--use_chunking``) the side of the crops large training frames are cut into, whose gradients are
+accumulated — the same words as in ``python -m decode_mem.infer``, where ``--chunk_size`` is the tile core
+and ``--batch_size`` the (tile, frame) items per network call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from decode_mem.cli import add, int_or_auto, new_parser, run
+from decode_mem.config import AMP_CHOICES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.train", __doc__)
+    p.add_argument("--config", help="YAML with train settings and model/loss/simulation sections")
+    p.add_argument("--out", help="output directory (checkpoint.pt, model.pt, logs, plots)")
+    p.add_argument("--preset", choices=("tiny", "small", "default"),
+                   help="model size: tiny (tests), small (CPU), default (DECODE: depth 2, 48 features)")
+    run_ = p.add_argument_group("optimization")
+    run_.add_argument("--steps", type=int)
+    add(run_, "--batch_size", type=int, help="training windows per micro-batch")
+    add(run_, "--accumulation_steps", type=int, help="micro-batches per optimizer step")
+    run_.add_argument("--lr", type=float)
+    run_.add_argument("--seed", type=int)
+    add(run_, "--val_every", type=int)
+    add(run_, "--log_every", type=int)
+    add(run_, "--checkpoint_every", type=int)
+    run_.add_argument("--resume", action="store_true", default=None, help="continue from <out>/checkpoint.pt")
+    mem = p.add_argument_group("memory")
+    mem.add_argument("--amp", choices=AMP_CHOICES,
+                     help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16 (CUDA), off")
+    add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
+    add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
+    add(mem, "--use_chunking", action="store_true", default=None,
+        help="train on chunk_size crops of large frames, gradients accumulated over the crops")
+    add(mem, "--chunk_size", type=int_or_auto, help="crop side in px, or 'auto'")
+    add(mem, "--grad_checkpointing", action="store_true", default=None)
+    add(mem, "--memory_tracking", action="store_true", default=None)
+    add(mem, "--memory_log_file", help="memory CSV (default <out>/memory.csv)")
+    hw = p.add_argument_group("hardware")
+    hw.add_argument("--device", help="auto | cpu | cuda | cuda:N")
+    add(hw, "--num_workers", type=int, help="DataLoader worker processes for simulation")
+    hw.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a busy machine)")
+    add(p, "--frame_size", type=int, nargs=2, metavar=("H", "W"), help="simulated training frame size")
+    return p
+
+
+OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "val_every", "log_every",
+             "checkpoint_every", "resume", "amp", "use_chunking", "chunk_size", "grad_checkpointing",
+             "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> None:
+        from dataclasses import replace
+
+        from decode_mem.model.net import ModelConfig
+        from decode_mem.train.config import load_train_config
+        from decode_mem.train.observers import train_observed
+
+        cfg = load_train_config(args.config).with_overrides(**{k: getattr(args, k) for k in OVERRIDES})
+        if args.preset:
+            preset = {"tiny": ModelConfig.tiny, "small": ModelConfig.small, "default": ModelConfig}[args.preset]
+            cfg = replace(cfg, model=preset(**{k: v for k, v in cfg.model.to_dict().items()
+                                               if k not in ("depth", "features", "inter_features")}))
+        if args.frame_size:
+            cfg = replace(cfg, simulation=replace(cfg.simulation, frame_size=tuple(args.frame_size)))
+        for note in cfg.notes():
+            print(f"note: {note}", file=sys.stderr)
+        model_path = train_observed(cfg)
+        if not cfg.quiet:
+            print(f"model written to {model_path}")
+
+    return run(build_parser(), body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

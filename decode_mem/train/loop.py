@@ -1,0 +1,112 @@
+"""The training loop (``fit``): simulate -> forward -> count/GMM loss -> accumulated AMP step, with
+chunking, validation and atomic, resumable checkpoints. Read top to bottom.
+
+Observers (a progress bar, a MemoryTracker) hook in through ``on_step``; ``fit`` itself prints nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.config import resolve_device
+from decode_mem.errors import ConfigError
+from decode_mem.model.checkpoint import save_checkpoint
+from decode_mem.model.loss import DecodeLoss
+from decode_mem.model.net import DecodeNet
+from decode_mem.model.precision import resolve_amp
+from decode_mem.simulate.dataset import simulate_samples
+from decode_mem.train.chunking import chunk_batch, count_crops
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.data import SimulatedBatches, batch_loader
+from decode_mem.train.log import TrainLog
+from decode_mem.train.plots import plot_training
+from decode_mem.train.resume import restore_state, save_state
+from decode_mem.train.sizing import resolve_chunk_size
+from decode_mem.train.step import make_scaler, train_step
+from decode_mem.train.validation import validate
+
+CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
+MODEL = "model.pt"  # the trained model, for inference (load_model)
+
+OnStep = Callable[[int, dict[str, Any]], object]  # (optimizer steps done, the step's row) -> ignored
+
+
+def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
+    """Train a network as configured; returns the path of the final model (``<out>/model.pt``).
+
+    ``on_step(step, row)`` is called after every optimizer step with the losses (and, on validation steps,
+    the validation metrics): hook a progress bar or ``MemoryTracker.update`` there.
+    """
+    out = cfg.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    amp_dtype = resolve_amp(cfg.amp, device)
+    if amp_dtype == torch.float16 and device.type != "cuda":
+        raise ConfigError("train.amp fp16 is for CUDA; use bf16 (or off) on a CPU")
+    torch.manual_seed(cfg.seed)
+
+    # -- model, loss, optimizer: fresh, or restored from the last checkpoint
+    model_cfg = replace(cfg.model, grad_checkpointing=cfg.grad_checkpointing or cfg.model.grad_checkpointing)
+    net = DecodeNet(model_cfg).to(device)
+    loss_fn = DecodeLoss(cfg.loss, model_cfg)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.lr_step, gamma=cfg.lr_gamma)
+    scaler = make_scaler(device, amp_dtype)
+    start = 0
+    if cfg.resume and (out / CHECKPOINT).exists():
+        start = restore_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, device)
+
+    # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
+    chunk = resolve_chunk_size(cfg, net, device)
+    n_micro = cfg.accumulation_steps * count_crops(cfg.simulation.frame_size, chunk)
+    stream = SimulatedBatches(cfg.simulation, cfg.batch_size, cfg.accumulation_steps, seed=cfg.seed,
+                              start_step=start, size_jitter=cfg.size_jitter)
+    batches = batch_loader(stream, num_workers=cfg.num_workers, pin_memory=device.type == "cuda")
+    val = simulate_samples(cfg.simulation, cfg.val_size, seed=cfg.seed)
+
+    log = TrainLog(out / "train_log.csv", start_step=start)
+    t0 = time.perf_counter()
+    try:
+        for step in range(start, cfg.steps):
+            micro = (crop for _ in range(cfg.accumulation_steps)
+                     for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
+            row: dict[str, Any] = train_step(net, loss_fn, micro, n_micro, optimizer, scaler, device=device,
+                                             amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
+            row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=scheduler.get_last_lr()[0])
+            scheduler.step()
+            if not math.isfinite(row["loss"]):
+                raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
+            done = step + 1
+            if done % cfg.val_every == 0 or done == cfg.steps:
+                row.update(validate(net, val, loss_fn, batch_size=cfg.batch_size, device=device,
+                                    amp_dtype=amp_dtype, pixel_size=cfg.simulation.camera.pixel_size))
+            if done % cfg.log_every == 0 or "jaccard" in row:
+                log.write(row)
+            if on_step is not None:
+                on_step(done, row)
+            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+                save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
+    finally:
+        log.close()
+
+    model_path = save_checkpoint(out / MODEL, net=net, camera=cfg.simulation.camera,
+                                 simulation=cfg.simulation.to_dict(), step=cfg.steps)
+    plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
+    return model_path
+
+
+def with_levels(batch: dict[str, torch.Tensor], net: DecodeNet, jitter: float) -> dict[str, torch.Tensor]:
+    """Each whole frame's level (``DecodeNet.normalize``), perturbed by ``jitter`` times the batch's own noise,
+    set before the frames are cut into chunks: a level seen at inference comes from a whole (larger) frame."""
+    noise = batch.pop("level_noise")
+    batch["level"] = net.frame_level(batch["frames"]) + jitter * noise.to(batch["frames"].device)
+    return batch

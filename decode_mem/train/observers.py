@@ -1,0 +1,47 @@
+"""The observers a training run shows and records: a progress bar and the MemoryTracker, hooked into ``fit``.
+
+The CLI and the pipeline call ``train_observed``; ``fit`` itself knows neither tqdm nor MemoryTracker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from decode_mem.config import resolve_device
+from decode_mem.memory import MemoryTracker
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.loop import CHECKPOINT, fit
+
+
+def train_observed(cfg: TrainConfig) -> Path:
+    """``fit(cfg)`` with a progress bar (unless ``cfg.quiet``) and, with ``cfg.memory_tracking``, the memory
+    log ``cfg.memory_log_path`` sampled every step, plotted to ``<out>/memory.png`` and checked for leaks."""
+    resumed = cfg.resume and (cfg.out_dir / CHECKPOINT).exists()
+    tracker = None
+    if cfg.memory_tracking:
+        tracker = MemoryTracker(cfg.memory_log_path, log_interval=cfg.log_every, device=resolve_device(cfg.device),
+                                mode="a" if resumed else "w")
+    bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet))
+
+    def on_step(step: int, row: dict[str, Any]) -> None:
+        if tracker is not None:
+            tracker.update(step=step, phase="train")
+        bar.n = step
+        bar.set_postfix(loss=f"{row['loss']:.3g}", count=f"{row['count']:.3g}",
+                        **({"jaccard": f"{row['jaccard']:.3f}"} if "jaccard" in row else {}), refresh=False)
+        bar.refresh()
+
+    try:
+        with bar:
+            model_path = fit(cfg, on_step=on_step)
+        if tracker is not None:
+            tracker.update(step=cfg.steps, phase="end", force_log=True)
+            tracker.plot_history(cfg.out_dir / "memory.png")
+            tracker.check_leak()
+    finally:
+        if tracker is not None:
+            tracker.close()
+    return model_path

@@ -1,1 +1,0 @@
-"""Training: config, data streams, one AMP step with accumulation and chunking, validation, the loop."""
