@@ -9,8 +9,8 @@ import pytest
 import tifffile
 import torch
 
-from decode_mem.infer.predict import predict_stack, process_large_image
 from decode_mem.errors import ConfigError
+from decode_mem.infer.predict import predict_stack, process_large_image
 from decode_mem.io.camera import Camera
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable

@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 from infer_helpers import REPO, write_stacks
 
-from decode_mem.infer.__main__ import main
 from decode_mem.infer import InferConfig, run_inference
+from decode_mem.infer.__main__ import main
 
 
 def test_corrupt_stack_is_reported_and_skipped(shipped_model, sample_frames, tmp_path, capsys):

@@ -10,15 +10,14 @@ import pytest
 import yaml
 from infer_helpers import GT, SAMPLE, write_stacks
 
-from decode_mem.infer.predict import predict_stack
 from decode_mem.evaluate import evaluate, match_emitters
 from decode_mem.infer import FrameRange, InferConfig, run_inference, split_frames
+from decode_mem.infer.predict import predict_stack
 from decode_mem.infer.work import EngineSettings, predict_range
 from decode_mem.io.camera import Camera
 from decode_mem.io.localizations import read_localizations
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.localizations import read_localizations
 from decode_mem.model.checkpoint import load_model
 
 

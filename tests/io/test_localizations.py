@@ -15,7 +15,6 @@ from decode_mem.io.localizations import (
     write_localizations,
 )
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.localizations import read_localizations
 from decode_mem.io.thunderstorm import write_thunderstorm_csv
 
 PX = 100.0

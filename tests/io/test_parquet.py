@@ -10,9 +10,9 @@ import pytest
 from io_tables import random_table
 
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.localizations import read_localizations
 from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.localizations import read_localizations
 from decode_mem.io.thunderstorm import write_thunderstorm_csv
 
 PX = 100.0

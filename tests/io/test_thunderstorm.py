@@ -9,8 +9,8 @@ import pytest
 from io_tables import random_table
 
 from decode_mem.errors import StackError
-from decode_mem.io.table import EmitterTable
 from decode_mem.io.localizations import read_localizations
+from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import ThunderstormWriter, write_thunderstorm_csv
 
 PX = 100.0
