@@ -46,9 +46,7 @@ from scipy.special import expit
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.table import EmitterTable
-
-OUTPUT_CHANNELS = ("p_logit", "photons", "dx", "dy", "z", "sigma_photons", "sigma_x", "sigma_y", "sigma_z", "bg")
-"""Channel order of the network output (the model module defines the same tuple)."""
+from decode_mem.model.net import OUTPUT_CHANNELS
 
 MARGIN = 1
 """Px of exact output needed around a tile's core for its detections to equal the whole frame's."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.tiling.executor import BLOCK_BYTES, BLOCK_RANGE
+from decode_mem.io.blocks import edge_blocks
 
 
 @dataclass(frozen=True)
@@ -46,25 +46,8 @@ class FrameRange:
 
     def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
         """``(t0, frames)`` with ``t0`` local to the range and ``frames`` of shape ``(n + 2*context, H, W)``."""
-        if length < 1 or context < 0:
-            raise ValueError(f"blocks: need length >= 1 and context >= 0, got length={length}, context={context}")
-        total = self.stack.shape[0]
-        for t0 in range(self.start, self.stop, length):
-            t1 = min(t0 + length, self.stop)
-            lo, hi = max(t0 - context, 0), min(t1 + context, total)
-            frames = np.asarray(self.stack[lo:hi])
-            pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
-            if pad_lo or pad_hi:  # only at the stack's own ends: repeat the edge frame
-                frames = np.concatenate([np.repeat(frames[:1], pad_lo, 0), frames, np.repeat(frames[-1:], pad_hi, 0)])
-            yield t0 - self.start, frames
-
-
-def block_length(shape: tuple[int, int, int], itemsize: int, block: int | str = "auto") -> int:
-    """Frames per block as ``TiledExecutor`` chooses them for ``block='auto'`` (else ``block`` itself)."""
-    if block != "auto":
-        return int(block)
-    _, h, w = shape
-    return int(np.clip(BLOCK_BYTES // (h * w * itemsize), *BLOCK_RANGE))
+        return edge_blocks(lambda lo, hi: np.asarray(self.stack[lo:hi]), self.stack.shape[0], length, context,
+                           start=self.start, stop=self.stop)
 
 
 def split_frames(n_frames: int, frames_per_task: int, block: int) -> list[tuple[int, int]]:

@@ -25,12 +25,12 @@ from tqdm.auto import tqdm
 from decode_mem.errors import ConfigError
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
-from decode_mem.infer.ranges import block_length
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import MemoryTracker, read_host_memory
+from decode_mem.tiling import block_length
 
 
 @dataclass(frozen=True)

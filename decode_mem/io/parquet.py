@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.atomic import partial_path
+from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import BASE_COLUMNS, EXTRA_COLUMNS, table_from_thunderstorm, thunderstorm_columns
@@ -60,7 +61,7 @@ class ParquetWriter:
         self.compression = compression
         headers = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
         self.schema = pa.schema([(h, pa.int64() if h in ("id", "frame") else pa.float64()) for h in headers])
-        self._tmp = partial_path(self.path)
+        self._atomic = ExitStack()
         self._writer: pq.ParquetWriter | None = None
         self._buffer: list[dict[str, np.ndarray]] = []
         self._buffered = 0
@@ -68,8 +69,8 @@ class ParquetWriter:
         self._max_frame = -1
 
     def __enter__(self) -> ParquetWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=self.compression)
+        tmp = self._atomic.enter_context(atomic_output(self.path))
+        self._writer = pq.ParquetWriter(tmp, self.schema, compression=self.compression)
         return self
 
     def write(self, table: EmitterTable) -> None:
@@ -97,13 +98,13 @@ class ParquetWriter:
                 if self.meta["frames"] is None:
                     self.meta["frames"] = self._max_frame + 1
                 self._writer.add_key_value_metadata({META_KEY: json.dumps(self.meta)})
-        finally:
+        except BaseException as e:
             self._writer.close()
-            self._buffer = []
-        if exc_type is None:
-            os.replace(self._tmp, self.path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+            self._atomic.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._writer.close()
+        self._buffer = []
+        self._atomic.__exit__(exc_type, exc, tb)  # renamed when complete, removed on an error
 
 
 def write_parquet(table: EmitterTable, path: str | os.PathLike, pixel_size: float, **kwargs: Any) -> None:

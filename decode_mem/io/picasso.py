@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,7 +36,7 @@ import numpy as np
 import yaml
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.atomic import partial_path
+from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
 
@@ -106,8 +107,8 @@ class PicassoWriter:
         self.source, self.source_dtype = source, str(source_dtype)
         self.info = dict(info or {})
         self.dtype = locs_dtype(self.three_d, self.extras)
-        self._tmp = partial_path(self.path)
-        self._tmp_yaml = partial_path(self.yaml_path)
+        self._atomic = ExitStack()
+        self._tmp_yaml: Path | None = None
         self._file: h5py.File | None = None
         self._buffer: list[np.ndarray] = []
         self._buffered = 0
@@ -116,9 +117,10 @@ class PicassoWriter:
         self._lp_sources: set[str] = set()
 
     def __enter__(self) -> PicassoWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp_yaml.unlink(missing_ok=True)
-        self._file = h5py.File(self._tmp, "w")
+        # the .hdf5 first, the .yaml second: on a clean exit the yaml is renamed first (ExitStack unwinds LIFO)
+        tmp = self._atomic.enter_context(atomic_output(self.path))
+        self._tmp_yaml = self._atomic.enter_context(atomic_output(self.yaml_path))
+        self._file = h5py.File(tmp, "w")
         self._file.create_dataset("locs", shape=(0,), maxshape=(None,), dtype=self.dtype, chunks=(H5_CHUNK_ROWS,))
         return self
 
@@ -189,24 +191,16 @@ class PicassoWriter:
                 self._flush()
                 docs = self.info_docs()
                 self._file.create_dataset("metadata", data=json.dumps(docs))
-            self._file.close()
-            if exc_type is None:
+                self._file.close()
                 with open(self._tmp_yaml, "w") as fh:
                     yaml.safe_dump_all(docs, fh, default_flow_style=False, sort_keys=False)
-                os.replace(self._tmp_yaml, self.yaml_path)
-                os.replace(self._tmp, self.path)
-                return
-        except BaseException:
-            self._discard()
+        except BaseException as e:
+            exc_type, exc, tb = type(e), e, e.__traceback__
             raise
-        self._discard()
-
-    def _discard(self) -> None:
-        if self._file:  # still open
-            self._file.close()
-        self._buffer = []
-        self._tmp.unlink(missing_ok=True)
-        self._tmp_yaml.unlink(missing_ok=True)
+        finally:
+            self._file.close()  # a no-op when already closed
+            self._buffer = []
+            self._atomic.__exit__(exc_type, exc, tb)  # both renamed when complete, both removed on an error
 
 
 def write_picasso(table: EmitterTable, path: str | os.PathLike, *, width: int, height: int, pixel_size: float,

@@ -25,6 +25,7 @@ import numpy as np
 
 from decode_mem.errors import StackError
 from decode_mem.io._layout import Layout, Source, resolve_layout
+from decode_mem.io.blocks import edge_blocks
 
 __all__ = ["Stack", "open_stack"]
 
@@ -169,31 +170,10 @@ class Stack(AbstractContextManager):
         ``frames`` covers ``t0 - context .. t0 + n - 1 + context``: exact neighbours between blocks, the
         edge frame repeated beyond the ends of the stack (DECODE convention), shape ``(n + 2*context, H, W)``.
         """
-        if length < 1 or context < 0:
-            raise ValueError(f"blocks: need length >= 1 and context >= 0, got length={length}, context={context}")
         src, layout = self._opened()
         chunks = getattr(src.array, "chunks", None)  # zarr: decoding is per chunk
         chunk = chunks[layout.frame] if chunks and layout.frame is not None else 1
-        n_frames = len(self)
-        carry, c0 = self[0:0], 0  # chunked sources: frames c0.. already decoded and still needed
-        for t0 in range(0, n_frames, length):
-            t1 = min(t0 + length, n_frames)
-            lo, hi = max(t0 - context, 0), min(t1 + context, n_frames)
-            if chunk == 1:  # memmap / one chunk per frame: read exactly lo..hi, one copy
-                frames = self[lo:hi]
-            else:  # decode whole chunks once and carry what later blocks need, instead of decoding edges twice
-                have = c0 + len(carry)
-                if hi > have:
-                    new = self[have:min(n_frames, -(-hi // chunk) * chunk)]
-                    frames, rest = np.concatenate([carry[lo - c0:], new[: hi - have]]), new[hi - have:]
-                else:
-                    frames, rest = carry[lo - c0: hi - c0], carry[hi - c0:]
-                c0 = max(t1 - context, 0)  # where the next block starts
-                carry = np.concatenate([frames[c0 - lo:], rest])  # a copy: the caller may modify `frames`
-            pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
-            if pad_lo or pad_hi:  # only the first and last blocks pay for this copy
-                frames = np.concatenate([frames[:1].repeat(pad_lo, 0), frames, frames[-1:].repeat(pad_hi, 0)])
-            yield t0, frames
+        return edge_blocks(lambda lo, hi: self[lo:hi], len(self), length, context, chunk=chunk)
 
     # -- reading ---------------------------------------------------------------------------------------
 

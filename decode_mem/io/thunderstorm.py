@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
-from decode_mem.io.atomic import partial_path
+from decode_mem.io.atomic import atomic_output
 from decode_mem.io.table import EmitterTable
 
 BASE_COLUMNS = ("id", "frame", "x [nm]", "y [nm]", "z [nm]", "intensity [photon]", "offset [photon]",
@@ -91,13 +92,13 @@ class ThunderstormWriter:
         unknown = [e for e in self.extras if e not in EXTRA_COLUMNS]
         if unknown:
             raise ValueError(f"ThunderstormWriter: unknown extra columns {unknown}")
-        self._tmp = partial_path(self.path)
+        self._atomic = ExitStack()
         self._next_id = 1
         self._fh = None
 
     def __enter__(self) -> ThunderstormWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self._tmp, "w", newline="")
+        tmp = self._atomic.enter_context(atomic_output(self.path))
+        self._fh = open(tmp, "w", newline="")
         header = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
         self._fh.write(",".join(f'"{h}"' for h in header) + "\n")
         return self
@@ -114,10 +115,7 @@ class ThunderstormWriter:
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._fh.close()
-        if exc_type is None:
-            os.replace(self._tmp, self.path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+        self._atomic.__exit__(exc_type, exc, tb)  # renamed when complete, removed on an error
 
 
 def write_thunderstorm_csv(table: EmitterTable, path: str | os.PathLike, pixel_size: float) -> None:

@@ -1,25 +1,21 @@
 """The DECODE-style network and its loss.
 
-* ``DecodeNet`` / ``ModelConfig`` (``net``): frames in photons (N, 3, H, W) -> output (N, 10, H, W) in physical
-  units, channels ``OUTPUT_CHANNELS``; tile-exact, with its parts (``normalize``, ``pad``, ``frame_features``,
-  ``temporal``) and ``receptive_field()`` exposed for the tiled executor.
+* ``ModelConfig`` and the output channels (``config``); ``DecodeNet`` (``net``): frames in photons
+  (N, 3, H, W) -> output (N, 10, H, W) in physical units, tile-exact, with its parts (``normalize``, ``pad``,
+  ``frame_features``, ``temporal``) exposed for the tiled executor; ``measure_receptive_field``
+  (``receptive_field``): the halo the executor needs, by impulse response.
 * ``decode_loss`` / ``DecodeLoss`` / ``LossConfig`` / ``LossTerms`` (``loss``): count + GMM localization +
   background loss.
-* ``UNet2d`` (``unet``): the tile-exact U-Net building block.
+* ``UNet2d`` (``unet``): the tile-exact U-Net building block; ``precision``: autocast dtypes, ``amp='auto'``;
+  ``checkpoint``: self-describing checkpoints with the training envelope, ``load_model``.
 
-Imports only ``decode_mem.errors`` (and torch) from below.
+Imports ``decode_mem.io`` (camera) and ``decode_mem.simulate`` (the envelope of a training config) from below.
 """
 
 from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
-from decode_mem.model.net import (
-    CHANNEL_INDEX,
-    CONTEXT_FRAMES,
-    N_OUTPUT_CHANNELS,
-    OUTPUT_CHANNELS,
-    DecodeNet,
-    ModelConfig,
-    measure_receptive_field,
-)
+from decode_mem.model.config import CHANNEL_INDEX, CONTEXT_FRAMES, N_OUTPUT_CHANNELS, OUTPUT_CHANNELS, ModelConfig
+from decode_mem.model.net import DecodeNet
+from decode_mem.model.receptive_field import measure_receptive_field
 from decode_mem.model.unet import UNet2d
 
 __all__ = [

@@ -45,154 +45,26 @@ pointwise by constants per frame (the level is computed once from the whole fram
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from decode_mem.config import check_keys
-from decode_mem.errors import ConfigError
-from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES, UNet2d, make_activation
-
-OUTPUT_CHANNELS: tuple[str, ...] = (
-    "p_logit",
-    "photons",
-    "dx",
-    "dy",
-    "z",
-    "sigma_photons",
-    "sigma_x",
-    "sigma_y",
-    "sigma_z",
-    "bg",
+from decode_mem.model.config import (
+    CHANNEL_INDEX,
+    CONTEXT_FRAMES,
+    HEAD_CHANNELS,
+    LEVEL_SAMPLES,
+    LEVEL_UNIT,
+    N_OUTPUT_CHANNELS,
+    OUTPUT_CHANNELS,
+    ModelConfig,
 )
-"""Channel order of the network output (physical units, see the module docstring)."""
+from decode_mem.model.unet import UNet2d, make_activation
 
-CHANNEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(OUTPUT_CHANNELS)}
-N_OUTPUT_CHANNELS = len(OUTPUT_CHANNELS)
-CONTEXT_FRAMES = 3
-"""Frames per input window: (t-1, t, t+1)."""
-
-_HEAD_CHANNELS = (("p", 1), ("mean", 4), ("sigma", 4), ("bg", 1))  # concatenated in this order
-INPUT_TRANSFORMS = ("anscombe", "linear")
-BG_PARAMS = ("sqrt", "linear")
-LEVEL_SAMPLES = 4096  # frame_level reads about this many pixels of a frame (a fixed sub-grid)
-LEVEL_UNIT = 20.0  # the level channel: level / LEVEL_UNIT (levels run from ~3 to ~200)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Hyper-parameters of ``DecodeNet``; frozen, serializable with ``to_dict`` / ``from_dict``.
-
-    depth, features       U-Net levels (max-pool factor 2 each) and channels of the first level (doubles per
-                          level); both U-Nets use the same values (DECODE: 2 and 48).
-    inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
-    activation            one of ``decode_mem.model.unet.ACTIVATIONS`` ("elu", "relu", "leaky_relu", ...).
-    upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
-    input_transform       "anscombe" (variance-stabilized, level-subtracted frames + a read-noise channel) or
-                          "linear" (``(x - offset) / scale``, one channel); see the module docstring.
-    input_offset/scale    subtracted from / dividing the transformed frame.
-    photon_scale          photons of a saturated ``photons`` output; also the photon unit of the loss.
-    z_scale               nm; ``z`` lies in (-z_scale, z_scale); also the z unit of the loss.
-    bg_scale              photons / px of a saturated ``bg`` output; also the background unit of the loss.
-    bg_param              "sqrt" (``bg = sigmoid² · bg_scale``) or "linear" (``sigmoid · bg_scale``).
-    sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
-    p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
-    grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
-    use_z                 False for 2-D data: the z output is 0 and the loss ignores z.
-    """
-
-    depth: int = 2
-    features: int = 48
-    inter_features: int = 48
-    activation: str = "elu"
-    upsample: str = "nearest"
-    input_transform: str = "anscombe"
-    input_offset: float = 0.0
-    input_scale: float = 3.0
-    photon_scale: float = 10000.0
-    z_scale: float = 1000.0
-    bg_scale: float = 4000.0
-    bg_param: str = "sqrt"
-    sigma_max: float = 3.0
-    sigma_eps: float = 0.01
-    p_bias_init: float = -6.0
-    grad_checkpointing: bool = False
-    use_z: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("depth", "features", "inter_features"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"model.{name} must be an integer, got {value!r}")
-        if not 0 <= self.depth <= 8:
-            raise ConfigError(f"model.depth must be in [0, 8], got {self.depth!r}")
-        for name in ("features", "inter_features"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
-        if self.upsample not in UPSAMPLE_MODES:
-            raise ConfigError(f"model.upsample must be one of {UPSAMPLE_MODES}, got {self.upsample!r}")
-        if self.input_transform not in INPUT_TRANSFORMS:
-            raise ConfigError(f"model.input_transform must be one of {INPUT_TRANSFORMS}, got {self.input_transform!r}")
-        if self.bg_param not in BG_PARAMS:
-            raise ConfigError(f"model.bg_param must be one of {BG_PARAMS}, got {self.bg_param!r}")
-        for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive finite number, got {value!r}")
-        for name in ("input_offset", "p_bias_init"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"model.{name} must be a finite number, got {value!r}")
-        if not isinstance(self.use_z, bool):
-            raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
-        if not isinstance(self.grad_checkpointing, bool):
-            raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
-
-    @property
-    def downsample_factor(self) -> int:
-        return 2**self.depth
-
-    @property
-    def input_channels(self) -> int:
-        """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear'."""
-        return 3 if self.input_transform == "anscombe" else 1
-
-    def output_scales(self) -> tuple[float, ...]:
-        """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
-
-        Use it to compare outputs with an absolute tolerance, e.g. tiled vs whole-frame.
-        """
-        p, z = float(self.photon_scale), float(self.z_scale)
-        return (1.0, p, 1.0, 1.0, z, p, 1.0, 1.0, z, float(self.bg_scale))
-
-    @classmethod
-    def tiny(cls, **overrides: Any) -> ModelConfig:
-        """Test / smoke-test preset: depth 2, 8 features (~59 k parameters)."""
-        return cls(**{"depth": 2, "features": 8, "inter_features": 8, **overrides})
-
-    @classmethod
-    def small(cls, **overrides: Any) -> ModelConfig:
-        """CPU preset: depth 2, 16 features (~0.23 M parameters)."""
-        return cls(**{"depth": 2, "features": 16, "inter_features": 16, **overrides})
-
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> ModelConfig:
-        """Build from a mapping (YAML / checkpoint); unknown keys are an error naming the key."""
-        check_keys(cls, params, "model")
-        return cls(**params)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+__all__ = ["CHANNEL_INDEX", "CONTEXT_FRAMES", "N_OUTPUT_CHANNELS", "OUTPUT_CHANNELS", "DecodeNet", "ModelConfig"]
 
 class _Head(nn.Sequential):
     def __init__(self, channels: int, out_channels: int, activation: str) -> None:
@@ -219,7 +91,7 @@ class DecodeNet(nn.Module):
         self.frame_unet = UNet2d(cfg.input_channels, cfg.inter_features, **unet_kw)
         self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features, cfg.inter_features, **unet_kw)
         self.heads = nn.ModuleDict(
-            {name: _Head(cfg.inter_features, k, cfg.activation) for name, k in _HEAD_CHANNELS}
+            {name: _Head(cfg.inter_features, k, cfg.activation) for name, k in HEAD_CHANNELS}
         )
         sigma_unit = torch.tensor([cfg.photon_scale, 1.0, 1.0, cfg.z_scale], dtype=torch.float32)
         self.register_buffer("_sigma_unit", sigma_unit.view(1, 4, 1, 1), persistent=False)
@@ -257,14 +129,20 @@ class DecodeNet(nn.Module):
         ``max(|dr|, |dc|) <= receptive_field()``, whatever the pixel's position modulo the down-sampling
         factor. Measured by an impulse response (see ``measure_receptive_field``); cached per architecture.
         """
+        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
+
         return measure_receptive_field(self.config, "total")
 
     def frame_unet_receptive_field(self) -> int:
         """Receptive-field radius in px of ``frame_features`` alone."""
+        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
+
         return measure_receptive_field(self.config, "frame")
 
     def temporal_receptive_field(self) -> int:
         """Receptive-field radius in px of ``temporal`` (temporal U-Net + heads) w.r.t. the features."""
+        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
+
         return measure_receptive_field(self.config, "temporal")
 
     # ------------------------------------------------------------------ parts
@@ -414,96 +292,3 @@ def _anscombe(x: torch.Tensor) -> torch.Tensor:
     return 2.0 * torch.sqrt(x.clamp_min(0) + 0.375)
 
 
-# ---------------------------------------------------------------------- receptive field
-def measure_receptive_field(config: ModelConfig, part: str = "total") -> int:
-    """Receptive-field radius (px) of ``part`` in {"total", "frame", "temporal"} of a ``DecodeNet(config)``.
-
-    The receptive field is a property of the architecture (depth, up-sampling, layer layout), not of the
-    weights. It is measured by an impulse response on a *probe* network of the same architecture: float64,
-    positive conv weights, zero biases, each max-pool replaced by an average pool over the same 2x2 window,
-    input all ones. Then every pre-activation is positive, every layer is strictly increasing in each input
-    of its window, and the gradient of an output pixel w.r.t. the input is > 0 exactly on the set of
-    pixels the output can depend on in the real network (no cancellation, no dead units, no max-pool
-    selection). The radius is the largest Chebyshev distance of that set from the output pixel, taken over
-    all ``2**depth`` positions of the output pixel modulo the down-sampling factor (the set is a product
-    of row and column intervals, so the diagonal positions cover every phase).
-    """
-    if part not in ("total", "frame", "temporal"):
-        raise ValueError(f"part must be 'total', 'frame' or 'temporal', got {part!r}")
-    return _measure_cached(config.depth, config.activation, config.upsample, part)
-
-
-@functools.lru_cache(maxsize=64)
-def _measure_cached(depth: int, activation: str, upsample: str, part: str) -> int:
-    # independent of the caller's context: no inference mode / autocast, and the global RNG is left untouched
-    with (
-        torch.inference_mode(False),
-        torch.enable_grad(),
-        torch.autocast("cpu", enabled=False),
-        torch.random.fork_rng(devices=[]),
-    ):
-        return _measure(depth, activation, upsample, part)
-
-
-def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
-    probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample)
-    probe = _probe_network(probe_cfg)
-    c = probe_cfg.inter_features
-    c_in = probe_cfg.input_channels
-    if part == "frame":
-        fn, in_ch = probe.frame_features, c_in
-    elif part == "temporal":
-
-        def fn(f: torch.Tensor) -> torch.Tensor:
-            return probe._temporal_raw(f[:, :c], f[:, c : 2 * c], f[:, 2 * c :])
-
-        in_ch = CONTEXT_FRAMES * c
-    else:
-
-        def fn(x: torch.Tensor) -> torch.Tensor:
-            n, _, h, w = x.shape
-            feats = probe.frame_features(x.reshape(n * CONTEXT_FRAMES, c_in, h, w)).view(n, CONTEXT_FRAMES, -1, h, w)
-            return probe._temporal_raw(feats[:, 0], feats[:, 1], feats[:, 2])
-
-        in_ch = CONTEXT_FRAMES * c_in
-    return _impulse_radius(fn, in_ch, probe_cfg.downsample_factor)
-
-
-def _probe_network(cfg: ModelConfig) -> DecodeNet:
-    net = DecodeNet(cfg).double().eval()
-    with torch.no_grad():
-        for m in net.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
-                m.weight.fill_(1.0 / m.weight[0].numel())
-                m.bias.zero_()
-    for m in net.modules():
-        if isinstance(m, UNet2d):
-            m.pool = nn.AvgPool2d(2)
-    return net
-
-
-def _impulse_radius(fn: Callable[[torch.Tensor], torch.Tensor], in_channels: int, factor: int) -> int:
-    guess = 12 * factor + 8  # about the radius of two U-Nets of this depth; the probe grows if it is too small
-    size = -(-(2 * guess + 2 * factor) // factor) * factor
-    while size <= 16384:
-        x = torch.ones(factor, in_channels, size, size, dtype=torch.float64, requires_grad=True)
-        out = fn(x)
-        centre = (size // 2 // factor) * factor
-        idx = torch.arange(factor)
-        picked = out[idx, :, centre + idx, centre + idx].sum()
-        (grad,) = torch.autograd.grad(picked, x)
-        support = grad.abs().sum(dim=1) > 0  # (factor, size, size)
-        radius, touches = 0, False
-        for a in range(factor):
-            pos = centre + a
-            rows = torch.nonzero(support[a].any(dim=1)).flatten()
-            cols = torch.nonzero(support[a].any(dim=0)).flatten()
-            lo_r, hi_r, lo_c, hi_c = int(rows.min()), int(rows.max()), int(cols.min()), int(cols.max())
-            if min(lo_r, lo_c) == 0 or max(hi_r, hi_c) == size - 1:
-                touches = True
-                break
-            radius = max(radius, pos - lo_r, hi_r - pos, pos - lo_c, hi_c - pos)
-        if not touches:
-            return radius
-        size *= 2
-    raise RuntimeError("receptive field larger than 8192 px: unexpected for this architecture")

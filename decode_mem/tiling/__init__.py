@@ -5,13 +5,12 @@
   tile core, frame features computed once per frame, AMP, out-of-memory back-off;
 * ``choose_sizes`` / ``peak_bytes`` / ``memory_budget`` (``autosize``): ``'auto'`` chunk and batch sizes.
 
-Imports only ``decode_mem.errors`` and ``decode_mem.io`` from below; the network is duck-typed
-(``TileNetwork``), post-processing is the caller's ``consume`` function.
+Knows no files and no CLIs: imports ``decode_mem.io`` (prefetch) and ``decode_mem.model.precision`` from
+below; the network is duck-typed (``TileNetwork``), post-processing is the caller's ``consume`` function.
 """
 
 from decode_mem.tiling.autosize import choose_sizes, memory_budget, peak_bytes
 from decode_mem.tiling.executor import (
-    AMP_DTYPES,
     ArrayStack,
     BlockResult,
     DeviceMemoryError,
@@ -20,12 +19,14 @@ from decode_mem.tiling.executor import (
     TiledExecutor,
     TileNetwork,
     as_source,
+    block_length,
     is_oom,
 )
 from decode_mem.tiling.plan import AxisTile, Tile, TilePlan, halo_for, plan_axis
 
 __all__ = [
-    "AMP_DTYPES", "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
-    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "choose_sizes", "halo_for",
+    "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
+    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length", "choose_sizes",
+    "halo_for",
     "is_oom", "memory_budget", "peak_bytes", "plan_axis",
 ]

@@ -23,21 +23,30 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
 
+from decode_mem.config import AMP_CHOICES
 from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.io.blocks import edge_blocks
 from decode_mem.io.prefetch import prefetch
+from decode_mem.model.precision import autocast, resolve_amp
 from decode_mem.tiling.autosize import choose_sizes
 from decode_mem.tiling.plan import Tile, TilePlan
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ...
 BLOCK_RANGE = (4, 256)  # ... within these many frames
+
+
+def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str = "auto") -> int:
+    """Frames per block: ``block`` itself, or for 'auto' about ``BLOCK_BYTES`` of raw (H, W) frames."""
+    if block != "auto":
+        return int(block)
+    h, w = frame_shape[-2:]
+    return int(np.clip(BLOCK_BYTES // (h * w * itemsize), *BLOCK_RANGE))
 
 
 class TileNetwork(Protocol):
@@ -72,7 +81,7 @@ class TileConfig:
     chunk_size      tile core side in px (rounded down to a multiple of the down-sampling factor) or 'auto'
     batch_size      (tile, frame) items per network call, or 'auto'
     block           frames read per block, or 'auto' (about ``BLOCK_BYTES`` of raw input, 4..256 frames)
-    amp             None (fp32), 'bf16' or 'fp16' autocast
+    amp             None or 'off' (fp32), 'bf16', 'fp16' or 'auto' autocast (``decode_mem.model.precision``)
     margin          px of exact output kept around each core for post-processing (``postprocess.MARGIN``)
     reuse_features  compute the frame U-Net once per frame (False: three times, as DECODE; for comparison)
     memory_budget   bytes for 'auto' sizes (None: a fraction of free device / available host memory)
@@ -82,7 +91,7 @@ class TileConfig:
     chunk_size: int | Literal["auto"] = 512
     batch_size: int | Literal["auto"] = 16
     block: int | Literal["auto"] = "auto"
-    amp: Literal["bf16", "fp16"] | None = None
+    amp: Literal["auto", "bf16", "fp16", "off"] | None = None
     margin: int = 0
     reuse_features: bool = True
     memory_budget: int | None = None
@@ -93,8 +102,8 @@ class TileConfig:
             value = getattr(self, name)
             if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
-        if self.amp not in (None, *AMP_DTYPES):
-            raise ConfigError(f"amp must be None, 'bf16' or 'fp16', got {self.amp!r}")
+        if self.amp not in (None, *AMP_CHOICES):
+            raise ConfigError(f"amp must be None or one of {AMP_CHOICES}, got {self.amp!r}")
         if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
             raise ConfigError(f"margin must be an integer >= 0, got {self.margin!r}")
         if self.max_retries < 0:
@@ -141,10 +150,7 @@ class ArrayStack:
 
     def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
         """``(t0, frames[t0 - context : t0 + n + context])``, the edge frame repeated beyond the ends."""
-        t = len(self._frames)
-        for t0 in range(0, t, length):
-            idx = np.clip(np.arange(t0 - context, min(t0 + length, t) + context), 0, t - 1)
-            yield t0, self._frames[idx]
+        return edge_blocks(lambda lo, hi: self._frames[lo:hi], len(self._frames), length, context)
 
 
 def as_source(frames: Any) -> FrameSource:
@@ -184,7 +190,7 @@ class TiledExecutor:
             self._maps = camera.load_maps(self.shape).padded(padded).to_torch(self.device)
         self.factor = int(net.downsample_factor)
         self.receptive_field = int(net.receptive_field())
-        self._amp = AMP_DTYPES.get(config.amp)
+        self._amp = resolve_amp(config.amp, self.device)
         self.chunk_size, self.batch_size = choose_sizes(
             self.shape, config.chunk_size, config.batch_size, probe=self._probe, device=self.device,
             receptive_field=self.receptive_field, factor=self.factor, margin=config.margin,
@@ -197,10 +203,7 @@ class TiledExecutor:
                               margin=self.config.margin)
 
     def block_length(self, itemsize: int = 4) -> int:
-        if self.config.block != "auto":
-            return int(self.config.block)
-        per_frame = self.shape[0] * self.shape[1] * itemsize
-        return int(np.clip(BLOCK_BYTES // per_frame, *BLOCK_RANGE))
+        return block_length(self.shape, itemsize, self.config.block)
 
     # ------------------------------------------------------------------ driver
     def run(self, source: FrameSource, consume: Consume, *, prefetch_depth: int = 1) -> Iterator[BlockResult]:
@@ -356,8 +359,7 @@ class TiledExecutor:
     def _compute(self, x: torch.Tensor, k: int, carry: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
         g, nf, c, ly, lx = x.shape
-        autocast = (torch.autocast(self.device.type, dtype=self._amp) if self._amp is not None else nullcontext())
-        with autocast:
+        with autocast(self.device, self._amp):
             if self.config.reuse_features:
                 feats = self.net.frame_features(x.reshape(g * nf, c, ly, lx))
                 feats = feats.view(g, nf, *feats.shape[1:])

@@ -1,0 +1,144 @@
+"""What the network is: its hyper-parameters (``ModelConfig``) and the meaning of its output channels."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from decode_mem.config import check_keys
+from decode_mem.errors import ConfigError
+from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES
+
+OUTPUT_CHANNELS: tuple[str, ...] = (
+    "p_logit",
+    "photons",
+    "dx",
+    "dy",
+    "z",
+    "sigma_photons",
+    "sigma_x",
+    "sigma_y",
+    "sigma_z",
+    "bg",
+)
+"""Channel order of the network output (physical units, see the module docstring)."""
+
+CHANNEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(OUTPUT_CHANNELS)}
+N_OUTPUT_CHANNELS = len(OUTPUT_CHANNELS)
+CONTEXT_FRAMES = 3
+"""Frames per input window: (t-1, t, t+1)."""
+
+HEAD_CHANNELS = (("p", 1), ("mean", 4), ("sigma", 4), ("bg", 1))  # the heads' outputs, concatenated in this order
+INPUT_TRANSFORMS = ("anscombe", "linear")
+BG_PARAMS = ("sqrt", "linear")
+LEVEL_SAMPLES = 4096  # frame_level reads about this many pixels of a frame (a fixed sub-grid)
+LEVEL_UNIT = 20.0  # the level channel: level / LEVEL_UNIT (levels run from ~3 to ~200)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of ``DecodeNet``; frozen, serializable with ``to_dict`` / ``from_dict``.
+
+    depth, features       U-Net levels (max-pool factor 2 each) and channels of the first level (doubles per
+                          level); both U-Nets use the same values (DECODE: 2 and 48).
+    inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
+    activation            one of ``decode_mem.model.unet.ACTIVATIONS`` ("elu", "relu", "leaky_relu", ...).
+    upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
+    input_transform       "anscombe" (variance-stabilized, level-subtracted frames + a read-noise channel) or
+                          "linear" (``(x - offset) / scale``, one channel); see the module docstring.
+    input_offset/scale    subtracted from / dividing the transformed frame.
+    photon_scale          photons of a saturated ``photons`` output; also the photon unit of the loss.
+    z_scale               nm; ``z`` lies in (-z_scale, z_scale); also the z unit of the loss.
+    bg_scale              photons / px of a saturated ``bg`` output; also the background unit of the loss.
+    bg_param              "sqrt" (``bg = sigmoid² · bg_scale``) or "linear" (``sigmoid · bg_scale``).
+    sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
+    p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
+    grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
+    use_z                 False for 2-D data: the z output is 0 and the loss ignores z.
+    """
+
+    depth: int = 2
+    features: int = 48
+    inter_features: int = 48
+    activation: str = "elu"
+    upsample: str = "nearest"
+    input_transform: str = "anscombe"
+    input_offset: float = 0.0
+    input_scale: float = 3.0
+    photon_scale: float = 10000.0
+    z_scale: float = 1000.0
+    bg_scale: float = 4000.0
+    bg_param: str = "sqrt"
+    sigma_max: float = 3.0
+    sigma_eps: float = 0.01
+    p_bias_init: float = -6.0
+    grad_checkpointing: bool = False
+    use_z: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "features", "inter_features"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"model.{name} must be an integer, got {value!r}")
+        if not 0 <= self.depth <= 8:
+            raise ConfigError(f"model.depth must be in [0, 8], got {self.depth!r}")
+        for name in ("features", "inter_features"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.upsample not in UPSAMPLE_MODES:
+            raise ConfigError(f"model.upsample must be one of {UPSAMPLE_MODES}, got {self.upsample!r}")
+        if self.input_transform not in INPUT_TRANSFORMS:
+            raise ConfigError(f"model.input_transform must be one of {INPUT_TRANSFORMS}, got {self.input_transform!r}")
+        if self.bg_param not in BG_PARAMS:
+            raise ConfigError(f"model.bg_param must be one of {BG_PARAMS}, got {self.bg_param!r}")
+        for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"model.{name} must be a positive finite number, got {value!r}")
+        for name in ("input_offset", "p_bias_init"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"model.{name} must be a finite number, got {value!r}")
+        if not isinstance(self.use_z, bool):
+            raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
+        if not isinstance(self.grad_checkpointing, bool):
+            raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
+
+    @property
+    def downsample_factor(self) -> int:
+        return 2**self.depth
+
+    @property
+    def input_channels(self) -> int:
+        """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear'."""
+        return 3 if self.input_transform == "anscombe" else 1
+
+    def output_scales(self) -> tuple[float, ...]:
+        """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
+
+        Use it to compare outputs with an absolute tolerance, e.g. tiled vs whole-frame.
+        """
+        p, z = float(self.photon_scale), float(self.z_scale)
+        return (1.0, p, 1.0, 1.0, z, p, 1.0, 1.0, z, float(self.bg_scale))
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> ModelConfig:
+        """Test / smoke-test preset: depth 2, 8 features (~59 k parameters)."""
+        return cls(**{"depth": 2, "features": 8, "inter_features": 8, **overrides})
+
+    @classmethod
+    def small(cls, **overrides: Any) -> ModelConfig:
+        """CPU preset: depth 2, 16 features (~0.23 M parameters)."""
+        return cls(**{"depth": 2, "features": 16, "inter_features": 16, **overrides})
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> ModelConfig:
+        """Build from a mapping (YAML / checkpoint); unknown keys are an error naming the key."""
+        check_keys(cls, params, "model")
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
