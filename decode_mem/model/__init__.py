@@ -12,8 +12,8 @@
 Imports ``decode_mem.io`` (camera) and ``decode_mem.simulate`` (the envelope of a training config) from below.
 """
 
-from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
 from decode_mem.model.config import CHANNEL_INDEX, CONTEXT_FRAMES, N_OUTPUT_CHANNELS, OUTPUT_CHANNELS, ModelConfig
+from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.receptive_field import measure_receptive_field
 from decode_mem.model.unet import UNet2d
