@@ -14,6 +14,7 @@ import yaml
 from decode_mem.errors import ConfigError
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision everywhere (decode_mem.model.precision)
+CONFIG_VERSION = 1  # the `version` key of every decode_mem YAML (optional; a newer version is refused)
 
 
 def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: str) -> None:
@@ -27,7 +28,11 @@ def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: s
 
 
 def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, Any]:
-    """A YAML file's top-level mapping (or its ``section`` when present); every problem names the file."""
+    """A YAML file's top-level mapping (or its ``section`` when present); every problem names the file.
+
+    A top-level ``version`` key is checked against ``CONFIG_VERSION`` and removed: files written by a newer
+    decode_mem are refused with a clear message instead of being half understood.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
@@ -37,6 +42,9 @@ def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, 
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
+    version = loaded.pop("version", CONFIG_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= CONFIG_VERSION:
+        raise ConfigError(f"{path}: config version {version!r}; this decode_mem reads versions 1..{CONFIG_VERSION}")
     if section is not None and section in loaded:
         loaded = loaded[section] or {}
         if not isinstance(loaded, dict):

@@ -43,3 +43,13 @@ def test_load_yaml_section(tmp_path: Path) -> None:
     path.write_text("train: {steps: 3}\n")
     assert load_yaml(path, section="train") == {"steps": 3}
     assert load_yaml(path, section="other") == {"train": {"steps": 3}}
+
+
+def test_version_key_is_checked_and_removed(tmp_path: Path) -> None:
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("version: 1\nsteps: 3\n")
+    assert load_yaml(ok) == {"steps": 3}
+    newer = tmp_path / "newer.yaml"
+    newer.write_text("version: 99\nsteps: 3\n")
+    with pytest.raises(ConfigError, match=r"newer\.yaml: config version 99"):
+        load_yaml(newer)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import int_or_auto
+from decode_mem.cli import add, int_or_auto
 from decode_mem.config import load_yaml, resolve_device
 from decode_mem.errors import DecodeMemError
 
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--threshold", type=float, help="detection probability threshold")
     det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera); default: the model's")
     for flag in CAMERA_FLAGS:
-        det.add_argument(f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
+        add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
     run = p.add_argument_group("run")
     run.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
     run.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")

@@ -1,7 +1,7 @@
 """``python -m decode_mem.simulate``: write a synthetic SMLM stack (TIFF or zarr) and its ground truth (CSV).
 
 Thin layer: parse -> ``SimulationConfig`` -> ``simulate_stack``. Errors a user can fix print
-``error: ...`` on stderr and exit with status 2.
+``error: ...`` on stderr and exit with status 2 (``decode_mem.cli``).
 """
 
 from __future__ import annotations
@@ -11,45 +11,43 @@ import sys
 import time
 from typing import Any
 
+from decode_mem.cli import add, new_parser, run
 from decode_mem.config import load_yaml
-from decode_mem.errors import ConfigError, DecodeMemError
+from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.config import SimulationConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m decode_mem.simulate",
-        description="Simulate a blinking-emitter SMLM movie block by block (bounded memory) and write it as "
-                    "uint16 TIFF or zarr v3, with the ground truth as a ThunderSTORM CSV.")
+    p = new_parser("decode_mem.simulate", "Simulate a blinking-emitter SMLM movie block by block (bounded memory) "
+                                          "and write it as uint16 TIFF or zarr v3, with the ground truth as a "
+                                          "ThunderSTORM CSV.")
     p.add_argument("--frames", type=int, required=True, help="number of frames T")
     p.add_argument("--out", required=True, help="output stack: *.tif, *.tiff or *.zarr")
     p.add_argument("--gt", help="ground-truth CSV (ThunderSTORM columns, 1-based frames, nm)")
-    p.add_argument("--camera_out", "--camera-out", dest="camera_out",
-                   help="write the movie's camera as YAML for `infer --camera` (sCMOS maps beside it)")
+    add(p, "--camera_out", help="write the movie's camera as YAML for `infer --camera` (sCMOS maps beside it)")
     p.add_argument("--config", help="YAML with SimulationConfig keys (top level or under 'simulation'); "
                                     "the options below override it")
-    p.add_argument("--size", "--frame_size", "--frame-size", dest="size", type=int, nargs=2, metavar=("H", "W"),
-                   help="frame size in px (default 64 64)")
+    add(p, "--size", "--frame_size", dest="size", type=int, nargs=2, metavar=("H", "W"),
+        help="frame size in px (default 64 64)")
     p.add_argument("--density", type=float, help="emitters visible per frame per µm² (default 1.0)")
     p.add_argument("--psf", help="gauss2d (default) or astig3d")
-    p.add_argument("--sigma", "--psf_sigma", "--psf-sigma", dest="sigma", type=float, help="PSF σ0 in px (default 1.0)")
-    p.add_argument("--z_range", "--z-range", dest="z_range", type=float, nargs=2, metavar=("LOW", "HIGH"),
-                   help="z range in nm for astig3d (default -750 750)")
+    add(p, "--sigma", "--psf_sigma", dest="sigma", type=float, help="PSF σ0 in px (default 1.0)")
+    add(p, "--z_range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="z range in nm for astig3d "
+                                                                            "(default -750 750)")
     p.add_argument("--camera", help="emccd (default: challenge-like EMCCD) or scmos")
-    p.add_argument("--pixel_size", "--pixel-size", dest="pixel_size", type=float, help="camera pixel in nm")
+    add(p, "--pixel_size", type=float, help="camera pixel in nm")
     p.add_argument("--photons", type=float, nargs=2, metavar=("MEAN", "STD"),
                    help="emitter flux in photons per full frame (default 5000 1500)")
     p.add_argument("--bg", type=float, nargs="+", metavar="PHOTONS",
                    help="background photons/px: one value, or LOW HIGH to draw the level (default 100)")
-    p.add_argument("--bg_mode", "--bg-mode", dest="bg_mode", help="uniform (default) or smooth")
-    p.add_argument("--on_time", "--on-time", dest="on_time", type=float, help="mean on-time in frames (default 2)")
+    add(p, "--bg_mode", help="uniform (default), smooth, cell or mixed")
+    add(p, "--on_time", type=float, help="mean on-time in frames (default 2)")
     p.add_argument("--margin", type=float, help="px around the frame where emitters are placed too (default 3)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--block", type=int, help="frames simulated and written at a time (default: ~4 M pixels)")
     p.add_argument("--device", default="cpu", help="torch device for the simulation (default cpu)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return p
 
 
@@ -84,12 +82,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
-        return int(e.code or 0)
-    try:
+    def body(args: argparse.Namespace) -> None:
         config = config_from_args(args)
         if args.threads is not None and args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
@@ -101,18 +94,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         start = time.perf_counter()
-        with tqdm(total=args.frames, unit="frame", desc="simulate", disable=args.quiet) as bar:
+        with tqdm(total=args.frames, unit="frame", desc="simulate", disable=bool(args.quiet)) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
                                     device=args.device, camera_out=args.camera_out, progress=bar.update)
-    except DecodeMemError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not args.quiet:
-        t = result.shape[0]
-        seconds = time.perf_counter() - start
-        print(f"wrote {result.out} {result.shape} uint16 ({t / seconds:.0f} frames/s)"
-              + (f" and {result.gt} ({result.n_localizations} ground-truth rows)" if result.gt else ""))
-    return 0
+        if not args.quiet:
+            t = result.shape[0]
+            seconds = time.perf_counter() - start
+            print(f"wrote {result.out} {result.shape} uint16 ({t / seconds:.0f} frames/s)"
+                  + (f" and {result.gt} ({result.n_localizations} ground-truth rows)" if result.gt else "")
+                  + (f"; camera {result.camera}" if result.camera else ""))
+
+    return run(build_parser(), body, argv)
 
 
 if __name__ == "__main__":
