@@ -41,3 +41,17 @@ def _single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _throughput_cache(tmp_path_factory):
+    """'auto' sizes remember measured speeds in a cache file: tests keep theirs out of the user's home."""
+    import os
+
+    previous = os.environ.get("DECODE_MEM_CACHE")
+    os.environ["DECODE_MEM_CACHE"] = str(tmp_path_factory.mktemp("cache") / "throughput.json")
+    yield
+    if previous is None:
+        os.environ.pop("DECODE_MEM_CACHE", None)
+    else:
+        os.environ["DECODE_MEM_CACHE"] = previous

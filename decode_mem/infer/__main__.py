@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from decode_mem.cli import add, int_or_auto
-from decode_mem.config import load_yaml, resolve_device
+from decode_mem.config import AMP_CHOICES, load_yaml, resolve_device
 from decode_mem.errors import DecodeMemError
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
@@ -32,11 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
     mem = p.add_argument_group("memory and speed")
     mem.add_argument("--use_chunking", "--use-chunking", action="store_true",
                      help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
-    mem.add_argument("--chunk_size", "--chunk-size", type=int_or_auto, default=None, help="tile side in px, or 'auto'")
-    mem.add_argument("--batch_size", "--batch-size", type=int_or_auto, default=16,
-                     help="tiles x frames per call, or 'auto'")
-    mem.add_argument("--amp", dest="amp", action="store_true", default=None, help="bf16 autocast (default on CUDA)")
-    mem.add_argument("--no_amp", "--no-amp", dest="amp", action="store_false")
+    add(mem, "--chunk_size", type=int_or_auto, default="auto",
+        help="tile core side in px, or 'auto' (default: the fastest that fits --memory_limit)")
+    add(mem, "--batch_size", type=int_or_auto, default="auto",
+        help="windows (tile x frame) per network call, or 'auto' (default)")
+    add(mem, "--memory_limit", help="memory budget for 'auto' sizes, e.g. 2GiB (host RssAnon on a CPU, device "
+                                    "memory on CUDA; default: 1 GiB or half the available on a CPU, 80%% of the "
+                                    "free GPU memory); given sizes that cannot fit it are refused")
+    mem.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                     help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16, off")
+    add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
+    add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
     mem.add_argument("--threads", type=int, help="torch CPU threads per process")
     mem.add_argument("--memory_log_file", "--memory-log-file", help="memory CSV, one row per block")
@@ -65,13 +71,14 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         camera = Camera.from_dict(load_yaml(args.camera, section="camera"), base_dir=Path(args.camera).parent)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
-    use_amp = args.amp if args.amp is not None else device.startswith("cuda")
-    chunk = args.chunk_size if args.chunk_size is not None else 512
+    from decode_mem.plan.choose import parse_bytes
+
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
     return InferConfig(
         inputs=tuple(args.inputs), out=args.out, model=args.model,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
-        chunk_size=chunk, batch_size=args.batch_size, amp="bf16" if use_amp else None, device=device,
+        chunk_size=args.chunk_size, batch_size=args.batch_size, amp=args.amp,
+        memory_limit=parse_bytes(args.memory_limit), device=device,
         threshold=args.threshold, camera=camera, camera_overrides=overrides,
         memory_log_file=args.memory_log_file, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, quiet=args.quiet, **extra)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from decode_mem.config import AMP_CHOICES
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 
@@ -29,7 +30,9 @@ class InferConfig:
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
     model           checkpoint path (None: the shipped ``data/models/default_2d.pt``)
     formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'
-    chunk_size, batch_size, block, amp, device   passed to ``engine.predict_stack``
+    chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` ('auto' sizes: the fastest that fit
+                    ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')
+    memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
     memory_log_file MemoryTracker CSV (one row per block, main process)
@@ -45,10 +48,11 @@ class InferConfig:
     out: str
     model: str | None = None
     formats: tuple[str, ...] = ("csv",)
-    chunk_size: Size = 512
-    batch_size: Size = 16
+    chunk_size: Size = "auto"
+    batch_size: Size = "auto"
     block: Size = "auto"
-    amp: Literal["bf16", "fp16"] | None = None
+    amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
+    memory_limit: int | None = None
     device: str | None = None
     threshold: float | None = None
     camera: Camera | None = None
@@ -83,6 +87,10 @@ class InferConfig:
             raise ConfigError(f"frames_per_task must be >= 1, got {self.frames_per_task}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads must be >= 1, got {self.threads}")
+        if self.amp not in AMP_CHOICES:
+            raise ConfigError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        if self.memory_limit is not None and self.memory_limit <= 0:
+            raise ConfigError(f"memory_limit must be > 0 bytes, got {self.memory_limit}")
         if self.threshold is not None and not 0 <= self.threshold <= 1:
             raise ConfigError(f"threshold is a probability in [0, 1], got {self.threshold}")
         if self.write_probability_map:
@@ -99,7 +107,8 @@ class InferConfig:
     def settings(self) -> dict[str, Any]:
         """The settings recorded in each stack's JSON summary."""
         return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
-                "block": self.block, "amp": self.amp, "device": self.device, "threshold": self.threshold,
+                "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "device": self.device,
+                "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
                 "threads": self.threads}
 

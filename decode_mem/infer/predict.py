@@ -4,11 +4,12 @@
         for table in predict_stack(stack, load_model("model.pt"), chunk_size=512, amp="bf16", device="cuda"):
             writer.write(table)                 # one EmitterTable per block of frames, in frame order
 
-``predict_stack`` = ``tiling.TiledExecutor`` (exact tiles, frame features computed once per frame, AMP,
-auto-size, out-of-memory back-off) + ``postprocess.output_to_emitters`` on each tile's core, computed on
-the device, so only the detections travel to the host. Memory is set by ``chunk_size`` and ``batch_size``
-(the device working set) and ``block`` (whole raw frames on the host; ``'auto'``: ~64 MiB); the stack's
-length does not enter, and no full-frame output or feature map is ever made. ``process_large_image``
+``predict_stack`` = ``plan.choose_sizes`` (``'auto'`` sizes: the fastest that fit the memory budget, from the
+planner's prediction) + ``tiling.TiledExecutor`` (exact tiles, frame features computed once per frame, AMP,
+out-of-memory back-off) + ``postprocess.output_to_emitters`` on each tile's core, computed on the device, so
+only the detections travel to the host. Memory is set by ``chunk_size`` and ``batch_size`` (the network's
+working set) and ``block`` (whole raw frames on the host); the stack's length does not enter, and no
+full-frame output or feature map is ever made. ``process_large_image``
 returns the full output map of one image or window, for inspection and for callers that want it.
 """
 
@@ -24,12 +25,15 @@ from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
+from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
+from decode_mem.plan.choose import SizeChoice, choose_sizes
 from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
 Size = int | Literal["auto"]
+Amp = Literal["auto", "bf16", "fp16", "off"] | None
 DEFAULT_POSTPROCESS = PostprocessConfig()
 
 
@@ -37,14 +41,15 @@ def predict_stack(
     stack: FrameSource | np.ndarray | torch.Tensor,
     model: DecodeNet | TrainedModel,
     *,
-    chunk_size: Size = 512,
-    batch_size: Size = 16,
+    chunk_size: Size = "auto",
+    batch_size: Size = "auto",
     block: Size = "auto",
-    amp: Literal["bf16", "fp16"] | None = None,
+    amp: Amp = "off",
     device: str | torch.device | None = None,
     postprocess: PostprocessConfig = DEFAULT_POSTPROCESS,
     camera: Camera | None = None,
-    memory_budget: int | None = None,
+    memory_limit: int | None = None,
+    on_plan: Callable[[SizeChoice], None] | None = None,
     on_block: Callable[[BlockResult], None] | None = None,
 ) -> Iterator[EmitterTable]:
     """Localize emitters in every frame of ``stack``; yields one ``EmitterTable`` per block, in frame order.
@@ -54,22 +59,30 @@ def predict_stack(
     by tile. ``camera`` converts raw frames to photons; by default a ``TrainedModel``'s camera is used and
     a bare ``DecodeNet`` is given photons (pass ``model.net`` to feed photons to a trained model).
     ``device``: where to run (default: where the model is); the model is moved there and put in eval mode.
-    ``on_block(BlockResult)`` is called after each block (``results`` are its per-tile tables): hook a
-    progress bar or ``MemoryTracker.update`` there. Sizes ``'auto'`` fit ``memory_budget`` (bytes; default
-    a fraction of the free device memory). Set-up errors are raised here, before the first block is read.
+    Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
+    on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
+    ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
+    block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
+    ``MemoryTracker.update`` there). Set-up errors are raised here, before the first block is read.
     """
     net, cam, dev = _prepare(model, camera, device)
     source = as_source(stack)
     _, h, w = source.shape
-    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, margin=MARGIN,
-                        memory_budget=memory_budget)
+    itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
+    choice = plan_sizes(net, source.shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
+                        device=dev, itemsize=itemsize, memory_limit=memory_limit)
+    plan = choice.plan
+    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
+                        margin=MARGIN)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
+    if on_plan is not None:
+        on_plan(choice)
 
     def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> EmitterTable:
         return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
 
     def stream() -> Iterator[EmitterTable]:
-        for result in executor.run(source, consume):
+        for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
             if on_block is not None:
                 on_block(result)
             yield EmitterTable.concat(result.results).sorted_by_frame()
@@ -80,12 +93,13 @@ def predict_stack(
 def process_large_image(
     frames: np.ndarray | torch.Tensor,
     model: DecodeNet | TrainedModel,
-    chunk_size: Size = 512,
+    chunk_size: Size = "auto",
     *,
-    batch_size: Size = 16,
-    amp: Literal["bf16", "fp16"] | None = None,
+    batch_size: Size = "auto",
+    amp: Amp = "off",
     device: str | torch.device | None = None,
     camera: Camera | None = None,
+    memory_limit: int | None = None,
 ) -> np.ndarray | torch.Tensor:
     """Network output ``(10, H, W)`` (``OUTPUT_CHANNELS``, physical units) of one image, computed tile by tile.
 
@@ -104,7 +118,9 @@ def process_large_image(
                           f"shape {image.shape}")
     net, cam, dev = _prepare(model, camera, device)
     h, w = image.shape[-2:]
-    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp)
+    plan = plan_sizes(net, (1, h, w), chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp, device=dev,
+                      itemsize=image.dtype.itemsize, memory_limit=memory_limit).plan
+    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=1, amp=plan.amp)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     out: list[np.ndarray] = []  # allocated at the first tile, with the network's channel count
 
@@ -117,6 +133,19 @@ def process_large_image(
     for _ in executor.run(source, consume, prefetch_depth=0):
         pass
     return torch.from_numpy(out[0]) if is_tensor else out[0]
+
+
+def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Size, batch_size: Size, block: Size,
+               amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None) -> SizeChoice:
+    """``decode_mem.plan.choose_sizes`` for a ``(T, H, W)`` stack in this process (baseline: its RssAnon now)."""
+    for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
+    anon = read_host_memory().get("rss_anon_mb")
+    baseline = int((anon or 0.0) * 2**20)
+    return choose_sizes(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
+                        device=device, itemsize=itemsize, memory_limit=memory_limit, baseline_bytes=baseline,
+                        n_frames=shape[0])
 
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,

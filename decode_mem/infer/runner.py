@@ -120,7 +120,8 @@ def run_inference(cfg: InferConfig) -> InferReport:
         _warn(f)
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
     base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
-            "amp": cfg.amp, "device": cfg.device, "threshold": cfg.threshold, "threads": cfg.threads}
+            "amp": cfg.amp, "memory_limit": cfg.memory_limit, "device": cfg.device, "threshold": cfg.threshold,
+            "threads": cfg.threads}
     extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),
               "settings": cfg.settings(), "generated_by": generated_by()}
     writer_options = {"three_d": bool(model.config.use_z), "psf_sigma": float(np.mean(psf_sigma))}
@@ -171,11 +172,12 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     t0 = time.perf_counter()
     bar = tqdm(total=job.shape[0], unit="frame", desc=job.stem, disable=cfg.quiet, leave=False, position=1)
     peak = _Peak()
+    sizes: dict[str, Any] = {}
     outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
                         shape=job.shape, source=str(job.path), source_dtype=job.dtype, **writer_options)
     try:
         with outs:
-            for table, n_frames, worker_peak in backend.emitters(job, peak, tracker):
+            for table, n_frames, worker_peak in backend.emitters(job, peak, tracker, sizes):
                 outs.write(table)
                 bar.update(n_frames)
                 peak.add(worker_peak)
@@ -185,7 +187,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     wall = time.perf_counter() - t0
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
                            (*map(str, outs.paths), str(summary_path(cfg.out, job.stem))),
-                           extra=dict(extras, shape=list(job.shape)))
+                           extra=dict(extras, shape=list(job.shape), **({"sizes": sizes} if sizes else {})))
     outs.finish(summary.as_dict())
     return summary
 
@@ -217,13 +219,17 @@ class _Backend:
         if self._dask is not None:
             self._dask.__exit__(*exc)
 
-    def emitters(self, job: StackJob, peak: _Peak,
-                 tracker: MemoryTracker | None) -> Iterator[tuple[EmitterTable, int, float | None]]:
-        """``(table, frames it covers, peak RssAnon of the process that made it)`` in frame order."""
+    def emitters(self, job: StackJob, peak: _Peak, tracker: MemoryTracker | None,
+                 sizes: dict[str, Any]) -> Iterator[tuple[EmitterTable, int, float | None]]:
+        """``(table, frames it covers, peak RssAnon of the process that made it)`` in frame order; ``sizes``
+        receives the chosen tile/batch sizes and why (in this process; dask workers choose their own)."""
         if self._dask is not None:
             yield from self._dask.emitters(job)
             return
         done: list[int] = []
+
+        def on_plan(choice: Any) -> None:
+            sizes.update(choice.as_dict())
 
         def on_block(result: Any) -> None:
             done.append(result.n_frames)
@@ -233,7 +239,7 @@ class _Backend:
         with open_stack(job.path) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
-            for table in stream_emitters(stack, job.settings, on_block=on_block):
+            for table in stream_emitters(stack, job.settings, on_block=on_block, on_plan=on_plan):
                 yield table, done.pop() if done else 0, None
 
     def worker_peaks(self) -> dict[str, float]:

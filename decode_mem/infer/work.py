@@ -24,6 +24,7 @@ from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel, load_model
+from decode_mem.plan.choose import SizeChoice
 from decode_mem.postprocess import PostprocessConfig
 from decode_mem.tiling import BlockResult
 
@@ -34,10 +35,11 @@ class EngineSettings:
 
     model: str
     camera: Camera
-    chunk_size: int | str = 512
-    batch_size: int | str = 16
+    chunk_size: int | str = "auto"
+    batch_size: int | str = "auto"
     block: int = 256
-    amp: str | None = None
+    amp: str = "auto"
+    memory_limit: int | None = None
     device: str | None = None
     threshold: float | None = None
     threads: int | None = None
@@ -79,15 +81,16 @@ def warm_up(model: str, device: str | None, threads: int) -> int:
     return os.getpid()
 
 
-def stream_emitters(stack: Any, settings: EngineSettings,
-                    on_block: Callable[[BlockResult], None] | None = None) -> Iterator[EmitterTable]:
+def stream_emitters(stack: Any, settings: EngineSettings, on_block: Callable[[BlockResult], None] | None = None,
+                    on_plan: Callable[[SizeChoice], None] | None = None) -> Iterator[EmitterTable]:
     """``predict_stack`` with these settings, one table per block, in frame order."""
     if settings.threads is not None and torch.get_num_threads() != settings.threads:
         torch.set_num_threads(settings.threads)
     model = cached_model(settings.model, settings.device)
     return predict_stack(stack, model, chunk_size=settings.chunk_size, batch_size=settings.batch_size,
                          block=settings.block, amp=settings.amp, device=settings.device,
-                         postprocess=settings.postprocess, camera=settings.camera, on_block=on_block)
+                         postprocess=settings.postprocess, camera=settings.camera,
+                         memory_limit=settings.memory_limit, on_plan=on_plan, on_block=on_block)
 
 
 def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -> RangeResult:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import check_keys, load_yaml
+from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
@@ -80,9 +80,9 @@ class InferStep:
 
     model: str | None = None
     stack: str | None = None
-    chunk_size: int | str = 512
-    batch_size: int | str = 16
-    amp: str | None = None
+    chunk_size: int | str = "auto"
+    batch_size: int | str = "auto"
+    amp: str = "auto"
     threshold: float | None = None
     formats: tuple[str, ...] = ("csv",)
 
@@ -98,8 +98,8 @@ class InferStep:
         if "csv" not in formats:
             formats = ("csv", *formats)  # evaluate and render read the CSV
         object.__setattr__(self, "formats", formats)
-        if self.amp not in (None, "bf16", "fp16"):
-            raise ConfigError(f"infer.amp must be null, 'bf16' or 'fp16', got {self.amp!r}")
+        if self.amp not in AMP_CHOICES:
+            raise ConfigError(f"infer.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
 
 
 @dataclass(frozen=True)

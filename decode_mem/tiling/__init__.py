@@ -3,13 +3,11 @@
 * ``TilePlan`` / ``Tile`` / ``plan_axis`` (``plan``): tile geometry as frozen records from pure functions;
 * ``TiledExecutor`` / ``TileConfig`` / ``BlockResult`` (``executor``): blocks of frames -> exact output per
   tile core, frame features computed once per frame, AMP, out-of-memory back-off;
-* ``choose_sizes`` / ``peak_bytes`` / ``memory_budget`` (``autosize``): ``'auto'`` chunk and batch sizes.
 
 Knows no files and no CLIs: imports ``decode_mem.io`` (prefetch) and ``decode_mem.model.precision`` from
 below; the network is duck-typed (``TileNetwork``), post-processing is the caller's ``consume`` function.
 """
 
-from decode_mem.tiling.autosize import choose_sizes, memory_budget, peak_bytes
 from decode_mem.tiling.executor import (
     ArrayStack,
     BlockResult,
@@ -26,7 +24,7 @@ from decode_mem.tiling.plan import AxisTile, Tile, TilePlan, halo_for, plan_axis
 
 __all__ = [
     "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
-    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length", "choose_sizes",
+    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length",
     "halo_for",
-    "is_oom", "memory_budget", "peak_bytes", "plan_axis",
+    "is_oom", "plan_axis",
 ]

@@ -34,7 +34,6 @@ from decode_mem.errors import ConfigError, DecodeMemError
 from decode_mem.io.blocks import edge_blocks
 from decode_mem.io.prefetch import prefetch
 from decode_mem.model.precision import autocast, resolve_amp
-from decode_mem.tiling.autosize import choose_sizes
 from decode_mem.tiling.plan import Tile, TilePlan
 
 BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ...
@@ -78,30 +77,30 @@ class DeviceMemoryError(DecodeMemError, MemoryError):
 class TileConfig:
     """How the executor cuts and batches the work.
 
-    chunk_size      tile core side in px (rounded down to a multiple of the down-sampling factor) or 'auto'
-    batch_size      (tile, frame) items per network call, or 'auto'
+    chunk_size      tile core side in px (rounded down to a multiple of the down-sampling factor)
+    batch_size      (tile, frame) items per network call
     block           frames read per block, or 'auto' (about ``BLOCK_BYTES`` of raw input, 4..256 frames)
     amp             None or 'off' (fp32), 'bf16', 'fp16' or 'auto' autocast (``decode_mem.model.precision``)
     margin          px of exact output kept around each core for post-processing (``postprocess.MARGIN``)
     reuse_features  compute the frame U-Net once per frame (False: three times, as DECODE; for comparison)
-    memory_budget   bytes for 'auto' sizes (None: a fraction of free device / available host memory)
     max_retries     out-of-memory back-offs allowed for one block before giving up
     """
 
-    chunk_size: int | Literal["auto"] = 512
-    batch_size: int | Literal["auto"] = 16
+    chunk_size: int = 512
+    batch_size: int = 1
     block: int | Literal["auto"] = "auto"
     amp: Literal["auto", "bf16", "fp16", "off"] | None = None
     margin: int = 0
     reuse_features: bool = True
-    memory_budget: int | None = None
     max_retries: int = 8
 
     def __post_init__(self) -> None:
         for name in ("chunk_size", "batch_size", "block"):
             value = getattr(self, name)
-            if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-                raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
+            if (value != "auto" or name != "block") and (
+                    isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+                what = "a positive integer or 'auto'" if name == "block" else "a positive integer"
+                raise ConfigError(f"{name} must be {what} (choose 'auto' sizes with decode_mem.plan), got {value!r}")
         if self.amp not in (None, *AMP_CHOICES):
             raise ConfigError(f"amp must be None or one of {AMP_CHOICES}, got {self.amp!r}")
         if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
@@ -191,10 +190,7 @@ class TiledExecutor:
         self.factor = int(net.downsample_factor)
         self.receptive_field = int(net.receptive_field())
         self._amp = resolve_amp(config.amp, self.device)
-        self.chunk_size, self.batch_size = choose_sizes(
-            self.shape, config.chunk_size, config.batch_size, probe=self._probe, device=self.device,
-            receptive_field=self.receptive_field, factor=self.factor, margin=config.margin,
-            budget=config.memory_budget)
+        self.chunk_size, self.batch_size = int(config.chunk_size), int(config.batch_size)
         self.plan = self._plan(self.chunk_size)
         self.backoffs: list[str] = []
 
@@ -285,7 +281,7 @@ class TiledExecutor:
         levels = self.frame_levels(frames)
         tiles = self.plan.tiles
         run = min(n, self.batch_size)  # windows per run
-        group = max(1, min(len(tiles), self.batch_size // run))  # tiles per run
+        group = self._group(run)  # tiles per run
         units = [(tiles[g0:g0 + group], r0, min(r0 + run, n)) for g0 in range(0, len(tiles), group)
                  for r0 in range(0, n, run)]
         staged = (self._stage(frames, *unit) for unit in units)
@@ -376,10 +372,23 @@ class TiledExecutor:
             out = self.net.temporal(*win)
         return out.view(g, k, *out.shape[1:]), carry
 
-    # ------------------------------------------------------------------ auto-size probe
-    def _probe(self, tile_shape: tuple[int, int], batch: int) -> None:
-        """One unit of work on random frames: ``batch`` windows of one tile of ``tile_shape``."""
-        x = self.net.normalize(torch.rand((1, batch + 2, *tile_shape), device=self.device),
-                               torch.zeros(batch + 2, device=self.device))
+    # ------------------------------------------------------------------ one unit of work
+    def run_unit(self, windows: int | None = None, *, data: torch.Tensor | None = None) -> torch.Tensor:
+        """The largest unit of work a block makes: ``windows`` windows (default ``batch_size``) of one group of
+        tiles, on ``data`` (photons ``(g, windows + 2, Ly, Lx)``; default zeros). For planning and probing:
+        under a FakeTensorMode it allocates nothing and shows what a real unit would allocate."""
+        k = self.batch_size if windows is None else int(windows)
+        run = max(1, min(k, self.batch_size))
+        group = self._group(run)
+        if data is None:
+            data = torch.zeros((group, run + 2, *self.plan.tile_shape), device=self.device)
+        levels = torch.zeros(data.shape[1], device=self.device)
         with torch.inference_mode():
-            self._compute(x, batch, None)
+            x = self.net.normalize(data, levels[None])
+            out, _ = self._compute(x, run, None)
+        return out
+
+    def _group(self, run: int) -> int:
+        """Tiles per call for runs of ``run`` windows: at most ``batch_size + 2`` tile frames in one call, so
+        short blocks (the end of a stack) batch several tiles without exceeding a full block's unit."""
+        return max(1, min(len(self.plan), (self.batch_size + 2) // (run + 2)))

@@ -77,7 +77,13 @@ def test_json_summary_and_parquet(sample_run):
     summary = json.loads((out / "stack.json").read_text())
     assert summary["frames"] == 200 and summary["localizations"] == report.stacks[0].localizations
     assert summary["frames_per_s"] > 0 and summary["peak_rss_anon_mb"] > 0
-    assert summary["model"].endswith("default_2d.pt") and summary["settings"]["chunk_size"] == 512
+    assert summary["model"].endswith("default_2d.pt") and summary["settings"]["chunk_size"] == "auto"
+    # 'auto' sizes: what was chosen, under which budget and why, with the planner's prediction
+    sizes = summary["sizes"]
+    assert isinstance(sizes["chunk_size"], int) and isinstance(sizes["batch_size"], int)
+    assert sizes["budget"].startswith("default host budget") and sizes["reason"]
+    assert sizes["plan"]["predicted_host_mib"] <= sizes["budget_mib"]
+    assert summary["peak_rss_anon_mb"] <= 1.1 * sizes["budget_mib"]  # the run stayed within the budget
     assert summary["outputs"] == ["stack.csv", "stack.hdf5", "stack.yaml", "stack.parquet", "stack.json"]
     pq = read_localizations(out / "stack.parquet")
     csv = read_localizations(out / "stack.csv", pixel_size=100.0)
@@ -88,7 +94,8 @@ def test_json_summary_and_parquet(sample_run):
 def test_frame_ranges_give_the_whole_stack_result(shipped_model, sample_frames):
     frames = sample_frames[:70]
     settings = EngineSettings(model=str(shipped_model), camera=Camera.emccd(), block=16)
-    whole = EmitterTable.concat(predict_stack(frames, load_model(shipped_model), block=16))
+    whole = EmitterTable.concat(predict_stack(frames, load_model(shipped_model), chunk_size=settings.chunk_size,
+                                              batch_size=settings.batch_size, block=16))
     ranges = split_frames(70, 20, 16)
     assert ranges == [(0, 32), (32, 64), (64, 70)]  # boundaries on multiples of the block
     parts = EmitterTable.concat(predict_range(frames, a, b, settings).table for a, b in ranges)

@@ -1,0 +1,25 @@
+"""The memory planner (``python -m decode_mem.plan``): peak host and device memory of tiled inference,
+predicted from the network's shape and the tile plan before anything runs, and ``'auto'`` sizes — the
+fastest that fit a budget. ``infer`` uses it to choose sizes and to refuse settings that cannot fit.
+Names load lazily.
+
+    plan = plan_inference(net, (2048, 2048), chunk_size=512, batch_size=4, amp="bf16", device="cpu")
+    choice = choose_sizes(net, (2048, 2048), memory_limit=parse_bytes("2GiB"))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from decode_mem._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from decode_mem.plan.choose import SizeChoice, choose_sizes, memory_budget, parse_bytes
+    from decode_mem.plan.inference import InferencePlan, plan_inference
+    from decode_mem.plan.trace import LiveBytes, peak_bytes
+
+__all__ = ["InferencePlan", "LiveBytes", "SizeChoice", "choose_sizes", "memory_budget", "parse_bytes", "peak_bytes",
+           "plan_inference"]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "SizeChoice": "choose", "choose_sizes": "choose", "memory_budget": "choose", "parse_bytes": "choose",
+    "InferencePlan": "inference", "plan_inference": "inference", "LiveBytes": "trace", "peak_bytes": "trace"})

@@ -1,0 +1,177 @@
+"""``'auto'`` sizes: the fastest tile size and batch whose predicted peak fits a memory budget.
+
+Candidates are planned first (``plan_inference``: no memory is touched); those over the budget are dropped;
+the rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered), the
+largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in frames per second wins —
+where several are within ``TIE`` of the best, the one that needs the least memory (so a GPU is filled only as
+far as throughput still grows). The default budget is
+modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a laptop keeps working), on CUDA
+``DEVICE_FRACTION`` of the free device memory.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.model.net import DecodeNet
+from decode_mem.plan.inference import InferencePlan, MiB, plan_inference
+from decode_mem.plan.speed import frames_per_second, remembered_seconds, time_unit
+
+DEFAULT_HOST_LIMIT = 1 << 30  # bytes of RssAnon for a whole CPU run
+HOST_FRACTION = 0.5  # ... and never more than this share of the available memory
+DEVICE_FRACTION = 0.8  # of the free CUDA memory
+CHUNKS = (128, 256, 512, 1024, 2048)
+BATCHES = {"cpu": (1, 2, 4), "cuda": (1, 2, 4, 8, 16, 32, 64)}
+BLOCKS = (16, 8, 4)  # frames per block, tried in this order until the blocks fit their share
+PROBE_BUDGET_S = 3.0  # seconds of timing per choice at most (remembered units cost nothing)
+TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
+
+
+def parse_bytes(text: str | int | float | None) -> int | None:
+    """``'2GiB'``, ``'800MiB'``, ``'512M'`` (binary), ``'1.5 GB'`` (decimal) or a number of bytes -> bytes."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else int(text)
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*", str(text))
+    if not m or m.group(1).count(".") > 1:
+        raise ConfigError(f"memory_limit: expected e.g. '2GiB', '800MB' or a number of bytes, got {text!r}")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    binary = bool(m.group(3)) or not m.group(4)  # 'GiB' and a bare 'G' are binary, 'GB' is decimal
+    return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """The sizes chosen for a stack and why; ``as_dict`` goes into ``<stem>.json``."""
+
+    plan: InferencePlan
+    budget_bytes: int
+    budget_kind: str
+    reason: str
+    candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"chunk_size": self.plan.chunk_size, "batch_size": self.plan.batch_size, "block": self.plan.block,
+                "prefetch_depth": self.plan.prefetch_depth, "amp": self.plan.amp,
+                "budget_mib": round(self.budget_bytes / MiB, 1), "budget": self.budget_kind, "reason": self.reason,
+                "plan": self.plan.as_dict(), "candidates": list(self.candidates)}
+
+
+def memory_budget(device: torch.device, memory_limit: int | None, *, modest: bool = True) -> tuple[int, str]:
+    """(bytes, description): ``memory_limit`` if given; else, for sizes chosen automatically (``modest``), the
+    default of the module docstring; for sizes given by the user, what the machine has (free device memory,
+    available host memory plus what this process holds)."""
+    if memory_limit is not None:
+        what = "device" if device.type == "cuda" else "host RssAnon"
+        return int(memory_limit), f"--memory_limit {memory_limit / MiB:.0f} MiB ({what})"
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        fraction = DEVICE_FRACTION if modest else 1.0
+        return int(fraction * free), f"{fraction:.0%} of the free device memory"
+    available = psutil.virtual_memory().available
+    if not modest:
+        return int(available), "the available host memory"
+    budget = min(DEFAULT_HOST_LIMIT, int(HOST_FRACTION * available))
+    return budget, f"default host budget {budget / MiB:.0f} MiB of RssAnon (min of 1 GiB and half the available)"
+
+
+def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
+                 batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
+                 device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
+                 baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True) -> SizeChoice:
+    """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
+
+    ``baseline_bytes``: the RssAnon the process holds before the run. Raises ConfigError when even the
+    smallest candidate (or the given sizes) cannot fit the budget.
+    """
+    device = torch.device(device)
+    automatic = chunk_size == "auto" or batch_size == "auto"
+    blocks = BLOCKS if block == "auto" else (int(block),)
+    if not automatic and memory_limit is None:  # the user's sizes, nothing to check them against
+        plan = plan_inference(net, frame_shape, chunk_size=int(chunk_size), batch_size=int(batch_size), amp=amp,
+                              device=device, block=block, itemsize=itemsize, baseline_bytes=baseline_bytes,
+                              n_frames=n_frames, trace=isinstance(net, torch.nn.Module))  # duck-typed: geometry
+        return SizeChoice(plan, 0, "none", "as given")
+    budget, kind = memory_budget(device, memory_limit, modest=automatic)
+    h, w = frame_shape
+    chunks = _chunk_candidates(chunk_size, max(h, w))
+    batches = _batch_candidates(batch_size, device)
+    plans = []
+    for chunk in chunks:
+        for batch in batches:
+            plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, budget, baseline_bytes,
+                                 blocks, n_frames)
+            if plan is not None:
+                plans.append(plan)
+    if not plans:
+        smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
+                                  device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
+                                  baseline_bytes=baseline_bytes, n_frames=n_frames)
+        need = smallest.device_bytes if device.type == "cuda" else smallest.host_bytes
+        raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {need / MiB:.0f} MiB "
+                          f"({'device' if device.type == 'cuda' else 'host'}), more than the budget of "
+                          f"{budget / MiB:.0f} MiB ({kind}); raise --memory_limit or use smaller sizes")
+    if len(plans) == 1:
+        return SizeChoice(plans[0], budget, kind, "the only setting that fits the budget" if automatic
+                          else "as given")
+    plans.sort(key=lambda p: (-p.chunk_size, p.batch_size))  # the least halo work first, then small batches
+    rows: list[tuple[InferencePlan, float | None]] = []
+    spent = 0.0
+    for plan in plans:
+        seconds = remembered_seconds(net, plan, device)
+        if seconds is None and probe and spent < PROBE_BUDGET_S:
+            t0 = time.perf_counter()
+            seconds = time_unit(net, plan, device)
+            spent += time.perf_counter() - t0
+        rows.append((plan, None if seconds is None else frames_per_second(plan, seconds)))
+    timed = [(p, s) for p, s in rows if s is not None]
+    if not timed:  # no timing allowed: the largest tiles (least halo work), the smallest batch
+        best, reason = plans[0], "largest tiles that fit the budget (not timed)"
+    else:
+        fastest = max(s for _, s in timed)
+        tied = [p for p, s in timed if s >= (1 - TIE) * fastest]
+        best = min(tied, key=lambda p: (p.device_bytes if device.type == "cuda" else p.host_bytes))
+        reason = (f"fastest of {len(timed)} timed settings that fit the budget ({fastest:.2f} frames/s of "
+                  f"network work; the least memory among those within {TIE:.0%})")
+    table = tuple({"chunk_size": p.chunk_size, "batch_size": p.batch_size, "block": p.block,
+                   "predicted_mib": round((p.device_bytes if device.type == "cuda" else p.host_bytes) / MiB, 1),
+                   "frames_per_s": None if s is None else round(s, 3)} for p, s in rows)
+    return SizeChoice(best, budget, kind, reason, table)
+
+
+def _chunk_candidates(chunk_size: int | str, largest: int) -> list[int]:
+    if chunk_size != "auto":
+        return [int(chunk_size)]
+    out = [c for c in CHUNKS if c < largest] + [min(c for c in (*CHUNKS, largest) if c >= largest)]
+    return sorted(set(out))
+
+
+def _batch_candidates(batch_size: int | str, device: torch.device) -> list[int]:
+    if batch_size != "auto":
+        return [int(batch_size)]
+    return list(BATCHES["cuda" if device.type == "cuda" else "cpu"])
+
+
+def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batch: int, amp: str | None,
+                  device: torch.device, itemsize: int, budget: int, baseline: int,
+                  blocks: tuple[int, ...], n_frames: int | None) -> InferencePlan | None:
+    """The plan with the longest block (and prefetch) that fits, or None."""
+    for depth in (1, 0):
+        for block in blocks:
+            plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
+                                  block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
+                                  n_frames=n_frames)
+            need = plan.device_bytes if device.type == "cuda" else plan.host_bytes
+            host_ok = device.type != "cuda" or plan.host_bytes <= max(budget, DEFAULT_HOST_LIMIT)
+            if need <= budget and host_ok:
+                return plan
+    return None
+
+
+__all__ = ["SizeChoice", "choose_sizes", "memory_budget", "parse_bytes"]

@@ -1,0 +1,109 @@
+"""Predicted peak memory of tiled inference, from the network's shape and the tile plan, before anything runs.
+
+Host (RssAnon) = the process's baseline (Python, torch, the model: measured where the run will happen)
++ raw frame blocks in flight (the block being computed, ``prefetch_depth`` read ahead, one being read, and
+  a transient copy where the stack's edge frames are repeated)
++ staged tile inputs (CUDA: the pinned unit being copied and the next one)
++ on a CPU, the network's working set for the largest unit of work (traced with fake tensors, ``trace``)
+  times ``CPU_SCRATCH``: oneDNN's convolution scratchpads and primitive cache (one per distinct convolution
+  shape) and the allocator's slack come on top of the tensors — whole runs on an AMD EPYC with torch 2.13
+  held 1.4–2.0× the traced bytes; the memory-table benchmark reports the prediction error where it runs.
+Device (CUDA) = the network's working set (``torch.cuda.max_memory_allocated`` counts the same tensors;
+cuDNN workspaces and the CUDA context are not in it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from decode_mem.model.net import DecodeNet
+from decode_mem.model.precision import dtype_name, resolve_amp
+from decode_mem.plan.trace import fake_network
+from decode_mem.tiling import TileConfig, TiledExecutor, block_length
+
+MiB = float(2**20)
+CPU_SCRATCH = 1.6  # real RssAnon of the network's CPU work / its traced tensor bytes (module docstring)
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    """What a tiled inference run of one stack will hold, in bytes (see the module docstring)."""
+
+    frame_shape: tuple[int, int]
+    chunk_size: int
+    batch_size: int
+    block: int
+    prefetch_depth: int
+    amp: str
+    device: str
+    tile_shape: tuple[int, int]
+    n_tiles: int
+    unit_shape: tuple[int, int]  # (tiles, frames) in the largest network call
+    network_bytes: int | None  # None: not traced (sizes given, nothing to check)
+    block_bytes: int
+    staging_bytes: int
+    baseline_bytes: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def host_bytes(self) -> int:
+        on_host = int(CPU_SCRATCH * (self.network_bytes or 0)) if self.device == "cpu" else 0
+        return self.baseline_bytes + self.block_bytes + self.staging_bytes + on_host
+
+    @property
+    def device_bytes(self) -> int:
+        return (self.network_bytes or 0) if self.device != "cpu" else 0
+
+    @property
+    def work_px_per_frame(self) -> int:
+        """Network input pixels per frame (tiles × tile area): the work, halos included."""
+        return self.n_tiles * self.tile_shape[0] * self.tile_shape[1]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"frame_shape": list(self.frame_shape), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
+                "block": self.block, "prefetch_depth": self.prefetch_depth, "amp": self.amp, "device": self.device,
+                "tile_shape": list(self.tile_shape), "n_tiles": self.n_tiles,
+                "predicted_host_mib": round(self.host_bytes / MiB, 1),
+                "predicted_device_mib": round(self.device_bytes / MiB, 1),
+                "network_mib": None if self.network_bytes is None else round(self.network_bytes / MiB, 1),
+                "blocks_mib": round(self.block_bytes / MiB, 1),
+                "staging_mib": round(self.staging_bytes / MiB, 1), "baseline_mib": round(self.baseline_bytes / MiB, 1)}
+
+
+def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int, batch_size: int,
+                   amp: str | None = "off", device: str | torch.device = "cpu", block: int | str = "auto",
+                   itemsize: int = 2, prefetch_depth: int = 1, baseline_bytes: int = 0,
+                   n_frames: int | None = None, trace: bool = True) -> InferencePlan:
+    """Predict the peak memory of ``predict_stack`` with these settings (nothing real is allocated).
+
+    ``baseline_bytes``: the process's RssAnon before the run (Python, torch, the model), measured by the caller.
+    ``n_frames``: the stack's length (a block is never longer). ``trace=False`` gives the geometry without the
+    network's working set (any duck-typed network).
+    """
+    device = torch.device(device)
+    h, w = (int(v) for v in frame_shape)
+    dtype = resolve_amp(amp, device)
+    amp_name = dtype_name(dtype) if dtype is not None else "off"  # 'auto' resolved for this device
+    n = block_length((h, w), itemsize, block)
+    if n_frames is not None:
+        n = max(1, min(n, int(n_frames)))
+    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=n, amp=amp_name)
+    ex = TiledExecutor(net, (h, w), config, device=device)  # geometry only: nothing is allocated
+    run = min(n, ex.batch_size)
+    tiles = ex._group(run)
+    network = None
+    if trace:
+        with fake_network(net) as (fake, counter):
+            TiledExecutor(fake, (h, w), config, device=device).run_unit(run)
+            network = int(counter.peak)
+    ly, lx = ex.plan.tile_shape
+    unit_px = tiles * (run + 2) * ly * lx
+    in_flight = prefetch_depth + 3 if prefetch_depth else 2  # see the module docstring
+    blocks = in_flight * (n + 2) * h * w * itemsize
+    staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
+    return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
+                         (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
+                         int(baseline_bytes))

@@ -1,0 +1,94 @@
+"""Measured speed of units of work, remembered per machine: the planner reports it, ``auto`` reuses it.
+
+One JSON file (``$DECODE_MEM_CACHE`` or ``~/.cache/decode_mem/throughput.json``) maps a unit of work —
+machine (CPU model or GPU name), torch version and threads, network architecture, tile shape, frames and
+tiles per call, precision — to seconds per unit, written atomically. A unit timed once on a machine is not
+timed again there; delete the file to re-measure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from decode_mem.io.atomic import atomic_output
+from decode_mem.plan.inference import InferencePlan
+from decode_mem.tiling import TileConfig, TiledExecutor
+
+UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
+
+
+def cache_path() -> Path:
+    return Path(os.environ.get("DECODE_MEM_CACHE") or Path.home() / ".cache" / "decode_mem" / "throughput.json")
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{model or platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+
+
+def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> str:
+    cfg = net.config
+    arch = f"d{cfg.depth}f{cfg.features}i{cfg.inter_features}{cfg.activation}{cfg.upsample}{cfg.input_transform}"
+    tiles, frames = plan.unit_shape
+    return (f"{device_name(device)}|torch {torch.__version__}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
+            f"{tiles}x{frames}|{plan.amp}")
+
+
+def _load() -> dict[str, float]:
+    try:
+        return json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float | None:
+    """Seconds per unit of this plan measured before on this machine, or None."""
+    value = _load().get(unit_key(net, plan, device))
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float:
+    """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered."""
+    ex = TiledExecutor(net, plan.frame_shape, TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size,
+                                                        block=plan.block, amp=plan.amp), device=device)
+    windows = plan.unit_shape[1] - 2
+    ex.run_unit(windows)  # warm-up: oneDNN / cuDNN choose their kernels
+    _sync(device)
+    t0, n = time.perf_counter(), 0
+    while n == 0 or time.perf_counter() - t0 < UNIT_SECONDS:
+        ex.run_unit(windows)
+        _sync(device)
+        n += 1
+    seconds = (time.perf_counter() - t0) / n
+    table = _load()
+    table[unit_key(net, plan, device)] = seconds
+    path = cache_path()
+    try:
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+    except OSError:  # a read-only home: the measurement is still used, just not remembered
+        pass
+    return seconds
+
+
+def frames_per_second(plan: InferencePlan, seconds_per_unit: float) -> float:
+    """Frames per second of the whole frame at ``seconds_per_unit`` (network work only)."""
+    tiles, frames = plan.unit_shape
+    return (frames - 2) * tiles / plan.n_tiles / max(seconds_per_unit, 1e-12)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,116 @@
+"""The memory planner: its trace equals real allocations, predictions track measured peaks, 'auto' respects
+the budget, settings that cannot fit are refused, and the CLI prints a plan."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.model import DecodeNet, ModelConfig
+from decode_mem.plan import LiveBytes, choose_sizes, parse_bytes, plan_inference
+from decode_mem.plan.__main__ import main
+from decode_mem.tiling import TileConfig, TiledExecutor
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def small() -> DecodeNet:
+    torch.manual_seed(0)
+    return DecodeNet(ModelConfig.small(use_z=False)).eval()
+
+
+@pytest.mark.parametrize(("text", "expected"), [("2GiB", 2 * 2**30), ("800MiB", 800 * 2**20), ("1.5 GB", 1.5e9),
+                                               ("512M", 512 * 2**20), (1000, 1000), (None, None)])
+def test_parse_bytes(text, expected) -> None:
+    assert parse_bytes(text) == expected
+
+
+def test_parse_bytes_rejects_nonsense() -> None:
+    with pytest.raises(ConfigError, match="memory_limit"):
+        parse_bytes("lots")
+
+
+@pytest.mark.parametrize(("frame", "chunk", "batch"), [((96, 80), 32, 2), ((64, 64), 512, 3)])
+def test_fake_trace_equals_real_tensor_bytes(small: DecodeNet, frame, chunk, batch) -> None:
+    plan = plan_inference(small, frame, chunk_size=chunk, batch_size=batch, block=batch)
+    ex = TiledExecutor(small, frame, TileConfig(chunk_size=chunk, batch_size=batch, block=batch))
+    counter = LiveBytes()
+    with counter:
+        ex.run_unit(batch)
+    assert plan.network_bytes == pytest.approx(counter.peak, rel=0.02)
+    assert plan.n_tiles == len(ex.plan) and plan.tile_shape == ex.plan.tile_shape
+
+
+def test_memory_grows_with_tiles_and_batch_and_shrinks_with_bf16(small: DecodeNet) -> None:
+    def net_bytes(**kw) -> int:
+        return plan_inference(small, (512, 512), block=4, **kw).network_bytes
+
+    assert net_bytes(chunk_size=128, batch_size=1) < net_bytes(chunk_size=256, batch_size=1)
+    assert net_bytes(chunk_size=128, batch_size=1) < net_bytes(chunk_size=128, batch_size=4)
+    assert net_bytes(chunk_size=256, batch_size=2, amp="bf16") < 0.8 * net_bytes(chunk_size=256, batch_size=2)
+
+
+def test_auto_fits_the_limit_and_given_sizes_over_it_are_refused(small: DecodeNet) -> None:
+    limit = 180 * 2**20
+    choice = choose_sizes(small, (512, 512), memory_limit=limit, probe=False)
+    assert choice.plan.host_bytes <= limit and choice.reason
+    roomy = choose_sizes(small, (512, 512), memory_limit=2**31, probe=False)
+    assert roomy.plan.chunk_size >= choice.plan.chunk_size  # more room: no smaller tiles
+    with pytest.raises(ConfigError, match=r"more than the budget of 20 MiB"):
+        choose_sizes(small, (512, 512), chunk_size=512, batch_size=8, memory_limit=20 * 2**20)
+
+
+def test_auto_times_candidates_and_remembers_them(small: DecodeNet) -> None:
+    first = choose_sizes(small, (64, 64), memory_limit=2**31)
+    timed = [c for c in first.candidates if c["frames_per_s"] is not None]
+    assert timed and "fastest of" in first.reason
+    again = choose_sizes(small, (64, 64), memory_limit=2**31, probe=False)  # remembered: no timing needed
+    assert again.as_dict()["chunk_size"] == first.as_dict()["chunk_size"]
+    assert [c["frames_per_s"] for c in again.candidates] == [c["frames_per_s"] for c in first.candidates]
+
+
+MEASURE = """
+import json, sys, torch
+torch.set_num_threads(1)
+from decode_mem.io import open_stack
+from decode_mem.infer import predict_stack
+from decode_mem.memory import PeakSampler, read_host_memory
+from decode_mem.model import DecodeNet, ModelConfig
+torch.manual_seed(0)
+net = DecodeNet(ModelConfig.small(use_z=False)).eval()
+net.receptive_field()
+import decode_mem.infer.runner  # noqa
+plans = []
+with open_stack(sys.argv[1]) as stack:
+    with PeakSampler(0.002) as sampler:
+        for _ in predict_stack(stack, net, chunk_size=int(sys.argv[2]), batch_size=int(sys.argv[3]),
+                               on_plan=plans.append):
+            pass
+print(json.dumps({"peak": sampler.peak["rss_anon_mb"], "predicted": plans[0].plan.host_bytes / 2**20}))
+"""
+
+
+def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path) -> None:
+    """A real run in a fresh process: measured peak RssAnon vs the planner's prediction (CPU)."""
+    path = tmp_path / "s.tif"
+    tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (6, 512, 512))).astype(np.uint16))
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(path), "256", "1"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["predicted"] == pytest.approx(r["peak"], rel=0.25), r
+
+
+def test_cli_prints_a_plan(capsys) -> None:
+    assert main(["--frame", "256", "256", "--chunk", "128", "--batch", "2", "--no_probe"]) == 0
+    out = capsys.readouterr().out
+    assert "chunk_size 128, batch_size 2" in out and "predicted peak host RssAnon" in out
