@@ -20,10 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.plan", __doc__)
     p.add_argument("--frame", type=int, nargs=2, metavar=("H", "W"), required=True, help="frame size in px")
     p.add_argument("--frames", type=int, help="frames in the stack (default: long)")
-    p.add_argument("--chunk", "--chunk_size", dest="chunk", type=int_or_auto, default="auto",
-                   help="tile core side in px, or auto")
-    p.add_argument("--batch", "--batch_size", dest="batch", type=int_or_auto, default="auto",
-                   help="windows per network call, or auto")
+    add(p, "--chunk", "--chunk_size", dest="chunk", type=int_or_auto, default="auto",
+        help="tile core side in px, or auto")
+    add(p, "--batch", "--batch_size", dest="batch", type=int_or_auto, default="auto",
+        help="windows per network call, or auto")
     p.add_argument("--amp", choices=AMP_CHOICES, default="off", help="precision (default off)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
