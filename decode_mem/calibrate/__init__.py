@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from decode_mem.calibrate.camera_check import CameraCheck
-    from decode_mem.calibrate.core import Calibration, Estimate, calibrate_movie, save_calibration
+    from decode_mem.calibrate.core import calibrate_movie
     from decode_mem.calibrate.match import covers, simulation_from_estimates
     from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
     from decode_mem.calibrate.plot import plot_calibration
+    from decode_mem.calibrate.result import Calibration, Estimate, save_calibration
 
 _EXPORTS = {
     "CameraCheck": "camera_check",
-    "Calibration": "core",
-    "Estimate": "core",
+    "Calibration": "result",
+    "Estimate": "result",
     "calibrate_movie": "core",
-    "save_calibration": "core",
+    "save_calibration": "result",
     "covers": "match",
     "simulation_from_estimates": "match",
     "MovieMetadata": "metadata",

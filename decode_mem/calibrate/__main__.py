@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("movie", metavar="MOVIE", help="TIFF, zarr or .npy stack (T, H, W) of camera counts")
     p.add_argument("--out", required=True, help="calibration YAML to write")
     p.add_argument("--png", help="also draw the calibration figure here")
-    p.add_argument("--frames", type=int, default=200, help="frames to sample, in runs spread over the movie (200)")
+    p.add_argument("--frames", type=int, default=200,
+                   help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap uncertainties")
     cam = p.add_argument_group("camera")
     cam.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")

@@ -102,13 +102,15 @@ class QuietStats:
 class BackgroundEstimate:
     """``map`` (H, W) photons/px per frame; ``smoothed`` the map at ``SPREAD_SMOOTHING`` px; ``level`` its
     median over pixels; ``spread`` the ratio of the 95th to the 5th percentile of ``smoothed``;
-    ``level_se`` the standard error of the level over the sampled blocks (None with one block)."""
+    ``level_se`` the standard error of the level over the sampled blocks (None with one block);
+    ``time_ratio`` the ratio of the highest to the lowest block level (1: constant in time; bleaching)."""
 
     map: np.ndarray
     smoothed: np.ndarray
     level: float
     spread: float
     level_se: float | None
+    time_ratio: float
 
 
 def estimate_background(stats: QuietStats) -> BackgroundEstimate:
@@ -119,4 +121,6 @@ def estimate_background(stats: QuietStats) -> BackgroundEstimate:
     spread = float(hi / lo) if lo > 0 else float("inf")
     medians = np.asarray(stats.block_medians)
     se = float(medians.std(ddof=1) / np.sqrt(len(medians))) if len(medians) >= 2 else None
-    return BackgroundEstimate(bg.astype(np.float32), smooth.astype(np.float32), float(np.nanmedian(bg)), spread, se)
+    ratio = float(medians.max() / medians.min()) if len(medians) and medians.min() > 0 else float("nan")
+    return BackgroundEstimate(bg.astype(np.float32), smooth.astype(np.float32), float(np.nanmedian(bg)), spread, se,
+                              ratio)

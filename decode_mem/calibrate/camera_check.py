@@ -152,9 +152,10 @@ def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, ex
     if zero_frames:
         out.append(f"{zero_frames} of {frames} sampled frames are all zero (dropped or blank frames)")
     if level <= 0 or below > max(2 * expected_below, expected_below + 0.01):
+        maps = " (or it differs from pixel to pixel: give the sCMOS offset_map)" if camera.kind == "scmos" else ""
         out.append(f"{100 * below:.1f} % of the pixels are below the camera baseline {camera.baseline:g} ADU "
-                   f"(noise alone explains ~{100 * expected_below:.1f} %): the baseline is too high; the noise "
-                   f"suggests ~{implied_baseline:.0f} ADU")
+                   f"(noise alone explains ~{100 * expected_below:.1f} %): the baseline is too high{maps}; the "
+                   f"noise suggests ~{implied_baseline:.0f} ADU")
     lo, hi = NOISE_RATIO_OK
     if np.isfinite(noise_ratio) and not lo <= noise_ratio <= hi and level > 0:
         gain_ok = slope_ratio is not None and lo <= slope_ratio <= hi

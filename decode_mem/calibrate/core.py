@@ -13,7 +13,6 @@ import math
 import os
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,8 +25,9 @@ from decode_mem.calibrate.background import (
     spot_mask,
 )
 from decode_mem.calibrate.blinking import link, on_time
-from decode_mem.calibrate.camera_check import CameraCheck, check_camera, read_variance
+from decode_mem.calibrate.camera_check import check_camera, read_variance
 from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
+from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
 from decode_mem.calibrate.spots import concat, find_candidates, gaussian_model, isolated, localize_block, windows
 from decode_mem.errors import StackError
 from decode_mem.io.camera import Camera
@@ -48,80 +48,6 @@ MAX_BLOCK_FRAMES = 100  # frames processed at once (fewer, larger fit batches: l
 BOOTSTRAP_MAX = 20_000
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A measured value and its standard error (None where none is defined)."""
-
-    value: float
-    uncertainty: float | None = None
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {"value": _num(self.value), "uncertainty": _num(self.uncertainty)}
-
-
-def _num(v: float | None) -> float | None:
-    if v is None or not math.isfinite(v):
-        return None
-    return float(f"{v:.6g}")
-
-
-@dataclass(frozen=True)
-class Diagnostics:
-    """Arrays behind the estimates, for the plot: the background map (H, W) photons/px, the photons of
-    every trusted localization and of the fully-on ones (``flux``), the σ of the PSF spots, and the mean
-    radial PSF profile of those spots (``profile_r`` px, measured ``profile`` and model ``profile_model``,
-    per photon); ``localizations``: every fit (``frame`` absolute, ``x``, ``y`` px, ``photons``, ``bg``,
-    ``sigma``, ``ok`` trusted, ``psf`` used for the width)."""
-
-    background_map: np.ndarray
-    background_smoothed: np.ndarray
-    photons: np.ndarray
-    flux: np.ndarray
-    sigmas: np.ndarray
-    profile_r: np.ndarray
-    profile: np.ndarray
-    profile_model: np.ndarray
-    localizations: dict[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The result of ``calibrate_movie``; ``to_yaml_dict`` is what ``python -m decode_mem.calibrate`` writes."""
-
-    movie: str
-    shape: tuple[int, int, int]
-    frames_used: int
-    camera: Camera
-    camera_sources: dict[str, str]
-    metadata: MovieMetadata
-    estimates: dict[str, Estimate]
-    camera_check: CameraCheck
-    counts: dict[str, int]
-    diagnostics: Diagnostics = field(repr=False)
-
-    def value(self, name: str) -> float:
-        return self.estimates[name].value
-
-    def to_yaml_dict(self) -> dict[str, Any]:
-        """Plain types only: estimates, camera (usable as ``--camera`` of infer), sources, check, and a
-        ``train: simulation:`` section that ``python -m decode_mem.train --config`` reads as it is."""
-        from decode_mem.calibrate.match import simulation_from_estimates
-
-        sim = simulation_from_estimates({k: e.value for k, e in self.estimates.items()}, self.camera)
-        return {
-            "movie": self.movie,
-            "frames": {"total": self.shape[0], "used": self.frames_used, "height": self.shape[1],
-                       "width": self.shape[2]},
-            "estimates": {k: e.to_dict() for k, e in self.estimates.items()},
-            "camera": self.camera.to_dict(),
-            "camera_sources": dict(self.camera_sources),
-            "metadata_source": self.metadata.source or "none",
-            "camera_check": self.camera_check.to_dict(),
-            "counts": dict(self.counts),
-            "train": {"simulation": sim},
-        }
-
-
 def sample_runs(n_frames: int, frames: int = DEFAULT_FRAMES, run: int = RUN_FRAMES) -> list[tuple[int, int]]:
     """Runs ``(t0, t1)`` of up to ``run`` consecutive frames, ``frames`` in all, spread evenly over the movie
     (all frames, cut into runs, when the movie has no more than ``frames``)."""
@@ -139,7 +65,8 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
                     camera_sources: Mapping[str, str] | None = None,
                     metadata: MovieMetadata | None = None) -> Calibration:
     """Measure PSF width, background, photons, density and on-time of ``movie`` (a path, a ``Stack`` or a
-    (T, H, W) array of camera counts) from about ``frames`` frames.
+    (T, H, W) array of camera counts) from at most ``frames`` frames (fewer for frames so large that
+    ``frames`` of them exceed ``PIXEL_BUDGET`` pixels; at least 8).
 
     ``camera``: None reads the file's metadata and fills the rest with defaults (``resolve_camera``);
     ``camera_sources``/``metadata`` record where a given camera's fields came from. ``seed`` fixes the
@@ -147,7 +74,8 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
     """
     is_path = isinstance(movie, (str, os.PathLike))
     if camera is None:
-        metadata = read_metadata(movie) if is_path and metadata is None else (metadata or MovieMetadata())
+        file = movie if is_path else getattr(movie, "path", None)  # a path, or a Stack's file
+        metadata = metadata or (read_metadata(file) if file is not None else MovieMetadata())
         camera, camera_sources = resolve_camera(metadata)
     metadata = metadata or MovieMetadata()
     sources = dict(camera_sources or dict.fromkeys(camera.to_dict(), "given"))
@@ -218,14 +146,19 @@ def _measure(stack: Any, camera: Camera, frames: int) -> dict[str, Any]:
         inner = (c.row >= radius) & (c.row < h - radius) & (c.col >= radius) & (c.col < w - radius)
         x, y = c.col + f.x, c.row + f.y
         inside = (x >= -0.5) & (x < w - 0.5) & (y >= -0.5) & (y < h - 0.5)
+        # photometry: spots away from the frame edge (an emitter just outside leaks part of its light in) and
+        # without a close neighbour (a pair 1–2σ apart shares its light unevenly between the two fits)
+        margin = max(1.5, 2 * sigma)
+        clear = (x >= margin - 0.5) & (x < w - 0.5 - margin) & (y >= margin - 0.5) & (y < h - 0.5 - margin)
         rows.append({"frame": t0 + keep[c.frame], "x": x, "y": y, "photons": f.photons, "bg": f.bg,
-                     "sigma": f.sigma, "ok": f.ok & inside, "psf": f.ok & iso & inner})
+                     "sigma": f.sigma, "ok": f.ok & inside, "psf": f.ok & iso & inner,
+                     "photometry": f.ok & clear & isolated(c, c, 2 * sigma)})
         if profile_spots < MAX_PROFILE_SPOTS:
             sel = np.nonzero(f.ok & iso & inner)[0][: MAX_PROFILE_SPOTS - profile_spots]
             profile_spots += len(sel)
             _add_profile(profile, profile_n, loc.residual, c.select(sel), f, sel, radius)
     table = {k: np.concatenate([r[k] for r in rows]) if rows else np.zeros(0) for k in
-             ("frame", "x", "y", "photons", "bg", "sigma", "ok", "psf")}
+             ("frame", "x", "y", "photons", "bg", "sigma", "ok", "psf", "photometry")}
     return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "sampled": np.asarray(sampled, dtype=np.int64),
             "zero_frames": zero_frames, "below": below / pixels if pixels else float("nan"),
             "frames_sampled": sum(t1 - t0 for t0, t1 in runs), "profile": (profile, profile_n), "radius": radius or 0,
@@ -286,10 +219,11 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
     sigma = float(np.median(sig)) if len(sig) else float("nan")
     # SE of a median: 1.2533·σ/√n, with σ from the MAD (robust to the few bad fits)
     sigma_se = float(1.2533 * 1.4826 * np.median(np.abs(sig - sigma)) / np.sqrt(len(sig))) if len(sig) >= 5 else None
-    photons = t["photons"][ok]
+    phot = t["photometry"].astype(bool)
+    photons = t["photons"][phot]
     tracks = link(t["frame"][ok], t["x"][ok], t["y"][ok], m["sampled"], n_frames)
     on = on_time(tracks)
-    flux = photons[tracks.interior]
+    flux = t["photons"][ok][tracks.interior & phot[ok]]
     log_flux = np.log(flux[flux > 0]) if len(flux) else np.zeros(0)
     frames_used = len(m["sampled"])
     area_um2 = h * w * (camera.pixel_size / 1000.0) ** 2
@@ -302,6 +236,7 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
         "psf_sigma_nm": Estimate(sigma * camera.pixel_size, None if sigma_se is None else sigma_se * camera.pixel_size),
         "background_photons": Estimate(bg.level, bg.level_se),
         "background_spread": Estimate(bg.spread),
+        "background_time_ratio": Estimate(bg.time_ratio),
         "photons_median": Estimate(float(np.median(photons)) if len(photons) else nan, _median_se(photons, rng)),
         "flux_median": Estimate(float(np.exp(np.median(log_flux))) if len(log_flux) else nan,
                                 _median_se(flux, rng)),
@@ -317,19 +252,9 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
     diagnostics = Diagnostics(bg.map, bg.smoothed, photons.astype(np.float32), flux.astype(np.float32),
                               sig.astype(np.float32), (np.nonzero(used)[0] + 0.5) * PROFILE_STEP, prof[0][used],
                               prof[1][used], t)
-    counts_out = {"localizations": int(ok.sum()), "psf_spots": int(psf.sum()), "tracks": on.tracks,
+    counts_out = {"localizations": int(ok.sum()), "psf_spots": int(psf.sum()), "photometry_spots": int(phot.sum()),
+                  "tracks": on.tracks,
                   "track_ends": on.ends, "full_frame_localizations": len(flux)}
     return Calibration(name, (n_frames, h, w), frames_used, camera, sources, metadata, estimates, check, counts_out,
                        diagnostics)
 
-
-def save_calibration(cal: Calibration, path: str | os.PathLike, extra: Mapping[str, Any] | None = None) -> None:
-    """Write ``cal.to_yaml_dict()`` (plus ``extra`` top-level keys) as YAML, atomically."""
-    import yaml
-
-    from decode_mem.io.atomic import atomic_output
-
-    data = cal.to_yaml_dict()
-    data.update(extra or {})
-    with atomic_output(path) as tmp:
-        tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))

@@ -27,8 +27,9 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
 
     - PSF: ``psf_sigma_px``; photons: lognormal with the flux median ``flux_median`` (``photons_median``
       when no full-on frames were seen) and log-spread ``flux_log_sd``;
-    - background: the level ``background_photons`` ±20 %; a spread above ``SMOOTH_SPREAD`` becomes a smooth
-      field whose amplitude reproduces it (``level·(1 ± a)`` spans the 5th to 95th percentile);
+    - background: the level ``background_photons`` ±20 %, widened by √``background_time_ratio`` either way
+      when it changes over the movie; a spread above ``SMOOTH_SPREAD`` becomes a smooth field whose
+      amplitude reproduces it (``level·(1 ± a)`` spans the 5th to 95th percentile);
     - ``density_per_um2`` and ``on_time`` (mean track length − 1: an emitter on for τ frames at a random
       phase touches τ + 1 frames); the camera without its per-pixel maps (those fit the movie's frame
       size, not the training frames).
@@ -44,8 +45,9 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
     std = mean * math.sqrt(math.expm1(log_sd**2))
     level = max(get("background_photons", 100.0), 0.0)
     spread = get("background_spread", 1.0)
-    bg: dict[str, Any] = {"bg": [_round(level * (1 - LEVEL_MARGIN)), _round(level * (1 + LEVEL_MARGIN))],
-                          "bg_mode": "uniform"}
+    drift = math.sqrt(max(get("background_time_ratio", 1.0), 1.0))  # the level changes over the movie (bleaching)
+    low, high = level / drift * (1 - LEVEL_MARGIN), level * drift * (1 + LEVEL_MARGIN)
+    bg: dict[str, Any] = {"bg": [_round(low), _round(high)], "bg_mode": "uniform"}
     if spread > SMOOTH_SPREAD:
         bg.update(bg_mode="smooth", bg_smooth_amplitude=_round(min((spread - 1) / (spread + 1), 1.0)),
                   bg_smooth_scale=SMOOTH_SCALE)
@@ -71,7 +73,9 @@ def covers(calibration: Any, envelope: Mapping[str, Any]) -> list[str]:
     ``pixel_size_nm``) that fall outside a model's training ``envelope``; one line each, empty if covered.
 
     Keys read, each optional: ``psf_sigma_px``, ``photons`` (flux per full frame on), ``background_photons``,
-    ``pixel_size_nm`` ([lo, hi] each), ``camera_kinds`` (list).
+    ``pixel_size_nm`` ([lo, hi] each), ``camera_kinds`` (list); ``background_kinds`` (a varying background
+    against a model that saw only uniform ones) and ``density_per_um2`` (only above: the detected density is a
+    lower bound).
     """
     if hasattr(calibration, "estimates"):
         values = {k: e.value for k, e in calibration.estimates.items()}
@@ -99,4 +103,11 @@ def covers(calibration: Any, envelope: Mapping[str, Any]) -> list[str]:
     kind = values.get("camera_kind")
     if kinds and kind is not None and kind not in kinds:
         out.append(f"camera kind {kind!r} not among the model's {list(kinds)}")
+    spread = values.get("background_spread")
+    if (list(envelope.get("background_kinds") or []) == ["uniform"] and spread is not None
+            and float(spread) > SMOOTH_SPREAD):
+        out.append(f"background varies across the field (p95/p5 {float(spread):.3g}); the model saw only uniform ones")
+    density, bounds = values.get("density_per_um2"), envelope.get("density_per_um2")
+    if density is not None and bounds is not None and math.isfinite(float(density)) and float(density) > bounds[1]:
+        out.append(f"density {float(density):.3g} /µm² (detected) above the model's {float(bounds[1]):.3g}")
     return out

@@ -12,7 +12,7 @@ import numpy as np
 from decode_mem.io.atomic import atomic_output
 
 if TYPE_CHECKING:
-    from decode_mem.calibrate.core import Calibration
+    from decode_mem.calibrate.result import Calibration
 
 
 def plot_calibration(cal: Calibration, out: str | os.PathLike) -> Path:

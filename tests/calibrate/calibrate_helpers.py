@@ -37,9 +37,9 @@ def flux_median() -> float:
 
 
 def matched_gt_photons(locs: dict, gt) -> np.ndarray:
-    """Ground-truth photons (that frame) of the emitters that trusted localizations found within 1 px."""
+    """Ground-truth photons (that frame) of the emitters that the photometry localizations found within 1 px."""
     out = []
-    ok = locs["ok"].astype(bool)
+    ok = locs["photometry"].astype(bool)
     for f in np.unique(locs["frame"][ok]):
         mine = ok & (locs["frame"] == f)
         theirs = gt["frame"] == f

@@ -49,6 +49,9 @@ def test_covers_lists_what_is_outside_the_envelope() -> None:
     assert any(s.startswith("PSF sigma 1.4 px") for s in lines) and any("'scmos'" in s for s in lines)
     assert any(s.startswith("photons per frame 600") for s in lines)
     assert any(s.startswith("pixel size 160 nm") for s in lines)
+    varying = dict(inside, background_spread=2.5, density_per_um2=3.0)
+    assert [s.split()[0] for s in covers(varying, ENVELOPE)] == ["background", "density"]
+    assert covers(dict(inside, density_per_um2=0.05), ENVELOPE) == []  # a lower bound: fewer is no evidence
 
 
 def test_covers_tolerates_missing_keys_and_values() -> None:
