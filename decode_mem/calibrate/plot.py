@@ -66,7 +66,8 @@ def plot_calibration(cal: Calibration, out: str | os.PathLike) -> Path:
 
     ax = axes[1, 2]
     ax.axis("off")
-    lines = [f"{k}: {e.value:.4g}" + (f" ± {e.uncertainty:.2g}" if e.uncertainty is not None else "")
+    lines = [f"{k}: not measured" if not np.isfinite(e.value) else
+             f"{k}: {e.value:.4g}" + (f" ± {e.uncertainty:.2g}" if e.uncertainty is not None else "")
              for k, e in cal.estimates.items()]
     lines += ["", f"camera {cal.camera.kind}, pixel {cal.camera.pixel_size:g} nm", f"frames used {cal.frames_used}"]
     ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=9)

@@ -14,6 +14,7 @@ import numpy as np
 from scipy import ndimage, special
 
 SIGMA_BOUNDS = (0.3, 5.0)  # px; a fit that ends at a bound is not trusted
+FIT_BATCH = 4096  # spots fitted at once (~30 MB of Jacobian for 13 x 13 windows)
 DETECTION_SMOOTHING = 0.7  # × σ: narrower than the matched filter, so that spots ~3σ apart stay two maxima
 _SQRT_2PI = float(np.sqrt(2 * np.pi))
 
@@ -143,6 +144,11 @@ def fit_spots(values: np.ndarray, valid: np.ndarray, sigma0: float, *, start: Sp
     fits of the same windows; their ``ok`` ones are the starting point (a refit then takes a few steps).
     """
     n_spots, size, _ = values.shape
+    if n_spots > FIT_BATCH:  # the Jacobian is (n, 5, K²) float64: bound the memory by fitting in batches
+        parts = [fit_spots(values[i:i + FIT_BATCH], valid[i:i + FIT_BATCH], sigma0, iterations=iterations,
+                           start=None if start is None else _take(start, np.arange(i, min(i + FIT_BATCH, n_spots))))
+                 for i in range(0, n_spots, FIT_BATCH)]
+        return SpotFits(*(np.concatenate([getattr(p, n) for p in parts]) for n in SpotFits.__dataclass_fields__))
     radius = size // 2
     k = np.arange(-radius, radius + 1, dtype=np.float64)
     if n_spots == 0:
