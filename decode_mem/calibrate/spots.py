@@ -1,9 +1,11 @@
 """Spot detection and batched least-squares fits of a pixel-integrated Gaussian PSF.
 
-Detection: local maxima of the background-subtracted frame smoothed by a Gaussian of the PSF's width, above
+Detection: local maxima of the background-subtracted frame smoothed by a Gaussian of 0.7 PSF widths, above
 a multiple of the smoothed noise (MAD of the smoothed frame). Fits: ``photons·Ex(x, σ)·Ey(y, σ) + b`` on a
 ``(2r+1)²`` window, ``Ex`` the Gaussian integrated over each pixel (erf model, pixel centres at integers),
-by Levenberg–Marquardt run on all spots at once (numpy: one 5×5 solve per spot and iteration).
+by Levenberg–Marquardt run on many spots at once (numpy: one 5×5 solve per spot and iteration). Spots
+closer than ~3.5σ are never fitted at once: they are coloured apart and fitted colour after colour on the
+frame minus the others' fitted light (Gauss–Seidel), two sweeps.
 """
 
 from __future__ import annotations
