@@ -10,8 +10,9 @@ The names below are imported on first use (PEP 562).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from decode_mem.calibrate.camera_check import CameraCheck
@@ -21,39 +22,13 @@ if TYPE_CHECKING:
     from decode_mem.calibrate.plot import plot_calibration
     from decode_mem.calibrate.result import Calibration, Estimate, save_calibration
 
-_EXPORTS = {
-    "CameraCheck": "camera_check",
-    "Calibration": "result",
-    "Estimate": "result",
-    "calibrate_movie": "core",
-    "save_calibration": "result",
-    "covers": "match",
-    "simulation_from_estimates": "match",
-    "MovieMetadata": "metadata",
-    "read_metadata": "metadata",
-    "resolve_camera": "metadata",
-    "plot_calibration": "plot",
-}
 __all__ = [
-    "Calibration",
-    "CameraCheck",
-    "Estimate",
-    "MovieMetadata",
-    "calibrate_movie",
-    "covers",
-    "plot_calibration",
-    "read_metadata",
-    "resolve_camera",
-    "save_calibration",
-    "simulation_from_estimates",
+    "Calibration", "CameraCheck", "Estimate", "MovieMetadata", "calibrate_movie", "covers", "plot_calibration",
+    "read_metadata", "resolve_camera", "save_calibration", "simulation_from_estimates",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CameraCheck": "camera_check", "calibrate_movie": "core", "covers": "match",
+    "simulation_from_estimates": "match", "MovieMetadata": "metadata", "read_metadata": "metadata",
+    "resolve_camera": "metadata", "plot_calibration": "plot", "Calibration": "result", "Estimate": "result",
+    "save_calibration": "result",
+})

@@ -1,9 +1,10 @@
 """``python -m decode_mem.calibrate``: measure a movie's physics and write the matching training settings.
 
 Example: ``python -m decode_mem.calibrate movie.tif --camera cam.yaml --out calib.yaml --png calib.png``,
-then ``python -m decode_mem.train --config calib.yaml``. The camera: flags > ``--camera`` file (or the
-preset 'emccd' / 'scmos') > the movie's metadata (OME, ImageJ, Micro-Manager) > defaults.
-Exit codes: 0 done (camera warnings are printed, not fatal), 1 the movie could not be read, 2 bad settings.
+then ``python -m decode_mem.train --config calib.yaml`` (and ``infer --camera calib.yaml``). The camera:
+flags > ``--camera`` file (or the preset 'emccd' / 'scmos') > the movie's metadata (OME, ImageJ,
+Micro-Manager) > defaults. Exit codes: 0 done (camera warnings are printed, not fatal), 1 the movie could not
+be read, 2 bad settings.
 """
 
 from __future__ import annotations
@@ -14,28 +15,26 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.errors import DecodeMemError, StackError
+from decode_mem.cli import EXIT_SOME_FAILED, add, new_parser, run
+from decode_mem.errors import StackError
+from decode_mem.infer.__main__ import CAMERA_FLAGS
 
-CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")  # as in decode_mem.infer
 CAMERA_PRESETS = ("emccd", "scmos")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m decode_mem.calibrate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser("decode_mem.calibrate", __doc__)
     p.add_argument("movie", metavar="MOVIE", help="TIFF, zarr or .npy stack (T, H, W) of camera counts")
-    p.add_argument("--out", required=True, help="calibration YAML to write")
-    p.add_argument("--png", help="also draw the calibration figure here")
-    p.add_argument("--frames", type=int, default=200,
-                   help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap uncertainties")
+    add(p, "--out", required=True, help="calibration YAML to write")
+    add(p, "--png", help="also draw the calibration figure here")
+    add(p, "--frames", type=int, default=200,
+        help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
+    add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties")
     cam = p.add_argument_group("camera")
-    cam.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
+    add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
     for flag in CAMERA_FLAGS:
-        cam.add_argument(f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
-    p.add_argument("--model", help="checkpoint whose training envelope is checked (default: the shipped model)")
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors and warnings")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
+    add(p, "--model", help="checkpoint whose training envelope is checked (default: the shipped model)")
     return p
 
 
@@ -55,9 +54,10 @@ def _camera_file(value: str | None) -> dict:
 
 def _envelope(model: str | None) -> tuple[str, dict | None, str | None]:
     """(checkpoint path, its envelope or None, a note when there is none)."""
+    from decode_mem.infer.config import DEFAULT_MODEL
     from decode_mem.model.checkpoint import load_checkpoint
 
-    path = Path(model) if model else Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+    path = Path(model) if model else DEFAULT_MODEL
     if model is None and not path.is_file():
         return str(path), None, "no shipped model found: coverage not checked"
     envelope = load_checkpoint(path)["meta"].get("envelope")
@@ -69,11 +69,11 @@ def _table(cal, coverage: dict | None, note: str | None) -> str:
     t, h, w = cal.shape
     lines = [f"{cal.movie}: {cal.frames_used} of {t} frames, {h} x {w} px; camera {cal.camera.kind}, pixel "
              f"{cal.camera.pixel_size:g} nm ({cal.camera_sources.get('pixel_size', '?')})",
-             f"  {'estimate':<20} {'value':>12} {'±':>10}"]
+             f"  {'estimate':<22} {'value':>12} {'±':>10}"]
     for name, e in cal.estimates.items():
         value = f"{e.value:>12.4g}" if math.isfinite(e.value) else f"{'not measured':>12}"
         unc = f"{e.uncertainty:>10.3g}" if e.uncertainty is not None and math.isfinite(e.uncertainty) else f"{'-':>10}"
-        lines.append(f"  {name:<20} {value} {unc}")
+        lines.append(f"  {name:<22} {value} {unc}")
     lines.append(f"camera check: {cal.camera_check.verdict} (noise {cal.camera_check.noise_ratio:.2f}x the camera's "
                  f"prediction, {100 * cal.camera_check.below_baseline:.2f} % of pixels below the baseline)")
     if coverage is not None:
@@ -85,28 +85,26 @@ def _table(cal, coverage: dict | None, note: str | None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.frames < 1:
-            raise _settings_error(f"--frames must be >= 1, got {args.frames}")
-        from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
-        from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+def _body(args: argparse.Namespace) -> int:
+    from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
+    from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+    from decode_mem.errors import ConfigError
 
-        camera_file = _camera_file(args.camera)
-        metadata = read_metadata(args.movie)
-        flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-        camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)
-        model, envelope, note = _envelope(args.model)
-    except DecodeMemError as e:
-        return _fail(e, args.debug, 2)
+    if args.frames < 1:
+        raise ConfigError(f"--frames must be >= 1, got {args.frames}")
+    camera_file = _camera_file(args.camera)
+    metadata = read_metadata(args.movie)
+    flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
+    camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)
+    model, envelope, note = _envelope(args.model)  # a bad --model fails before the work
     try:
         cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
                               metadata=metadata)
-    except StackError as e:
-        return _fail(e, args.debug, 1)
-    except DecodeMemError as e:
-        return _fail(e, args.debug, 2)
+    except StackError as e:  # the input, not the settings: exit 1
+        if args.debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_SOME_FAILED
     coverage = {"model": model, "outside": covers(cal, envelope)} if envelope else None
     extra = {"model_coverage": {"model": model, "covered": not coverage["outside"], "outside": coverage["outside"]}
              if coverage else {"model": model, "note": note}}
@@ -121,17 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _settings_error(message: str) -> DecodeMemError:
-    from decode_mem.errors import ConfigError
-
-    return ConfigError(message)
-
-
-def _fail(error: Exception, debug: bool, code: int) -> int:
-    if debug:
-        raise error
-    print(f"error: {error}", file=sys.stderr)
-    return code
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), _body, argv)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import numpy as np
 
 from decode_mem.calibrate.camera_check import CameraCheck
 from decode_mem.calibrate.metadata import MovieMetadata
+from decode_mem.config import CONFIG_VERSION
 from decode_mem.io.camera import Camera
 
 
@@ -96,6 +97,7 @@ class Calibration:
 
         sim = simulation_from_estimates({k: e.value for k, e in self.estimates.items()}, self.camera)
         return {
+            "version": CONFIG_VERSION,
             "movie": self.movie,
             "frames": {"total": self.shape[0], "used": self.frames_used, "height": self.shape[1],
                        "width": self.shape[2]},
