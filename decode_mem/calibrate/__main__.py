@@ -1,0 +1,127 @@
+"""``python -m decode_mem.calibrate``: measure a movie's physics and write the matching training settings.
+
+Example: ``python -m decode_mem.calibrate movie.tif --camera cam.yaml --out calib.yaml --png calib.png``,
+then ``python -m decode_mem.train --config calib.yaml`` (and ``infer --camera calib.yaml``). The camera:
+flags > ``--camera`` file (or the preset 'emccd' / 'scmos') > the movie's metadata (OME, ImageJ,
+Micro-Manager) > defaults. Exit codes: 0 done (camera warnings are printed, not fatal), 1 the movie could not
+be read, 2 bad settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from decode_mem.cli import EXIT_SOME_FAILED, add, new_parser, run
+from decode_mem.errors import StackError
+from decode_mem.infer.__main__ import CAMERA_FLAGS
+
+CAMERA_PRESETS = ("emccd", "scmos")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.calibrate", __doc__)
+    p.add_argument("movie", metavar="MOVIE", help="TIFF, zarr or .npy stack (T, H, W) of camera counts")
+    add(p, "--out", required=True, help="calibration YAML to write")
+    add(p, "--png", help="also draw the calibration figure here")
+    add(p, "--frames", type=int, default=200,
+        help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
+    add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties")
+    cam = p.add_argument_group("camera")
+    add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
+    for flag in CAMERA_FLAGS:
+        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
+    add(p, "--model", help="checkpoint whose training envelope is checked (default: the shipped model)")
+    return p
+
+
+def _camera_file(value: str | None) -> dict:
+    """The fields a ``--camera`` file (or preset name) sets, with map paths made absolute."""
+    from decode_mem.config import load_yaml
+    from decode_mem.io.camera import Camera
+
+    if value is None:
+        return {}
+    if value in CAMERA_PRESETS and not Path(value).exists():
+        return {"kind": value}
+    fields = load_yaml(value, section="camera")
+    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
+    return {k: resolved[k] for k in fields}
+
+
+def _envelope(model: str | None) -> tuple[str, dict | None, str | None]:
+    """(checkpoint path, its envelope or None, a note when there is none)."""
+    from decode_mem.infer.config import DEFAULT_MODEL
+    from decode_mem.model.checkpoint import load_checkpoint
+
+    path = Path(model) if model else DEFAULT_MODEL
+    if model is None and not path.is_file():
+        return str(path), None, "no shipped model found: coverage not checked"
+    envelope = load_checkpoint(path)["meta"].get("envelope")
+    note = None if envelope else "the checkpoint records no training envelope: coverage not checked"
+    return str(path), envelope, note
+
+
+def _table(cal, coverage: dict | None, note: str | None) -> str:
+    t, h, w = cal.shape
+    lines = [f"{cal.movie}: {cal.frames_used} of {t} frames, {h} x {w} px; camera {cal.camera.kind}, pixel "
+             f"{cal.camera.pixel_size:g} nm ({cal.camera_sources.get('pixel_size', '?')})",
+             f"  {'estimate':<22} {'value':>12} {'±':>10}"]
+    for name, e in cal.estimates.items():
+        value = f"{e.value:>12.4g}" if math.isfinite(e.value) else f"{'not measured':>12}"
+        unc = f"{e.uncertainty:>10.3g}" if e.uncertainty is not None and math.isfinite(e.uncertainty) else f"{'-':>10}"
+        lines.append(f"  {name:<22} {value} {unc}")
+    lines.append(f"camera check: {cal.camera_check.verdict} (noise {cal.camera_check.noise_ratio:.2f}x the camera's "
+                 f"prediction, {100 * cal.camera_check.below_baseline:.2f} % of pixels below the baseline)")
+    if coverage is not None:
+        outside = coverage["outside"]
+        lines.append(f"model {coverage['model']}: " + ("covers this movie" if not outside else
+                                                        "does NOT cover this movie: " + "; ".join(outside)))
+    elif note:
+        lines.append(f"model: {note}")
+    return "\n".join(lines)
+
+
+def _body(args: argparse.Namespace) -> int:
+    from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
+    from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+    from decode_mem.errors import ConfigError
+
+    if args.frames < 1:
+        raise ConfigError(f"--frames must be >= 1, got {args.frames}")
+    camera_file = _camera_file(args.camera)
+    metadata = read_metadata(args.movie)
+    flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
+    camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)
+    model, envelope, note = _envelope(args.model)  # a bad --model fails before the work
+    try:
+        cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
+                              metadata=metadata)
+    except StackError as e:  # the input, not the settings: exit 1
+        if args.debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_SOME_FAILED
+    coverage = {"model": model, "outside": covers(cal, envelope)} if envelope else None
+    extra = {"model_coverage": {"model": model, "covered": not coverage["outside"], "outside": coverage["outside"]}
+             if coverage else {"model": model, "note": note}}
+    save_calibration(cal, args.out, extra)
+    if args.png:
+        plot_calibration(cal, args.png)
+    if not args.quiet:
+        print(_table(cal, coverage, note))
+        print(f"wrote {args.out}" + (f" and {args.png}" if args.png else ""))
+    for warning in cal.camera_check.warnings:
+        print(f"warning: camera: {warning}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

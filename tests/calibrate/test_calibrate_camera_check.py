@@ -1,0 +1,109 @@
+"""The camera check: silent with the right camera, loud (with the likely fix) with a wrong one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from calibrate_helpers import movie
+
+from decode_mem.calibrate import calibrate_movie
+from decode_mem.io.camera import Camera
+
+# ../shared/data/real beside the repository (DESIGN.md §8), or the shared folder of the development machine
+_NAME = "shared/data/real/locan_dstorm_5frames.tif"
+REAL = next((p for p in (Path(__file__).resolve().parents[3] / _NAME, Path("/work") / _NAME) if p.is_file()),
+            Path("/work") / _NAME)
+
+
+def test_scmos_movie_read_with_the_emccd_default_is_flagged() -> None:
+    adu, _, _, cfg = movie(1.0, 100.0, "scmos", seed=3)
+    right = calibrate_movie(adu, cfg.camera, frames=60)
+    wrong = calibrate_movie(adu, Camera.emccd(), frames=60)
+    assert right.camera_check.ok and right.camera_check.noise_ratio == pytest.approx(1.0, abs=0.15)
+    assert not wrong.camera_check.ok
+    # EMCCD settings predict 2/0.9 photons² per photon, and 6 ADU per photon instead of 1.6: ratio ~0.15
+    assert wrong.camera_check.noise_ratio < 0.3
+    assert "do not fit this movie" in wrong.camera_check.warnings[0]
+    # with the baseline right (100), the e-/ADU that makes the noise consistent is named
+    assert "e_per_adu would be" in wrong.camera_check.warnings[0]
+
+
+def test_a_baseline_above_the_data_is_flagged() -> None:
+    adu = movie(1.0, 20.0, "scmos", seed=4)[0]
+    cal = calibrate_movie(adu, Camera.scmos(baseline=200.0), frames=40)  # the data sit at ~100 + 32 ADU
+    assert cal.camera_check.below_baseline > 0.5
+    assert any("baseline is too high" in w for w in cal.camera_check.warnings)
+
+
+def test_all_zero_frames_are_counted_reported_and_left_out() -> None:
+    adu, _, _, cfg = movie(1.0, 100.0, "emccd", seed=110)
+    adu = adu[:60].copy()
+    adu[[5, 6, 30]] = 0
+    cal = calibrate_movie(adu, cfg.camera)
+    assert cal.camera_check.zero_frames == 3 and cal.frames_used == 57
+    assert any("3 of 60 sampled frames are all zero" in w for w in cal.camera_check.warnings)
+    assert cal.value("background_photons") == pytest.approx(100.0, rel=0.05)
+    assert cal.value("psf_sigma_px") == pytest.approx(1.0, rel=0.05)
+
+
+@pytest.mark.skipif(not REAL.is_file(), reason="the real test movie (../shared/data/real) is not here")
+def test_real_emccd_movie_with_the_default_camera() -> None:
+    """The real movie's baseline is ~450–530 ADU (README); the default camera says 100 ADU.
+
+    No pixel is below 100 ADU, so the share below the baseline cannot see this; the noise does: with a
+    baseline of 100 the background would be ~70 photons, whose EMCCD noise is ~12x what the movie shows.
+    The check names the baseline that makes the noise consistent with the default gain.
+    """
+    cal = calibrate_movie(REAL)
+    check = cal.camera_check
+    assert cal.metadata.source is None  # ImageJ file with unit 'pixel': no pixel size in it
+    assert cal.shape == (5, 128, 128)
+    assert check.below_baseline == 0.0
+    assert not check.ok and check.noise_ratio < 0.3
+    assert 440 <= check.implied_baseline_adu <= 540
+    assert "baseline would be" in check.warnings[0]
+    for name, e in cal.estimates.items():
+        if name == "on_time_frames":  # 5 frames hold too few ended tracks to measure it: not a number
+            assert np.isnan(e.value) and cal.counts["track_ends"] < 5
+        else:
+            assert np.isfinite(e.value), name
+    assert 0.7 < cal.value("psf_sigma_px") < 2.0
+    with_baseline = calibrate_movie(REAL, Camera.emccd(baseline=480.0))
+    assert not any("baseline would be" in w for w in with_baseline.camera_check.warnings)
+    assert 0 < with_baseline.value("background_photons") < cal.value("background_photons")
+
+
+def test_scmos_pixel_maps_are_used_and_their_absence_is_noticed(tmp_path: Path) -> None:
+    from decode_mem.simulate.movie import MovieSimulator
+
+    adu, _, _, cfg = movie(1.1, 30.0, "scmos", seed=3, sensor_variation=0.3)
+    maps = MovieSimulator(cfg, 3).sensor  # the per-pixel offset, gain and read noise the movie was made with
+    np.save(tmp_path / "offset.npy", maps.baseline.numpy())
+    np.save(tmp_path / "gain.npy", maps.e_per_adu.numpy())
+    np.save(tmp_path / "variance.npy", (maps.read_noise / maps.e_per_adu).numpy() ** 2)  # ADU²
+    camera = Camera.scmos(offset_map=str(tmp_path / "offset.npy"), e_per_adu_map=str(tmp_path / "gain.npy"),
+                          variance_map=str(tmp_path / "variance.npy"))
+    with_maps = calibrate_movie(adu, camera, frames=60)
+    assert with_maps.camera_check.ok, with_maps.camera_check.warnings
+    assert with_maps.value("background_photons") == pytest.approx(30.0, rel=0.05)
+    assert with_maps.value("psf_sigma_px") == pytest.approx(1.1, rel=0.05)
+    without = calibrate_movie(adu, Camera.scmos(), frames=60)  # 30 % per-pixel offset spread, ignored
+    assert any("offset_map" in w for w in without.camera_check.warnings)
+
+
+def test_bleaching_background_is_no_camera_noise() -> None:
+    """The noise variance is taken within runs of consecutive frames, so a background halving every 1000
+    frames does not look like excess noise; the change shows in background_time_ratio."""
+    from calibrate_helpers import config
+
+    from decode_mem.simulate import simulate_movie
+
+    cfg = config(1.0, 100.0, "emccd", frame_size=(32, 32), bg_bleach=0.5)
+    adu, _, _ = simulate_movie(cfg, 2000, seed=1)
+    cal = calibrate_movie(adu, cfg.camera, frames=100)
+    assert cal.camera_check.ok and cal.camera_check.noise_ratio == pytest.approx(1.0, abs=0.15)
+    assert cal.value("background_time_ratio") > 2.5  # 100 -> ~26 photons over the sampled runs
+    low, high = cal.to_yaml_dict()["train"]["simulation"]["bg"]
+    assert low < 35 and high > 80
