@@ -18,6 +18,9 @@ LEVEL_MARGIN = 0.2  # the simulated background level covers ±20 % around the me
 SMOOTH_SPREAD = 1.25  # a background spread (p95/p5) above this is simulated as a smooth field
 SMOOTH_SCALE = 16.0  # px: correlation length of the simulated smooth field (not measured)
 PHOTONS_LOG_SD = 0.35  # lognormal width used when the flux spread was not measured
+# how far outside a model's training range an estimate may lie and still count as covered (relative): the
+# estimates' own errors (a few %) plus what a network trained on a range tolerates around its edges
+COVER_TOLERANCE = {"psf_sigma_px": 0.1, "photons": 0.5, "background_photons": 0.5, "pixel_size_nm": 0.1}
 
 
 def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> dict[str, Any]:
@@ -73,9 +76,9 @@ def covers(calibration: Any, envelope: Mapping[str, Any]) -> list[str]:
     ``pixel_size_nm``) that fall outside a model's training ``envelope``; one line each, empty if covered.
 
     Keys read, each optional: ``psf_sigma_px``, ``photons`` (flux per full frame on), ``background_photons``,
-    ``pixel_size_nm`` ([lo, hi] each), ``camera_kinds`` (list); ``background_kinds`` (a varying background
-    against a model that saw only uniform ones) and ``density_per_um2`` (only above: the detected density is a
-    lower bound).
+    ``pixel_size_nm`` ([lo, hi] each, widened by ``COVER_TOLERANCE``), ``camera_kinds`` (list);
+    ``background_kinds`` (a varying background against a model that saw only uniform ones) and
+    ``density_per_um2`` (only above: the detected density is a lower bound).
     """
     if hasattr(calibration, "estimates"):
         values = {k: e.value for k, e in calibration.estimates.items()}
@@ -95,8 +98,9 @@ def covers(calibration: Any, envelope: Mapping[str, Any]) -> list[str]:
         bounds = envelope.get(key)
         if bounds is None or value is None or not math.isfinite(float(value)):
             continue
+        tol = COVER_TOLERANCE[key]
         lo, hi = (float(b) for b in bounds)
-        if not lo <= float(value) <= hi:
+        if not lo * (1 - tol) <= float(value) <= hi * (1 + tol):
             out.append(f"{label} {float(value):.4g}{' ' + unit if unit else ''} outside the model's "
                        f"[{lo:.4g}, {hi:.4g}]")
     kinds = envelope.get("camera_kinds")

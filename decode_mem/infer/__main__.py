@@ -2,6 +2,11 @@
 
 Example: ``python -m decode_mem.infer movies/ --model model.pt --out locs --format csv,picasso --resume``.
 Per stack ``<stem>``: ``<stem>.csv`` / ``.hdf5`` + ``.yaml`` / ``.parquet`` and ``<stem>.json`` (written last).
+Without size flags the tile size and batch are chosen per stack as the fastest that fit the memory budget
+(``--memory_limit``; ``python -m decode_mem.plan`` shows the choice before a run). ``--chunk_size`` is the
+tile core side and ``--batch_size`` the windows (tile × frame) per network call — the same words as in
+``python -m decode_mem.train``. The first frames of each stack are checked against the model's training
+envelope; ``--strict`` makes a mismatch an error.
 Exit codes: 0 all stacks done, 1 some stack failed (reported, the others were processed), 2 bad model or
 settings (nothing was done).
 """
@@ -13,101 +18,92 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import add, int_or_auto
+from decode_mem.cli import EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES, load_yaml, resolve_device
-from decode_mem.errors import DecodeMemError
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
 
 
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m decode_mem.infer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = new_parser("decode_mem.infer", __doc__)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="stack files, folders of stacks or globs")
     p.add_argument("--model", help="checkpoint (default: the shipped data/models/default_2d.pt)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
     mem = p.add_argument_group("memory and speed")
-    mem.add_argument("--use_chunking", "--use-chunking", action="store_true",
-                     help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
+    add(mem, "--use_chunking", action="store_true",
+        help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
     add(mem, "--chunk_size", type=int_or_auto, default="auto",
         help="tile core side in px, or 'auto' (default: the fastest that fits --memory_limit)")
     add(mem, "--batch_size", type=int_or_auto, default="auto",
         help="windows (tile x frame) per network call, or 'auto' (default)")
-    add(mem, "--memory_limit", help="memory budget for 'auto' sizes, e.g. 2GiB (host RssAnon on a CPU, device "
-                                    "memory on CUDA; default: 1 GiB or half the available on a CPU, 80%% of the "
-                                    "free GPU memory); given sizes that cannot fit it are refused")
+    add(mem, "--memory_limit", help="memory budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA; "
+                                    "default: 1 GiB or half the available on a CPU, 80%% of the free GPU "
+                                    "memory); given sizes that cannot fit it are refused")
     mem.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                      help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16, off")
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
     add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
     mem.add_argument("--threads", type=int, help="torch CPU threads per process")
-    mem.add_argument("--memory_log_file", "--memory-log-file", help="memory CSV, one row per block")
+    add(mem, "--memory_log_file", help="memory CSV, one row per block")
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float, help="detection probability threshold")
-    det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera); default: the model's")
+    det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera; sCMOS maps by path); "
+                                      "default: the model's")
     for flag in CAMERA_FLAGS:
         add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
-    run = p.add_argument_group("run")
-    run.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
-    run.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
-    run.add_argument("--scheduler", help="address of an existing dask scheduler")
-    run.add_argument("--frames_per_task", "--frames-per-task", type=int, default=None,
-                     help="frames per dask task (long stacks are split)")
-    run.add_argument("--quiet", action="store_true", help="no progress bars or per-stack lines")
-    run.add_argument("--debug", action="store_true", help="show tracebacks")
+    det.add_argument("--strict", action="store_true",
+                     help="data outside the model's domain are an error (exit 2, nothing written)")
+    run_ = p.add_argument_group("run")
+    run_.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
+    run_.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
+    run_.add_argument("--scheduler", help="address of an existing dask scheduler")
+    add(run_, "--frames_per_task", type=int, default=None, help="frames per dask task (long stacks are split)")
     return p
 
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
     from decode_mem.infer import InferConfig
     from decode_mem.io.camera import Camera
+    from decode_mem.plan.choose import parse_bytes
 
     camera = None
     if args.camera:
         camera = Camera.from_dict(load_yaml(args.camera, section="camera"), base_dir=Path(args.camera).parent)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
-    from decode_mem.plan.choose import parse_bytes
-
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
     return InferConfig(
         inputs=tuple(args.inputs), out=args.out, model=args.model,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=args.chunk_size, batch_size=args.batch_size, amp=args.amp,
-        memory_limit=parse_bytes(args.memory_limit), device=device,
-        threshold=args.threshold, camera=camera, camera_overrides=overrides,
-        memory_log_file=args.memory_log_file, resume=args.resume, workers=args.workers,
-        scheduler=args.scheduler, threads=args.threads, quiet=args.quiet, **extra)
+        memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
+        camera_overrides=overrides, strict=args.strict, resume=args.resume, workers=args.workers,
+        scheduler=args.scheduler, threads=args.threads, **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
+    def body(args: argparse.Namespace) -> int:
         from decode_mem.infer import run_inference
+        from decode_mem.infer.console import ConsoleObserver
 
         cfg = config_from_args(args)
         if args.model is None and not args.quiet:
             print(f"no --model given: using the shipped default model {cfg.model_path}")
-        report = run_inference(cfg)
-    except DecodeMemError as e:
-        if args.debug:
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    done = [s for s in report.stacks if not s.skipped]
-    if not args.quiet:
-        print(f"{len(done)} stack(s) done, {len(report.stacks) - len(done)} skipped (--resume), "
-              f"{len(report.failures)} failed; {report.frames} frames in {report.wall_s:.1f} s -> {args.out}")
-    if report.failures:
-        print(f"error: {len(report.failures)} input(s) failed:", file=sys.stderr)
-        for f in report.failures:
-            print(f"  {f.line()}", file=sys.stderr)
-        return 1
-    return 0
+        report = run_inference(cfg, ConsoleObserver(quiet=bool(args.quiet), memory_log_file=args.memory_log_file))
+        done = [s for s in report.stacks if not s.skipped]
+        if not args.quiet:
+            print(f"{len(done)} stack(s) done, {len(report.stacks) - len(done)} skipped (--resume), "
+                  f"{len(report.failures)} failed; {report.frames} frames in {report.wall_s:.1f} s -> {args.out}")
+        if report.failures:
+            print(f"error: {len(report.failures)} input(s) failed:", file=sys.stderr)
+            for f in report.failures:
+                print(f"  {f.line()}", file=sys.stderr)
+            return EXIT_SOME_FAILED
+        return 0
+
+    return run(build_parser(), body, argv)
 
 
 if __name__ == "__main__":

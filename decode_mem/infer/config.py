@@ -35,13 +35,12 @@ class InferConfig:
     memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
-    memory_log_file MemoryTracker CSV (one row per block, main process)
+    strict          data outside the model's domain (``infer.domain``) are an error before any output is written
     resume          skip stacks whose ``<stem>.json`` exists; redo the others from the start
     workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
     scheduler       address of an existing dask scheduler (instead of ``workers``)
     frames_per_task frames per dask task (rounded up to a multiple of the block length)
     threads         torch CPU threads per process (None: torch's default)
-    quiet           no progress bars, no per-stack lines (failures still go to stderr)
     """
 
     inputs: tuple[str, ...]
@@ -57,13 +56,12 @@ class InferConfig:
     threshold: float | None = None
     camera: Camera | None = None
     camera_overrides: Mapping[str, float] = field(default_factory=dict)
-    memory_log_file: str | None = None
+    strict: bool = False
     resume: bool = False
     workers: int = 0
     scheduler: str | None = None
     frames_per_task: int = FRAMES_PER_TASK
     threads: int | None = None
-    quiet: bool = False
     write_probability_map: bool = False
 
     def __post_init__(self) -> None:
@@ -110,7 +108,7 @@ class InferConfig:
                 "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "device": self.device,
                 "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
-                "threads": self.threads}
+                "threads": self.threads, "strict": self.strict}
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """``run_inference``: every stack of the inputs -> localization files, in one process or on dask.distributed.
 
 Order of events: the model is loaded first (a bad checkpoint is a CheckpointError before any stack is
-touched), the inputs are expanded, then stack after stack: open (a StackError is recorded and the stack
-skipped), stream emitters block by block into the writers, close the writers, write ``<stem>.json``.
+touched), the inputs are expanded and every stack's header read and its first frames checked against the
+model's domain (``domain``: warnings, or with ``strict`` one ConfigError before anything is written), then
+stack after stack: stream emitters block by block into the writers, close the writers, write ``<stem>.json``.
+Progress, lines and warnings go to an ``InferObserver``; nothing here prints.
 With ``workers``/``scheduler`` the stacks are cut into frame ranges that run as dask tasks; the client
 takes their results strictly in frame order (a bounded number of tasks in flight) and streams them into
 the same writers, so the files are those of a single-process run.
@@ -11,7 +13,6 @@ the same writers, so the files are those of a single-process run.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,16 +21,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from decode_mem.errors import ConfigError
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
+from decode_mem.infer.domain import check_domain
+from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
-from decode_mem.memory import MemoryTracker, read_host_memory
+from decode_mem.memory import read_host_memory
 from decode_mem.tiling import block_length
 
 
@@ -95,12 +97,14 @@ class InferReport:
         return sum(s.frames for s in self.stacks if not s.skipped)
 
 
-def run_inference(cfg: InferConfig) -> InferReport:
+def run_inference(cfg: InferConfig, observer: InferObserver | None = None) -> InferReport:
     """Localize every stack named by ``cfg.inputs`` into ``cfg.out``; see the module docstring.
 
     Raises ConfigError / CheckpointError for problems that concern the whole run (bad model, bad settings,
-    two inputs with the same output name) before any work; problems of single stacks are in ``failures``.
+    two inputs with the same output name, with ``strict`` data outside the model's domain) before any work;
+    problems of single stacks are in ``failures``.
     """
+    obs = observer or InferObserver()
     t_start = time.perf_counter()
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -117,7 +121,7 @@ def run_inference(cfg: InferConfig) -> InferReport:
     check_stems(found.stacks)
     failures = [StackFailure(item, reason) for item, reason in found.missing]
     for f in failures:
-        _warn(f)
+        obs.warning(f"skipped {f.line()}")
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
     base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
             "amp": cfg.amp, "memory_limit": cfg.memory_limit, "device": cfg.device, "threshold": cfg.threshold,
@@ -125,7 +129,6 @@ def run_inference(cfg: InferConfig) -> InferReport:
     extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),
               "settings": cfg.settings(), "generated_by": generated_by()}
     writer_options = {"three_d": bool(model.config.use_z), "psf_sigma": float(np.mean(psf_sigma))}
-    tracker = MemoryTracker(cfg.memory_log_file, log_interval=1) if cfg.memory_log_file else None
 
     summaries: list[StackSummary] = []
     jobs: list[StackJob] = []
@@ -134,60 +137,63 @@ def run_inference(cfg: InferConfig) -> InferReport:
         done = summary_path(cfg.out, stem)
         if cfg.resume and done.is_file():
             summaries.append(StackSummary(str(path), stem, 0, 0, 0.0, None, (str(done),), skipped=True))
-            _say(cfg, summaries[-1].line())
+            obs.message(summaries[-1].line())
             continue
         try:
             with open_stack(path) as stack:
                 shape, dtype = stack.shape, stack.dtype
+                domain = check_domain(stack, camera, model.envelope)
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), _reason(e)))
-            _warn(failures[-1])
+            obs.warning(f"skipped {failures[-1].line()}")
             continue
+        if not domain.ok:
+            obs.warning(domain.message(str(path)))
         settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block), **base)
-        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings))
+        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))
+    outside = [job for job in jobs if not job.domain.ok]
+    if cfg.strict and outside:
+        raise ConfigError(f"--strict: {len(outside)} stack(s) outside the model's domain, nothing written: "
+                          + " | ".join(job.domain.message(str(job.path)) for job in outside))
 
+    obs.run_started(len(jobs))
     with _Backend(cfg, jobs) as backend:
-        overall = tqdm(total=len(jobs), unit="stack", desc="stacks", disable=cfg.quiet or len(jobs) < 2, position=0)
         for job in jobs:
             summary_path(cfg.out, job.stem).unlink(missing_ok=True)  # the stack is not complete any more
             remove_partials(cfg.out, job.stem, cfg.formats)
+            obs.stack_started(job.stem, job.shape[0])
             try:
-                summary = _one_stack(cfg, backend, job, writer_options, extras, tracker)
+                summary = _one_stack(cfg, backend, job, writer_options, extras, obs)
             except Exception as e:  # e.g. a corrupt frame in the middle of a file
                 failures.append(StackFailure(str(job.path), _reason(e)))
-                _warn(failures[-1])
+                obs.warning(f"skipped {failures[-1].line()}")
             else:
                 summaries.append(summary)
-                _say(cfg, summary.line())
-            overall.update(1)
-        overall.close()
+                obs.message(summary.line())
+            obs.stack_finished(job.stem)
         peaks = backend.worker_peaks()
-    if tracker is not None:
-        tracker.close()
+    obs.run_finished()
     return InferReport(tuple(summaries), tuple(failures), str(model_path), time.perf_counter() - t_start, peaks)
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
-               extras: dict[str, Any], tracker: MemoryTracker | None) -> StackSummary:
+               extras: dict[str, Any], obs: InferObserver) -> StackSummary:
     t0 = time.perf_counter()
-    bar = tqdm(total=job.shape[0], unit="frame", desc=job.stem, disable=cfg.quiet, leave=False, position=1)
     peak = _Peak()
     sizes: dict[str, Any] = {}
     outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
                         shape=job.shape, source=str(job.path), source_dtype=job.dtype, **writer_options)
-    try:
-        with outs:
-            for table, n_frames, worker_peak in backend.emitters(job, peak, tracker, sizes):
-                outs.write(table)
-                bar.update(n_frames)
-                peak.add(worker_peak)
-    finally:
-        bar.close()
+    with outs:
+        for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes):
+            outs.write(table)
+            obs.block_done(job.stem, n_frames, result)
+            peak.add(worker_peak)
     peak.add(read_host_memory().get("rss_anon_mb"))
     wall = time.perf_counter() - t0
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
                            (*map(str, outs.paths), str(summary_path(cfg.out, job.stem))),
-                           extra=dict(extras, shape=list(job.shape), **({"sizes": sizes} if sizes else {})))
+                           extra=dict(extras, shape=list(job.shape), domain_warnings=list(job.domain.warnings),
+                                      domain=job.domain.numbers, **({"sizes": sizes} if sizes else {})))
     outs.finish(summary.as_dict())
     return summary
 
@@ -219,28 +225,30 @@ class _Backend:
         if self._dask is not None:
             self._dask.__exit__(*exc)
 
-    def emitters(self, job: StackJob, peak: _Peak, tracker: MemoryTracker | None,
-                 sizes: dict[str, Any]) -> Iterator[tuple[EmitterTable, int, float | None]]:
-        """``(table, frames it covers, peak RssAnon of the process that made it)`` in frame order; ``sizes``
-        receives the chosen tile/batch sizes and why (in this process; dask workers choose their own)."""
+    def emitters(self, job: StackJob, peak: _Peak,
+                 sizes: dict[str, Any]) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
+        """``(table, frames it covers, peak RssAnon of the process that made it, BlockResult or None)`` in frame
+        order; ``sizes`` receives the chosen tile/batch sizes and why (in this process; dask workers choose
+        their own)."""
         if self._dask is not None:
-            yield from self._dask.emitters(job)
+            for table, n_frames, worker_peak in self._dask.emitters(job):
+                yield table, n_frames, worker_peak, None
             return
-        done: list[int] = []
+        done: list[Any] = []
 
         def on_plan(choice: Any) -> None:
             sizes.update(choice.as_dict())
 
         def on_block(result: Any) -> None:
-            done.append(result.n_frames)
-            reading = tracker.update(step=result.t0, phase=job.stem) if tracker else read_host_memory()
-            peak.add(reading.get("rss_anon_mb"))
+            done.append(result)
+            peak.add(read_host_memory().get("rss_anon_mb"))
 
         with open_stack(job.path) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
             for table in stream_emitters(stack, job.settings, on_block=on_block, on_plan=on_plan):
-                yield table, done.pop() if done else 0, None
+                result = done.pop() if done else None
+                yield table, result.n_frames if result is not None else 0, None, result
 
     def worker_peaks(self) -> dict[str, float]:
         return self._dask.worker_peaks() if self._dask is not None else {}
@@ -249,12 +257,3 @@ class _Backend:
 def _reason(e: BaseException) -> str:
     text = str(e)
     return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
-
-
-def _say(cfg: InferConfig, line: str) -> None:
-    if not cfg.quiet:
-        tqdm.write(line, file=sys.stdout)
-
-
-def _warn(failure: StackFailure) -> None:
-    tqdm.write(f"skipped {failure.line()}", file=sys.stderr)

@@ -11,13 +11,14 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from decode_mem.errors import CheckpointError
+from decode_mem.infer.domain import DomainCheck
 from decode_mem.infer.predict import predict_stack
 from decode_mem.infer.ranges import FrameRange
 from decode_mem.io.camera import Camera
@@ -120,3 +121,4 @@ class StackJob:
     shape: tuple[int, int, int]
     dtype: str
     settings: EngineSettings
+    domain: DomainCheck = field(default_factory=lambda: DomainCheck(()))

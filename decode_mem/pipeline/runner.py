@@ -141,7 +141,7 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     t0 = time.perf_counter()
     cfg = InferConfig(inputs=(str(stack),), out=str(config.out), model=str(model), formats=step.formats,
                       chunk_size=step.chunk_size, batch_size=step.batch_size, amp=step.amp, device=str(device),
-                      threshold=step.threshold, threads=config.threads, quiet=True)
+                      threshold=step.threshold, threads=config.threads)
     report = run_inference(cfg)
     if report.failures:
         raise StackError("infer: " + "; ".join(f.line() for f in report.failures))

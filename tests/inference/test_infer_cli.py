@@ -53,7 +53,7 @@ def test_missing_input_and_default_model(shipped_model, sample_frames, tmp_path,
 def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 4, 100)
     args = ["--model", str(shipped_model), "--format", "csv,picasso,parquet", "--threads", "1", "--quiet"]
-    ref = run_inference(InferConfig(inputs=(str(tmp_path / "in"),), out=str(tmp_path / "ref"), quiet=True, threads=1,
+    ref = run_inference(InferConfig(inputs=(str(tmp_path / "in"),), out=str(tmp_path / "ref"), threads=1,
                                     model=str(shipped_model), formats=("csv", "picasso", "parquet")))
     assert ref.ok and len(ref.stacks) == 4
     out = tmp_path / "out"

@@ -13,7 +13,7 @@ def test_two_dask_workers_equal_one_process(shipped_model, sample_frames, tmp_pa
     write_stacks(tmp_path / "in", sample_frames, 2, 70)
     (tmp_path / "in" / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     common = dict(inputs=(str(tmp_path / "in"),), model=str(shipped_model), formats=("csv", "parquet"), block=16,
-                  threads=1, quiet=True)
+                  threads=1)
     single = run_inference(InferConfig(out=str(tmp_path / "one"), **common))
     # 20 frames per task -> ranges of 32 frames (the block is 16): each stack is split over both workers
     multi = run_inference(InferConfig(out=str(tmp_path / "dask"), workers=2, frames_per_task=20, **common))

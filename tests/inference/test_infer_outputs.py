@@ -25,7 +25,7 @@ from decode_mem.model.checkpoint import load_model
 def sample_run(shipped_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("sample_out")
     report = run_inference(InferConfig(inputs=(str(SAMPLE),), out=str(out), model=str(shipped_model),
-                                       formats=("csv", "picasso", "parquet"), quiet=True))
+                                       formats=("csv", "picasso", "parquet")))
     return out, report
 
 
@@ -115,7 +115,7 @@ def test_folder_glob_and_tiny_model(tiny_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 2, 12)
     report = run_inference(InferConfig(inputs=(str(tmp_path / "in" / "*.npy"), str(tmp_path / "in")),
                                        out=str(tmp_path / "out"), model=str(tiny_model), formats=("parquet",),
-                                       threshold=0.0, quiet=True))
+                                       threshold=0.0))
     assert report.ok and [s.stem for s in report.stacks] == ["s0", "s1"]  # s0.npy named twice, done once
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["s0.json", "s0.parquet", "s1.json", "s1.parquet"]
     assert json.loads((tmp_path / "out" / "s1.json").read_text())["settings"]["threshold"] == 0.0

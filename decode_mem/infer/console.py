@@ -1,0 +1,55 @@
+"""The CLI's observer of a batch run: progress bars, per-stack lines and warnings, and the memory log."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from decode_mem.infer.observe import InferObserver
+from decode_mem.memory import MemoryTracker
+
+
+class ConsoleObserver(InferObserver):
+    """tqdm bars (one for the stacks, one per stack) unless ``quiet``; warnings always go to stderr;
+    ``memory_log_file``: a MemoryTracker CSV with one row per block of the main process."""
+
+    def __init__(self, *, quiet: bool = False, memory_log_file: str | None = None) -> None:
+        self.quiet = quiet
+        self.tracker = MemoryTracker(memory_log_file, log_interval=1) if memory_log_file else None
+        self._overall: Any = None
+        self._bar: Any = None
+
+    def run_started(self, n_stacks: int) -> None:
+        self._overall = tqdm(total=n_stacks, unit="stack", desc="stacks", disable=self.quiet or n_stacks < 2,
+                             position=0)
+
+    def message(self, line: str) -> None:
+        if not self.quiet:
+            tqdm.write(line, file=sys.stdout)
+
+    def warning(self, line: str) -> None:
+        tqdm.write(f"warning: {line}", file=sys.stderr)
+
+    def stack_started(self, stem: str, frames: int) -> None:
+        self._bar = tqdm(total=frames, unit="frame", desc=stem, disable=self.quiet, leave=False, position=1)
+
+    def block_done(self, stem: str, frames: int, result: Any | None) -> None:
+        if self._bar is not None:
+            self._bar.update(frames)
+        if self.tracker is not None and result is not None:
+            self.tracker.update(step=result.t0, phase=stem)
+
+    def stack_finished(self, stem: str) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._overall is not None:
+            self._overall.update(1)
+
+    def run_finished(self) -> None:
+        if self._overall is not None:
+            self._overall.close()
+        if self.tracker is not None:
+            self.tracker.close()

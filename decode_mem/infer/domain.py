@@ -1,0 +1,83 @@
+"""Does a movie fit the model? A quick calibration of its first frames against the model's training envelope.
+
+On the first ``DOMAIN_FRAMES`` frames of a stack (``decode_mem.calibrate``): all-zero frames, pixels below
+the camera baseline and the camera's noise (a wrong camera shows here), the background level and how much it
+varies across the field, the PSF width and the photons per emitter — compared with the envelope stored in
+the model's checkpoint. Each problem is one line with the numbers; ``DomainCheck.message`` adds the fix.
+In-domain movies give no warning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from decode_mem.calibrate import calibrate_movie, covers
+from decode_mem.errors import DecodeMemError
+from decode_mem.io.camera import Camera
+
+DOMAIN_FRAMES = 20
+CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
+              "--em_gain / --qe / --read_noise / --pixel_size)")
+MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"
+
+
+@dataclass(frozen=True)
+class DomainCheck:
+    """``warnings``: one line per problem (empty when the movie fits); ``numbers``: what was measured."""
+
+    warnings: tuple[str, ...]
+    numbers: dict[str, Any] = field(default_factory=dict)
+    camera_suspect: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.warnings
+
+    def message(self, name: str) -> str:
+        """One warning for the user: the problems, their numbers and the fix."""
+        fix = CAMERA_FIX + ", " + MODEL_FIX if self.camera_suspect else MODEL_FIX.removeprefix("or ")
+        return f"{name}: outside the model's domain: " + "; ".join(self.warnings) + f". Fix: {fix}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"warnings": list(self.warnings), "numbers": self.numbers}
+
+
+def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames: int = DOMAIN_FRAMES) -> DomainCheck:
+    """Check the first ``frames`` frames of ``stack`` (raw camera counts) with ``camera`` against ``envelope``."""
+    n = min(int(frames), int(stack.shape[0]))
+    sample = np.asarray(stack[0:n])
+    if not np.any(sample):
+        return DomainCheck((f"all pixels of the first {n} frames are 0 (an empty or failed recording?)",),
+                           {"frames": n, "max_adu": 0.0}, camera_suspect=True)
+    warnings: list[str] = []
+    below = float(np.mean(sample < camera.baseline))
+    numbers: dict[str, Any] = {"frames": n, "below_baseline": round(below, 4)}
+    try:
+        calibration = calibrate_movie(sample, camera, frames=n)
+    except (DecodeMemError, ValueError, np.linalg.LinAlgError) as e:  # too few spots to measure, ...
+        numbers["calibration"] = f"not measured: {e}"
+        if below > 0.5:
+            warnings.append(f"{below:.0%} of the pixels are below the camera baseline {camera.baseline:g} ADU")
+        return DomainCheck(tuple(warnings), numbers, camera_suspect=bool(warnings))
+    estimates = {k: e.value for k, e in calibration.estimates.items()}
+    numbers.update({k: _plain(v) for k, v in estimates.items()})
+    check = calibration.camera_check
+    numbers["camera_noise_ratio"] = _plain(check.noise_ratio)
+    suspect = not check.ok or below > 0.5
+    if below > 0.5:
+        warnings.append(f"{below:.0%} of the pixels are below the camera baseline {camera.baseline:g} ADU")
+    if not check.ok:
+        warnings.append(f"the noise is {check.noise_ratio:.3g}x what this camera predicts (implied baseline "
+                        f"{check.implied_baseline_adu:.0f} ADU, or {check.implied_e_per_adu:.3g} e-/ADU)")
+    warnings += covers(calibration, envelope)
+    return DomainCheck(tuple(warnings), numbers, camera_suspect=suspect)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        return round(float(v), 4) if math.isfinite(v) else None
+    return v

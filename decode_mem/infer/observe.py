@@ -1,0 +1,34 @@
+"""What a batch run tells its observers: the CLI shows progress bars and lines, a MemoryTracker records blocks.
+
+``run_inference(cfg, observer)`` calls these hooks and prints nothing itself. Subclass and override what you
+need; the base class ignores everything. ``ConsoleObserver`` (``decode_mem.infer.console``) is the CLI's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class InferObserver:
+    """No-op hooks of a batch inference run, in the order they are called."""
+
+    def run_started(self, n_stacks: int) -> None:
+        """The stacks are planned: ``n_stacks`` will be processed."""
+
+    def message(self, line: str) -> None:
+        """A line for the user: a stack done or skipped."""
+
+    def warning(self, line: str) -> None:
+        """A stack that failed, or data outside the model's domain."""
+
+    def stack_started(self, stem: str, frames: int) -> None:
+        """Work on a stack begins."""
+
+    def block_done(self, stem: str, frames: int, result: Any | None) -> None:
+        """``frames`` more frames are done (``result``: the engine's ``BlockResult``, None from dask workers)."""
+
+    def stack_finished(self, stem: str) -> None:
+        """A stack is done (or failed)."""
+
+    def run_finished(self) -> None:
+        """Every stack is done."""
