@@ -128,13 +128,17 @@ def output_to_emitters(
     config: PostprocessConfig,
     offset: tuple[int, int] = (0, 0),
     core: tuple[slice, slice] | None = None,
+    frame_shape: tuple[int, int] | None = None,
 ) -> EmitterTable:
     """Detect emitters in network output ``(N, 10, H, W)`` or ``(10, H, W)`` (channels ``OUTPUT_CHANNELS``).
 
     ``frames``: the 0-based frame index of each of the N items, or an int ``t0`` meaning ``t0, t0+1, ...``.
     ``offset=(y0, x0)``: the global position of the array's pixel (0, 0), added to the coordinates.
     ``core=(slice_y, slice_x)``: keep only detections whose pixel lies in this region of the array (see
-    ``MARGIN``). Works on numpy arrays and tensors on any device (computed there; only the detections are
+    ``MARGIN``). ``frame_shape=(H, W)``: drop detections whose position lies outside the frame (x outside
+    ``[-0.5, W - 0.5)`` or y outside ``[-0.5, H - 0.5)``: emitters just beyond the edge, which the network can
+    see by their light; ground truth and users count only emitters in the image). Works on numpy arrays and
+    tensors on any device (computed there; only the detections are
     copied to the host). Temporary memory is a few boolean/float masks of size N·H·W. Rows come out in
     (item, row, column) order. Returns an EmitterTable with the columns
     ``frame, x, y, z, photons, bg, prob, sigma_x, sigma_y, sigma_z, sigma_photons`` (x, y, σx, σy in px).
@@ -201,4 +205,9 @@ def output_to_emitters(
         "prob": prob,
     }
     columns.update({name: values[:, ch] for name, ch in _READ.items()})
+    if frame_shape is not None:
+        h_frame, w_frame = frame_shape
+        x, y = columns["x"], columns["y"]
+        inside = (x >= -0.5) & (x < w_frame - 0.5) & (y >= -0.5) & (y < h_frame - 0.5)
+        columns = {c: v[inside] for c, v in columns.items()}
     return EmitterTable({c: columns[c] for c in _COLUMNS})

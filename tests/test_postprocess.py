@@ -257,3 +257,13 @@ def test_cuda_tensor_gives_the_cpu_result() -> None:
     out = torch.from_numpy(np.stack([_seam_output(s, 32, 33) for s in range(2)]))
     _assert_tables_equal(output_to_emitters(out.cuda(), [0, 1], config=CFG),
                          output_to_emitters(out, [0, 1], config=CFG))
+
+
+def test_detections_outside_the_frame_are_dropped_with_frame_shape() -> None:
+    """An emitter just beyond the edge is seen by its light; with the frame's shape it is not reported."""
+    emitters = [{"x": -0.8, "y": 10.1}, {"x": 20.2, "y": 9.9}, {"x": 30.0, "y": 27.7}]  # 2 just beyond the edge
+    out = blob_output(emitters, 28, 40)
+    every = output_to_emitters(out, [0], config=CFG)
+    inside = output_to_emitters(out, [0], config=CFG, frame_shape=(28, 40))
+    assert len(every) == 3 and len(inside) == 1
+    assert inside["x"][0] == pytest.approx(20.2, abs=1e-5)

@@ -79,7 +79,8 @@ def predict_stack(
         on_plan(choice)
 
     def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> EmitterTable:
-        return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
+        return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep,
+                                  frame_shape=(h, w))
 
     def stream() -> Iterator[EmitterTable]:
         for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
