@@ -9,113 +9,26 @@ the *same* frames; every ground-truth emitter counts (edge and dim ones too); ma
 stack (other seed) of the same density: every box is fitted once at a low threshold, then each threshold is a
 filter on the net gradient (identification at a higher threshold keeps exactly those maxima).
 
-Picasso (``picassosr``) runs in a subprocess with ``--picasso-python`` (default: this interpreter if it imports
-``picasso``, else ``$PICASSO_PYTHON``, else ``/tmp/picasso_venv/bin/python``), single-threaded (numba 1 thread,
-``threaded=False``), like decode_mem (torch 1 thread). Its spots are converted ADU -> photons with
-``Sensitivity = e⁻/ADU / QE`` (Picasso ignores QE), which changes photon counts only, not positions.
-Picasso's pins clash with decode_mem's environment (pandas < 3, scikit-learn < 1.8), so it gets its own venv:
-
-    python -m venv --system-site-packages /tmp/picasso_venv
-    /tmp/picasso_venv/bin/pip install picassosr==0.11.3 --no-deps
-    /tmp/picasso_venv/bin/pip install "pandas<3" "scikit-learn<1.8" numba nd2 sqlalchemy statsmodels playsound3
+Picasso runs in its own interpreter (``--picasso-python``; see ``picasso_runner.py`` for the venv recipe).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from picasso_runner import NG_FLOOR, camera_settings, find_picasso_python, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DENSITIES = {"low": 0.2, "medium": 1.0, "high": 2.0}
 GOALS = {"low": 0.90, "medium": 0.85, "high": 0.80}
-BOXES = (3, 5, 7, 9)
-NG_FLOOR = 300.0  # lowest minimum net gradient tried (ADU); thresholds above it are post-hoc filters
-N_THRESHOLDS = 80
-
-
-# ------------------------------------------------------------------------------------ Picasso (subprocess)
-
-def picasso_worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict) -> None:
-    """Run in the Picasso interpreter: identify + LQ fit for each box; save the localizations and timings."""
-    import tifffile
-    from picasso import localize
-
-    movie = tifffile.imread(stack)
-    warm = movie[:4]  # numba compiles on first use: keep that out of the timing
-    ids = localize.identify(warm, min_ng, boxes[0], threaded=False, return_info=False)
-    localize.fit_spots_gauss(localize.get_spots(warm, ids, boxes[0], camera))
-    result = {}
-    for box in boxes:
-        t0 = time.perf_counter()
-        ids = localize.identify(movie, min_ng, box, threaded=False, return_info=False)
-        spots = localize.get_spots(movie, ids, box, camera)
-        theta = localize.fit_spots_gauss(spots)  # least squares (LQ), CPU
-        locs = localize.locs_from_fits_gauss(ids, theta, box, em=camera["Gain"] > 1)
-        seconds = time.perf_counter() - t0
-        for col in ("frame", "x", "y", "photons", "bg", "sx", "sy", "net_gradient"):
-            result[f"{box}_{col}"] = np.asarray(locs[col])
-        result[f"{box}_seconds"] = np.array(seconds)
-    np.savez(out, **result)
-
-
-def run_picasso(python: str, stack: Path, boxes: list[int], min_ng: float, camera: dict, work: Path) -> dict:
-    out = work / f"{stack.stem}_picasso.npz"
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [python, __file__, "--picasso-worker", str(stack), str(out), json.dumps(boxes), str(min_ng),
-           json.dumps(camera)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"Picasso worker failed ({' '.join(cmd[:4])} ...):\n{done.stderr[-4000:]}")
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
-
-
-def find_picasso_python(given: str | None) -> str:
-    candidates = [given] if given else [sys.executable, os.environ.get("PICASSO_PYTHON"),
-                                        "/tmp/picasso_venv/bin/python"]
-    for python in candidates:
-        if python and shutil.which(python) and subprocess.run(
-                [python, "-c", "import picasso.localize"], capture_output=True).returncode == 0:
-            return python
-    raise SystemExit("no Python with picassosr found: pip install picassosr --no-deps (+ its import deps) into a "
-                     "venv and pass --picasso-python")
-
-
-# ---------------------------------------------------------------------------------------- measurement
-
-def table_from(res: dict, box: int, ng: float):
-    from decode_mem.io.table import EmitterTable
-
-    keep = res[f"{box}_net_gradient"] > ng
-    return EmitterTable.from_arrays(frame=res[f"{box}_frame"][keep].astype(np.int64), x=res[f"{box}_x"][keep],
-                                    y=res[f"{box}_y"][keep], photons=res[f"{box}_photons"][keep],
-                                    bg=res[f"{box}_bg"][keep])
-
-
-def tune_picasso(res: dict, gt, px: float) -> tuple[int, float, float]:
-    """(box, min net gradient, Jaccard) with the best Jaccard on the tuning stack."""
-    from decode_mem.evaluate import evaluate
-
-    best = (BOXES[0], NG_FLOOR, -1.0)
-    for box in BOXES:
-        ng_all = res[f"{box}_net_gradient"]
-        hi = max(float(np.percentile(ng_all, 99.5)), NG_FLOOR * 2) if len(ng_all) else NG_FLOOR * 2
-        for ng in np.geomspace(NG_FLOOR, hi, N_THRESHOLDS):
-            jac = evaluate(table_from(res, box, ng), gt, pixel_size=px).jaccard
-            if jac > best[2]:
-                best = (box, float(ng), float(jac))
-    return best
 
 
 def run_decode(stack: Path, model_path: Path) -> tuple[object, float]:
@@ -138,12 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--picasso-python", help="interpreter with picassosr installed")
     p.add_argument("--out", default=str(RESULTS / "accuracy.md"))
-    p.add_argument("--picasso-worker", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.picasso_worker:
-        stack, out, boxes, min_ng, camera = args.picasso_worker
-        picasso_worker(stack, out, json.loads(boxes), float(min_ng), json.loads(camera))
-        return 0
 
     import torch
 
@@ -155,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     python = find_picasso_python(args.picasso_python)
+    if python is None:
+        raise SystemExit("no Python with picassosr found: see benchmarks/picasso_runner.py, pass --picasso-python")
     cam = Camera.emccd()
-    camera = {"Baseline": cam.baseline, "Sensitivity": cam.e_per_adu / cam.qe, "Gain": cam.em_gain,
-              "Pixelsize": cam.pixel_size}
+    camera = camera_settings(cam)
     px = cam.pixel_size
     rows = []
     t_all = time.perf_counter()
@@ -172,12 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                 simulate_stack(sim, args.frames, stack, gt, seed=seed)
                 paths[role] = (stack, read_localizations(gt, pixel_size=px))
             # Picasso: tune on the tuning stack, then run the chosen settings on the test stack
-            tune_res = run_picasso(python, paths["tune"][0], list(BOXES), NG_FLOOR, camera, work)
-            box, ng, jac_tune = tune_picasso(tune_res, paths["tune"][1], px)
-            test_res = run_picasso(python, paths["test"][0], [box], ng, camera, work)
-            pic_table = table_from(test_res, box, ng)
+            pic_table, info = tuned_picasso(python, paths["tune"], paths["test"][0], camera, px, work)
+            box, ng, jac_tune, pic_s = info["box"], info["ng"], info["jaccard_tune"], info["seconds"]
             pic = evaluate(pic_table, paths["test"][1], pixel_size=px)
-            pic_s = float(test_res[f"{box}_seconds"])
             # decode_mem: the shipped model, default post-processing
             dec_table, dec_s = run_decode(paths["test"][0], Path(args.model))
             dec = evaluate(dec_table, paths["test"][1], pixel_size=px)
@@ -196,10 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 def _versions(python: str) -> str:
     import torch
 
-    pic = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('picassosr'), "
-                          "m.version('numba'))"], capture_output=True, text=True).stdout.split()
     return (f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}; "
-            f"picassosr {pic[0] if pic else '?'}, numba {pic[1] if len(pic) > 1 else '?'}")
+            f"{picasso_version(python)}")
 
 
 def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: str, total: float) -> None:

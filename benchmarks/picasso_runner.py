@@ -1,0 +1,131 @@
+"""Picasso (identify + LQ Gaussian fit) as a baseline for the benchmarks, run in its own interpreter.
+
+Picasso's pins clash with decode_mem's environment (pandas < 3, scikit-learn < 1.8), so it runs in a separate
+venv; this module is both the client (``run_picasso``, ``tune_picasso``: in the benchmark's process) and the
+worker (``python benchmarks/picasso_runner.py STACK OUT BOXES MIN_NG CAMERA``: in Picasso's). Recipe:
+
+    python -m venv --system-site-packages /work/picasso_venv
+    /work/picasso_venv/bin/pip install picassosr==0.11.3 --no-deps
+    /work/picasso_venv/bin/pip install "pandas<3" "scikit-learn<1.8" numba nd2 sqlalchemy statsmodels playsound3
+
+Single-threaded (numba 1 thread, ``threaded=False``), like decode_mem's benchmarks (torch 1 thread). Spots
+are converted ADU -> photons with ``Sensitivity = e⁻/ADU / QE`` (Picasso ignores QE), which changes photon
+counts only, not positions. Tuning: every box is fitted once at a low threshold, then each minimum net
+gradient is a filter (identification at a higher threshold keeps exactly those maxima).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BOXES = (3, 5, 7, 9)
+NG_FLOOR = 300.0  # lowest minimum net gradient tried (ADU)
+N_THRESHOLDS = 80
+DEFAULT_PYTHONS = ("/work/picasso_venv/bin/python", "/tmp/picasso_venv/bin/python")
+
+
+def camera_settings(camera: Any) -> dict[str, float]:
+    """Picasso's camera dictionary for a decode_mem Camera."""
+    return {"Baseline": camera.baseline, "Sensitivity": camera.e_per_adu / camera.qe, "Gain": camera.em_gain,
+            "Pixelsize": camera.pixel_size}
+
+
+def find_picasso_python(given: str | None = None) -> str | None:
+    """An interpreter that imports picasso: ``given``, $PICASSO_PYTHON, this one, the usual venvs; else None."""
+    candidates = [given] if given else [os.environ.get("PICASSO_PYTHON"), sys.executable, *DEFAULT_PYTHONS]
+    for python in candidates:
+        if python and shutil.which(python) and subprocess.run(
+                [python, "-c", "import picasso.localize"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def picasso_version(python: str) -> str:
+    done = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('picassosr'), "
+                           "m.version('numba'))"], capture_output=True, text=True)
+    parts = done.stdout.split()
+    return f"picassosr {parts[0]}, numba {parts[1]}" if len(parts) == 2 else "picassosr (version unknown)"
+
+
+def run_picasso(python: str, stack: Path, boxes: list[int], min_ng: float, camera: dict, work: Path) -> dict:
+    """Localizations for each box (``f'{box}_x'``, ...) and the seconds each took (``f'{box}_seconds'``)."""
+    out = work / f"{stack.stem}_picasso.npz"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [python, __file__, str(stack), str(out), json.dumps(boxes), str(min_ng), json.dumps(camera)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"Picasso worker failed ({' '.join(cmd[:3])} ...):\n{done.stderr[-4000:]}")
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+def table_from(res: dict, box: int, ng: float):
+    """Picasso's localizations of ``box`` with net gradient above ``ng`` as an EmitterTable (pixels)."""
+    from decode_mem.io.table import EmitterTable
+
+    keep = res[f"{box}_net_gradient"] > ng
+    return EmitterTable.from_arrays(frame=res[f"{box}_frame"][keep].astype(np.int64), x=res[f"{box}_x"][keep],
+                                    y=res[f"{box}_y"][keep], photons=res[f"{box}_photons"][keep],
+                                    bg=res[f"{box}_bg"][keep])
+
+
+def tune_picasso(res: dict, gt, px: float, boxes: tuple[int, ...] = BOXES) -> tuple[int, float, float]:
+    """(box, min net gradient, Jaccard) with the best Jaccard against ``gt`` (the tuning movie's)."""
+    from decode_mem.evaluate import evaluate
+
+    best = (boxes[0], NG_FLOOR, -1.0)
+    for box in boxes:
+        ng_all = res[f"{box}_net_gradient"]
+        hi = max(float(np.percentile(ng_all, 99.5)), NG_FLOOR * 2) if len(ng_all) else NG_FLOOR * 2
+        for ng in np.geomspace(NG_FLOOR, hi, N_THRESHOLDS):
+            jac = evaluate(table_from(res, box, ng), gt, pixel_size=px).jaccard
+            if jac > best[2]:
+                best = (box, float(ng), float(jac))
+    return best
+
+
+def tuned_picasso(python: str, tune: tuple[Path, Any], test: Path, camera: dict, px: float,
+                  work: Path) -> tuple[Any, dict[str, float]]:
+    """Tune box and threshold on ``tune`` = (stack, ground truth), run them on ``test``: (table, info)."""
+    tune_res = run_picasso(python, tune[0], list(BOXES), NG_FLOOR, camera, work)
+    box, ng, jac_tune = tune_picasso(tune_res, tune[1], px)
+    test_res = run_picasso(python, test, [box], ng, camera, work)
+    return table_from(test_res, box, ng), {"box": box, "ng": ng, "jaccard_tune": jac_tune,
+                                           "seconds": float(test_res[f"{box}_seconds"])}
+
+
+def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict) -> None:
+    """In Picasso's interpreter: identify + LQ fit for each box; save the localizations and timings."""
+    import tifffile
+    from picasso import localize
+
+    movie = tifffile.imread(stack)
+    warm = movie[:4]  # numba compiles on first use: keep that out of the timing
+    ids = localize.identify(warm, min_ng, boxes[0], threaded=False, return_info=False)
+    localize.fit_spots_gauss(localize.get_spots(warm, ids, boxes[0], camera))
+    result = {}
+    for box in boxes:
+        t0 = time.perf_counter()
+        ids = localize.identify(movie, min_ng, box, threaded=False, return_info=False)
+        spots = localize.get_spots(movie, ids, box, camera)
+        theta = localize.fit_spots_gauss(spots)  # least squares (LQ), CPU
+        locs = localize.locs_from_fits_gauss(ids, theta, box, em=camera["Gain"] > 1)
+        seconds = time.perf_counter() - t0
+        for col in ("frame", "x", "y", "photons", "bg", "sx", "sy", "net_gradient"):
+            result[f"{box}_{col}"] = np.asarray(locs[col])
+        result[f"{box}_seconds"] = np.array(seconds)
+    np.savez(out, **result)
+
+
+if __name__ == "__main__":
+    _stack, _out, _boxes, _ng, _camera = sys.argv[1:6]
+    _worker(_stack, _out, json.loads(_boxes), float(_ng), json.loads(_camera))
