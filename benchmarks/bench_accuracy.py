@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from picasso_runner import NG_FLOOR, camera_settings, find_picasso_python, tuned_picasso
+from picasso_runner import NG_FLOOR, camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
