@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tifffile
 import torch
+from numerics import SAME_MATH
 
 from decode_mem.errors import ConfigError
 from decode_mem.infer.predict import predict_stack, process_large_image
@@ -72,15 +73,16 @@ def _canonical(table: EmitterTable) -> dict[str, np.ndarray]:
 
 
 def _assert_tables_equal(a: EmitterTable, b: EmitterTable, *, exact: bool) -> None:
+    if not exact:  # rounding can move a summed probability across the threshold only within a hair of it
+        a, b = (t.select(np.abs(t["prob"] - PP.threshold) > 10 * SAME_MATH) for t in (a, b))
     ca, cb = _canonical(a), _canonical(b)
     assert a.names == b.names and len(a) == len(b)
     np.testing.assert_array_equal(ca["frame"], cb["frame"])
     for name in a.names:
         if exact:
             np.testing.assert_array_equal(ca[name], cb[name], err_msg=name)
-        else:  # float rounding of the network output (tiles vs whole frame): 1e-5 of each column's unit,
-            # plus an ulp or two of the float32 coordinate (7.6e-6 px at x = 100)
-            np.testing.assert_allclose(ca[name], cb[name], rtol=2.5e-7, atol=1e-5 * UNITS.get(name, 1.0),
+        else:  # float rounding of the network output in another summation order: relative to each column's unit
+            np.testing.assert_allclose(ca[name], cb[name], rtol=1e-6, atol=SAME_MATH * UNITS.get(name, 1.0),
                                        err_msg=name)
 
 

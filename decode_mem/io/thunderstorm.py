@@ -95,6 +95,10 @@ class ThunderstormWriter:
         self._atomic = ExitStack()
         self._next_id = 1
         self._fh = None
+        # fixed decimals: 0.0001 nm / photon everywhere in the field of view (``%g`` would round x to 1 nm
+        # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
+        self._formats = ["%d", "%d"] + ["%.4f"] * (len(BASE_COLUMNS) - 2) + [
+            "%.6g" if e == "prob" else "%.4f" for e in self.extras]
 
     def __enter__(self) -> ThunderstormWriter:
         tmp = self._atomic.enter_context(atomic_output(self.path))
@@ -109,8 +113,7 @@ class ThunderstormWriter:
             return
         cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id)
         data = np.column_stack(list(cols.values()))
-        fmt = ["%d", "%d"] + ["%.6g"] * (data.shape[1] - 2)
-        np.savetxt(self._fh, data, fmt=fmt, delimiter=",")
+        np.savetxt(self._fh, data, fmt=self._formats, delimiter=",")
         self._next_id += n
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:

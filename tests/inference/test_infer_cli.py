@@ -50,28 +50,48 @@ def test_missing_input_and_default_model(shipped_model, sample_frames, tmp_path,
     assert (tmp_path / "out" / "s0.hdf5").is_file() and (tmp_path / "out" / "s0.yaml").is_file()
 
 
+KILLABLE = """
+import sys, time
+from pathlib import Path
+from decode_mem.infer import InferConfig, run_inference
+from decode_mem.infer.observe import InferObserver
+
+class StopAfterFirst(InferObserver):  # a deterministic kill point: after the first stack, wait to be killed
+    def stack_finished(self, stem):
+        Path(sys.argv[3]).write_text(stem)
+        time.sleep(600)
+
+run_inference(InferConfig(inputs=(sys.argv[1],), out=sys.argv[2], model=sys.argv[4], threads=1, chunk_size=512,
+                          batch_size=4, formats=("csv", "picasso", "parquet")), StopAfterFirst())
+"""
+
+
 def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 4, 100)
-    args = ["--model", str(shipped_model), "--format", "csv,picasso,parquet", "--threads", "1", "--quiet"]
+    sizes = ["--chunk_size", "512", "--batch_size", "4"]  # fixed sizes: the runs do the same arithmetic
+    args = ["--model", str(shipped_model), "--format", "csv,picasso,parquet", "--threads", "1", "--quiet", *sizes]
     ref = run_inference(InferConfig(inputs=(str(tmp_path / "in"),), out=str(tmp_path / "ref"), threads=1,
-                                    model=str(shipped_model), formats=("csv", "picasso", "parquet")))
+                                    model=str(shipped_model), formats=("csv", "picasso", "parquet"), chunk_size=512,
+                                    batch_size=4))
     assert ref.ok and len(ref.stacks) == 4
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "decode_mem.infer", str(tmp_path / "in"), "--out", str(out), *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not (out / "s0.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+    out, marker = tmp_path / "out", tmp_path / "first_done"
+    proc = subprocess.Popen([sys.executable, "-c", KILLABLE, str(tmp_path / "in"), str(out), str(marker),
+                             str(shipped_model)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
+    assert marker.exists(), proc.stderr.read().decode() if proc.poll() is not None else "no stack finished in time"
+    os.kill(proc.pid, signal.SIGKILL)  # the child is asleep after its first stack: the kill lands in between
     proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    assert proc.returncode == -signal.SIGKILL
     finished = {p.stem for p in out.glob("*.json")}
-    assert "s0" in finished and len(finished) < 4, "the run was not killed midway"
+    assert finished == {"s0"}, finished
     for path in out.iterdir():  # whatever carries a final name is complete
         if not path.name.endswith(".partial"):
             assert path.suffix == ".json" or _same(path, tmp_path / "ref" / path.name), path.name
 
     first = (out / "s0.json").read_text()
+    cmd = [sys.executable, "-m", "decode_mem.infer", str(tmp_path / "in"), "--out", str(out), *args]
     rc = subprocess.run([*cmd, "--resume"], cwd=REPO, capture_output=True).returncode
     assert rc == 0
     assert (out / "s0.json").read_text() == first  # finished stacks are skipped, not redone
