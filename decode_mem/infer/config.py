@@ -12,11 +12,12 @@ from typing import Any, Literal
 from decode_mem.config import AMP_CHOICES
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
+from decode_mem.model.checkpoint import SHIPPED_MODEL
 
 FORMATS = ("csv", "picasso", "parquet")
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
 STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy")  # what a folder given as input contributes
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+DEFAULT_MODEL = SHIPPED_MODEL
 FRAMES_PER_TASK = 4096
 
 Size = int | Literal["auto"]

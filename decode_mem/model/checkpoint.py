@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
 from decode_mem.model.net import DecodeNet, ModelConfig
 
+SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+"""The shipped default model: a generalist for common 2D setups (its card: ``default_2d.md`` beside it)."""
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 REQUIRED_KEYS = ("format_version", "model_config", "model", "meta")
@@ -75,13 +78,19 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files: the error says it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises many types for truncated / foreign files
-        # one line, and never torch's advice to load with weights_only=False (unsafe for files from others)
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "weights_only" in str(e) or "Unsupported global" in str(e):
+        # one short line, and never torch's advice to load with weights_only=False (unsafe for files from others)
+        text = str(e)
+        if "Unsupported global" in text:
             reason = "it holds Python objects a decode_mem checkpoint never has"
-        raise CheckpointError(f"{path}: not a decode_mem checkpoint ({reason[:200]})") from None
+        elif "weights_only" in text or "Unsupported operand" in text or "invalid load key" in text:
+            reason = "not a PyTorch checkpoint file"
+        else:
+            reason = text.strip().splitlines()[0][:160] if text.strip() else type(e).__name__
+        raise CheckpointError(f"{path}: not a decode_mem checkpoint ({reason})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a decode_mem checkpoint (top level is {type(state).__name__})")
     missing = [k for k in REQUIRED_KEYS if k not in state]
@@ -116,9 +125,9 @@ def build_net(state: dict[str, Any], path: str | os.PathLike) -> DecodeNet:
     return net
 
 
-def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> TrainedModel:
-    """The one way to load a trained model for inference (eval mode, on ``device``)."""
-    path = Path(path)
+def load_model(path: str | os.PathLike | None = None, *, device: str | torch.device = "cpu") -> TrainedModel:
+    """The one way to load a trained model for inference (eval mode, on ``device``); None: the shipped model."""
+    path = SHIPPED_MODEL if path is None else Path(path)
     state = load_checkpoint(path)
     net = build_net(state, path).to(device).eval()
     meta = state["meta"]

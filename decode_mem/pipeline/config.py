@@ -26,12 +26,12 @@ from typing import Any
 
 from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
 from decode_mem.errors import ConfigError
+from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
 
 SECTIONS = ("simulate", "train", "infer", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
 FORMATS = ("csv", "picasso", "parquet")
 BLURS = ("none", "gaussian", "precision")
 
