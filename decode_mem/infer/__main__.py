@@ -31,10 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
     mem = p.add_argument_group("memory and speed")
-    add(mem, "--use_chunking", action="store_true",
-        help="tile frames into chunk_size tiles (frames up to 512 px are one tile anyway)")
+    tiling = mem.add_mutually_exclusive_group()
+    add(tiling, "--use_chunking", action="store_true",
+        help="cut frames into tiles of --chunk_size (exact: the result equals whole frames)")
+    add(tiling, "--whole_frames", action="store_true",
+        help="no tiles: each frame in one piece (an out-of-memory error still backs off to tiles); default "
+             "without either flag: whole frames when they fit the memory budget, else tiles")
     add(mem, "--chunk_size", type=int_or_auto, default="auto",
-        help="tile core side in px, or 'auto' (default: the fastest that fits --memory_limit)")
+        help="tile core side in px with --use_chunking, or 'auto' (default: the fastest that fits --memory_limit)")
     add(mem, "--batch_size", type=int_or_auto, default="auto",
         help="windows (tile x frame) per network call, or 'auto' (default)")
     add(mem, "--memory_limit", help="memory budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA; "
@@ -53,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "default: the model's")
     for flag in CAMERA_FLAGS:
         add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
+    add(det, "--prob_map", action="store_true",
+        help="also write <stem>_prob.zarr: the detection probability of every pixel (zarr v3, float16)")
     det.add_argument("--strict", action="store_true",
                      help="data outside the model's domain are an error (exit 2, nothing written)")
     run_ = p.add_argument_group("run")
@@ -74,10 +80,15 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
+    if args.whole_frames and args.chunk_size != "auto":
+        from decode_mem.errors import ConfigError
+
+        raise ConfigError("--whole_frames takes no --chunk_size (use --use_chunking --chunk_size N for tiles)")
+    chunk = "whole" if args.whole_frames else args.chunk_size
     return InferConfig(
         inputs=tuple(args.inputs), out=args.out, model=args.model,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
-        chunk_size=args.chunk_size, batch_size=args.batch_size, amp=args.amp,
+        chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, **extra)

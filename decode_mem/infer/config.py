@@ -31,11 +31,13 @@ class InferConfig:
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
     model           checkpoint path (None: the shipped ``data/models/default_2d.pt``)
     formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'
-    chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` ('auto' sizes: the fastest that fit
+    chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` (chunk_size 'whole': no tiles;
+                    'auto' sizes: the fastest that fit
                     ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')
     memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
+    write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
     strict          data outside the model's domain (``infer.domain``) are an error before any output is written
     resume          skip stacks whose ``<stem>.json`` exists; redo the others from the start
     workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
@@ -48,7 +50,7 @@ class InferConfig:
     out: str
     model: str | None = None
     formats: tuple[str, ...] = ("csv",)
-    chunk_size: Size = "auto"
+    chunk_size: Size | Literal["whole"] = "auto"
     batch_size: Size = "auto"
     block: Size = "auto"
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
@@ -92,8 +94,9 @@ class InferConfig:
             raise ConfigError(f"memory_limit must be > 0 bytes, got {self.memory_limit}")
         if self.threshold is not None and not 0 <= self.threshold <= 1:
             raise ConfigError(f"threshold is a probability in [0, 1], got {self.threshold}")
-        if self.write_probability_map:
-            raise ConfigError("write_probability_map: the probability-map zarr output is not implemented yet")
+        if self.write_probability_map and self.distributed:
+            raise ConfigError("write_probability_map: the probability map is written by one process; "
+                              "run without workers/scheduler")
 
     @property
     def model_path(self) -> Path:

@@ -15,7 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from decode_mem.infer.config import SUFFIXES
-from decode_mem.io.atomic import atomic_output, partial_path
+from decode_mem.infer.probmap import ProbabilityMap
+from decode_mem.io.atomic import atomic_output, partial_path, remove_path
 from decode_mem.io.localizations import open_writer
 from decode_mem.io.table import EmitterTable
 
@@ -28,16 +29,21 @@ def summary_path(out: str | os.PathLike, stem: str) -> Path:
     return Path(out) / f"{stem}.json"
 
 
+def prob_map_path(out: str | os.PathLike, stem: str) -> Path:
+    """``<out>/<stem>_prob.zarr``: the detection probability map (``--prob_map``)."""
+    return Path(out) / f"{stem}_prob.zarr"
+
+
 def output_paths(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) -> list[Path]:
-    """Every file a stack produces for ``formats``, the JSON summary last."""
+    """Every output a stack can produce for ``formats`` (and the probability map), the JSON summary last."""
     paths = [Path(out) / f"{stem}{s}" for f in formats for s in SUFFIXES[f]]
-    return [*paths, summary_path(out, stem)]
+    return [*paths, prob_map_path(out, stem), summary_path(out, stem)]
 
 
 def remove_partials(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) -> None:
-    """Drop what a killed run left under temporary names (never a file under its final name)."""
+    """Drop what a killed run left under temporary names (never an output under its final name)."""
     for path in output_paths(out, stem, formats):
-        partial_path(path).unlink(missing_ok=True)
+        remove_path(partial_path(path))
 
 
 class StackOutputs:
@@ -49,7 +55,7 @@ class StackOutputs:
 
     def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, pixel_size: float,
                  shape: tuple[int, int, int], three_d: bool = False, psf_sigma: float = 1.0,
-                 source: str | None = None, source_dtype: str = "uint16") -> None:
+                 source: str | None = None, source_dtype: str = "uint16", prob_map_block: int | None = None) -> None:
         self.out, self.stem, self.formats = Path(out), stem, formats
         self.shape = shape
         frames, height, width = shape
@@ -62,20 +68,25 @@ class StackOutputs:
             if fmt == "picasso":
                 options = {"three_d": three_d, "psf_sigma": psf_sigma, "source": source, "source_dtype": source_dtype}
             self._writers.append(open_writer(path, **common, **options))
+        self.prob_map = (None if prob_map_block is None
+                         else ProbabilityMap(prob_map_path(out, stem), shape, prob_map_block))
         self._stack = ExitStack()
         self.n_localizations = 0
         self.last_frame = -1
 
     @property
     def paths(self) -> list[Path]:
-        """The localization files (final names), without the JSON summary."""
-        return [p for w in self._writers for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
+        """The localization files and the probability map (final names), without the JSON summary."""
+        paths = [p for w in self._writers for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
+        return paths + ([self.prob_map.path] if self.prob_map is not None else [])
 
     def __enter__(self) -> StackOutputs:
         self.out.mkdir(parents=True, exist_ok=True)
         with ExitStack() as stack:
             for writer in self._writers:
                 stack.enter_context(writer)
+            if self.prob_map is not None:
+                stack.enter_context(self.prob_map)
             self._stack = stack.pop_all()
         return self
 

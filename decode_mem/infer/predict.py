@@ -23,6 +23,7 @@ import torch
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
+from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
@@ -33,6 +34,7 @@ from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
 Size = int | Literal["auto"]
+Chunk = int | Literal["auto", "whole"]
 Amp = Literal["auto", "bf16", "fp16", "off"] | None
 DEFAULT_POSTPROCESS = PostprocessConfig()
 
@@ -41,7 +43,7 @@ def predict_stack(
     stack: FrameSource | np.ndarray | torch.Tensor,
     model: DecodeNet | TrainedModel,
     *,
-    chunk_size: Size = "auto",
+    chunk_size: Chunk = "auto",
     batch_size: Size = "auto",
     block: Size = "auto",
     amp: Amp = "off",
@@ -49,6 +51,7 @@ def predict_stack(
     postprocess: PostprocessConfig = DEFAULT_POSTPROCESS,
     camera: Camera | None = None,
     memory_limit: int | None = None,
+    prob_map: ProbabilityMap | None = None,
     on_plan: Callable[[SizeChoice], None] | None = None,
     on_block: Callable[[BlockResult], None] | None = None,
 ) -> Iterator[EmitterTable]:
@@ -59,7 +62,9 @@ def predict_stack(
     by tile. ``camera`` converts raw frames to photons; by default a ``TrainedModel``'s camera is used and
     a bare ``DecodeNet`` is given photons (pass ``model.net`` to feed photons to a trained model).
     ``device``: where to run (default: where the model is); the model is moved there and put in eval mode.
-    Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
+    ``chunk_size='whole'``: whole frames (one tile per frame; an out-of-memory error still backs off to tiles).
+    ``prob_map``: also write each frame's detection probability (``ProbabilityMap``). Sizes ``'auto'`` are the
+    fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
     on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
@@ -79,11 +84,15 @@ def predict_stack(
         on_plan(choice)
 
     def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> EmitterTable:
+        if prob_map is not None:
+            prob_map.add(tile, frames, output)
         return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep,
                                   frame_shape=(h, w))
 
     def stream() -> Iterator[EmitterTable]:
         for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
+            if prob_map is not None:
+                prob_map.flush(result.t0, result.n_frames)
             if on_block is not None:
                 on_block(result)
             yield EmitterTable.concat(result.results).sorted_by_frame()
@@ -136,9 +145,11 @@ def process_large_image(
     return torch.from_numpy(out[0]) if is_tensor else out[0]
 
 
-def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Size, batch_size: Size, block: Size,
+def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
                amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None) -> SizeChoice:
     """``decode_mem.plan.choose_sizes`` for a ``(T, H, W)`` stack in this process (baseline: its RssAnon now)."""
+    if chunk_size == "whole":
+        chunk_size = max(shape[1:])
     for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")

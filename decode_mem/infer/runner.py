@@ -182,9 +182,10 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     peak = _Peak()
     sizes: dict[str, Any] = {}
     outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
-                        shape=job.shape, source=str(job.path), source_dtype=job.dtype, **writer_options)
+                        shape=job.shape, source=str(job.path), source_dtype=job.dtype,
+                        prob_map_block=job.settings.block if cfg.write_probability_map else None, **writer_options)
     with outs:
-        for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes):
+        for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map):
             outs.write(table)
             obs.block_done(job.stem, n_frames, result)
             peak.add(worker_peak)
@@ -225,8 +226,8 @@ class _Backend:
         if self._dask is not None:
             self._dask.__exit__(*exc)
 
-    def emitters(self, job: StackJob, peak: _Peak,
-                 sizes: dict[str, Any]) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
+    def emitters(self, job: StackJob, peak: _Peak, sizes: dict[str, Any],
+                 prob_map: Any = None) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
         """``(table, frames it covers, peak RssAnon of the process that made it, BlockResult or None)`` in frame
         order; ``sizes`` receives the chosen tile/batch sizes and why (in this process; dask workers choose
         their own)."""
@@ -246,7 +247,7 @@ class _Backend:
         with open_stack(job.path) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
-            for table in stream_emitters(stack, job.settings, on_block=on_block, on_plan=on_plan):
+            for table in stream_emitters(stack, job.settings, on_block=on_block, on_plan=on_plan, prob_map=prob_map):
                 result = done.pop() if done else None
                 yield table, result.n_frames if result is not None else 0, None, result
 

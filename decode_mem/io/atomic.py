@@ -17,7 +17,9 @@ def partial_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: str | os.PathLike) -> None:
+    """Remove a file or a directory tree (a zarr store) if it exists."""
+    path = Path(path)
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
@@ -33,12 +35,12 @@ def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
     """
     final = Path(path)
     tmp = partial_path(final)
-    _remove(tmp)
+    remove_path(tmp)
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         yield tmp
     except BaseException:
-        _remove(tmp)
+        remove_path(tmp)
         raise
     if final.is_dir() and not final.is_symlink():
         shutil.rmtree(final)  # os.replace cannot replace a non-empty directory
