@@ -1,7 +1,7 @@
 """From estimates to training physics, and from a model's envelope to "does it cover this movie?".
 
-``simulation_from_estimates`` is the one place that turns a calibration into a ``SimulationConfig``; it
-uses only what the simulator has today (uniform or smooth background, one PSF width, lognormal photons).
+``simulation_from_estimates`` is the one place that turns a calibration into a ``SimulationConfig``: a band of
+physics around what was measured (the estimates have errors, a network trained on a band tolerates them).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.config import SimulationConfig
 
-TRAIN_FRAME = (64, 64)  # px: simulated training frames (the model is fully convolutional)
-LEVEL_MARGIN = 0.2  # the simulated background level covers ±20 % around the measured one
-SMOOTH_SPREAD = 1.25  # a background spread (p95/p5) above this is simulated as a smooth field
-SMOOTH_SCALE = 16.0  # px: correlation length of the simulated smooth field (not measured)
+TRAIN_FRAME = (40, 40)  # px: simulated training windows (the model is fully convolutional)
+SIGMA_BAND = 0.15  # PSF sigma drawn per window within ±15 % of the measured one
+LEVEL_BAND = 1.3  # background level drawn log-uniformly within /1.3 .. ×1.3 of the measured one (× drift)
+PHOTONS_BAND = 2.5  # photons log-uniform within median / and × max(2.5, exp(2.5 log-sd))
+SMOOTH_SPREAD = 1.25  # a background spread (p95/p5) above this: smooth and cell-like fields in training
 PHOTONS_LOG_SD = 0.35  # lognormal width used when the flux spread was not measured
 # how far outside a model's training range an estimate may lie and still count as covered (relative): the
 # estimates' own errors (a few %) plus what a network trained on a range tolerates around its edges
@@ -28,41 +29,43 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
     ``values`` maps estimate names to values (``Calibration.estimates``). Missing or NaN values fall back to
     the simulator's defaults.
 
-    - PSF: ``psf_sigma_px``; photons: lognormal with the flux median ``flux_median`` (``photons_median``
-      when no full-on frames were seen) and log-spread ``flux_log_sd``;
-    - background: the level ``background_photons`` ±20 %, widened by √``background_time_ratio`` either way
-      when it changes over the movie; a spread above ``SMOOTH_SPREAD`` becomes a smooth field whose
-      amplitude reproduces it (``level·(1 ± a)`` spans the 5th to 95th percentile);
-    - ``density_per_um2`` and ``on_time`` (mean track length − 1: an emitter on for τ frames at a random
-      phase touches τ + 1 frames); the camera without its per-pixel maps (those fit the movie's frame
-      size, not the training frames).
+    - PSF: σ within ±``SIGMA_BAND`` of ``psf_sigma_px`` per window, 5 % per emitter;
+    - photons: log-uniform around the flux median ``flux_median`` (``photons_median`` when no full-on frames
+      were seen), wide enough for its log-spread ``flux_log_sd``;
+    - background: log-uniform around ``background_photons`` (widened by √``background_time_ratio`` when it
+      changes over the movie); a spread above ``SMOOTH_SPREAD`` trains on uniform, smooth and cell-like fields;
+    - density: from ``density_per_um2`` (a detected lower bound) up to 3× it; on-time around ``on_time_frames``
+      − 1 (an emitter on for τ frames at a random phase touches τ + 1 frames);
+    - the camera of the movie (its per-pixel maps fit the movie's frames, not the training windows: sCMOS
+      windows get random maps of 10 % spread instead, converted with them as the user's maps are).
     """
     def get(name: str, default: float) -> float:
         v = values.get(name)
         return float(v) if v is not None and math.isfinite(float(v)) else default
 
     sigma = min(max(get("psf_sigma_px", 1.0), 0.3), 5.0)
-    median = get("flux_median", get("photons_median", 5000.0))
-    log_sd = get("flux_log_sd", PHOTONS_LOG_SD)
-    mean = median * math.exp(log_sd**2 / 2)
-    std = mean * math.sqrt(math.expm1(log_sd**2))
-    level = max(get("background_photons", 100.0), 0.0)
-    spread = get("background_spread", 1.0)
+    median = max(get("flux_median", get("photons_median", 5000.0)), 10.0)
+    spread_photons = max(PHOTONS_BAND, math.exp(2.5 * get("flux_log_sd", PHOTONS_LOG_SD)))
+    level = max(get("background_photons", 100.0), 0.5)
     drift = math.sqrt(max(get("background_time_ratio", 1.0), 1.0))  # the level changes over the movie (bleaching)
-    low, high = level / drift * (1 - LEVEL_MARGIN), level * drift * (1 + LEVEL_MARGIN)
-    bg: dict[str, Any] = {"bg": [_round(low), _round(high)], "bg_mode": "uniform"}
-    if spread > SMOOTH_SPREAD:
-        bg.update(bg_mode="smooth", bg_smooth_amplitude=_round(min((spread - 1) / (spread + 1), 1.0)),
-                  bg_smooth_scale=SMOOTH_SCALE)
+    density = max(get("density_per_um2", 1.0), 0.02)
+    on_time = max(get("on_time_frames", 3.0) - 1.0, 0.5)
     section = {
         "frame_size": list(TRAIN_FRAME),
-        "density": _round(max(get("density_per_um2", 1.0), 0.0)),
-        "photons_dist": "lognormal", "photons_mean": _round(mean), "photons_std": _round(std),
-        "on_time": _round(max(get("on_time_frames", 3.0) - 1.0, 0.5)),
-        "psf_sigma": [_round(sigma)] * 2,
+        "density_range": [_round(density / 1.5), _round(3.0 * density)],
+        "photons_dist": "loguniform",
+        "photons_range": [_round(median / spread_photons), _round(median * spread_photons)],
+        "on_time_range": [_round(on_time / 1.5), _round(on_time * 1.5)],
+        "bg": [_round(level / (LEVEL_BAND * drift)), _round(level * LEVEL_BAND * drift)],
+        "bg_dist": "loguniform",
+        "bg_mode": "mixed" if get("background_spread", 1.0) > SMOOTH_SPREAD else "uniform",
+        "psf_sigma_range": [_round(sigma * (1 - SIGMA_BAND)), _round(sigma * (1 + SIGMA_BAND))],
+        "psf_sigma_jitter": 0.05,
+        "margin": _round(max(3.0, 3.5 * sigma)),
         "camera": {k: v for k, v in camera.without_maps().to_dict().items() if v is not None},
-        **bg,
     }
+    if camera.kind == "scmos":
+        section.update(sensor_variation=0.1, maps_known=1.0 if camera.has_maps else 0.0)
     SimulationConfig.from_dict(section)  # a ConfigError here, not when training starts
     return section
 

@@ -53,7 +53,8 @@ def test_the_yaml_trains_as_it_is(movie_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "calib.yaml"
     assert main([str(movie_path), "--camera", "scmos", "--out", str(out), "--frames", "40", "--quiet"]) == 0
     cfg = load_train_config(out)
-    assert cfg.simulation.psf_sigma[0] == pytest.approx(1.3, rel=0.05)
+    lo, hi = cfg.simulation.psf_sigma_range
+    assert lo < 1.3 < hi and (lo + hi) / 2 == pytest.approx(1.3, rel=0.05)
     assert cfg.simulation.camera.kind == "scmos" and cfg.simulation.photons_dist == "lognormal"
     assert train(["--config", str(out), "--steps", "2", "--preset", "tiny", "--out", str(tmp_path / "run"),
                   "--batch_size", "2", "--quiet"]) == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from decode_mem.calibrate import covers, simulation_from_estimates
@@ -21,23 +19,25 @@ def test_simulation_section_follows_the_estimates() -> None:
     camera = Camera.scmos(pixel_size=108.0, offset_map="offsets.npy")
     sim = simulation_from_estimates(ESTIMATES, camera)
     cfg = SimulationConfig.from_dict(sim)
-    assert cfg.psf_sigma == (1.4, 1.4) and cfg.density == 0.7 and cfg.on_time == pytest.approx(2.5)
-    assert cfg.photons_dist == "lognormal"
-    # lognormal with median 2500 and log-sd 0.3
-    assert cfg.photons_mean == pytest.approx(2500 * math.exp(0.045), rel=1e-4)
-    assert cfg.photons_std / cfg.photons_mean == pytest.approx(math.sqrt(math.expm1(0.09)), rel=1e-4)
-    assert cfg.bg == pytest.approx((64.0, 96.0)) and cfg.bg_mode == "uniform"
+    lo, hi = cfg.psf_sigma_range
+    assert lo < 1.4 < hi and hi / lo == pytest.approx(1.15 / 0.85)  # a band around the measured width
+    assert cfg.density_range[0] < 0.7 < cfg.density_range[1]
+    assert cfg.on_time_range[0] < 2.5 < cfg.on_time_range[1]
+    assert cfg.photons_dist == "loguniform" and cfg.photons_range[0] < 2500 < cfg.photons_range[1]
+    assert cfg.bg[0] < 80.0 < cfg.bg[1] and cfg.bg_dist == "loguniform" and cfg.bg_mode == "uniform"
     assert cfg.camera.kind == "scmos" and cfg.camera.pixel_size == 108.0
     assert "offset_map" not in sim["camera"]  # maps fit the movie's frames, not the training frames
+    assert cfg.sensor_variation > 0 and cfg.maps_known == 1.0  # trained as the maps will be used
+    assert cfg.margin >= 3 * 1.4  # emitters beyond the edge, as far as their light reaches
 
 
 def test_missing_or_unmeasured_values_fall_back_to_defaults() -> None:
     sim = simulation_from_estimates({"psf_sigma_px": 1.1, "on_time_frames": float("nan"), "flux_median": None,
                                      "photons_median": 900.0, "background_spread": 3.0}, Camera.emccd())
     cfg = SimulationConfig.from_dict(sim)
-    assert cfg.on_time == 2.0  # default track length 3 frames
-    assert cfg.photons_mean > 900.0  # from the per-frame median when no fully-on frames were seen
-    assert cfg.bg_mode == "smooth" and cfg.bg_smooth_amplitude == pytest.approx(0.5)
+    assert cfg.on_time_range[0] < 2.0 < cfg.on_time_range[1]  # default track length 3 frames
+    assert cfg.photons_range[0] < 900.0 < cfg.photons_range[1]  # the per-frame median when no full-on frames
+    assert cfg.bg_mode == "mixed"  # a varying background: train on uniform, smooth and cell-like fields
 
 
 def test_covers_lists_what_is_outside_the_envelope() -> None:

@@ -37,7 +37,7 @@ def test_recovers_psf_width_background_and_photons(sigma: float, bg: float, kind
     assert cal.camera_check.ok, cal.camera_check.warnings  # the right camera: no warning
 
 
-def test_smooth_background_is_measured_and_simulated_as_smooth() -> None:
+def test_smooth_background_is_measured_and_simulated_as_varying() -> None:
     adu, _, bg_map, cfg = movie(1.2, 50.0, "emccd", seed=5, bg_mode="smooth", bg_smooth_amplitude=0.6)
     cal = calibrate_movie(adu, cfg.camera)
     true_spread = np.percentile(bg_map, 95) / np.percentile(bg_map, 5)
@@ -47,7 +47,7 @@ def test_smooth_background_is_measured_and_simulated_as_smooth() -> None:
     assert cal.camera_check.ok, cal.camera_check.warnings
     assert cal.camera_check.slope_ratio == pytest.approx(1.0, abs=1 / 3)  # the noise line could be fitted
     sim = cal.to_yaml_dict()["train"]["simulation"]
-    assert sim["bg_mode"] == "smooth" and 0 < sim["bg_smooth_amplitude"] <= 1
+    assert sim["bg_mode"] == "mixed"  # trains on uniform, smooth and cell-like fields
 
 
 def test_results_do_not_depend_on_the_input_form(tmp_path) -> None:
