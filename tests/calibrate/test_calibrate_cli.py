@@ -55,7 +55,7 @@ def test_the_yaml_trains_as_it_is(movie_path: Path, tmp_path: Path) -> None:
     cfg = load_train_config(out)
     lo, hi = cfg.simulation.psf_sigma_range
     assert lo < 1.3 < hi and (lo + hi) / 2 == pytest.approx(1.3, rel=0.05)
-    assert cfg.simulation.camera.kind == "scmos" and cfg.simulation.photons_dist == "lognormal"
+    assert cfg.simulation.camera.kind == "scmos" and cfg.simulation.photons_dist == "loguniform"
     assert train(["--config", str(out), "--steps", "2", "--preset", "tiny", "--out", str(tmp_path / "run"),
                   "--batch_size", "2", "--quiet"]) == 0
     assert (tmp_path / "run" / "model.pt").is_file()
