@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate")
+JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -38,20 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _camera_file(value: str | None) -> dict:
-    """The fields a ``--camera`` file (or preset name) sets, with map paths made absolute."""
-    from decode_mem.config import load_yaml
-    from decode_mem.io.camera import Camera
-
-    if value is None:
-        return {}
-    if value in CAMERA_PRESETS and not Path(value).exists():
-        return {"kind": value}
-    fields = load_yaml(value, section="camera")
-    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
-    return {k: resolved[k] for k in fields}
-
-
 def _envelope(model: str | None) -> tuple[str, dict | None, str | None]:
     """(checkpoint path, its envelope or None, a note when there is none)."""
     from decode_mem.infer.config import DEFAULT_MODEL
@@ -87,12 +73,12 @@ def _table(cal, coverage: dict | None, note: str | None) -> str:
 
 def _body(args: argparse.Namespace) -> int:
     from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
-    from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+    from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
     from decode_mem.errors import ConfigError
 
     if args.frames < 1:
         raise ConfigError(f"--frames must be >= 1, got {args.frames}")
-    camera_file = _camera_file(args.camera)
+    camera_file = camera_file_fields(args.camera)
     metadata = read_metadata(args.movie)
     flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)

@@ -160,3 +160,16 @@ def resolve_camera(metadata: MovieMetadata | None = None, *, camera_file: Mappin
             params[key] = value
             sources[key] = label
     return Camera.from_dict(params), sources
+
+
+def camera_file_fields(value: str | None) -> dict[str, Any]:
+    """The fields a ``--camera`` value sets: a camera YAML (map paths made absolute) or a preset name."""
+    from decode_mem.config import load_yaml
+
+    if value is None:
+        return {}
+    if value in ("emccd", "scmos") and not Path(value).exists():
+        return {"kind": value}
+    fields = load_yaml(value, section="camera")
+    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
+    return {k: resolved[k] for k in fields}

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from decode_mem.config import resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
@@ -129,7 +130,7 @@ def load_model(path: str | os.PathLike | None = None, *, device: str | torch.dev
     """The one way to load a trained model for inference (eval mode, on ``device``); None: the shipped model."""
     path = SHIPPED_MODEL if path is None else Path(path)
     state = load_checkpoint(path)
-    net = build_net(state, path).to(device).eval()
+    net = build_net(state, path).to(resolve_device(device)).eval()
     meta = state["meta"]
     try:
         camera = Camera.from_dict(meta["camera"])

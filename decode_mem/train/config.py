@@ -28,6 +28,8 @@ class TrainConfig:
     lr_step: int = 500  # StepLR: multiply lr by lr_gamma every lr_step optimizer steps (DECODE-style decay)
     lr_gamma: float = 0.9
     grad_clip: float = 1.0
+    max_minutes: float | None = None  # stop (and save) after this much training time; None: run all steps
+    init_from: str | None = None  # start from this checkpoint's weights (same model config): fine-tuning
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
     level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
     amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
@@ -59,6 +61,8 @@ class TrainConfig:
             raise ConfigError(f"train.size_jitter must be an integer >= 0 px, got {self.size_jitter!r}")
         if not self.level_jitter >= 0:
             raise ConfigError(f"train.level_jitter must be >= 0, got {self.level_jitter!r}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ConfigError(f"train.max_minutes must be > 0, got {self.max_minutes!r}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
         if self.amp not in AMP_CHOICES:

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from decode_mem.config import resolve_device
-from decode_mem.errors import ConfigError
-from decode_mem.model.checkpoint import save_checkpoint
+from decode_mem.errors import CheckpointError, ConfigError
+from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss
-from decode_mem.model.net import DecodeNet
+from decode_mem.model.net import DecodeNet, ModelConfig
 from decode_mem.model.precision import resolve_amp
 from decode_mem.simulate.dataset import simulate_samples
 from decode_mem.train.chunking import chunk_batch, count_crops
@@ -64,6 +64,8 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
     start = 0
     if cfg.resume and (out / CHECKPOINT).exists():
         start = restore_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, device)
+    elif cfg.init_from:  # fine-tuning: the weights of another model of the same architecture
+        init_weights(net, cfg.init_from)
 
     # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
     chunk = resolve_chunk_size(cfg, net, device)
@@ -75,6 +77,8 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
 
     log = TrainLog(out / "train_log.csv", start_step=start)
     t0 = time.perf_counter()
+    deadline = None if cfg.max_minutes is None else t0 + 60.0 * cfg.max_minutes
+    done = start
     try:
         for step in range(start, cfg.steps):
             micro = (crop for _ in range(cfg.accumulation_steps)
@@ -86,22 +90,36 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
             if not math.isfinite(row["loss"]):
                 raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
             done = step + 1
-            if done % cfg.val_every == 0 or done == cfg.steps:
+            last = done == cfg.steps or (deadline is not None and time.perf_counter() >= deadline)
+            if done % cfg.val_every == 0 or last:
                 row.update(validate(net, val, loss_fn, batch_size=cfg.batch_size, device=device,
                                     amp_dtype=amp_dtype, pixel_size=cfg.simulation.camera.pixel_size))
             if done % cfg.log_every == 0 or "jaccard" in row:
                 log.write(row)
             if on_step is not None:
                 on_step(done, row)
-            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            if done % cfg.checkpoint_every == 0 or last:
                 save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
+            if last:
+                break
     finally:
         log.close()
 
     model_path = save_checkpoint(out / MODEL, net=net, camera=cfg.simulation.camera,
-                                 simulation=cfg.simulation.to_dict(), step=cfg.steps)
+                                 simulation=cfg.simulation.to_dict(), step=done)
     plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
     return model_path
+
+
+def init_weights(net: DecodeNet, path: str) -> None:
+    """Load another checkpoint's weights into ``net``; a different architecture is a CheckpointError."""
+    state = load_checkpoint(path)
+    ours = {**net.config.to_dict(), "grad_checkpointing": False}  # how to compute, not what
+    theirs = {**ModelConfig.from_dict(state["model_config"]).to_dict(), "grad_checkpointing": False}
+    if theirs != ours:
+        differ = {k: v for k, v in theirs.items() if ours.get(k) != v}
+        raise CheckpointError(f"{path}: cannot fine-tune from it, its model differs: {differ}")
+    net.load_state_dict(build_net(state, path).state_dict())
 
 
 def with_levels(batch: dict[str, torch.Tensor], net: DecodeNet, jitter: float) -> dict[str, torch.Tensor]:

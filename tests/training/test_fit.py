@@ -138,3 +138,20 @@ def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainC
         torch.load(model_path, weights_only=True)["train_state"] is None
     card = card_path.read_text()
     assert "| 0.2 |" in card and "| 2 |" in card and "optimizer steps: 2" in card
+
+
+def test_time_budget_stops_early_and_fine_tuning_starts_from_the_weights(tiny_cfg: TrainConfig) -> None:
+    first = fit(replace(tiny_cfg, steps=2))
+    base = load_model(first).net.state_dict()
+    seen = []
+    tuned = fit(replace(tiny_cfg, out=str(Path(tiny_cfg.out).with_name("tuned")), steps=1000, max_minutes=1e-4,
+                        init_from=str(first)), on_step=lambda s, row: seen.append(s))
+    assert len(seen) == 1  # the budget (6 ms) ran out after the first step, which always completes
+    assert load_model(tuned).step == 1
+    with torch.no_grad():  # one step of AdamW from the first model's weights, not from a fresh start
+        moved = max(float((load_model(tuned).net.state_dict()[k] - v).abs().max()) for k, v in base.items())
+    assert 0 < moved < 0.05
+    other = replace(tiny_cfg, out=str(Path(tiny_cfg.out).with_name("other")), init_from=str(first),
+                    model=replace(tiny_cfg.model, features=4))
+    with pytest.raises(CheckpointError, match="cannot fine-tune"):
+        fit(other)

@@ -1,0 +1,107 @@
+"""``python -m decode_mem.fit MOVIE... --out DIR [--budget MINUTES] [--train auto|always|never]``.
+
+Calibrates the first movie, uses the shipped generalist where its training envelope covers it, otherwise
+fine-tunes it on matching simulations for ``--budget`` minutes (progress and remaining time shown; Ctrl-C or a
+kill leaves a state that the same command continues from), validates the new model against the shipped one
+on held-out matched simulations, localizes every movie (outputs as ``decode_mem.infer``) and writes
+``fit.json``. Give the camera that recorded the movies (``--camera CAM.yaml`` or the camera flags of infer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from decode_mem.cli import EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
+from decode_mem.infer.__main__ import CAMERA_FLAGS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.fit", __doc__)
+    p.add_argument("movies", nargs="+", metavar="MOVIE", help="stacks of one setup (the first is calibrated)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--budget", type=float, default=15.0, help="training time in minutes (default 15)")
+    p.add_argument("--train", choices=("auto", "always", "never"), default="auto",
+                   help="auto (default): fine-tune only when the shipped model does not cover the movie")
+    p.add_argument("--model", help="base model to use or fine-tune (default: the shipped generalist)")
+    cam = p.add_argument_group("camera")
+    cam.add_argument("--camera", help="camera YAML, or emccd / scmos presets")
+    for flag in CAMERA_FLAGS:
+        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the file's metadata)")
+    run_ = p.add_argument_group("run")
+    add(run_, "--calib_frames", type=int, default=200, help="frames the calibration reads (default 200)")
+    add(run_, "--val_windows", type=int, default=256, help="held-out matched windows for validation (default 256)")
+    run_.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
+    add(run_, "--chunk_size", type=int_or_auto, default="auto", help="inference tile size, or auto")
+    add(run_, "--batch_size", type=int_or_auto, default="auto", help="inference batch, or auto")
+    add(run_, "--memory_limit", help="inference memory budget, e.g. 2GiB")
+    run_.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run_.add_argument("--threads", type=int, help="torch CPU threads")
+    run_.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> int:
+        from tqdm.auto import tqdm
+
+        from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
+        from decode_mem.fit import FitConfig, fit_movies
+        from decode_mem.infer.console import ConsoleObserver
+        from decode_mem.plan.choose import parse_bytes
+
+        flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
+        camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),
+                                   flags=flags)
+        cfg = FitConfig(movies=tuple(args.movies), out=args.out, camera=camera, budget_minutes=args.budget,
+                        train=args.train, base_model=args.model, calib_frames=args.calib_frames,
+                        val_windows=args.val_windows,
+                        device=args.device, threads=args.threads, seed=args.seed,
+                        formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+                        chunk_size=args.chunk_size, batch_size=args.batch_size,
+                        memory_limit=parse_bytes(args.memory_limit))
+        bar = None
+        t_train = [0.0]
+
+        def on_progress(stage: str, details: dict) -> None:
+            nonlocal bar
+            if stage == "train":
+                t_train[0] = time.perf_counter()
+                if not args.quiet:
+                    print(f"fine-tuning for {details['budget_minutes']:g} min: " + "; ".join(details["why"]))
+                bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune", disable=bool(args.quiet))
+            elif bar is not None:
+                bar.close()
+                bar = None
+            if stage == "calibrated":
+                for w in details["camera_warnings"]:
+                    print(f"warning: {w}", file=sys.stderr)
+                if not args.quiet:
+                    est = ", ".join(f"{k} {v:.4g}" for k, v in details["estimates"].items()
+                                    if isinstance(v, float) and v == v)
+                    print(f"calibrated {args.movies[0]}: {est}")
+            elif stage == "validate" and not args.quiet:
+                print(f"validating on {details['windows']} held-out matched windows")
+
+        def on_step(step: int, row: dict) -> None:
+            if bar is not None:
+                bar.n = min(bar.total, round(time.perf_counter() - t_train[0]))
+                bar.set_postfix(step=step, loss=f"{row['loss']:.3g}", refresh=True)
+
+        report = fit_movies(cfg, on_progress=on_progress, on_step=on_step,
+                            observer=ConsoleObserver(quiet=bool(args.quiet)))
+        if not args.quiet:
+            print(f"model: {report.model} ({report.decision}: {'; '.join(report.reasons)})")
+            for name, m in report.validation.items():
+                print(f"  held-out matched windows, {name}: Jaccard {m['jaccard']:.3f}, RMSE {m['rmse_lat']:.1f} nm")
+            print(f"results in {Path(args.out)} (fit.json, calib.yaml, localizations)")
+        return EXIT_SOME_FAILED if report.inference is not None and report.inference.failures else 0
+
+    return run(build_parser(), body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

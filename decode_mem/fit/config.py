@@ -1,0 +1,59 @@
+"""What ``fit`` is asked to do: movies, the camera, the output folder, the time budget and the training policy."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+
+TRAIN_POLICIES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """One ``fit`` run (``python -m decode_mem.fit``).
+
+    movies          stacks of one setup (same camera and optics); the first is calibrated
+    out             output folder: calib.yaml/.png, model.pt + model.md (when trained), localizations, fit.json
+    camera          the camera that recorded them (None: from the first movie's metadata, else the defaults)
+    budget_minutes  training time (wall clock) for fine-tuning
+    train           'auto' (train when the base model's envelope does not cover the movie), 'always', 'never'
+    base_model      the model to use or fine-tune (None: the shipped generalist)
+    calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation
+    device, threads, seed, formats, chunk_size, batch_size, memory_limit   as for training and inference
+    """
+
+    movies: tuple[str, ...]
+    out: str
+    camera: Camera | None = None
+    budget_minutes: float = 15.0
+    train: str = "auto"
+    base_model: str | None = None
+    calib_frames: int = 200
+    val_windows: int = 256
+    device: str = "auto"
+    threads: int | None = None
+    seed: int = 0
+    formats: tuple[str, ...] = ("csv",)
+    chunk_size: int | str = "auto"
+    batch_size: int | str = "auto"
+    memory_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        movies = (self.movies,) if isinstance(self.movies, (str, os.PathLike)) else tuple(self.movies)
+        object.__setattr__(self, "movies", tuple(str(m) for m in movies))
+        if not self.movies:
+            raise ConfigError("fit: give at least one movie")
+        if self.train not in TRAIN_POLICIES:
+            raise ConfigError(f"fit: train must be one of {TRAIN_POLICIES}, got {self.train!r}")
+        if not self.budget_minutes > 0:
+            raise ConfigError(f"fit: budget must be > 0 minutes, got {self.budget_minutes!r}")
+        if self.calib_frames < 1 or self.val_windows < 1:
+            raise ConfigError("fit: calib_frames and val_windows must be >= 1")
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out)

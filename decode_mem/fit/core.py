@@ -1,0 +1,146 @@
+"""``fit_movies``: calibrate a movie -> use or fine-tune a model matched to it -> validate -> localize.
+
+1. **calibrate** the first movie (``decode_mem.calibrate``): PSF width, background, photons, density, on-time,
+   camera sanity -> ``calib.yaml`` + ``calib.png``;
+2. **decide**: with ``train='auto'`` the base model (the shipped generalist) is used as it is when its training
+   envelope covers the movie, else fine-tuned; ``'always'``/``'never'`` force it;
+3. **fine-tune** the base model on simulations matched to the calibration (``simulation_from_estimates``: a
+   band around the measured physics) for ``budget_minutes`` of wall time on whatever device is there —
+   checkpoints in ``<out>/training``, so Ctrl-C or a kill leaves a state the next run continues from;
+4. **validate** the fine-tuned and the base model on the same held-out matched simulations (another seed):
+   Jaccard, RMSE and efficiency side by side; the better one localizes;
+5. **localize** every movie (``decode_mem.infer``: the same outputs and summaries), write ``fit.json``.
+
+Fine-tuning keeps the base model's architecture; a model of another kind (3D, other PSF model) would be
+trained from scratch with ``python -m decode_mem.train --config calib.yaml`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
+from decode_mem.calibrate.match import simulation_from_estimates
+from decode_mem.config import resolve_device
+from decode_mem.export.card import export_model
+from decode_mem.infer import InferConfig, run_inference
+from decode_mem.infer.observe import InferObserver
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.camera import Camera
+from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
+from decode_mem.model.loss import DecodeLoss, LossConfig
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.simulate.dataset import simulate_samples
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.loop import fit
+from decode_mem.train.validation import validate
+
+VAL_SEED = 777_001  # held-out matched windows: not the training stream's seed
+FINE_TUNE_LR = 3e-4
+FINE_TUNE_BATCH = 16
+
+Progress = Callable[[str, dict[str, Any]], object]  # (stage, details) -> ignored
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What ``fit_movies`` did: the decision and why, validation of both models, the model used, the run."""
+
+    decision: str
+    reasons: tuple[str, ...]
+    model: str
+    validation: dict[str, dict[str, float]] = field(default_factory=dict)
+    train_minutes: float = 0.0
+    train_steps: int = 0
+    inference: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        inf = self.inference
+        return {"decision": self.decision, "reasons": list(self.reasons), "model": self.model,
+                "validation": self.validation, "train_minutes": round(self.train_minutes, 2),
+                "train_steps": self.train_steps,
+                "stacks": [s.as_dict() for s in inf.stacks] if inf is not None else [],
+                "failures": [f.line() for f in inf.failures] if inf is not None else []}
+
+
+def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[int, dict], object] | None = None,
+               observer: InferObserver | None = None) -> FitReport:
+    """Run the five stages of the module docstring for ``cfg`` (a ``FitConfig``); see there."""
+    progress = on_progress or (lambda stage, details: None)
+    out = cfg.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    base_path = cfg.base_model or str(SHIPPED_MODEL)
+    base = load_model(base_path)
+
+    # 1. calibrate
+    progress("calibrate", {"movie": cfg.movies[0]})
+    calibration = calibrate_movie(cfg.movies[0], cfg.camera, frames=cfg.calib_frames, seed=cfg.seed)
+    camera: Camera = calibration.camera
+    gaps = covers(calibration, base.envelope)
+    save_calibration(calibration, out / "calib.yaml", extra={"model_coverage": gaps or "covered"})
+    plot_calibration(calibration, out / "calib.png")
+    progress("calibrated", {"estimates": {k: e.value for k, e in calibration.estimates.items()},
+                            "camera_warnings": list(calibration.camera_check.warnings), "outside": gaps})
+
+    # 2. decide
+    if cfg.train == "never" or (cfg.train == "auto" and not gaps):
+        reasons = ("the base model's envelope covers the movie",) if not gaps else tuple(gaps)
+        decision = "base model" + (" (training disabled)" if cfg.train == "never" else "")
+        report = FitReport(decision, reasons, base_path)
+    else:
+        report = _fine_tune(cfg, base_path, base, calibration, camera, gaps, progress, on_step)
+
+    # 5. localize every movie with the chosen model
+    progress("localize", {"model": report.model, "movies": len(cfg.movies)})
+    inference = run_inference(InferConfig(inputs=cfg.movies, out=str(out), model=report.model, camera=camera,
+                                          formats=cfg.formats, chunk_size=cfg.chunk_size, batch_size=cfg.batch_size,
+                                          memory_limit=cfg.memory_limit, device=cfg.device, threads=cfg.threads),
+                              observer)
+    report = FitReport(report.decision, report.reasons, report.model, report.validation, report.train_minutes,
+                       report.train_steps, inference)
+    with atomic_output(out / "fit.json") as tmp:
+        tmp.write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
+    return report
+
+
+def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera, gaps: list[str],
+               progress: Progress, on_step: Callable[[int, dict], object] | None) -> FitReport:
+    """Stages 3 and 4: fine-tune within the budget, validate both models on held-out matched windows."""
+    matched = SimulationConfig.from_dict(simulation_from_estimates(
+        {k: e.value for k, e in calibration.estimates.items()}, camera))
+    run_dir = cfg.out_dir / "training"
+    train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, lr=FINE_TUNE_LR,
+                            lr_step=1_000_000, max_minutes=cfg.budget_minutes, init_from=base_path, resume=True,
+                            val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20, seed=cfg.seed,
+                            device=cfg.device, memory_tracking=False, quiet=True,
+                            model=base.net.config, simulation=matched)
+    progress("train", {"budget_minutes": cfg.budget_minutes, "why": gaps or ["--train always"]})
+    t0 = time.perf_counter()
+    fit(train_cfg, on_step=on_step)
+    minutes = (time.perf_counter() - t0) / 60
+    export_model(run_dir, cfg.out_dir / "model", n_eval=64)
+    tuned_path = str(cfg.out_dir / "model.pt")
+    tuned = load_model(tuned_path)
+
+    # 4. validate both on the same held-out matched windows
+    progress("validate", {"windows": cfg.val_windows})
+    device = resolve_device(cfg.device)
+    val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
+    loss_fn = DecodeLoss(LossConfig(), base.net.config)
+    scores = {}
+    for name, model in (("fine-tuned", tuned), ("base", base)):
+        m = validate(model.net.to(device), val, loss_fn, batch_size=16, device=device, amp_dtype=None,
+                     pixel_size=camera.pixel_size)
+        scores[name] = {k: round(float(m[k]), 4) for k in ("jaccard", "recall", "precision", "rmse_lat")}
+    better = scores["fine-tuned"]["jaccard"] >= scores["base"]["jaccard"]
+    model = tuned_path if better else base_path
+    decision = "fine-tuned model" if better else "base model (fine-tuning did not beat it on held-out windows)"
+    return FitReport(decision, tuple(gaps) or ("--train always",), model, scores, minutes, tuned.step)
