@@ -9,6 +9,7 @@ body through ``run``: exit 0 done, 1 some inputs failed (the body returns 1), 2 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,6 +54,8 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2, message already printed by argparse)
         return int(e.code or 0)
+    # idle OpenMP threads sleep instead of spinning: on a shared machine a spinning pool slowed torch 2-3x
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch's OpenMP starts, i.e. after parsing
     try:
         code = body(args)
     except DecodeMemError as e:

@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
     add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
-    mem.add_argument("--threads", type=int, help="torch CPU threads per process")
+    mem.add_argument("--threads", type=int, help="torch CPU threads per process (default: torch's, the cores; idle "
+                                                  "threads sleep instead of spinning)")
+    mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                     help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")
     add(mem, "--memory_log_file", help="memory CSV, one row per block")
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float, help="detection probability threshold")
@@ -89,6 +92,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         inputs=tuple(args.inputs), out=args.out, model=args.model,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
+        compile={"on": True, "off": False}.get(args.compile, "auto"),
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, **extra)

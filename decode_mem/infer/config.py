@@ -35,6 +35,7 @@ class InferConfig:
                     'auto' sizes: the fastest that fit
                     ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')
     memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
+    compile         torch.compile the network: True, False, or 'auto' (CPU, long stacks; ``predict_stack``)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
     write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
@@ -55,6 +56,7 @@ class InferConfig:
     block: Size = "auto"
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
     memory_limit: int | None = None
+    compile: bool | Literal["auto"] = "auto"
     device: str | None = None
     threshold: float | None = None
     camera: Camera | None = None
@@ -109,7 +111,8 @@ class InferConfig:
     def settings(self) -> dict[str, Any]:
         """The settings recorded in each stack's JSON summary."""
         return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
-                "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "device": self.device,
+                "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "compile": self.compile,
+                "device": self.device,
                 "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
                 "threads": self.threads, "strict": self.strict}

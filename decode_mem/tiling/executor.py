@@ -83,6 +83,11 @@ class TileConfig:
     amp             None or 'off' (fp32), 'bf16', 'fp16' or 'auto' autocast (``decode_mem.model.precision``)
     margin          px of exact output kept around each core for post-processing (``postprocess.MARGIN``)
     reuse_features  compute the frame U-Net once per frame (False: three times, as DECODE; for comparison)
+    channels_last   feed the network channels-last tensors (with its weights channels-last too — the caller's
+                    ``net.to(memory_format=torch.channels_last)`` — oneDNN / cuDNN pick faster kernels; the same
+                    math in another summation order)
+    compile         run the frame U-Net and the temporal part through ``torch.compile`` (fused, vectorized
+                    element-wise work; tens of seconds to compile per input shape, so for long stacks only)
     max_retries     out-of-memory back-offs allowed for one block before giving up
     """
 
@@ -92,6 +97,8 @@ class TileConfig:
     amp: Literal["auto", "bf16", "fp16", "off"] | None = None
     margin: int = 0
     reuse_features: bool = True
+    channels_last: bool = True
+    compile: bool = False
     max_retries: int = 8
 
     def __post_init__(self) -> None:
@@ -191,6 +198,11 @@ class TiledExecutor:
         self.receptive_field = int(net.receptive_field())
         self._amp = resolve_amp(config.amp, self.device)
         self.chunk_size, self.batch_size = int(config.chunk_size), int(config.batch_size)
+        self._format = torch.channels_last if config.channels_last else torch.contiguous_format
+        self._frame_features, self._temporal = net.frame_features, net.temporal
+        if config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
+            self._frame_features = torch.compile(net.frame_features, dynamic=False)
+            self._temporal = torch.compile(net.temporal, dynamic=False)
         self.plan = self._plan(self.chunk_size)
         self.backoffs: list[str] = []
 
@@ -357,7 +369,7 @@ class TiledExecutor:
         g, nf, c, ly, lx = x.shape
         with autocast(self.device, self._amp):
             if self.config.reuse_features:
-                feats = self.net.frame_features(x.reshape(g * nf, c, ly, lx))
+                feats = self._frame_features(x.reshape(g * nf, c, ly, lx).contiguous(memory_format=self._format))
                 feats = feats.view(g, nf, *feats.shape[1:])
                 if carry is not None:
                     feats = torch.cat([carry, feats], dim=1)
@@ -365,11 +377,12 @@ class TiledExecutor:
                 carry = feats[:, k:k + 2].clone()  # not a view: the rest of `feats` can be freed
             else:  # the DECODE way: each window's three frames go through the frame U-Net again
                 windows = torch.stack([x[:, j:j + k] for j in range(3)], dim=2)  # (g, k, 3, C, Ly, Lx)
-                feats = self.net.frame_features(windows.reshape(g * k * 3, c, ly, lx))
+                feats = self._frame_features(
+                    windows.reshape(g * k * 3, c, ly, lx).contiguous(memory_format=self._format))
                 feats = feats.view(g * k, 3, *feats.shape[1:])
                 win = [feats[:, j] for j in range(3)]
             del feats
-            out = self.net.temporal(*win)
+            out = self._temporal(*win)
         return out.view(g, k, *out.shape[1:]), carry
 
     # ------------------------------------------------------------------ one unit of work

@@ -1,0 +1,73 @@
+"""The fast paths give the same emitters as the reference path: channels-last tensors, torch.compile; and
+``amp='auto'`` picks bf16 only where the CPU computes it natively."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from numerics import SAME_MATH
+
+from decode_mem.infer import predict_stack
+from decode_mem.io.table import EmitterTable
+from decode_mem.model import precision
+from decode_mem.model.checkpoint import load_model
+from decode_mem.postprocess import PostprocessConfig
+from decode_mem.tiling import ArrayStack, TileConfig, TiledExecutor
+
+
+def _same_emitters(a: EmitterTable, b: EmitterTable, threshold: float) -> None:
+    a, b = (t.select(np.abs(t["prob"] - threshold) > 10 * SAME_MATH) for t in (a, b))  # not on the fence
+    assert len(a) == len(b) > 20
+    oa, ob = (np.lexsort((t["x"], t["y"], t["frame"])) for t in (a, b))
+    np.testing.assert_array_equal(a["frame"][oa], b["frame"][ob])
+    np.testing.assert_allclose(a["x"][oa], b["x"][ob], atol=1e-3)  # px: far below a nm
+    np.testing.assert_allclose(a["y"][oa], b["y"][ob], atol=1e-3)
+
+
+def test_channels_last_and_reference_layouts_give_the_same_output(sample_frames, shipped_model) -> None:
+    model = load_model(shipped_model)
+    frames = torch.from_numpy(model.camera.to_photons(sample_frames[:6]))
+    outs = []
+    for channels_last in (True, False):
+        net = model.net.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+        ex = TiledExecutor(net, frames.shape[1:], TileConfig(chunk_size=64, batch_size=2, block=6,
+                                                             channels_last=channels_last))
+        got = []
+        for result in ex.run(ArrayStack(frames.numpy()), lambda tile, f, out: out.float().cpu().numpy()):
+            got.append(np.concatenate(result.results))
+        outs.append(np.concatenate(got))
+    from numerics import channel_error
+
+    assert channel_error(outs[0], outs[1]) <= SAME_MATH
+
+
+def test_compiled_network_gives_the_same_emitters(sample_frames, shipped_model) -> None:
+    model = load_model(shipped_model)
+    pp = PostprocessConfig()
+    kw = dict(chunk_size=64, batch_size=1, postprocess=pp)
+    ref = EmitterTable.concat(predict_stack(sample_frames[:10], model, compile=False, **kw))
+    fast = EmitterTable.concat(predict_stack(sample_frames[:10], model, compile=True, **kw))
+    _same_emitters(fast, ref, pp.threshold)
+
+
+def test_amp_auto_picks_bf16_only_with_native_support(monkeypatch) -> None:
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    assert precision.resolve_amp("auto", cpu) == torch.bfloat16
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert precision.resolve_amp("auto", cpu) is None  # emulated bf16 would be slower than fp32
+    assert precision.resolve_amp("off", cpu) is None and precision.resolve_amp("bf16", cpu) == torch.bfloat16
+    # on this machine: whatever auto picks is a dtype the CPU can run
+    precision.cpu_has_native_bf16.cache_clear() if hasattr(precision.cpu_has_native_bf16, "cache_clear") else None
+    dtype = precision.resolve_amp("auto", cpu)
+    with torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
+        assert torch.isfinite(torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 3, 3))).all()
+
+
+@pytest.mark.parametrize("value", ["bf17", "int8"])
+def test_amp_rejects_unknown_values(value) -> None:
+    from decode_mem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="amp"):
+        precision.resolve_amp(value, torch.device("cpu"))
