@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--bg_mode", help="uniform (default), smooth, cell or mixed")
     add(p, "--on_time", type=float, help="mean on-time in frames (default 2)")
     p.add_argument("--margin", type=float, help="px around the frame where emitters are placed too (default 3)")
+    p.add_argument("--structure", help="none (default: uniform emitters), filaments, rings or grids: fixed sites "
+                                       "that blink repeatedly")
+    add(p, "--off_time", type=float, help="structures: mean dark time of a site between blinks, frames "
+                                          "(default 200)")
+    add(p, "--drift_nm", type=float, help="smooth stage drift of about this many nm per --drift_frames, recorded "
+                                          "in <gt stem>_drift.csv (default 0)")
+    add(p, "--drift_frames", type=float, help="the drift's time scale in frames (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--block", type=int, help="frames simulated and written at a time (default: ~4 M pixels)")
     p.add_argument("--device", default="cpu", help="torch device for the simulation (default cpu)")
@@ -56,11 +63,20 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
     if args.config:
         params = load_yaml(args.config, section="simulation")
     direct = {"size": "frame_size", "density": "density", "psf": "psf", "sigma": "psf_sigma",
-              "z_range": "z_range", "bg_mode": "bg_mode", "on_time": "on_time", "margin": "margin"}
+              "z_range": "z_range", "bg_mode": "bg_mode", "on_time": "on_time", "margin": "margin",
+              "drift_nm": "drift_nm", "drift_frames": "drift_frames"}
     for arg, key in direct.items():
         value = getattr(args, arg)
         if value is not None:
             params[key] = value
+    if args.structure is not None or args.off_time is not None:
+        structure = params.get("structure") or {}
+        structure = {"kind": structure} if isinstance(structure, str) else dict(structure)
+        if args.structure is not None:
+            structure["kind"] = args.structure
+        if args.off_time is not None:
+            structure["off_time"] = args.off_time
+        params["structure"] = structure
     if args.photons is not None:
         params["photons_mean"], params["photons_std"] = args.photons
     if args.bg is not None:
@@ -102,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.perf_counter() - start
             print(f"wrote {result.out} {result.shape} uint16 ({t / seconds:.0f} frames/s)"
                   + (f" and {result.gt} ({result.n_localizations} ground-truth rows)" if result.gt else "")
-                  + (f"; camera {result.camera}" if result.camera else ""))
+                  + (f"; camera {result.camera}" if result.camera else "")
+                  + (f"; true drift {result.drift}" if result.drift else ""))
 
     return run(build_parser(), body, argv)
 

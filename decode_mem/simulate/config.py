@@ -15,6 +15,7 @@ import numpy as np
 from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
+from decode_mem.simulate.structures import StructureConfig
 
 PSFS = ("gauss2d", "astig3d")
 BG_MODES = ("uniform", "smooth", "cell", "mixed")
@@ -116,6 +117,11 @@ class SimulationConfig:
     - ``sensor_variation``: sCMOS only; relative per-pixel spread of gain, read noise and offset (0: none).
       ``maps_known``: the probability that a training sample is converted to photons with its per-pixel maps
       (as a user with calibration maps would) rather than with the camera's scalars.
+    - ``structure``: movies only; 'none' (default: the uniform emitters above), or 'filaments' | 'rings' |
+      'grids' (or a mapping of ``StructureConfig`` fields): fixed sites that blink again and again, so
+      ``density`` is not used (``decode_mem.simulate.structures``). Training windows stay uniform.
+    - ``drift_nm``: movies only; a smooth stage drift of about this many nm every ``drift_frames`` frames,
+      applied to every emitter and recorded in the ground truth (``decode_mem.simulate.stage_drift``).
     """
 
     frame_size: tuple[int, int] = (64, 64)
@@ -147,6 +153,9 @@ class SimulationConfig:
     camera_kinds: tuple[str, ...] = ()
     sensor_variation: float = 0.0
     maps_known: float = 1.0
+    structure: StructureConfig = field(default_factory=StructureConfig)
+    drift_nm: float = 0.0
+    drift_frames: float = 1000.0
 
     def __post_init__(self) -> None:
         def fix(name: str, value: Any) -> None:
@@ -158,7 +167,7 @@ class SimulationConfig:
         fix("frame_size", size)
         for name in ("density", "photons_mean", "photons_std", "photons_min", "on_time", "bg_smooth_amplitude",
                      "bg_smooth_scale", "margin", "sensor_variation", "bg_bleach", "psf_sigma_jitter",
-                     "maps_known"):
+                     "maps_known", "drift_nm", "drift_frames"):
             fix(name, _float(getattr(self, name), name))
         if self.density < 0:
             raise ConfigError(f"simulation.density must be >= 0 emitters/µm², got {self.density!r}")
@@ -223,6 +232,10 @@ class SimulationConfig:
                 raise ConfigError(f"simulation.max_emitters must be >= 1 or null (automatic), got {k!r}")
             fix("max_emitters", k)
         fix("camera", _camera(self.camera))
+        fix("structure", StructureConfig.parse(self.structure))
+        if self.drift_nm < 0 or self.drift_frames <= 0:
+            raise ConfigError(f"simulation.drift_nm must be >= 0 nm and drift_frames > 0, got {self.drift_nm!r}, "
+                              f"{self.drift_frames!r}")
         if self.sensor_variation < 0 or self.sensor_variation >= 1:
             raise ConfigError(f"simulation.sensor_variation must be in [0, 1), got {self.sensor_variation!r}")
 

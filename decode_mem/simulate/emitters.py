@@ -33,7 +33,8 @@ from decode_mem.simulate.config import SimulationConfig
 EPOCH_FRAMES = 16
 
 # independent random streams of one seed (see ``seeded_generator``)
-STREAM_INIT, STREAM_EPOCH, STREAM_NOISE, STREAM_BG, STREAM_SENSOR, STREAM_SAMPLE, STREAM_PHYSICS = range(7)
+(STREAM_INIT, STREAM_EPOCH, STREAM_NOISE, STREAM_BG, STREAM_SENSOR, STREAM_SAMPLE, STREAM_PHYSICS, STREAM_STRUCTURE,
+ STREAM_DRIFT) = range(9)
 
 
 def seeded_generator(seed: int, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -244,10 +245,17 @@ class BlinkingProcess:
         self.epoch = int(epoch)
         self.rate = config.start_rate if rate is None else float(rate)
         self.on_time = None if on_time is None else float(on_time)
-        self._pool = initial_emitters(config, seeded_generator(self.seed, STREAM_INIT, device=self.device),
-                                      rate=self.rate, on_time=self.on_time)
+        self._pool = self._initial(seeded_generator(self.seed, STREAM_INIT, device=self.device))
         self._next_epoch = 0
         self._t = 0
+
+    def _initial(self, generator: torch.Generator) -> Emitters:
+        """The emitters on at t = 0."""
+        return initial_emitters(self.config, generator, rate=self.rate, on_time=self.on_time)
+
+    def _fresh(self, t_low: float, t_high: float, generator: torch.Generator) -> Emitters:
+        """The emitters switching on in ``[t_low, t_high)`` (one epoch)."""
+        return new_emitters(self.config, t_low, t_high, generator, rate=self.rate, on_time=self.on_time)
 
     def active(self, t0: int, t1: int) -> Emitters:
         """Emitters on during any part of frames ``[t0, t1)``."""
@@ -256,8 +264,7 @@ class BlinkingProcess:
         while self._next_epoch * self.epoch < t1:
             k = self._next_epoch
             gen = seeded_generator(self.seed, STREAM_EPOCH, k, device=self.device)
-            fresh = new_emitters(self.config, float(k * self.epoch), float((k + 1) * self.epoch), gen,
-                                 rate=self.rate, on_time=self.on_time)
+            fresh = self._fresh(float(k * self.epoch), float((k + 1) * self.epoch), gen)
             self._pool = Emitters.cat([self._pool, fresh])
             self._next_epoch += 1
         self._pool = self._pool.select(torch.nonzero(self._pool.end > t0).squeeze(1))  # forget finished ones

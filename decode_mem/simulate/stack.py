@@ -23,6 +23,7 @@ import yaml
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
+from decode_mem.io.drift import DriftWriter, drift_path
 from decode_mem.io.thunderstorm import ThunderstormWriter
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.movie import MovieSimulator, default_block
@@ -35,7 +36,7 @@ ZARR_SUFFIXES = (".zarr",)
 @dataclass(frozen=True)
 class StackResult:
     """What ``simulate_stack`` wrote: the stack (T, H, W) uint16, the ground-truth rows and, when asked for,
-    the camera YAML (with the sCMOS maps beside it)."""
+    the camera YAML (with the sCMOS maps beside it) and the true stage drift (``<gt stem>_drift.csv``)."""
 
     out: Path
     gt: Path | None
@@ -43,6 +44,7 @@ class StackResult:
     n_localizations: int
     block: int
     camera: Path | None = None
+    drift: Path | None = None
 
 
 def stack_format(path: str | os.PathLike) -> str:
@@ -65,6 +67,8 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
     ``decode_mem.simulate.movie``. Frames are uint16 camera counts; the ground truth lists every emitter
     whose centre is inside the frame, once per frame it is on, with the photons it emitted in that frame
     (ThunderSTORM schema: 1-based frames, nm, ``offset`` = background photons/px at the emitter).
+    A movie with stage drift (``config.drift_nm``) and a ``gt`` also gets the true drift per frame in
+    ``<gt stem>_drift.csv`` (``decode_mem.io.drift``; the ground-truth positions include the drift).
     ``progress(n)`` is called after each block with the number of frames just written (e.g. ``tqdm.update``).
     ``camera_out``: write the movie's camera as a YAML that ``infer --camera`` reads; an sCMOS movie with
     per-pixel variation gets its maps beside it (``<name>_offset.npy``, ``_e_per_adu.npy``, ``_variance.npy``).
@@ -89,13 +93,17 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
     n_rows = 0
     gt_writer: Any = (ThunderstormWriter(gt, config.camera.pixel_size) if gt is not None
                       else contextlib.nullcontext())
-    with atomic_output(out) as tmp, gt_writer as writer:
+    drift_out = drift_path(gt) if gt is not None and sim.drift is not None else None
+    drift_writer: Any = DriftWriter(drift_out) if drift_out is not None else contextlib.nullcontext()
+    with atomic_output(out) as tmp, gt_writer as writer, drift_writer as drifts:
 
         def blocks() -> Iterator[tuple[int, np.ndarray]]:
             nonlocal n_rows
             for blk in sim.blocks(n_frames, block):
                 if writer is not None:
                     writer.write(blk.gt)
+                if drifts is not None:
+                    drifts.write(np.arange(blk.t0, blk.t0 + len(blk.adu)), blk.drift)
                 n_rows += len(blk.gt)
                 yield blk.t0, blk.adu_uint16
                 if progress is not None:
@@ -106,7 +114,7 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
         else:
             _write_zarr(tmp, shape, block, blocks(), meta)
     camera_path = None if camera_out is None else write_camera(sim, camera_out)
-    return StackResult(Path(out), None if gt is None else Path(gt), shape, n_rows, block, camera_path)
+    return StackResult(Path(out), None if gt is None else Path(gt), shape, n_rows, block, camera_path, drift_out)
 
 
 def write_camera(sim: MovieSimulator, path: str | os.PathLike) -> Path:

@@ -154,3 +154,18 @@ def test_camera_out_writes_a_camera_yaml_with_scmos_maps_that_infer_reads(tmp_pa
     np.testing.assert_allclose(maps.read_noise, sim.sensor.read_noise.numpy(), rtol=1e-4)  # via ADU² and back
     assert sorted(p.name for p in (tmp_path / "cam").iterdir()) == [
         "camera.yaml", "camera_e_per_adu.npy", "camera_offset.npy", "camera_variance.npy"]
+
+
+def test_cli_structure_and_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, gt = tmp_path / "rings.tif", tmp_path / "rings.csv"
+    rc = main(["--frames", "12", "--size", "24", "24", "--structure", "rings", "--off-time", "20", "--drift_nm", "100",
+               "--drift-frames", "50", "--out", str(out), "--gt", str(gt), "--seed", "1"])
+    assert rc == 0 and "true drift" in capsys.readouterr().out
+    cfg = SimulationConfig(frame_size=(24, 24), structure={"kind": "rings", "off_time": 20.0}, drift_nm=100.0,
+                           drift_frames=50.0)
+    adu, _, _ = simulate_movie(cfg, 12, seed=1)
+    assert np.array_equal(tifffile.imread(out), adu)
+    drift = np.loadtxt(tmp_path / "rings_drift.csv", delimiter=",", skiprows=1)
+    assert drift.shape == (12, 3) and np.array_equal(drift[:, 0], np.arange(1, 13))
+    np.testing.assert_allclose(drift[:, 1:], MovieSimulator(cfg, seed=1).drift_nm(0, 12), atol=1e-4)
+    assert main(["--frames", "2", "--structure", "pores", "--out", str(tmp_path / "x.tif")]) == 2
