@@ -18,10 +18,10 @@ RANK = {
     "model": 4,
     "tiling": 5,
     "postprocess": 6, "plan": 6,
-    "evaluate": 7, "render": 7, "drift": 7,
+    "evaluate": 7, "render": 7, "drift": 7, "report": 7,
     "infer": 8,
     "train": 9,
-    "export": 10, "fit": 10, "report": 10,
+    "export": 10, "fit": 10,
     "pipeline": 11,
 }
 TOP = 12  # CLIs (``__main__``) and the package's own ``__init__``

@@ -130,3 +130,38 @@ def test_cli_missing_file_and_bad_output(tmp_path, capsys) -> None:
     assert main([str(tmp_path / "l.parquet"), "--out", str(tmp_path / "x.jpg")]) == 2
     assert ".png" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_mean_frame_is_streamed_block_by_block(tmp_path, monkeypatch) -> None:
+    from decode_mem.render import widefield
+
+    rng = np.random.default_rng(1)
+    stack = rng.integers(0, 60000, (13, 8, 16), dtype=np.uint16)
+    tifffile.imwrite(tmp_path / "s.tif", stack)
+    monkeypatch.setattr(widefield, "BLOCK_PIXELS", 8 * 16 * 3)  # blocks of 3 frames: 13 = 3 + 3 + 3 + 3 + 1
+    np.testing.assert_allclose(widefield.mean_frame(tmp_path / "s.tif"), stack.mean(axis=0, dtype=np.float64),
+                               rtol=1e-12)
+
+
+def test_densest_window_finds_the_cluster() -> None:
+    from decode_mem.render.widefield import densest_window
+
+    image = np.zeros((100, 120), np.float32)
+    image[::7, ::5] = 1.0  # a sparse background
+    image[61:69, 33:41] = 5.0  # the densest 10 x 10 window holds this 8 x 8 block
+    r, c = densest_window(image, 10)
+    assert r <= 61 and r + 10 >= 69 and c <= 33 and c + 10 >= 41
+    assert densest_window(image, 500) == (0, 0)  # a window larger than the image is the image
+
+
+def test_side_by_side_png_has_three_panels_with_zoom(tmp_path) -> None:
+    from decode_mem.render import save_side_by_side
+
+    wide = np.random.default_rng(0).normal(100, 5, (20, 30))
+    sr = np.zeros((200, 300), np.float32)
+    sr[50:60, 100:110] = 1.0
+    with_zoom = save_side_by_side(wide, sr, tmp_path / "z.png", pixel_size=PX, render_pixel=RP, zoom=0.5)
+    without = save_side_by_side(wide, sr, tmp_path / "n.png", pixel_size=PX, render_pixel=RP)
+    from matplotlib.image import imread
+
+    assert imread(with_zoom).shape[1] > 1.4 * imread(without).shape[1]  # a third panel

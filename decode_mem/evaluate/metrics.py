@@ -191,12 +191,18 @@ class Metrics:
         return {k: (int(v) if isinstance(v, (int, np.integer)) else float(v)) for k, v in asdict(self).items()}
 
     def table(self) -> str:
-        """A human-readable, aligned summary."""
+        """A human-readable, aligned summary (the rows of :meth:`rows`)."""
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(label, formatted value) pairs: the summary as a table's rows."""
 
         def f(v: float, unit: str = "", digits: int = 2) -> str:
             return "n/a" if math.isnan(v) else f"{v:.{digits}f}{unit}"
 
-        rows = [
+        return [
             ("predictions / ground truth", f"{self.n_pred} / {self.n_gt}"),
             ("TP / FP / FN", f"{self.tp} / {self.fp} / {self.fn}"),
             ("Jaccard", f(self.jaccard, "", 4)),
@@ -207,8 +213,6 @@ class Metrics:
             ("bias x / y / z (pred - gt)", f"{f(self.bias_x)} / {f(self.bias_y)} / {f(self.bias_z)} nm"),
             ("tolerance lat / ax, pixel", f"{self.tolerance_lat:g} / {self.tolerance_ax:g} nm, {self.pixel_size:g} nm"),
         ]
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -20,12 +21,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv_used = list(sys.argv[1:] if argv is None else argv)  # for the report's command line
     def body(args: argparse.Namespace) -> None:
         from decode_mem.pipeline.runner import run_pipeline  # heavy imports after parsing
 
         overrides = {"threads": args.threads} if args.threads is not None else None
+        command = " ".join(["python -m decode_mem.pipeline", *(shlex.quote(a) for a in argv_used)])
         run_pipeline(args.pipeline, out=args.out, quick=args.quick, overrides=overrides,
-                     echo=(lambda _: None) if args.quiet else print)
+                     echo=(lambda _: None) if args.quiet else print, command=command)
 
     return run(build_parser(), body, argv)
 

@@ -11,7 +11,7 @@ Layout (every step optional; see ``pipelines/quickstart.yaml``)::
     train: {TrainConfig keys}     # out defaults to <out>/train; simulation defaults to simulate.simulation
     infer: {model, stack, chunk_size, batch_size, amp, threshold, formats}
     evaluate: {gt, tolerance_lat, tolerance_ax, json}
-    render: {pixel, blur, sigma, image}
+    render: {pixel, blur, sigma, image, widefield, side_by_side, zoom}
     quick: {same sections, merged over the above with --quick}
 
 Paths of *inputs* (``infer.model``, ``infer.stack``, ``evaluate.gt``) are relative to the YAML file's folder;
@@ -114,16 +114,24 @@ class EvaluateStep:
 
 @dataclass(frozen=True)
 class RenderStep:
-    """Super-resolution image of the localizations."""
+    """Super-resolution image of the localizations (``image``), the widefield image (the stack's mean frame,
+    ``widefield``) and the two side by side over the same field (``side_by_side``), with a third panel zoomed
+    into the densest ``zoom`` × ``zoom`` µm of the super-resolution image (null: no zoom panel)."""
 
     pixel: float = 10.0
     blur: str = "gaussian"
     sigma: float | None = 10.0
     image: str = "render.png"
+    widefield: str = "widefield.png"
+    side_by_side: str = "side_by_side.png"
+    zoom: float | None = 2.0
 
     def __post_init__(self) -> None:
         if self.blur not in BLURS:
             raise ConfigError(f"render.blur must be one of {BLURS}, got {self.blur!r}")
+        if self.zoom is not None and (isinstance(self.zoom, bool) or not isinstance(self.zoom, (int, float))
+                                      or not self.zoom > 0):
+            raise ConfigError(f"render.zoom must be > 0 µm or null, got {self.zoom!r}")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """``run_pipeline``: simulate -> train -> infer -> evaluate -> render, one step after the other, each optional.
 
 Memory is sampled for the whole run (one ``MemoryTracker`` in a sampling thread, the step as its phase) into
-``<out>/memory.csv`` and plotted to ``<out>/memory.png``. Everything the run writes is returned by name.
+``<out>/memory.csv`` and plotted to ``<out>/memory.png``. A finished run writes ``<out>/report.html``
+(``decode_mem.report``): what the steps produced — metrics, widefield beside super-resolution, the true drift
+of a simulation, memory, the stack's speed — with the command and versions. Everything the run writes is
+returned by name.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ SUFFIX = {"csv": ".csv", "picasso": ".hdf5", "parquet": ".parquet"}
 
 def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str | os.PathLike | None = None,
                  quick: bool = False, overrides: dict[str, Any] | None = None,
-                 echo: Callable[[str], object] = print) -> dict[str, Path]:
+                 echo: Callable[[str], object] = print, command: str | None = None) -> dict[str, Path]:
     """Run a pipeline (a YAML path or a :class:`PipelineConfig`); returns ``{name: path}`` of what it wrote.
 
     ``out``, ``quick`` and ``overrides`` apply to a YAML path (see ``load_pipeline``). ``echo`` receives the
-    progress lines (``print`` by default; ``lambda s: None`` for silence).
+    progress lines (``print`` by default; ``lambda s: None`` for silence). ``command``: the command line shown
+    in the report (default: the equivalent ``run_pipeline`` call).
     """
     if isinstance(path_or_config, PipelineConfig):
         config = path_or_config
@@ -44,25 +48,26 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         torch.set_num_threads(config.threads)
     device = resolve_device(config.device)
     produced: dict[str, Path] = {}
+    parts: dict[str, Any] = {}  # what the steps hand to the report
     tracker = MemoryTracker(config.out / "memory.csv", log_interval=1, device=str(device))
     produced["memory_csv"] = tracker.log_file  # type: ignore[assignment]
     t_start = time.perf_counter()
     try:
         if config.simulate is not None:
             with _phase(tracker, "simulate"):
-                produced.update(_simulate(config, device, echo))
+                produced.update(_simulate(config, device, echo, parts))
         if config.train is not None:
             with _phase(tracker, "train"):
                 produced.update(_train(config, echo))
         if config.infer is not None:
             with _phase(tracker, "infer"):
-                produced.update(_infer(config, device, echo))
+                produced.update(_infer(config, device, echo, parts))
         if config.evaluate is not None:
             with _phase(tracker, "evaluate"):
-                produced.update(_evaluate(config, produced, echo))
+                produced.update(_evaluate(config, produced, echo, parts))
         if config.render is not None:
             with _phase(tracker, "render"):
-                produced.update(_render(config, produced, echo))
+                produced.update(_render(config, produced, echo, parts))
     finally:
         tracker.close()
     tracker.update(phase="end", force_log=True)
@@ -70,7 +75,11 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
     maxima = tracker.get_max_usage()
     echo(f"memory: peak RssAnon {_mb(maxima.get('rss_anon_mb'))}, peak VmRSS {_mb(maxima.get('vm_rss_mb'))}"
          + (f", peak CUDA allocated {_mb(maxima.get('cuda_allocated_mb'))}" if device.type == "cuda" else ""))
-    echo(f"\ndone in {time.perf_counter() - t_start:.1f} s; everything is in {config.out}/:")
+    wall = time.perf_counter() - t_start
+    if command is None:
+        command = f"run_pipeline({str(path_or_config)!r}" + (", quick=True" if quick else "") + ")"
+    produced["report"] = _report(config, device, parts, produced, tracker.history, command, wall)
+    echo(f"\ndone in {wall:.1f} s; everything is in {config.out}/ (open report.html):")
     width = max(len(k) for k in produced)
     for name, path in produced.items():
         echo(f"  {name:<{width}}  {path}")
@@ -91,20 +100,26 @@ def _phase(tracker: MemoryTracker, name: str) -> Iterator[None]:
 
 # ------------------------------------------------------------------------------------------------ steps
 
-def _simulate(config: PipelineConfig, device: torch.device, echo: Callable[[str], object]) -> dict[str, Path]:
+def _simulate(config: PipelineConfig, device: torch.device, echo: Callable[[str], object],
+              parts: dict[str, Any]) -> dict[str, Path]:
     from decode_mem.simulate.stack import simulate_stack
 
     step = config.simulate
     assert step is not None
     sim = step.simulation
     h, w = sim.frame_size
-    echo(f"[simulate] {step.frames} frames of {h}x{w} px, {sim.psf} PSF, density {sim.density:g}/µm², "
-         f"{sim.camera.kind} camera, seed {config.seed}")
+    what = (f"{sim.structure.kind} of blinking sites" if sim.structure.enabled
+            else f"density {sim.density:g}/µm²") + (f", drift {sim.drift_nm:g} nm" if sim.drift_nm else "")
+    parts["simulation"] = f"{step.frames} frames of {h}x{w} px, {sim.psf} PSF, {what}, {sim.camera.kind} camera"
+    echo(f"[simulate] {parts['simulation']}, seed {config.seed}")
     t0 = time.perf_counter()
     result = simulate_stack(sim, step.frames, config.out / step.stack, config.out / step.gt, seed=config.seed,
                             block=step.block, device=device)
     echo(f"[simulate] {result.n_localizations} ground-truth localizations in {time.perf_counter() - t0:.1f} s")
-    return {"stack": result.out, "ground_truth": result.gt}  # type: ignore[dict-item]
+    produced = {"stack": result.out, "ground_truth": result.gt}
+    if result.drift is not None:
+        produced["true_drift"] = result.drift
+    return produced  # type: ignore[return-value]
 
 
 def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, Path]:
@@ -123,8 +138,10 @@ def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, P
     return produced
 
 
-def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], object]) -> dict[str, Path]:
+def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], object],
+           parts: dict[str, Any]) -> dict[str, Path]:
     from decode_mem.infer import InferConfig, run_inference
+    from decode_mem.report import StackRow
 
     step = config.infer
     assert step is not None
@@ -145,6 +162,8 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     report = run_inference(cfg)
     if report.failures:
         raise StackError("infer: " + "; ".join(f.line() for f in report.failures))
+    parts["stacks"] = [StackRow.from_summary(s) for s in report.stacks]
+    parts["model"] = which
     produced = {f"localizations_{fmt}": config.out / f"{stack.stem}{SUFFIX[fmt]}" for fmt in step.formats}
     if (config.out / f"{stack.stem}.json").exists():  # run_inference's per-stack summary
         produced["infer_summary"] = config.out / f"{stack.stem}.json"
@@ -156,7 +175,8 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     return produced
 
 
-def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object]) -> dict[str, Path]:
+def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object],
+              parts: dict[str, Any]) -> dict[str, Path]:
     from decode_mem.evaluate import evaluate
 
     step = config.evaluate
@@ -167,6 +187,7 @@ def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[
     gt = read_localizations(gt_path, pixel_size=px)
     metrics = evaluate(pred, gt, pixel_size=px, tolerance_lat=step.tolerance_lat, tolerance_ax=step.tolerance_ax)
     echo("[evaluate] against " + _rel(gt_path) + "\n" + metrics.table())
+    parts["metrics"] = metrics.rows()
     payload = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.as_dict().items()}
     path = config.out / step.json
     with atomic_output(path) as tmp:
@@ -174,22 +195,52 @@ def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[
     return {"metrics": path}
 
 
-def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object]) -> dict[str, Path]:
+def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object],
+            parts: dict[str, Any]) -> dict[str, Path]:
     from decode_mem.io import open_stack
-    from decode_mem.render import render_counted, save_image
+    from decode_mem.render import mean_frame, render_counted, save_image, save_side_by_side, save_widefield
+    from decode_mem.report import Images
 
     step = config.render
     assert step is not None
     px = _pixel_size(config)
     with open_stack(produced["stack"] if "stack" in produced else config.input_path(config.infer.stack)) as s:  # type: ignore[union-attr,arg-type]
-        shape = tuple(s.shape[1:])
+        n_frames, shape = s.shape[0], tuple(s.shape[1:])
+        widefield = mean_frame(s)  # streamed: one block of frames at a time
     sigma = step.sigma if step.blur != "none" else None
     image, n = render_counted(iter_localizations(produced["localizations_csv"], pixel_size=px), shape_px=shape,
                               pixel_size=px, render_pixel=step.pixel, blur=step.blur, sigma=sigma)
-    path = config.out / step.image
-    save_image(image, path, render_pixel=step.pixel)
-    echo(f"[render] {n} localizations -> {image.shape[0]}x{image.shape[1]} px of {step.pixel:g} nm, blur {step.blur}")
-    return {"image": path}
+    out = {"image": config.out / step.image, "widefield": config.out / step.widefield,
+           "side_by_side": config.out / step.side_by_side}
+    save_image(image, out["image"], render_pixel=step.pixel)
+    save_widefield(widefield, out["widefield"])
+    save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=step.pixel,
+                      n_frames=n_frames, n_locs=n, zoom=step.zoom)
+    parts["images"] = Images(px, widefield, image, step.pixel, n_frames, n, step.zoom)
+    echo(f"[render] {n} localizations -> {image.shape[0]}x{image.shape[1]} px of {step.pixel:g} nm, blur {step.blur}; "
+         f"widefield (mean of {n_frames} frames) beside it in {out['side_by_side'].name}")
+    return out
+
+
+def _report(config: PipelineConfig, device: torch.device, parts: dict[str, Any], produced: dict[str, Path],
+            memory: dict[str, Any], command: str, wall: float) -> Path:
+    """``<out>/report.html`` from what the steps handed over (a step that did not run leaves its section out)."""
+    from decode_mem.io.drift import read_drift_csv
+    from decode_mem.report import DriftCurve, ReportData, write_report
+
+    summary = [("pipeline", config.source), ("output folder", str(config.out)), ("device", str(device)),
+               ("wall time", f"{wall:.1f} s")]
+    summary += [(key, parts[key]) for key in ("simulation", "model") if key in parts]
+    drift = None
+    if "true_drift" in produced:
+        frames, dxdy = read_drift_csv(produced["true_drift"])
+        drift = DriftCurve(frames, dxdy, label="true drift (simulated; not corrected)")
+    path = config.out / "report.html"
+    files = [(name, p) for name, p in produced.items() if name != "report"] + [("report", path)]
+    data = ReportData(title=f"decode_mem pipeline: {Path(config.source).name}", summary=summary,
+                      metrics=parts.get("metrics", ()), images=parts.get("images"), drift=drift, memory=memory,
+                      stacks=parts.get("stacks", ()), files=files, command=command)
+    return write_report(path, data)
 
 
 def _pixel_size(config: PipelineConfig) -> float:

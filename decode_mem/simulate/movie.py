@@ -38,9 +38,8 @@ from decode_mem.simulate.emitters import (
 from decode_mem.simulate.noise import background, camera_adu, sensor_maps
 from decode_mem.simulate.physics import draw_physics
 from decode_mem.simulate.psf import render_emitters
-from decode_mem.simulate.sites import SiteBlinking
+from decode_mem.simulate.sites import SiteBlinking, Sites, make_sites
 from decode_mem.simulate.stage_drift import StageDrift
-from decode_mem.simulate.structures import Sites, make_sites
 
 BLOCK_PIXELS = 1 << 22  # default block: about this many pixels (16 MB per float32 temporary)
 

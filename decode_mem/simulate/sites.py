@@ -1,4 +1,8 @@
-"""Fixed sites that blink again and again (DNA-PAINT-like), generated epoch by epoch like ``BlinkingProcess``.
+"""The sites of a structure (``structures.StructureConfig``) and their blinks (DNA-PAINT-like), epoch by epoch.
+
+Geometry: ring and grid sites around a centre uniform over the placement area, rotated at random; filaments
+are worm-like chains centred there; their number is Poisson (``density`` per µm²). Sites are in px of the
+undrifted sample, made with a CPU generator (the same sites on every device).
 
 Each site alternates between dark periods (exponential, mean ``structure.off_time`` frames) and blinks
 (exponential, mean ``on_time``); every blink draws its own flux and PSF width (a new imager strand binds).
@@ -13,11 +17,100 @@ blocks it is asked for in, and the state does not grow with the movie's length.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, fields
+
 import torch
 
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.emitters import EPOCH_FRAMES, BlinkingProcess, Emitters, sample_flux
-from decode_mem.simulate.structures import Sites
+from decode_mem.simulate.structures import StructureConfig
+
+
+@dataclass(frozen=True)
+class Sites:
+    """N fixed binding sites: ``x``, ``y`` (px, float64, in the undrifted sample), ``z`` (nm, float32) and
+    ``structure`` (int64, which structure each site belongs to)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor
+    structure: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.x.numel()
+
+    def to(self, device: torch.device | str) -> Sites:
+        return Sites(*(getattr(self, f.name).to(device) for f in fields(self)))
+
+
+def make_sites(config: StructureConfig, extent: tuple[tuple[float, float], tuple[float, float]], pixel_size: float,
+               z_range: tuple[float, float] | None, generator: torch.Generator) -> Sites:
+    """Sites of a Poisson number of structures placed over ``extent`` ((x0, x1), (y0, y1)) px.
+
+    ``z_range`` (nm): one z per structure, uniform in it (None: z = 0). Filament sites outside ``extent`` are
+    dropped (they could not be seen); ring and grid sites are kept with their structure.
+    """
+    if not config.enabled:
+        raise ValueError("make_sites: structure kind is 'none'")
+    (x0, x1), (y0, y1) = extent
+    area_um2 = (x1 - x0) * (y1 - y0) * (pixel_size / 1000.0) ** 2
+    mean = torch.tensor([config.density * area_um2], dtype=torch.float64)
+    n = int(torch.poisson(mean, generator=generator).item())
+
+    def uniform(lo: float, hi: float, size: int) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(size, dtype=torch.float64, generator=generator)
+
+    cx, cy = uniform(x0, x1, n), uniform(y0, y1, n)
+    z = uniform(*z_range, n) if z_range is not None else torch.zeros(n, dtype=torch.float64)
+    if config.kind == "filaments":
+        dx, dy = _filaments(config, n, generator)
+    else:
+        local = _ring(config) if config.kind == "rings" else _grid(config)  # (m, 2) nm around the centre
+        angle = uniform(0.0, 2 * math.pi, n)
+        cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
+        dx = cos * local[:, 0] - sin * local[:, 1]
+        dy = sin * local[:, 0] + cos * local[:, 1]
+    m = dx.shape[1]
+    structure = torch.arange(n).repeat_interleave(m)
+    x = (cx[:, None] + dx / pixel_size).reshape(-1)
+    y = (cy[:, None] + dy / pixel_size).reshape(-1)
+    sites = Sites(x, y, z[structure].float(), structure)
+    if config.kind == "filaments":
+        keep = (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
+        sites = Sites(*(getattr(sites, f.name)[keep] for f in fields(Sites)))
+    return sites
+
+
+def _ring(config: StructureConfig) -> torch.Tensor:
+    k = torch.arange(config.ring_sites, dtype=torch.float64)
+    phi = 2 * math.pi * k / config.ring_sites
+    return torch.stack([torch.cos(phi), torch.sin(phi)], 1) * (config.ring_diameter / 2)
+
+
+def _grid(config: StructureConfig) -> torch.Tensor:
+    rows, cols = config.grid_shape
+    r, c = torch.meshgrid(torch.arange(rows, dtype=torch.float64), torch.arange(cols, dtype=torch.float64),
+                          indexing="ij")
+    return torch.stack([(c - (cols - 1) / 2).reshape(-1), (r - (rows - 1) / 2).reshape(-1)], 1) * config.grid_spacing
+
+
+def _filaments(config: StructureConfig, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, m) offsets in nm from each filament's middle; a shorter filament has NaN sites beyond its length
+    (dropped later as outside the extent)."""
+    s = config.filament_spacing
+    m = max(1, math.ceil(1.5 * config.filament_length / s))
+    length = config.filament_length * (0.5 + torch.rand(n, dtype=torch.float64, generator=generator))
+    theta0 = 2 * math.pi * torch.rand(n, 1, dtype=torch.float64, generator=generator)
+    turns = math.sqrt(s / config.filament_persistence) * torch.randn(n, m, dtype=torch.float64, generator=generator)
+    theta = theta0 + torch.cumsum(turns, 1) - turns[:, :1]  # the first step goes along theta0
+    steps = torch.cat([torch.zeros(n, 1, dtype=torch.float64), torch.ones(n, m - 1, dtype=torch.float64) * s], 1)
+    dx = torch.cumsum(steps * torch.cos(theta), 1)
+    dy = torch.cumsum(steps * torch.sin(theta), 1)
+    mid = (length / (2 * s)).long().clamp_max(m - 1)[:, None]  # centre the filament on its placement point
+    dx, dy = dx - dx.gather(1, mid), dy - dy.gather(1, mid)
+    beyond = torch.arange(m, dtype=torch.float64)[None, :] * s > length[:, None]
+    return dx.masked_fill(beyond, math.nan), dy.masked_fill(beyond, math.nan)
 
 
 class SiteBlinking(BlinkingProcess):

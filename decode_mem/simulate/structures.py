@@ -1,6 +1,7 @@
-"""Fixed binding sites arranged as structures: filaments, rings of 8 (nuclear pores), origami grids.
+"""StructureConfig: fixed binding sites arranged as filaments, rings of 8 (nuclear pores) or origami grids.
 
-A structure is a set of sites in the sample; the sites blink again and again (``decode_mem.simulate.sites``).
+A structure is a set of sites in the sample; the sites blink again and again. The sites are made and blink in
+``decode_mem.simulate.sites`` (this module holds only the validated settings, so it imports no torch).
 Geometry (lengths in nm, converted to px with the movie's pixel size):
 
 - ``rings``: ``ring_sites`` sites evenly on a circle of ``ring_diameter`` (nuclear pore: 8 on ~107 nm),
@@ -19,8 +20,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from typing import Any
-
-import torch
 
 from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
@@ -90,89 +89,3 @@ class StructureConfig:
     @property
     def enabled(self) -> bool:
         return self.kind != "none"
-
-
-@dataclass(frozen=True)
-class Sites:
-    """N fixed binding sites: ``x``, ``y`` (px, float64, in the undrifted sample), ``z`` (nm, float32) and
-    ``structure`` (int64, which structure each site belongs to)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    z: torch.Tensor
-    structure: torch.Tensor
-
-    def __len__(self) -> int:
-        return self.x.numel()
-
-    def to(self, device: torch.device | str) -> Sites:
-        return Sites(*(getattr(self, f.name).to(device) for f in fields(self)))
-
-
-def make_sites(config: StructureConfig, extent: tuple[tuple[float, float], tuple[float, float]], pixel_size: float,
-               z_range: tuple[float, float] | None, generator: torch.Generator) -> Sites:
-    """Sites of a Poisson number of structures placed over ``extent`` ((x0, x1), (y0, y1)) px.
-
-    ``z_range`` (nm): one z per structure, uniform in it (None: z = 0). Filament sites outside ``extent`` are
-    dropped (they could not be seen); ring and grid sites are kept with their structure.
-    """
-    if not config.enabled:
-        raise ValueError("make_sites: structure kind is 'none'")
-    (x0, x1), (y0, y1) = extent
-    area_um2 = (x1 - x0) * (y1 - y0) * (pixel_size / 1000.0) ** 2
-    mean = torch.tensor([config.density * area_um2], dtype=torch.float64)
-    n = int(torch.poisson(mean, generator=generator).item())
-
-    def uniform(lo: float, hi: float, size: int) -> torch.Tensor:
-        return lo + (hi - lo) * torch.rand(size, dtype=torch.float64, generator=generator)
-
-    cx, cy = uniform(x0, x1, n), uniform(y0, y1, n)
-    z = uniform(*z_range, n) if z_range is not None else torch.zeros(n, dtype=torch.float64)
-    if config.kind == "filaments":
-        dx, dy = _filaments(config, n, generator)
-    else:
-        local = _ring(config) if config.kind == "rings" else _grid(config)  # (m, 2) nm around the centre
-        angle = uniform(0.0, 2 * math.pi, n)
-        cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
-        dx = cos * local[:, 0] - sin * local[:, 1]
-        dy = sin * local[:, 0] + cos * local[:, 1]
-    m = dx.shape[1]
-    structure = torch.arange(n).repeat_interleave(m)
-    x = (cx[:, None] + dx / pixel_size).reshape(-1)
-    y = (cy[:, None] + dy / pixel_size).reshape(-1)
-    sites = Sites(x, y, z[structure].float(), structure)
-    if config.kind == "filaments":
-        keep = (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
-        sites = Sites(*(getattr(sites, f.name)[keep] for f in fields(Sites)))
-    return sites
-
-
-def _ring(config: StructureConfig) -> torch.Tensor:
-    k = torch.arange(config.ring_sites, dtype=torch.float64)
-    phi = 2 * math.pi * k / config.ring_sites
-    return torch.stack([torch.cos(phi), torch.sin(phi)], 1) * (config.ring_diameter / 2)
-
-
-def _grid(config: StructureConfig) -> torch.Tensor:
-    rows, cols = config.grid_shape
-    r, c = torch.meshgrid(torch.arange(rows, dtype=torch.float64), torch.arange(cols, dtype=torch.float64),
-                          indexing="ij")
-    return torch.stack([(c - (cols - 1) / 2).reshape(-1), (r - (rows - 1) / 2).reshape(-1)], 1) * config.grid_spacing
-
-
-def _filaments(config: StructureConfig, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(n, m) offsets in nm from each filament's middle; a shorter filament has NaN sites beyond its length
-    (dropped later as outside the extent)."""
-    s = config.filament_spacing
-    m = max(1, math.ceil(1.5 * config.filament_length / s))
-    length = config.filament_length * (0.5 + torch.rand(n, dtype=torch.float64, generator=generator))
-    theta0 = 2 * math.pi * torch.rand(n, 1, dtype=torch.float64, generator=generator)
-    turns = math.sqrt(s / config.filament_persistence) * torch.randn(n, m, dtype=torch.float64, generator=generator)
-    theta = theta0 + torch.cumsum(turns, 1) - turns[:, :1]  # the first step goes along theta0
-    steps = torch.cat([torch.zeros(n, 1, dtype=torch.float64), torch.ones(n, m - 1, dtype=torch.float64) * s], 1)
-    dx = torch.cumsum(steps * torch.cos(theta), 1)
-    dy = torch.cumsum(steps * torch.sin(theta), 1)
-    mid = (length / (2 * s)).long().clamp_max(m - 1)[:, None]  # centre the filament on its placement point
-    dx, dy = dx - dx.gather(1, mid), dy - dy.gather(1, mid)
-    beyond = torch.arange(m, dtype=torch.float64)[None, :] * s > length[:, None]
-    return dx.masked_fill(beyond, math.nan), dy.masked_fill(beyond, math.nan)

@@ -25,15 +25,20 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
     assert main([str(QUICKSTART), "--quick", "--out", str(out), "--threads", "1"]) == 0
     printed = capsys.readouterr().out
     expected = ["stack.tif", "ground_truth.csv", "stack.csv", "stack.hdf5", "stack.yaml", "metrics.json",
-                "render.png", "memory.csv", "memory.png"]
+                "render.png", "widefield.png", "side_by_side.png", "memory.csv", "memory.png", "report.html"]
     for name in expected:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
         if name not in ("stack.yaml",):  # the Picasso sidecar is not listed on its own
             assert str(out / name) in printed, f"{name} not reported"
     assert "shipped model" in printed
     assert "Jaccard" in printed  # the metrics table was printed
-    for png in ("render.png", "memory.png"):
+    for png in ("render.png", "widefield.png", "side_by_side.png", "memory.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
+    report = (out / "report.html").read_text(encoding="utf-8")
+    for heading in ("Widefield and super-resolution", "Accuracy against the ground truth", "Memory", "Stacks"):
+        assert f"<h2>{heading}</h2>" in report, heading
+    assert report.count("data:image/png;base64,") == 2  # images and memory (no drift in the quick start)
+    assert "rings of blinking sites" in report and "--quick" in report  # what was simulated, the command
     metrics = json.loads((out / "metrics.json").read_text())
     gt = read_localizations(out / "ground_truth.csv", pixel_size=100.0)
     assert metrics["n_gt"] == len(gt) > 0

@@ -19,8 +19,9 @@ from decode_mem.io.drift import read_drift_csv, write_drift_csv
 from decode_mem.io.localizations import read_localizations
 from decode_mem.simulate import MovieSimulator, SimulationConfig, simulate_movie, simulate_stack
 from decode_mem.simulate.emitters import seeded_generator
+from decode_mem.simulate.sites import make_sites
 from decode_mem.simulate.stage_drift import StageDrift
-from decode_mem.simulate.structures import StructureConfig, make_sites
+from decode_mem.simulate.structures import StructureConfig
 
 PX = 100.0  # nm, the default camera pixel
 

@@ -1,0 +1,84 @@
+"""The quick start's ``report.html`` as a browser shows it: runs ``pipelines/quickstart.yaml`` (the full run, not
+``--quick``), renders the report with headless Chromium and writes ``benchmarks/results/report_screenshot.png``
+and ``report_screenshot.md`` (the command, the machine, the versions and what the run printed).
+
+    python benchmarks/report_screenshot.py [--out runs/quickstart_screenshot] [--threads N]
+
+Needs Chromium (Debian: ``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+WINDOW = (1280, 3000)  # CSS px: the whole quick-start report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/quickstart_screenshot", help="pipeline output folder (relative to the "
+                                                                 "repository)")
+    p.add_argument("--threads", type=int, help="torch CPU threads for the pipeline (default: the YAML's)")
+    args = p.parse_args(argv)
+    os.chdir(ROOT)  # paths in the report relative to the repository, as a user who cloned it sees them
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does (decode_mem.cli.run), before torch loads
+
+    from decode_mem.pipeline import run_pipeline
+    from decode_mem.report import collect_versions, find_chromium, screenshot
+
+    chromium = find_chromium()
+    if chromium is None:
+        print("error: Chromium is not installed (Debian: apt-get install chromium)", file=sys.stderr)
+        return 2
+    pipeline_cmd = ["python", "-m", "decode_mem.pipeline", str(QUICKSTART.relative_to(ROOT)), "--out", args.out]
+    if args.threads is not None:
+        pipeline_cmd += ["--threads", str(args.threads)]
+    lines: list[str] = []
+    t0 = time.perf_counter()
+    produced = run_pipeline(QUICKSTART.relative_to(ROOT), out=args.out, echo=lines.append,
+                            overrides={"threads": args.threads} if args.threads is not None else None,
+                            command=shlex.join(pipeline_cmd))
+    wall = time.perf_counter() - t0
+    png = screenshot(produced["report"], RESULTS / "report_screenshot.png", width=WINDOW[0], height=WINDOW[1],
+                     chromium=chromium)
+    version = subprocess.run([chromium, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    this_cmd = shlex.join(["python", "benchmarks/report_screenshot.py", *(argv if argv is not None else sys.argv[1:])])
+    md = [
+        "# Screenshot of the quick start's report",
+        "",
+        "![report.html of the quick start](report_screenshot.png)",
+        "",
+        f"Made by `{this_cmd}`: it ran the quick start (`{shlex.join(pipeline_cmd)}`, {wall:.1f} s on this machine,"
+        f" while other jobs may have been running) and rendered `{Path(produced['report']).name}` with headless "
+        f"{version or chromium} at {WINDOW[0]} x {WINDOW[1]} CSS px "
+        "(`decode_mem.report.screenshot`).",
+        "",
+        "## What the pipeline printed",
+        "",
+        "```",
+        *[line for line in "\n".join(lines).splitlines()],
+        "```",
+        "",
+        "## Machine and versions",
+        "",
+        "| | |",
+        "| --- | --- |",
+        *[f"| {k} | {v} |" for k, v in collect_versions()],
+        "",
+    ]
+    (RESULTS / "report_screenshot.md").write_text("\n".join(md))
+    print(f"wrote {png} and {RESULTS / 'report_screenshot.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

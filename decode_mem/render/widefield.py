@@ -1,0 +1,136 @@
+"""The widefield image (the mean frame of a stack, streamed) and the widefield | super-resolution comparison.
+
+What the microscope shows without localization is the mean frame: every blink blurred by the PSF. Beside
+the super-resolution image of the same field (same physical extent, µm axes), the gain is plain to see.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from decode_mem.io.atomic import atomic_output
+from decode_mem.io.stack import Stack, open_stack
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
+
+
+def mean_frame(stack: str | os.PathLike | Stack) -> np.ndarray:
+    """(H, W) float64 mean over all frames, read block by block (memory: one block of frames)."""
+    if not isinstance(stack, Stack):
+        with open_stack(stack) as s:
+            return mean_frame(s)
+    t, h, w = stack.shape
+    total = np.zeros((h, w), np.float64)
+    for _, frames in stack.blocks(max(1, BLOCK_PIXELS // (h * w)), context=0):
+        total += frames.sum(axis=0, dtype=np.float64)
+    return total / max(t, 1)
+
+
+def display_range(image: np.ndarray, low: float = 0.5, high: float = 99.8) -> tuple[float, float]:
+    """Percentile contrast limits (``low``, ``high`` of the finite pixels); ``(0, 1)`` for an empty image."""
+    finite = image[np.isfinite(image)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = (float(v) for v in np.percentile(finite, [low, high]))
+    return lo, hi if hi > lo else lo + 1.0
+
+
+def save_widefield(image: np.ndarray, path: str | os.PathLike) -> Path:
+    """The widefield image alone as a grey PNG, one pixel per camera pixel (percentile contrast)."""
+    from matplotlib.image import imsave  # no pyplot: no global figure state
+
+    lo, hi = display_range(image)
+    with atomic_output(path) as tmp:
+        imsave(tmp, image, vmin=lo, vmax=hi, cmap="gray", format="png", origin="upper")
+    return Path(path)
+
+
+def save_side_by_side(widefield: np.ndarray, superres: np.ndarray, path: str | os.PathLike, *, pixel_size: float,
+                      render_pixel: float, n_frames: int | None = None, n_locs: int | None = None,
+                      zoom: float | None = None, cmap: str = "magma") -> Path:
+    """One PNG: the widefield image (grey) beside the super-resolution image, both over the same field in µm.
+
+    ``pixel_size``: camera pixel (nm); ``render_pixel``: the super-resolution pixel (nm). ``zoom`` (µm): add a
+    third panel with the super-resolution image of the ``zoom`` × ``zoom`` µm square that holds the most
+    localizations (boxed in the other panels). ``n_frames`` and ``n_locs`` only label the panels.
+    """
+    fig = side_by_side_figure(widefield, superres, pixel_size=pixel_size, render_pixel=render_pixel,
+                              n_frames=n_frames, n_locs=n_locs, zoom=zoom, cmap=cmap)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=150)
+    return Path(path)
+
+
+def densest_window(image: np.ndarray, size: int) -> tuple[int, int]:
+    """(row, col) of the top-left corner of the ``size`` × ``size`` window with the largest sum (summed-area
+    table: every window's sum in one pass)."""
+    size = max(1, min(size, *image.shape))
+    table = np.pad(image.astype(np.float64).cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+    sums = table[size:, size:] - table[:-size, size:] - table[size:, :-size] + table[:-size, :-size]
+    r, c = np.unravel_index(int(np.argmax(sums)), sums.shape)
+    return int(r), int(c)
+
+
+def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | None, *, pixel_size: float,
+                        render_pixel: float | None = None, n_frames: int | None = None, n_locs: int | None = None,
+                        zoom: float | None = None, cmap: str = "magma") -> Figure:
+    """The figure of :func:`save_side_by_side` (a matplotlib Figure, no pyplot); a missing image is left out."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    if widefield is None and superres is None:
+        raise ValueError("side_by_side_figure: no image")
+    rp = render_pixel or pixel_size
+    panels = []  # (kind, image, extent in µm from the outer corner: left, right, bottom, top)
+    if widefield is not None:
+        panels.append(("widefield", widefield, _extent(widefield.shape, pixel_size)))
+    if superres is not None:
+        panels.append(("superres", superres, _extent(superres.shape, rp)))
+    box = None
+    if superres is not None and zoom is not None and zoom * 1000.0 / rp < 0.8 * min(superres.shape):
+        size = round(zoom * 1000.0 / rp)
+        r, c = densest_window(superres, size)
+        box = (c * rp / 1000.0, r * rp / 1000.0, size * rp / 1000.0)  # x0, y0, edge in µm
+        crop = superres[r:r + size, c:c + size]
+        panels.append(("zoom", crop, (box[0], box[0] + box[2], box[1] + box[2], box[1])))
+    fig = Figure(figsize=(4.6 * len(panels), 4.9), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    vmax = None
+    if superres is not None:
+        positive = superres[superres > 0]
+        vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
+    for ax, (kind, image, extent) in zip(axes, panels, strict=True):
+        if kind == "widefield":
+            lo, hi = display_range(image)
+            ax.imshow(image, cmap="gray", vmin=lo, vmax=hi, extent=extent, interpolation="nearest")
+            ax.set_title("widefield" + (f" (mean of {n_frames} frames)" if n_frames else ""), loc="left")
+        else:
+            ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
+                      interpolation="antialiased" if kind == "superres" else "nearest")
+            if kind == "superres":
+                label = "super-resolution"
+                if n_locs is not None:
+                    label += f" ({n_locs} localizations" + (f", {render_pixel:g} nm pixels)" if render_pixel else ")")
+            else:
+                label = f"super-resolution, zoom {zoom:g} µm"
+            ax.set_title(label, loc="left")
+        if box is not None and kind != "zoom":
+            ax.add_patch(Rectangle(box[:2], box[2], box[2], fill=False, edgecolor="tab:cyan", linewidth=1.2))
+        ax.set_xlabel("x [µm]")
+        ax.set_facecolor("black")
+    axes[0].set_ylabel("y [µm]")
+    return fig
+
+
+def _extent(shape: tuple[int, ...], pixel_nm: float) -> tuple[float, float, float, float]:
+    h, w = shape[-2:]
+    return 0.0, w * pixel_nm / 1000.0, h * pixel_nm / 1000.0, 0.0

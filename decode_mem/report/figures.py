@@ -1,0 +1,118 @@
+"""The report's figures as PNG bytes (matplotlib Figures without pyplot: no global state, no display)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from decode_mem.report.data import DriftCurve, Images
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+HOST_SERIES = (("rss_anon_mb", "RssAnon"), ("vm_rss_mb", "VmRSS"), ("rss_file_mb", "RssFile"))
+GPU_SERIES = (("cuda_allocated_mb", "CUDA allocated"), ("cuda_reserved_mb", "CUDA reserved"),
+              ("nvml_used_mb", "NVML used (whole device)"))
+
+
+def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _figure(width: float, height: float, rows: int = 1) -> tuple[Figure, np.ndarray]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
+
+
+def images_png(images: Images) -> bytes:
+    """Widefield | super-resolution, side by side over the same field (``render.widefield``)."""
+    from decode_mem.render.widefield import side_by_side_figure
+
+    fig = side_by_side_figure(images.widefield, images.superres, pixel_size=images.pixel_size,
+                              render_pixel=images.render_pixel, n_frames=images.n_frames, n_locs=images.n_locs,
+                              zoom=images.zoom)
+    return png_bytes(fig, dpi=110)
+
+
+def drift_rmse(curve: DriftCurve) -> float | None:
+    """RMSE (nm, x and y together) of the estimate against the truth on the frames both have, each curve's
+    mean removed; None without a truth or common frames."""
+    if curve.truth is None:
+        return None
+    frames, truth = curve.truth
+    common, i, j = np.intersect1d(curve.frames, frames, return_indices=True)
+    if common.size == 0:
+        return None
+    est = curve.dxdy[i] - curve.dxdy[i].mean(0)
+    true = truth[j] - truth[j].mean(0)
+    return float(np.sqrt(np.mean(np.sum((est - true) ** 2, axis=1))))
+
+
+def drift_png(curve: DriftCurve) -> bytes:
+    """dx and dy against the frame (1-based, as in the drift table); the truth dashed where known."""
+    fig, (ax,) = _figure(8.0, 3.2)
+    for axis, (name, colour) in enumerate((("dx", "tab:blue"), ("dy", "tab:orange"))):
+        offset = 0.0
+        if curve.truth is not None:
+            frames, truth = curve.truth
+            ax.plot(frames + 1, truth[:, axis], "--", color=colour, linewidth=1.0, label=f"{name} true")
+            common, i, j = np.intersect1d(curve.frames, frames, return_indices=True)
+            if common.size:  # the estimate's offset is arbitrary: align its mean with the truth's
+                offset = float(truth[j, axis].mean() - curve.dxdy[i, axis].mean())
+        ax.plot(curve.frames + 1, curve.dxdy[:, axis] + offset, "-", color=colour, linewidth=1.4,
+                label=f"{name} {curve.label}")
+    ax.set_xlabel("frame")
+    ax.set_ylabel("drift [nm]")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    return png_bytes(fig)
+
+
+def memory_png(history: Mapping[str, np.ndarray]) -> bytes:
+    """Host memory (and GPU memory when there is any) against elapsed time, phases shaded and named."""
+    t = np.asarray(history["elapsed_s"], np.float64)
+    gpu = [(k, label) for k, label in GPU_SERIES if k in history and np.isfinite(history[k]).any()]
+    panels = [("host memory [MB]", HOST_SERIES)] + ([("GPU memory [MB]", tuple(gpu))] if gpu else [])
+    fig, axes = _figure(8.0, 2.8 * len(panels), rows=len(panels))
+    for ax, (ylabel, series) in zip(axes, panels, strict=True):
+        for key, label in series:
+            y = np.asarray(history.get(key, np.full(t.shape, np.nan)), np.float64)
+            if np.isfinite(y).any():
+                ax.plot(t, y, linewidth=1.2, label=label)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(loc="upper left", fontsize="small")
+    _shade_phases(axes, t, history.get("phase"))
+    axes[-1].set_xlabel("elapsed time [s]")
+    return png_bytes(fig)
+
+
+def _shade_phases(axes: np.ndarray, t: np.ndarray, phases: np.ndarray | None) -> None:
+    """Alternate grey bands over the runs of one phase, named at the top of the first panel."""
+    if phases is None or len(phases) == 0:
+        return
+    names = [str(p) if p is not None else "" for p in phases]
+    span = float(t[-1] - t[0]) if len(t) > 1 else 0.0
+    start = 0
+    band = 0
+    for i in range(1, len(names) + 1):
+        if i == len(names) or names[i] != names[start]:
+            lo, hi = t[start], t[min(i, len(t) - 1)]
+            if names[start] and hi > lo:
+                for ax in axes:
+                    ax.axvspan(lo, hi, color="0.5", alpha=0.08 if band % 2 else 0.16, linewidth=0)
+                if hi - lo > 0.08 * span:  # name the bands wide enough for a label
+                    axes[0].text((lo + hi) / 2, 1.01, names[start], transform=axes[0].get_xaxis_transform(),
+                                 ha="center", va="bottom", fontsize="small")
+                band += 1
+            start = i
