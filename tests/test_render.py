@@ -165,3 +165,15 @@ def test_side_by_side_png_has_three_panels_with_zoom(tmp_path) -> None:
     from matplotlib.image import imread
 
     assert imread(with_zoom).shape[1] > 1.4 * imread(without).shape[1]  # a third panel
+
+
+def test_binned_keeps_the_sum_of_whole_blocks() -> None:
+    from decode_mem.render.widefield import binned
+
+    image = np.random.default_rng(2).random((1000, 700)).astype(np.float32)
+    same, f1 = binned(image, 1000)
+    assert f1 == 1 and same is image
+    small, f = binned(image, 300)
+    assert f == 4 and small.shape == (250, 175)
+    np.testing.assert_allclose(small.sum(), image[:1000, :700].sum(), rtol=1e-5)
+    np.testing.assert_allclose(small[1, 2], image[4:8, 8:12].sum(), rtol=1e-5)

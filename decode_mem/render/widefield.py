@@ -6,6 +6,7 @@ the super-resolution image of the same field (same physical extent, µm axes), t
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
+DISPLAY_PIXELS = 2048  # longest side of a super-resolution image as drawn in a figure (binned beyond)
 
 
 def mean_frame(stack: str | os.PathLike | Stack) -> np.ndarray:
@@ -68,6 +70,16 @@ def save_side_by_side(widefield: np.ndarray, superres: np.ndarray, path: str | o
     return Path(path)
 
 
+def binned(image: np.ndarray, max_side: int) -> tuple[np.ndarray, int]:
+    """``image`` summed over ``f`` × ``f`` blocks so that no side exceeds ``max_side`` (``f = 1``: the image
+    itself); the last rows/columns that fill no whole block are dropped. Returns the image and ``f``."""
+    f = max(1, math.ceil(max(image.shape) / max_side))
+    if f == 1:
+        return image, 1
+    h, w = (n // f for n in image.shape)
+    return image[: h * f, : w * f].reshape(h, f, w, f).sum(axis=(1, 3), dtype=np.float32), f
+
+
 def densest_window(image: np.ndarray, size: int) -> tuple[int, int]:
     """(row, col) of the top-left corner of the ``size`` × ``size`` window with the largest sum (summed-area
     table: every window's sum in one pass)."""
@@ -92,28 +104,29 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
     panels = []  # (kind, image, extent in µm from the outer corner: left, right, bottom, top)
     if widefield is not None:
         panels.append(("widefield", widefield, _extent(widefield.shape, pixel_size)))
-    if superres is not None:
-        panels.append(("superres", superres, _extent(superres.shape, rp)))
     box = None
-    if superres is not None and zoom is not None and zoom * 1000.0 / rp < 0.8 * min(superres.shape):
-        size = round(zoom * 1000.0 / rp)
-        r, c = densest_window(superres, size)
-        box = (c * rp / 1000.0, r * rp / 1000.0, size * rp / 1000.0)  # x0, y0, edge in µm
-        crop = superres[r:r + size, c:c + size]
-        panels.append(("zoom", crop, (box[0], box[0] + box[2], box[1] + box[2], box[1])))
+    if superres is not None:
+        # a big image is shown binned (sums of f x f pixels): the figure's memory stays bounded
+        overview, f = binned(superres, DISPLAY_PIXELS)
+        panels.append(("superres", overview, _extent(overview.shape, rp * f)))
+        if zoom is not None and zoom * 1000.0 / rp < 0.8 * min(superres.shape):
+            size = round(zoom * 1000.0 / rp)
+            r, c = (f * v for v in densest_window(overview, max(1, round(size / f))))
+            box = (c * rp / 1000.0, r * rp / 1000.0, size * rp / 1000.0)  # x0, y0, edge in µm
+            crop, g = binned(superres[r:r + size, c:c + size], DISPLAY_PIXELS)
+            panels.append(("zoom", crop, (box[0], box[0] + crop.shape[1] * g * rp / 1000.0,
+                                          box[1] + crop.shape[0] * g * rp / 1000.0, box[1])))
     fig = Figure(figsize=(4.6 * len(panels), 4.9), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    vmax = None
-    if superres is not None:
-        positive = superres[superres > 0]
-        vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
     for ax, (kind, image, extent) in zip(axes, panels, strict=True):
         if kind == "widefield":
             lo, hi = display_range(image)
             ax.imshow(image, cmap="gray", vmin=lo, vmax=hi, extent=extent, interpolation="nearest")
             ax.set_title("widefield" + (f" (mean of {n_frames} frames)" if n_frames else ""), loc="left")
         else:
+            positive = image[image > 0]
+            vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
             ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
                       interpolation="antialiased" if kind == "superres" else "nearest")
             if kind == "superres":

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from decode_mem.io.atomic import atomic_output
-from decode_mem.report.data import ReportData, StackRow, collect_versions, format_mb
+from decode_mem.report.data import DriftCurve, ReportData, StackRow, collect_versions, format_mb
 from decode_mem.report.figures import drift_png, drift_rmse, images_png, memory_png
 
 CSS = """
@@ -66,9 +66,7 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
     if data.metrics:
         parts.append(_section("Accuracy against the ground truth", _kv_table(data.metrics)))
     if data.drift is not None:
-        rmse = drift_rmse(data.drift)
-        note = "" if rmse is None else f"<p>RMSE of the {escape(data.drift.label)} to the true drift: {rmse:.2f} nm</p>"
-        parts.append(_section("Stage drift", note + _img(drift_png(data.drift), "drift curve")))
+        parts.append(_section("Stage drift", _drift_note(data.drift) + _img(drift_png(data.drift), "drift curve")))
     if data.memory is not None and len(data.memory.get("elapsed_s", ())) > 0:
         parts.append(_section("Memory", _memory_peaks(data.memory) + _img(memory_png(data.memory), "memory history")))
     if data.stacks:
@@ -97,6 +95,19 @@ def _kv_table(rows: Sequence[tuple[str, str]]) -> str:
 
 def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _drift_note(curve: DriftCurve) -> str:
+    """What the curve is, how far it goes, and (with a truth) how far the estimate is from it."""
+    if len(curve.frames) == 0:
+        return f"<p>{escape(curve.label)}: no frames</p>"
+    dx, dy = curve.dxdy[-1] - curve.dxdy[0]
+    note = (f"<p>{escape(curve.label)}, frames {int(curve.frames[0]) + 1} to {int(curve.frames[-1]) + 1}: "
+            f"{dx:+.1f} nm in x, {dy:+.1f} nm in y from the first to the last frame.")
+    rmse = drift_rmse(curve)
+    if rmse is not None:
+        note += f" RMSE of the {escape(curve.label)} to the true drift: {rmse:.2f} nm (means removed)."
+    return note + "</p>"
 
 
 def _memory_peaks(history: Mapping[str, np.ndarray]) -> str:

@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -105,3 +106,20 @@ def test_missing_input_stack_is_an_error(tmp_path: Path, capsys: pytest.CaptureF
     path = _write(tmp_path, f"out: {tmp_path / 'o'}\ninfer:\n  stack: no_such_movie.tif\n")
     assert main([str(path), "--threads", "1"]) == 2
     assert "no_such_movie.tif" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_drifting_structure_pipeline_reports_the_true_drift(tmp_path: Path) -> None:
+    from decode_mem.io.drift import read_drift_csv
+    from decode_mem.pipeline.config import pipeline_from_dict
+
+    raw = {"out": str(tmp_path / "d"), "threads": 1,
+           "simulate": {"frames": 16, "simulation": {"frame_size": [32, 32], "drift_nm": 100.0, "drift_frames": 50,
+                                                     "structure": {"kind": "grids", "off_time": 10.0}}},
+           "infer": {"model": "shipped", "chunk_size": 32, "batch_size": 4}, "render": {"zoom": None}}
+    produced = run_pipeline(pipeline_from_dict(raw), echo=lambda _: None)
+    frames, dxdy = read_drift_csv(produced["true_drift"])
+    assert produced["true_drift"] == tmp_path / "d" / "ground_truth_drift.csv"
+    assert np.array_equal(frames, np.arange(16)) and np.abs(dxdy[-1]).max() > 5.0
+    report = produced["report"].read_text(encoding="utf-8")
+    assert "<h2>Stage drift</h2>" in report and "true drift (simulated; not corrected)" in report
+    assert "<h2>Accuracy against the ground truth</h2>" not in report  # no evaluate step: no metrics section
