@@ -56,11 +56,15 @@ def picasso_version(python: str) -> str:
     return f"picassosr {parts[0]}, numba {parts[1]}" if len(parts) == 2 else "picassosr (version unknown)"
 
 
-def run_picasso(python: str, stack: Path, boxes: list[int], min_ng: float, camera: dict, work: Path) -> dict:
-    """Localizations for each box (``f'{box}_x'``, ...) and the seconds each took (``f'{box}_seconds'``)."""
+def run_picasso(python: str, stack: Path, boxes: list[int], min_ng: float, camera: dict, work: Path,
+                threaded: bool = False) -> dict:
+    """Localizations for each box (``f'{box}_x'``, ...) and the seconds each took (``f'{box}_seconds'``).
+
+    ``threaded``: Picasso's own multi-threaded identify and fit on every core (default: one thread)."""
     out = work / f"{stack.stem}_picasso.npz"
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [python, __file__, str(stack), str(out), json.dumps(boxes), str(min_ng), json.dumps(camera)]
+    env = dict(os.environ) if threaded else dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [python, __file__, str(stack), str(out), json.dumps(boxes), str(min_ng), json.dumps(camera),
+           "threaded" if threaded else "single"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"Picasso worker failed ({' '.join(cmd[:3])} ...):\n{done.stderr[-4000:]}")
@@ -103,21 +107,22 @@ def tuned_picasso(python: str, tune: tuple[Path, Any], test: Path, camera: dict,
                                            "seconds": float(test_res[f"{box}_seconds"])}
 
 
-def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict) -> None:
+def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict, threaded: bool) -> None:
     """In Picasso's interpreter: identify + LQ fit for each box; save the localizations and timings."""
     import tifffile
-    from picasso import localize
+    from picasso import gausslq, localize
 
     movie = tifffile.imread(stack)
     warm = movie[:4]  # numba compiles on first use: keep that out of the timing
-    ids = localize.identify(warm, min_ng, boxes[0], threaded=False, return_info=False)
+    ids = localize.identify(warm, min_ng, boxes[0], threaded=threaded, return_info=False)
     localize.fit_spots_gauss(localize.get_spots(warm, ids, boxes[0], camera))
     result = {}
     for box in boxes:
         t0 = time.perf_counter()
-        ids = localize.identify(movie, min_ng, box, threaded=False, return_info=False)
+        ids = localize.identify(movie, min_ng, box, threaded=threaded, return_info=False)
         spots = localize.get_spots(movie, ids, box, camera)
-        theta = localize.fit_spots_gauss(spots)  # least squares (LQ), CPU
+        # least squares (LQ) on the CPU; the threaded fitter spreads the spots over every core
+        theta = gausslq.fit_spots_parallel(spots, asynch=False) if threaded else localize.fit_spots_gauss(spots)
         locs = localize.locs_from_fits_gauss(ids, theta, box, em=camera["Gain"] > 1)
         seconds = time.perf_counter() - t0
         for col in ("frame", "x", "y", "photons", "bg", "sx", "sy", "net_gradient"):
@@ -126,6 +131,35 @@ def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict)
     np.savez(out, **result)
 
 
+def run_undrift(python: str, locs: Path, segmentation: int, work: Path) -> tuple[np.ndarray, float]:
+    """Picasso's RCC drift correction (``postprocess.undrift``, its defaults) on a Picasso HDF5 file with
+    ``segmentation`` frames per segment: (drift (n_frames, 2) in nm, seconds of ``undrift``)."""
+    out = work / f"undrift_{locs.stem}.npz"
+    done = subprocess.run([python, __file__, "undrift", str(locs), str(out), str(int(segmentation))],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"Picasso undrift failed: {done.stderr.strip()[-2000:]}")
+    res = np.load(out)
+    return res["drift_nm"], float(res["seconds"])
+
+
+def _undrift_worker(locs_path: str, out: str, segmentation: int) -> None:
+    """In Picasso's interpreter: load the locs, run undrift without display, save the drift in nm."""
+    from picasso import io, postprocess
+
+    locs, info = io.load_locs(locs_path)
+    t0 = time.perf_counter()
+    drift, _ = postprocess.undrift(locs, info, segmentation, display=False,
+                                   segmentation_callback=lambda i: None, rcc_callback=lambda i: None)
+    seconds = time.perf_counter() - t0
+    px = next(d["Pixelsize"] for d in reversed(info) if "Pixelsize" in d)
+    np.savez(out, drift_nm=np.column_stack([np.asarray(drift["x"]), np.asarray(drift["y"])]) * px,
+             seconds=np.array(seconds))
+
+
 if __name__ == "__main__":
-    _stack, _out, _boxes, _ng, _camera = sys.argv[1:6]
-    _worker(_stack, _out, json.loads(_boxes), float(_ng), json.loads(_camera))
+    if sys.argv[1] == "undrift":
+        _undrift_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        _stack, _out, _boxes, _ng, _camera, _mode = sys.argv[1:7]
+        _worker(_stack, _out, json.loads(_boxes), float(_ng), json.loads(_camera), _mode == "threaded")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit")
+JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit",
+        "drift")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -80,7 +80,7 @@ def link(frame: np.ndarray, x: np.ndarray, y: np.ndarray, sampled: np.ndarray, n
     sampled_set = set(int(f) for f in sampled)
     # an end is observed only if the next gap + 1 frames were looked at (and exist)
     censored = np.array([any((f + d) not in sampled_set for d in range(1, gap + 2)) or f + gap + 1 >= n_frames
-                         for f in last])
+                         for f in last], dtype=bool)  # dtype: no tracks at all (a dark movie) stays boolean
     interior = (frame > first[inverse]) & (frame < last[inverse])
     return Tracks(inverse, last - first + 1, censored, interior)
 

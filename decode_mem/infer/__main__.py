@@ -14,6 +14,7 @@ settings (nothing was done).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
     add(det, "--prob_map", action="store_true",
         help="also write <stem>_prob.zarr: the detection probability of every pixel (zarr v3, float16)")
+    det.add_argument("--drift", action="store_true",
+                     help="also correct the stage drift (decode_mem.drift): <stem>_undrift.<ext>, <stem>_drift.csv, "
+                          "<stem>_drift.png")
     det.add_argument("--strict", action="store_true",
                      help="data outside the model's domain are an error (exit 2, nothing written)")
     run_ = p.add_argument_group("run")
@@ -94,11 +98,13 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
         compile={"on": True, "off": False}.get(args.compile, "auto"),
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
-        camera_overrides=overrides, strict=args.strict, resume=args.resume, workers=args.workers,
+        camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv_used = list(sys.argv[1:] if argv is None else argv)  # for the report's command line
+
     def body(args: argparse.Namespace) -> int:
         from decode_mem.infer import run_inference
         from decode_mem.infer.console import ConsoleObserver
@@ -106,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.model is None and not args.quiet:
             print(f"no --model given: using the shipped default model {cfg.model_path}")
-        report = run_inference(cfg, ConsoleObserver(quiet=bool(args.quiet), memory_log_file=args.memory_log_file))
+        report = run_inference(cfg, ConsoleObserver(quiet=bool(args.quiet), memory_log_file=args.memory_log_file),
+                               command=" ".join(["python -m decode_mem.infer", *map(shlex.quote, argv_used)]))
         done = [s for s in report.stacks if not s.skipped]
         if not args.quiet:
             print(f"{len(done)} stack(s) done, {len(report.stacks) - len(done)} skipped (--resume), "

@@ -39,6 +39,9 @@ class InferConfig:
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
     write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
+    drift           estimate the stage drift from each stack's localizations (``decode_mem.drift``) and also
+                    write ``<stem>_undrift.<ext>`` (corrected), ``<stem>_drift.csv`` and ``<stem>_drift.png``
+    report          write ``out/report.html`` for the batch (a pipeline writes its own)
     strict          data outside the model's domain (``infer.domain``) are an error before any output is written
     resume          skip stacks whose ``<stem>.json`` exists; redo the others from the start
     workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
@@ -68,6 +71,8 @@ class InferConfig:
     frames_per_task: int = FRAMES_PER_TASK
     threads: int | None = None
     write_probability_map: bool = False
+    drift: bool = False
+    report: bool = True
 
     def __post_init__(self) -> None:
         inputs = (self.inputs,) if isinstance(self.inputs, (str, os.PathLike)) else tuple(self.inputs)
@@ -115,7 +120,7 @@ class InferConfig:
                 "device": self.device,
                 "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
-                "threads": self.threads, "strict": self.strict}
+                "threads": self.threads, "strict": self.strict, "drift": self.drift}
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from decode_mem.infer.observe import InferObserver
@@ -12,12 +14,13 @@ from decode_mem.memory import MemoryTracker
 
 
 class ConsoleObserver(InferObserver):
-    """tqdm bars (one for the stacks, one per stack) unless ``quiet``; warnings always go to stderr;
-    ``memory_log_file``: a MemoryTracker CSV with one row per block of the main process."""
+    """tqdm bars (one for the stacks, one per stack) unless ``quiet``; warnings always go to stderr; a
+    MemoryTracker reads the main process's memory after every block (bounded history, for the report), and
+    with ``memory_log_file`` also writes it as CSV."""
 
     def __init__(self, *, quiet: bool = False, memory_log_file: str | None = None) -> None:
         self.quiet = quiet
-        self.tracker = MemoryTracker(memory_log_file, log_interval=1) if memory_log_file else None
+        self.tracker = MemoryTracker(memory_log_file, log_interval=1)
         self._overall: Any = None
         self._bar: Any = None
 
@@ -38,7 +41,7 @@ class ConsoleObserver(InferObserver):
     def block_done(self, stem: str, frames: int, result: Any | None) -> None:
         if self._bar is not None:
             self._bar.update(frames)
-        if self.tracker is not None and result is not None:
+        if result is not None:
             self.tracker.update(step=result.t0, phase=stem)
 
     def stack_finished(self, stem: str) -> None:
@@ -51,5 +54,7 @@ class ConsoleObserver(InferObserver):
     def run_finished(self) -> None:
         if self._overall is not None:
             self._overall.close()
-        if self.tracker is not None:
-            self.tracker.close()
+        self.tracker.close()
+
+    def memory_history(self) -> Mapping[str, np.ndarray] | None:
+        return self.tracker.history

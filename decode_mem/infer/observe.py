@@ -6,7 +6,10 @@ need; the base class ignores everything. ``ConsoleObserver`` (``decode_mem.infer
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 
 class InferObserver:
@@ -32,3 +35,7 @@ class InferObserver:
 
     def run_finished(self) -> None:
         """Every stack is done."""
+
+    def memory_history(self) -> Mapping[str, np.ndarray] | None:
+        """The memory history the observer recorded (``MemoryTracker.history``) for the report, or None."""
+        return None

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.infer.batch_report import correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.domain import check_domain
 from decode_mem.infer.observe import InferObserver
@@ -97,8 +98,9 @@ class InferReport:
         return sum(s.frames for s in self.stacks if not s.skipped)
 
 
-def run_inference(cfg: InferConfig, observer: InferObserver | None = None) -> InferReport:
-    """Localize every stack named by ``cfg.inputs`` into ``cfg.out``; see the module docstring.
+def run_inference(cfg: InferConfig, observer: InferObserver | None = None, command: str | None = None) -> InferReport:
+    """Localize every stack named by ``cfg.inputs`` into ``cfg.out``, then write ``cfg.out/report.html``
+    (``command``: the command line it shows); see the module docstring.
 
     Raises ConfigError / CheckpointError for problems that concern the whole run (bad model, bad settings,
     two inputs with the same output name, with ``strict`` data outside the model's domain) before any work;
@@ -174,7 +176,14 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None) -> In
             obs.stack_finished(job.stem)
         peaks = backend.worker_peaks()
     obs.run_finished()
-    return InferReport(tuple(summaries), tuple(failures), str(model_path), time.perf_counter() - t_start, peaks)
+    report = InferReport(tuple(summaries), tuple(failures), str(model_path), time.perf_counter() - t_start, peaks)
+    if cfg.report and (summaries or failures):
+        rows = [("model", str(model_path)), ("device", str(cfg.device or "auto")),
+                ("stacks", f"{len(summaries)} done or skipped, {len(failures)} failed"),
+                ("frames", str(report.frames)), ("wall time", f"{report.wall_s:.1f} s")]
+        write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
+                           obs.memory_history(), rows, command, camera.pixel_size)
+    return report
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
@@ -191,11 +200,22 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             obs.block_done(job.stem, n_frames, result)
             peak.add(worker_peak)
     peak.add(read_host_memory().get("rss_anon_mb"))
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0  # localization only; the drift correction is timed on its own
+    files, more = list(outs.paths), {}
+    if cfg.drift:
+        t_drift = time.perf_counter()
+        try:
+            written, more["drift"] = correct_stack_drift(outs.paths, Path(cfg.out))
+        except StackError as e:  # e.g. too few localizations: the localizations stand, uncorrected
+            obs.warning(f"{job.stem}: no drift correction: {e}")
+            more["drift_warning"] = str(e)
+        else:
+            files += written
+            more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
-                           (*map(str, outs.paths), str(summary_path(cfg.out, job.stem))),
+                           (*map(str, files), str(summary_path(cfg.out, job.stem))),
                            extra=dict(extras, shape=list(job.shape), domain_warnings=list(job.domain.warnings),
-                                      domain=job.domain.numbers, **({"sizes": sizes} if sizes else {})))
+                                      domain=job.domain.numbers, **({"sizes": sizes} if sizes else {}), **more))
     outs.finish(summary.as_dict())
     return summary
 

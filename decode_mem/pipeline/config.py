@@ -10,6 +10,7 @@ Layout (every step optional; see ``pipelines/quickstart.yaml``)::
     simulate: {frames, stack, gt, block, simulation: {SimulationConfig keys}}
     train: {TrainConfig keys}     # out defaults to <out>/train; simulation defaults to simulate.simulation
     infer: {model, stack, chunk_size, batch_size, amp, threshold, formats}
+    drift: {method, segments, locs_per_segment, render_px, blur}   # decode_mem.drift.DriftConfig keys
     evaluate: {gt, tolerance_lat, tolerance_ax, json}
     render: {pixel, blur, sigma, image, widefield, side_by_side, zoom}
     quick: {same sections, merged over the above with --quick}
@@ -25,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
+from decode_mem.drift.config import DriftConfig
 from decode_mem.errors import ConfigError
 from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
 
-SECTIONS = ("simulate", "train", "infer", "evaluate", "render")
+SECTIONS = ("simulate", "train", "infer", "drift", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
 FORMATS = ("csv", "picasso", "parquet")
 BLURS = ("none", "gaussian", "precision")
@@ -145,6 +147,7 @@ class PipelineConfig:
     simulate: SimulateStep | None = None
     train: TrainConfig | None = None
     infer: InferStep | None = None
+    drift: DriftConfig | None = None
     evaluate: EvaluateStep | None = None
     render: RenderStep | None = None
     base: Path = Path(".")
@@ -221,15 +224,15 @@ def _build(raw: dict[str, Any], source: str, base: Path) -> PipelineConfig:
         if threads is not None:
             params.setdefault("threads", threads)
         train = TrainConfig.from_dict(params, source="train")
-    for name, cls in (("infer", InferStep), ("evaluate", EvaluateStep), ("render", RenderStep)):
+    for name, cls in (("infer", InferStep), ("drift", DriftConfig), ("evaluate", EvaluateStep), ("render", RenderStep)):
         if name in raw:
             steps[name] = _step(cls, raw[name], name)
     if "evaluate" in steps and steps["evaluate"].gt is None and simulate is None:
         raise ConfigError("evaluate.gt is required when there is no simulate step")
     if "infer" in steps and steps["infer"].stack is None and simulate is None:
         raise ConfigError("infer.stack is required when there is no simulate step")
-    if ("evaluate" in steps or "render" in steps) and "infer" not in steps:
-        raise ConfigError("evaluate and render need an infer step")
+    if ("evaluate" in steps or "render" in steps or "drift" in steps) and "infer" not in steps:
+        raise ConfigError("drift, evaluate and render need an infer step")
     return PipelineConfig(out=out, seed=seed, threads=threads, device=str(raw.get("device", "auto")),
                           simulate=simulate, train=train, base=base, source=source, **steps)
 

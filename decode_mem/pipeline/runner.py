@@ -62,6 +62,9 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         if config.infer is not None:
             with _phase(tracker, "infer"):
                 produced.update(_infer(config, device, echo, parts))
+        if config.drift is not None:
+            with _phase(tracker, "drift"):
+                produced.update(_drift(config, produced, echo, parts))
         if config.evaluate is not None:
             with _phase(tracker, "evaluate"):
                 produced.update(_evaluate(config, produced, echo, parts))
@@ -158,7 +161,7 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     t0 = time.perf_counter()
     cfg = InferConfig(inputs=(str(stack),), out=str(config.out), model=str(model), formats=step.formats,
                       chunk_size=step.chunk_size, batch_size=step.batch_size, amp=step.amp, device=str(device),
-                      threshold=step.threshold, threads=config.threads)
+                      threshold=step.threshold, threads=config.threads, report=False)
     report = run_inference(cfg)
     if report.failures:
         raise StackError("infer: " + "; ".join(f.line() for f in report.failures))
@@ -173,6 +176,37 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     n = sum(len(t) for t in iter_localizations(produced["localizations_csv"], pixel_size=1.0))
     echo(f"[infer] {n} localizations in {time.perf_counter() - t0:.1f} s")
     return produced
+
+
+def _drift(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object],
+           parts: dict[str, Any]) -> dict[str, Path]:
+    """Drift-correct the localizations (``decode_mem.drift``); the render step then shows the corrected ones.
+    Evaluation stays on the raw localizations: the simulated ground truth lists the drifted positions."""
+    from decode_mem.drift import correct_file
+    from decode_mem.io.drift import read_drift_csv
+    from decode_mem.report import DriftCurve
+    from decode_mem.report.figures import drift_rmse
+
+    assert config.drift is not None
+    t0 = time.perf_counter()
+    truth = produced.get("true_drift")
+    try:
+        res = correct_file(produced["localizations_csv"], config.out, config.drift, pixel_size=_pixel_size(config),
+                           truth=truth)
+    except StackError as e:  # e.g. too few localizations: go on with the raw ones, and say so
+        parts.setdefault("warnings", []).append(f"no drift correction: {e}")
+        echo(f"[drift] skipped: {e}")
+        return {}
+    est = res.estimate
+    curve = DriftCurve(est.frames, est.dxdy, label=f"estimated ({est.method})",
+                       truth=read_drift_csv(truth) if truth is not None else None)
+    parts["drift"] = curve
+    span = est.dxdy.max(axis=0) - est.dxdy.min(axis=0)
+    rmse = drift_rmse(curve)
+    echo(f"[drift] {len(est.centers)} segments ({est.method}): drift span {span[0]:.1f} nm (x), {span[1]:.1f} nm (y)"
+         + (f"; RMSE to the simulated drift {rmse:.1f} nm" if rmse is not None else "")
+         + f"; {time.perf_counter() - t0:.1f} s")
+    return {"localizations_undrift": res.corrected, "drift_table": res.table, "drift_plot": res.plot}
 
 
 def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object],
@@ -208,7 +242,8 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
         n_frames, shape = s.shape[0], tuple(s.shape[1:])
         widefield = mean_frame(s)  # streamed: one block of frames at a time
     sigma = step.sigma if step.blur != "none" else None
-    image, n = render_counted(iter_localizations(produced["localizations_csv"], pixel_size=px), shape_px=shape,
+    locs = produced.get("localizations_undrift", produced["localizations_csv"])  # drift-corrected when there are
+    image, n = render_counted(iter_localizations(locs, pixel_size=px), shape_px=shape,
                               pixel_size=px, render_pixel=step.pixel, blur=step.blur, sigma=sigma)
     out = {"image": config.out / step.image, "widefield": config.out / step.widefield,
            "side_by_side": config.out / step.side_by_side}
@@ -231,15 +266,16 @@ def _report(config: PipelineConfig, device: torch.device, parts: dict[str, Any],
     summary = [("pipeline", config.source), ("output folder", str(config.out)), ("device", str(device)),
                ("wall time", f"{wall:.1f} s")]
     summary += [(key, parts[key]) for key in ("simulation", "model") if key in parts]
-    drift = None
-    if "true_drift" in produced:
+    drift = parts.get("drift")
+    if drift is None and "true_drift" in produced:
         frames, dxdy = read_drift_csv(produced["true_drift"])
         drift = DriftCurve(frames, dxdy, label="true drift (simulated; not corrected)")
     path = config.out / "report.html"
     files = [(name, p) for name, p in produced.items() if name != "report"] + [("report", path)]
     data = ReportData(title=f"decode_mem pipeline: {Path(config.source).name}", summary=summary,
                       metrics=parts.get("metrics", ()), images=parts.get("images"), drift=drift, memory=memory,
-                      stacks=parts.get("stacks", ()), files=files, command=command)
+                      stacks=parts.get("stacks", ()), warnings=parts.get("warnings", ()), files=files,
+                      command=command)
     return write_report(path, data)
 
 

@@ -23,16 +23,23 @@ BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
 DISPLAY_PIXELS = 2048  # longest side of a super-resolution image as drawn in a figure (binned beyond)
 
 
-def mean_frame(stack: str | os.PathLike | Stack) -> np.ndarray:
-    """(H, W) float64 mean over all frames, read block by block (memory: one block of frames)."""
+def mean_frame(stack: str | os.PathLike | Stack, max_frames: int | None = None) -> np.ndarray:
+    """(H, W) float64 mean over all frames (or the first ``max_frames``), read block by block (memory: one
+    block of frames)."""
     if not isinstance(stack, Stack):
         with open_stack(stack) as s:
-            return mean_frame(s)
+            return mean_frame(s, max_frames)
     t, h, w = stack.shape
+    n = t if max_frames is None else max(0, min(t, int(max_frames)))
     total = np.zeros((h, w), np.float64)
+    done = 0
     for _, frames in stack.blocks(max(1, BLOCK_PIXELS // (h * w)), context=0):
-        total += frames.sum(axis=0, dtype=np.float64)
-    return total / max(t, 1)
+        take = frames[: n - done]
+        total += take.sum(axis=0, dtype=np.float64)
+        done += len(take)
+        if done >= n:
+            break
+    return total / max(n, 1)
 
 
 def display_range(image: np.ndarray, low: float = 0.5, high: float = 99.8) -> tuple[float, float]:

@@ -25,8 +25,9 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
     out = tmp_path / "qs"
     assert main([str(QUICKSTART), "--quick", "--out", str(out), "--threads", "1"]) == 0
     printed = capsys.readouterr().out
-    expected = ["stack.tif", "ground_truth.csv", "stack.csv", "stack.hdf5", "stack.yaml", "metrics.json",
-                "render.png", "widefield.png", "side_by_side.png", "memory.csv", "memory.png", "report.html"]
+    expected = ["stack.tif", "ground_truth.csv", "ground_truth_drift.csv", "stack.csv", "stack.hdf5", "stack.yaml",
+                "stack_undrift.csv", "stack_drift.csv", "stack_drift.png", "metrics.json", "render.png",
+                "widefield.png", "side_by_side.png", "memory.csv", "memory.png", "report.html"]
     for name in expected:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
         if name not in ("stack.yaml",):  # the Picasso sidecar is not listed on its own
@@ -38,7 +39,8 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
     report = (out / "report.html").read_text(encoding="utf-8")
     for heading in ("Widefield and super-resolution", "Accuracy against the ground truth", "Memory", "Stacks"):
         assert f"<h2>{heading}</h2>" in report, heading
-    assert report.count("data:image/png;base64,") == 2  # images and memory (no drift in the quick start)
+    assert report.count("data:image/png;base64,") == 3  # images, drift (estimate and truth) and memory
+    assert "estimated (loo)" in report and "RMSE" in report
     assert "rings of blinking sites" in report and "--quick" in report  # what was simulated, the command
     metrics = json.loads((out / "metrics.json").read_text())
     gt = read_localizations(out / "ground_truth.csv", pixel_size=100.0)
@@ -47,7 +49,7 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
     assert metrics["n_pred"] == len(read_localizations(out / "stack.hdf5"))
     with open(out / "memory.csv", newline="") as f:
         phases = {row["phase"] for row in csv.DictReader(f)}
-    assert {"simulate", "infer", "evaluate", "render"} <= phases
+    assert {"simulate", "infer", "drift", "evaluate", "render"} <= phases
 
 
 def test_astig3d_quick_trains_then_localizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

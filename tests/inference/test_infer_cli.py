@@ -25,7 +25,9 @@ def test_corrupt_stack_is_reported_and_skipped(shipped_model, sample_frames, tmp
     assert rc == 1
     assert "broken.tif" in err and "1 input(s) failed" in err
     done = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert done == ["s0.csv", "s0.json", "s1.csv", "s1.json"]
+    assert done == ["report.html", "s0.csv", "s0.json", "s1.csv", "s1.json"]  # the report lists the failure too
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "broken.tif" in report and "s0.npy" in report and "s1.tif" in report
 
 
 def test_bad_model_is_an_error_before_any_work(sample_frames, tmp_path, capsys):
@@ -88,7 +90,7 @@ def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_f
     assert finished == {"s0"}, finished
     for path in out.iterdir():  # whatever carries a final name is complete
         if not path.name.endswith(".partial"):
-            assert path.suffix == ".json" or _same(path, tmp_path / "ref" / path.name), path.name
+            assert path.suffix in (".json", ".html") or _same(path, tmp_path / "ref" / path.name), path.name
 
     first = (out / "s0.json").read_text()
     cmd = [sys.executable, "-m", "decode_mem.infer", str(tmp_path / "in"), "--out", str(out), *args]
@@ -98,7 +100,7 @@ def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_f
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(p.name for p in (tmp_path / "ref").iterdir())  # no .partial left
     for name in names:
-        if not name.endswith(".json"):
+        if not name.endswith((".json", ".html")):  # summaries and the report hold timings
             assert _same(out / name, tmp_path / "ref" / name), name
 
 

@@ -117,5 +117,6 @@ def test_folder_glob_and_tiny_model(tiny_model, sample_frames, tmp_path):
                                        out=str(tmp_path / "out"), model=str(tiny_model), formats=("parquet",),
                                        threshold=0.0))
     assert report.ok and [s.stem for s in report.stacks] == ["s0", "s1"]  # s0.npy named twice, done once
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["s0.json", "s0.parquet", "s1.json", "s1.parquet"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html", "s0.json", "s0.parquet",
+                                                                           "s1.json", "s1.parquet"]
     assert json.loads((tmp_path / "out" / "s1.json").read_text())["settings"]["threshold"] == 0.0

@@ -1,0 +1,79 @@
+"""What an ``infer`` run adds beside its localizations: the drift correction of a stack (``--drift``) and the
+batch's ``report.html`` (stacks, warnings, memory, the first stack's images and drift, command, versions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decode_mem.io.localizations import FORMATS
+
+MAX_RENDER_SIDE = 4096  # px of the report's super-resolution image (bounded memory for big cameras)
+WIDEFIELD_FRAMES = 1000  # the report's widefield image: the mean of (at most) the first frames of the first stack
+
+
+def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], dict[str, Any]]:
+    """Drift-correct a stack's localization files (one estimate, from the first, applied to each):
+    the files written and what the JSON summary records."""
+    from decode_mem.drift import correct_file
+
+    locs = [p for p in paths if p.suffix.lower() in FORMATS]
+    first = correct_file(locs[0], out)
+    written = [first.corrected, first.table, first.plot]
+    for path in locs[1:]:
+        written.append(correct_file(path, out, estimate=first.estimate).corrected)
+    est = first.estimate
+    span = est.dxdy.max(axis=0) - est.dxdy.min(axis=0)
+    info = {"method": est.method, "segments": len(est.centers), "span_nm": [round(float(v), 2) for v in span],
+            "table": first.table.name}
+    return written, info
+
+
+def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures: Sequence[Any],
+                       memory: Mapping[str, np.ndarray] | None, summary_rows: Sequence[tuple[str, str]],
+                       command: str | None, pixel_size: float) -> Path:
+    """``out/report.html`` of a batch: every stack's row, warnings, memory, command and versions, and for the
+    first stack done its super-resolution image beside its widefield image and, with ``--drift``, its drift."""
+    from decode_mem.io.drift import read_drift_csv
+    from decode_mem.report import DriftCurve, ReportData, StackRow, write_report
+
+    rows = [StackRow.from_summary(s) for s in summaries] + [StackRow.failed(f.stack, f.reason) for f in failures]
+    warnings = [f"{Path(s.stack).name}: {w}" for s in summaries for w in s.extra.get("domain_warnings", ())]
+    warnings += [f"{Path(f.stack).name}: failed: {f.reason}" for f in failures]
+    done = [s for s in summaries if not s.skipped and s.localizations > 0]
+    images = drift = None
+    if done:
+        first = done[0]
+        images = _images(first, out, pixel_size)
+        if "drift" in first.extra:
+            frames, dxdy = read_drift_csv(out / first.extra["drift"]["table"])
+            method = first.extra["drift"]["method"]
+            drift = DriftCurve(frames, dxdy, label=f"estimated drift of {first.stem} ({method})")
+    path = out / "report.html"
+    files = [(Path(s.stack).name, out / name) for s in summaries for name in s.as_dict()["outputs"]]
+    data = ReportData(title=title, summary=summary_rows, images=images, drift=drift, memory=memory, stacks=rows,
+                      warnings=warnings, files=files, command=command)
+    return write_report(path, data)
+
+
+def _images(summary: Any, out: Path, pixel_size: float) -> Any:
+    """The first stack's super-resolution image (all its localizations, 10 nm pixels, coarser where the image
+    would exceed ``MAX_RENDER_SIDE``) beside the mean of its
+    first ``WIDEFIELD_FRAMES`` frames (reading the whole of a huge stack again would double the run's I/O)."""
+    from decode_mem.io.localizations import iter_localizations
+    from decode_mem.io.stack import open_stack
+    from decode_mem.render import mean_frame, render_counted
+    from decode_mem.report import Images
+
+    locs = next(out / name for name in summary.as_dict()["outputs"] if Path(name).suffix.lower() in FORMATS)
+    with open_stack(summary.stack) as stack:
+        shape = tuple(stack.shape[1:])
+        frames = min(stack.shape[0], WIDEFIELD_FRAMES)
+        widefield = mean_frame(stack, max_frames=frames)
+    render_pixel = max(10.0, pixel_size * max(shape) / MAX_RENDER_SIDE)
+    image, n = render_counted(iter_localizations(locs, pixel_size=pixel_size), shape_px=shape, pixel_size=pixel_size,
+                              render_pixel=render_pixel, blur="none", sigma=None)
+    return Images(pixel_size, widefield, image, render_pixel, frames, n)
