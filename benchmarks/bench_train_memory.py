@@ -31,10 +31,11 @@ def child(a: dict) -> dict:
     from decode_mem.memory import measure_phase, read_host_memory
     from decode_mem.model.loss import DecodeLoss
     from decode_mem.model.net import DecodeNet, ModelConfig
+    from decode_mem.model.precision import AMP_DTYPES
     from decode_mem.simulate.config import SimulationConfig
     from decode_mem.train.chunking import chunk_batch, count_crops
     from decode_mem.train.data import SimulatedBatches
-    from decode_mem.train.step import AMP_DTYPES, make_scaler, train_step
+    from decode_mem.train.step import make_scaler, train_step
 
     device = torch.device(a["device"])
     torch.manual_seed(0)

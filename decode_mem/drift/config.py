@@ -19,13 +19,13 @@ class DriftConfig:
     ``method``: ``'loo'`` (default) registers each time segment to the sum of all the *other* segments and
     iterates, so a segment's reference never contains its own localizations (AIM's reference includes them, which
     pulls every estimate towards zero); ``'rcc'`` is redundant cross-correlation (Wang et al. 2014): every pair
-    of segments, shifts solved by least squares with outlier rejection, then refined by ``loo`` iterations.
+    of segments, shifts solved by least squares with outlier rejection (at most 40 segments).
     ``segments``: number of time segments (0: about one per ``locs_per_segment`` localizations, at least 4,
     at most ``max_segments`` — 40 for ``rcc``, whose pairs grow with the square — and at least 20 frames each).
     ``render_px``: pixel of the rendered segment images; ``blur``: Gaussian blur of the images (about the
     localization precision). ``max_image``: the largest image side in pixels; a bigger field of view is
     registered on its densest ``max_image``² window (stage drift moves the whole field). ``iterations``: leave-one-
-    out passes (the first on 4× coarser pixels, so that drifts of several hundred nm are caught).
+    out passes after the coarse start.
     """
 
     method: str = "loo"
@@ -34,8 +34,8 @@ class DriftConfig:
     max_segments: int = 200
     render_px: float = 20.0
     blur: float = 15.0
-    max_image: int = 2048
-    iterations: int = 4
+    max_image: int = 1024
+    iterations: int = 3
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -4,10 +4,12 @@ Each time segment (about equal numbers of localizations) is rendered as a histog
 Fourier space and registered to a reference by the peak of their cross-correlation (real FFTs, float32),
 refined to a fraction of a pixel by a Gaussian through the peak. Two references:
 
-* ``loo`` — the sum of every *other* segment, corrected by the current estimate, iterated (the first pass on
-  4× coarser pixels). A segment never registers to itself, so nothing pulls its estimate towards zero.
+* ``loo`` — the sum of every *other* segment, corrected by the current estimate, iterated, starting from a
+  coarse RCC (below) of at most 20 merged segments on 4× coarser pixels (an uncorrected sum is smeared along a
+  long drift, which leaves the first correlation ambiguous along it). A segment never registers to itself, so
+  nothing pulls its estimate towards zero.
 * ``rcc`` — every pair of segments (redundant cross-correlation); the per-segment drift solves the pairwise
-  shifts by least squares, dropping inconsistent pairs; ``loo`` passes refine it.
+  shifts by least squares, dropping inconsistent pairs (Wang et al. 2014; at most 40 segments).
 
 The per-segment drifts are placed at each segment's mean frame and interpolated per frame with a cubic spline.
 Memory: the localizations as float32/int32 (12 bytes each) and a few images of at most ``max_image``² pixels;
@@ -28,7 +30,9 @@ from decode_mem.errors import StackError
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 CACHE_BYTES = 256 << 20
-COARSE = 4  # the first leave-one-out pass renders on COARSE x bigger pixels
+CHUNK = 1 << 20  # localizations binned at a time
+COARSE = 4  # the starting RCC of leave-one-out renders on COARSE x bigger pixels
+INIT_SEGMENTS = 20  # ... of at most this many merged segments
 
 
 @dataclass(frozen=True)
@@ -89,18 +93,21 @@ def estimate_drift(frame: np.ndarray, x: np.ndarray, y: np.ndarray, config: Drif
     seg = np.zeros((k, 2))
     curve = np.zeros((len(all_frames), 2))
     segments = _Segments(frame, x, y, bounds, window, first)
-    passes = cfg.iterations
-    if cfg.method == "rcc":
-        seg = _rcc(segments, cfg, progress)
+    if cfg.method == "rcc":  # as published: every pair of (at most 40) segments, solved by least squares
+        seg = _rcc(segments, cfg.render_px, cfg.blur, progress)
         curve = _interpolate(centers, seg, all_frames)
-        passes = max(cfg.iterations - 1, 0)
-    for it in range(passes):
-        coarse = cfg.method == "loo" and it == 0
-        px = cfg.render_px * (COARSE if coarse else 1)
-        blur = cfg.blur * (COARSE if coarse else 1)
-        residual = _leave_one_out(segments, curve, px, blur, progress, f"pass {it + 1}/{passes}")
-        seg = seg + residual
-        curve = _interpolate(centers, seg, all_frames)
+    else:  # a coarse RCC of a few merged segments to start from, then leave-one-out passes on every segment
+        merged = bounds[np.unique(np.linspace(0, k, min(k, INIT_SEGMENTS) + 1).round().astype(np.int64))]
+        start = _Segments(frame, x, y, merged, window, first)
+        start_centers = np.array([frame[merged[i]:merged[i + 1]].mean() for i in range(len(merged) - 1)])
+        seg0 = _rcc(start, cfg.render_px * COARSE, cfg.blur * COARSE, progress)
+        curve = _interpolate(start_centers, seg0, all_frames)
+        seg = _interpolate(start_centers, seg0, centers)
+        for it in range(cfg.iterations):
+            residual = _leave_one_out(segments, curve, cfg.render_px, cfg.blur, progress,
+                                      f"pass {it + 1}/{cfg.iterations}")
+            seg = seg + residual
+            curve = _interpolate(centers, seg, all_frames)
     anchor = curve[0].copy()
     return DriftEstimate(all_frames, curve - anchor, centers, seg - anchor, cfg.method)
 
@@ -123,7 +130,12 @@ def _window(x: np.ndarray, y: np.ndarray, cfg: DriftConfig) -> _Window:
         return _Window(x0, y0, x1 - x0, y1 - y0)
     bins = side / 8  # a coarse histogram; the window is the 8x8-bin block holding the most localizations
     nx, ny = max(int(np.ceil((x1 - x0) / bins)), 8), max(int(np.ceil((y1 - y0) / bins)), 8)
-    h, _, _ = np.histogram2d(y, x, bins=(ny, nx), range=((y0, y0 + ny * bins), (x0, x0 + nx * bins)))
+    h = np.zeros(ny * nx, np.int64)
+    for start in range(0, len(x), CHUNK):  # in chunks: no temporaries the size of all localizations
+        ix = np.clip(((x[start:start + CHUNK] - x0) / bins).astype(np.int64), 0, nx - 1)
+        iy = np.clip(((y[start:start + CHUNK] - y0) / bins).astype(np.int64), 0, ny - 1)
+        h += np.bincount(iy * nx + ix, minlength=ny * nx)
+    h = h.reshape(ny, nx)
     sums = np.lib.stride_tricks.sliding_window_view(h, (8, 8)).sum(axis=(-1, -2))
     iy, ix = np.unravel_index(int(np.argmax(sums)), sums.shape)
     return _Window(x0 + ix * bins, y0 + iy * bins, side, side)
@@ -199,11 +211,10 @@ def _leave_one_out(segments: _Segments, curve: np.ndarray, px: float, blur: floa
     return residual - residual.mean(axis=0)
 
 
-def _rcc(segments: _Segments, cfg: DriftConfig, progress: Progress | None) -> np.ndarray:
+def _rcc(segments: _Segments, px: float, blur: float, progress: Progress | None) -> np.ndarray:
     """Per-segment drift (nm) from the shifts between every pair of segments, by least squares."""
     k = len(segments)
     zero = np.zeros((int(segments.frame[-1]) - segments.first + 1, 2))
-    px, blur = cfg.render_px, cfg.blur
     ny, nx = segments.window.shape(px)
     cache = k * ny * (nx // 2 + 1) * 8 <= CACHE_BYTES
     specs = [segments.spectrum(i, zero, px, blur) for i in range(k)] if cache else None
@@ -223,7 +234,7 @@ def _rcc(segments: _Segments, cfg: DriftConfig, progress: Progress | None) -> np
     for _ in range(3):  # drop pairs inconsistent with the solution (failed correlations), re-solve
         d = _solve_pairs(pairs[keep], shifts[keep], k)
         err = np.linalg.norm(d[pairs[:, 1]] - d[pairs[:, 0]] - shifts, axis=1)
-        limit = max(3.0 * float(np.median(err[keep])), cfg.render_px)
+        limit = max(3.0 * float(np.median(err[keep])), px)
         new_keep = err <= limit
         if new_keep.sum() < k - 1 or np.array_equal(new_keep, keep):
             break

@@ -1,5 +1,6 @@
 """The training loop (``fit``): simulate -> forward -> count/GMM loss -> accumulated AMP step, with
-chunking, validation and atomic, resumable checkpoints. Read top to bottom.
+chunking, validation and atomic, resumable checkpoints; data-parallel under torchrun (``distributed``).
+Read top to bottom.
 
 Observers (a progress bar, a MemoryTracker) hook in through ``on_step``; ``fit`` itself prints nothing.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
@@ -22,9 +24,11 @@ from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet, ModelConfig
 from decode_mem.model.precision import resolve_amp
 from decode_mem.simulate.dataset import simulate_samples
+from decode_mem.train import distributed
 from decode_mem.train.chunking import chunk_batch, count_crops
 from decode_mem.train.config import TrainConfig
 from decode_mem.train.data import SimulatedBatches, batch_loader
+from decode_mem.train.distributed import Rank, rank_from_environment
 from decode_mem.train.log import TrainLog
 from decode_mem.train.plots import plot_training
 from decode_mem.train.resume import restore_state, save_state
@@ -44,9 +48,21 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
     ``on_step(step, row)`` is called after every optimizer step with the losses (and, on validation steps,
     the validation metrics): hook a progress bar or ``MemoryTracker.update`` there.
     """
+    rank = rank_from_environment()  # torchrun: one of several data-parallel processes
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
+    if rank.distributed:
+        device = distributed.start(rank, device)
+    try:
+        return _fit(cfg, rank, device, on_step)
+    finally:
+        if rank.distributed:
+            distributed.stop()
+
+
+def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | None) -> Path:
+    out = cfg.out_dir
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     amp_dtype = resolve_amp(cfg.amp, device)
@@ -66,16 +82,21 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
         start = restore_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, device)
     elif cfg.init_from:  # fine-tuning: the weights of another model of the same architecture
         init_weights(net, cfg.init_from)
+    model = net
+    if rank.distributed:  # gradients averaged over the ranks: the step of one process with the global batch
+        model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
 
     # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
     chunk = resolve_chunk_size(cfg, net, device)
+    if rank.distributed:  # every rank must cut the same crops (the same number of micro-batches)
+        chunk = distributed.agree(chunk)
     n_micro = cfg.accumulation_steps * count_crops(cfg.simulation.frame_size, chunk)
     stream = SimulatedBatches(cfg.simulation, cfg.batch_size, cfg.accumulation_steps, seed=cfg.seed,
-                              start_step=start, size_jitter=cfg.size_jitter)
+                              start_step=start, size_jitter=cfg.size_jitter, rank=rank.rank)
     batches = batch_loader(stream, num_workers=cfg.num_workers, pin_memory=device.type == "cuda")
-    val = simulate_samples(cfg.simulation, cfg.val_size, seed=cfg.seed)
+    val = simulate_samples(cfg.simulation, cfg.val_size, seed=cfg.seed) if rank.is_main else None
 
-    log = TrainLog(out / "train_log.csv", start_step=start)
+    log = TrainLog(out / "train_log.csv", start_step=start) if rank.is_main else None
     t0 = time.perf_counter()
     deadline = None if cfg.max_minutes is None else t0 + 60.0 * cfg.max_minutes
     done = start
@@ -83,31 +104,37 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
         for step in range(start, cfg.steps):
             micro = (crop for _ in range(cfg.accumulation_steps)
                      for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
-            row: dict[str, Any] = train_step(net, loss_fn, micro, n_micro, optimizer, scaler, device=device,
+            row: dict[str, Any] = train_step(model, loss_fn, micro, n_micro, optimizer, scaler, device=device,
                                              amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
             row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=scheduler.get_last_lr()[0])
             scheduler.step()
             if not math.isfinite(row["loss"]):
                 raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
             done = step + 1
-            last = done == cfg.steps or (deadline is not None and time.perf_counter() >= deadline)
-            if done % cfg.val_every == 0 or last:
+            timed_out = deadline is not None and time.perf_counter() >= deadline
+            if rank.distributed and deadline is not None:  # rank 0's clock decides for all
+                timed_out = bool(distributed.agree(timed_out))
+            last = done == cfg.steps or timed_out
+            if rank.is_main and (done % cfg.val_every == 0 or last):  # once, not once per rank
                 row.update(validate(net, val, loss_fn, batch_size=cfg.batch_size, device=device,
                                     amp_dtype=amp_dtype, pixel_size=cfg.simulation.camera.pixel_size))
-            if done % cfg.log_every == 0 or "jaccard" in row:
+            if log is not None and (done % cfg.log_every == 0 or "jaccard" in row):
                 log.write(row)
             if on_step is not None:
                 on_step(done, row)
-            if done % cfg.checkpoint_every == 0 or last:
+            if rank.is_main and (done % cfg.checkpoint_every == 0 or last):
                 save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
             if last:
                 break
     finally:
-        log.close()
+        if log is not None:
+            log.close()
 
-    model_path = save_checkpoint(out / MODEL, net=net, camera=cfg.simulation.camera,
-                                 simulation=cfg.simulation.to_dict(), step=done)
-    plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
+    model_path = out / MODEL
+    if rank.is_main:
+        save_checkpoint(model_path, net=net, camera=cfg.simulation.camera, simulation=cfg.simulation.to_dict(),
+                        step=done)
+        plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
     return model_path
 
 

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 from decode_mem.config import resolve_device
 from decode_mem.memory import MemoryTracker
 from decode_mem.train.config import TrainConfig
+from decode_mem.train.distributed import rank_from_environment
 from decode_mem.train.loop import CHECKPOINT, fit
 
 
@@ -20,11 +21,17 @@ def train_observed(cfg: TrainConfig) -> Path:
     """``fit(cfg)`` with a progress bar (unless ``cfg.quiet``) and, with ``cfg.memory_tracking``, the memory
     log ``cfg.memory_log_path`` sampled every step, plotted to ``<out>/memory.png`` and checked for leaks."""
     resumed = cfg.resume and (cfg.out_dir / CHECKPOINT).exists()
+    rank = rank_from_environment()
     tracker = None
-    if cfg.memory_tracking:
-        tracker = MemoryTracker(cfg.memory_log_path, log_interval=cfg.log_every, device=resolve_device(cfg.device),
-                                mode="a" if resumed else "w")
-    bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet))
+    if cfg.memory_tracking:  # under torchrun: rank 0 writes memory.csv, rank r memory_rank<r>.csv
+        path = cfg.memory_log_path
+        if not rank.is_main:
+            path = path.with_name(f"{path.stem}_rank{rank.rank}{path.suffix}")
+        device = resolve_device(cfg.device)
+        if device.type == "cuda" and rank.distributed:
+            device = f"cuda:{rank.local_rank}"
+        tracker = MemoryTracker(path, log_interval=cfg.log_every, device=device, mode="a" if resumed else "w")
+    bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
 
     def on_step(step: int, row: dict[str, Any]) -> None:
         if tracker is not None:
@@ -39,7 +46,8 @@ def train_observed(cfg: TrainConfig) -> Path:
             model_path = fit(cfg, on_step=on_step)
         if tracker is not None:
             tracker.update(step=cfg.steps, phase="end", force_log=True)
-            tracker.plot_history(cfg.out_dir / "memory.png")
+            if rank.is_main:
+                tracker.plot_history(cfg.out_dir / "memory.png")
             tracker.check_leak()
     finally:
         if tracker is not None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from decode_mem.model.loss import LossTerms
 from decode_mem.model.precision import autocast
@@ -40,16 +42,20 @@ def train_step(
     Each micro-batch's loss is divided by ``n_micro`` so the accumulated gradient equals the gradient of
     the mean loss over all of them: k micro-batches of size b give the same step as one batch of k·b.
     Only one micro-batch is on the device at a time, so device memory is set by the micro-batch (crop).
+    A ``DistributedDataParallel`` model averages the gradients over the ranks once, after the last micro-batch
+    (``no_sync`` before it).
     """
     model.train()
     sums = torch.zeros(4, device=device)
     seen = 0
     for batch in micro_batches:
         batch = to_device(batch, device)
-        with autocast(device, amp_dtype):
-            output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"))
-        terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
-        scaler.scale(terms.total / n_micro).backward()
+        defer = isinstance(model, DistributedDataParallel) and seen < n_micro - 1
+        with model.no_sync() if defer else nullcontext():
+            with autocast(device, amp_dtype):
+                output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"))
+            terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
+            scaler.scale(terms.total / n_micro).backward()
         sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).detach() / n_micro
         seen += 1
     if seen != n_micro:
