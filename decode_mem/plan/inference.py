@@ -14,11 +14,15 @@ cuDNN workspaces and the CUDA context are not in it).
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from decode_mem.io.atomic import atomic_output
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, resolve_amp
 from decode_mem.plan.trace import fake_network
@@ -96,9 +100,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     tiles = ex._group(run)
     network = None
     if trace:
-        with fake_network(net) as (fake, counter):
-            TiledExecutor(fake, (h, w), config, device=device).run_unit(run)
-            network = int(counter.peak)
+        network = _traced_peak(net, (h, w), config, device, run)
     ly, lx = ex.plan.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
     in_flight = prefetch_depth + 3 if prefetch_depth else 2  # see the module docstring
@@ -107,3 +109,42 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
                          (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
                          int(baseline_bytes))
+
+
+def trace_cache_path() -> Path:
+    """Traced working sets, remembered per machine like the timings (``$DECODE_MEM_CACHE``'s folder): a trace
+    costs seconds (torch's fake-tensor machinery is imported and the network run on fake tensors), a lookup none."""
+    base = os.environ.get("DECODE_MEM_CACHE")
+    folder = Path(base).parent if base else Path.home() / ".cache" / "decode_mem"
+    return folder / "traced_memory.json"
+
+
+def _traced_peak(net: DecodeNet, shape: tuple[int, int], config: TileConfig, device: torch.device, run: int) -> int:
+    """Peak bytes of live tensors while ``run_unit(run)`` executes, traced with fake tensors (cached)."""
+    arch = net.config.to_dict() if hasattr(net, "config") and hasattr(net.config, "to_dict") else None
+    key = None
+    if arch is not None:
+        key = json.dumps([arch, list(shape), config.chunk_size, config.batch_size, config.block, config.amp,
+                          device.type, run, torch.__version__], sort_keys=True, default=str)
+        try:
+            known = json.loads(trace_cache_path().read_text())
+        except (OSError, ValueError):
+            known = {}
+        if key in known:
+            return int(known[key])
+    with fake_network(net) as (fake, counter):
+        TiledExecutor(fake, shape, config, device=device).run_unit(run)
+        peak = int(counter.peak)
+    if key is not None:
+        try:
+            try:
+                known = json.loads(trace_cache_path().read_text())
+            except (OSError, ValueError):
+                known = {}
+            known[key] = peak
+            trace_cache_path().parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(trace_cache_path()) as tmp:
+                tmp.write_text(json.dumps(known))
+        except OSError:  # a read-only home: plan without remembering
+            pass
+    return peak
