@@ -33,6 +33,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from decode_mem.calibrate import calibrate_movie
+    from decode_mem.drift import DriftConfig, correct_file, estimate_drift
     from decode_mem.evaluate import evaluate_files
     from decode_mem.infer import InferConfig, predict_stack, process_large_image, run_inference
     from decode_mem.io import open_stack
@@ -68,11 +69,14 @@ _EXPORTS = {
     "load_train_config": "decode_mem.train",
     "run_pipeline": "decode_mem.pipeline",
     "MemoryTracker": "decode_mem.memory",
+    "DriftConfig": "decode_mem.drift",
+    "estimate_drift": "decode_mem.drift",
+    "correct_file": "decode_mem.drift",
 }
 __all__ = [
-    "Camera", "InferConfig", "MemoryTracker", "SimulationConfig", "TrainConfig", "calibrate_movie", "choose_sizes",
-    "evaluate_files", "load_model", "load_train_config", "open_stack", "plan_inference", "predict_stack",
-    "process_large_image", "read_localizations", "render_file", "run_inference", "run_pipeline", "simulate_movie",
-    "simulate_stack", "write_localizations",
+    "Camera", "DriftConfig", "InferConfig", "MemoryTracker", "SimulationConfig", "TrainConfig", "calibrate_movie",
+    "choose_sizes", "correct_file", "estimate_drift", "evaluate_files", "load_model", "load_train_config",
+    "open_stack", "plan_inference", "predict_stack", "process_large_image", "read_localizations", "render_file",
+    "run_inference", "run_pipeline", "simulate_movie", "simulate_stack", "write_localizations",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
