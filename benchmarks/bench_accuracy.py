@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=500)
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
+    p.add_argument("--narrow", default=str(ROOT / "data" / "models" / "narrow_2d.pt"),
+                   help="the earlier narrow model, run on the same stacks for comparison ('' to skip)")
     p.add_argument("--picasso-python", help="interpreter with picassosr installed")
     p.add_argument("--out", default=str(RESULTS / "accuracy.md"))
     args = p.parse_args(argv)
@@ -87,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
             # decode_mem: the shipped model, default post-processing
             dec_table, dec_s = run_decode(paths["test"][0], Path(args.model))
             dec = evaluate(dec_table, paths["test"][1], pixel_size=px)
+            narrow = None
+            if args.narrow:
+                nar_table, nar_s = run_decode(paths["test"][0], Path(args.narrow))
+                narrow = dict(m=evaluate(nar_table, paths["test"][1], pixel_size=px).as_dict(), s=nar_s,
+                              n=len(nar_table))
             rows.append(dict(name=name, density=density, n_gt=len(paths["test"][1]), box=box, ng=ng,
                              jac_tune=jac_tune, pic=pic.as_dict(), dec=dec.as_dict(), pic_s=pic_s, dec_s=dec_s,
-                             pic_n=len(pic_table), dec_n=len(dec_table)))
+                             pic_n=len(pic_table), dec_n=len(dec_table), narrow=narrow))
             print(f"{name}: decode_mem J={dec.jaccard:.3f} RMSE={dec.rmse_lat:.1f} nm | Picasso (box {box}, "
                   f"ng {ng:.0f}) J={pic.jaccard:.3f} RMSE={pic.rmse_lat:.1f} nm", flush=True)
     total = time.perf_counter() - t_all
@@ -117,7 +124,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         return "n/a" if v is None or v != v else f"{v:.{d}f}"
 
     lines = [
-        "# Accuracy: decode_mem (shipped model) vs Picasso (identify + LQ Gaussian fit)",
+        "# Accuracy: decode_mem (shipped model, and the earlier narrow one) vs Picasso (identify + LQ Gaussian fit)",
         "",
         f"Command: `python benchmarks/bench_accuracy.py{'' if args.frames == 500 else f' --frames {args.frames}'}` "
         f"(total {total / 60:.1f} min).",
@@ -143,6 +150,12 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
                      f"| {f(d['recall'])} | {f(d['precision'])} | {f(d['rmse_lat'], 1)} | {f(d['efficiency_lat'], 1)} "
                      f"| {r['dec_n']} | {r['dec_n'] / r['dec_s']:.0f} | {args.frames / r['dec_s']:.0f} "
                      "| default post-processing |")
+        if r.get("narrow"):
+            n = r["narrow"]
+            lines.append(f"| {r['density']:g} ({r['name']}) | decode_mem, earlier narrow model | "
+                         f"{f(n['m']['jaccard'])} | | {f(n['m']['recall'])} | {f(n['m']['precision'])} "
+                         f"| {f(n['m']['rmse_lat'], 1)} | {f(n['m']['efficiency_lat'], 1)} | {n['n']} "
+                         f"| {n['n'] / n['s']:.0f} | {args.frames / n['s']:.0f} | `{Path(args.narrow).name}` |")
         lines.append(f"| {r['density']:g} ({r['name']}) | Picasso | {f(p['jaccard'])} | | {f(p['recall'])} "
                      f"| {f(p['precision'])} | {f(p['rmse_lat'], 1)} | {f(p['efficiency_lat'], 1)} | {r['pic_n']} "
                      f"| {r['pic_n'] / r['pic_s']:.0f} | {args.frames / r['pic_s']:.0f} "
@@ -157,6 +170,10 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "",
         f"- Jaccard ≥ 0.90 / 0.85 / 0.80: met at {', '.join(met_j) or 'no density'}{_missed(rows, met_j)}.",
         f"- Lateral RMSE below Picasso's: {', '.join(met_r) or 'no density'}{_missed(rows, met_r)}.",
+        *(["- Shipped model within 0.02 Jaccard of the earlier narrow model (trained on exactly this physics): "
+           + ", ".join(f"{r['name']} {r['dec']['jaccard'] - r['narrow']['m']['jaccard']:+.3f} "
+                       f"({'yes' if r['dec']['jaccard'] >= r['narrow']['m']['jaccard'] - 0.02 else 'no'})"
+                       for r in rows)] if all(r.get("narrow") for r in rows) else []),
         "",
         "## Not measured",
         "",

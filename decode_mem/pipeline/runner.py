@@ -151,7 +151,7 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     model = default_model(config)
     stack = config.input_path(step.stack) if step.stack is not None else config.out / config.simulate.stack  # type: ignore[union-attr]
     if model == SHIPPED_MODEL:
-        which = f"the shipped model {_rel(model)} (2D Gaussian PSF σ = 1 px, EMCCD, 100 nm pixels)"
+        which = f"the shipped model {_rel(model)} (the generalist 2D model; its envelope: data/models/default_2d.md)"
     elif config.train is not None and model == config.train.out_dir / "model.pt":
         which = f"the model just trained, {model}"
     else:

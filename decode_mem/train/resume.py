@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
@@ -41,11 +42,12 @@ def restore_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch
     train_state = state.get("train_state")
     if not train_state:
         raise CheckpointError(f"{path}: holds no training state (optimizer, step); cannot resume from it")
-    saved = train_state["config"]
+    saved = canonical(train_state["config"])
+    now = canonical(cfg.to_dict())
     for key in RESUME_KEYS:
-        if saved.get(key) != cfg.to_dict()[key]:
+        if saved.get(key) != now[key]:
             raise CheckpointError(f"{path}: cannot resume, '{key}' differs from the checkpoint's "
-                                  f"({saved.get(key)!r} there, {cfg.to_dict()[key]!r} now)")
+                                  f"({saved.get(key)!r} there, {now[key]!r} now)")
     net.load_state_dict(build_net(state, path).state_dict())
     optimizer.load_state_dict(train_state["optimizer"])
     scheduler.load_state_dict(train_state["scheduler"])
@@ -54,6 +56,21 @@ def restore_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch
     if train_state["rng_cuda"] and device.type == "cuda":
         torch.cuda.set_rng_state_all(train_state["rng_cuda"])
     return int(state["meta"]["step"])
+
+
+def canonical(config: dict) -> dict:
+    """A training config with its nested sections parsed and written back, so that fields added by a later
+    version (at their defaults) do not count as a change."""
+    from decode_mem.model.loss import LossConfig
+    from decode_mem.model.net import ModelConfig
+    from decode_mem.simulate.config import SimulationConfig
+
+    out = dict(config)
+    for key, cls in (("simulation", SimulationConfig), ("model", ModelConfig), ("loss", LossConfig)):
+        if isinstance(out.get(key), dict):
+            with contextlib.suppress(Exception):  # an unreadable section stays as it is and compares unequal
+                out[key] = cls.from_dict(out[key]).to_dict()
+    return out
 
 
 def hardware(device: torch.device) -> str:

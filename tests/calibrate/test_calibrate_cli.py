@@ -119,9 +119,16 @@ def test_coverage_by_the_shipped_model_is_reported(movie_path: Path, tmp_path: P
     coverage = yaml.safe_load(out.read_text())["model_coverage"]
     if "note" in coverage:  # no shipped model, or one without an envelope
         assert coverage["note"] in line
-    else:  # σ 1.3 px, sCMOS, 60 photons/px: outside the narrow default model's envelope
-        assert coverage["covered"] is False and "does NOT cover" in line
-        assert any("PSF sigma" in s for s in coverage["outside"])
+    else:  # σ 1.3 px, sCMOS, 60 photons/px: inside the generalist's envelope, outside the narrow model's
+        from decode_mem.model.checkpoint import load_model
+
+        env = load_model().envelope
+        inside = env["psf_sigma_px"][0] <= 1.3 <= env["psf_sigma_px"][1] and "scmos" in env["camera_kinds"]
+        if inside:
+            assert coverage["covered"] is True and "does NOT cover" not in line and "cover" in line
+        else:
+            assert coverage["covered"] is False and "does NOT cover" in line
+            assert any("PSF sigma" in s for s in coverage["outside"])
 
 
 def test_help_lists_the_camera_flags_of_infer(capsys) -> None:
