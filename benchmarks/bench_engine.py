@@ -133,32 +133,31 @@ def child_speed(a: dict) -> dict:
         _sync(dev)
         return time.perf_counter() - t0
 
-    # the same units of work, inputs staged on the device beforehand: only the network calls are timed
+    # the same units of work (the executor's own grouping: TiledExecutor.run_unit), inputs made on the device
+    # beforehand: only the network calls are timed; each unit computes its two context frames itself
     ex = executor(True)
+    ly, lx = ex.plan.tile_shape
     units = []
-    for _, frames in ArrayStack(stack).blocks(ex.block_length(), context=1):
-        n, tiles = len(frames) - 2, ex.plan.tiles
+    for t0 in range(0, len(stack), a["block"]):
+        n = min(a["block"], len(stack) - t0)
         run = min(n, ex.batch_size)
-        group = max(1, min(len(tiles), ex.batch_size // run))
-        for g0 in range(0, len(tiles), group):
+        group = max(1, min(len(ex.plan), (ex.batch_size + 2) // (run + 2)))
+        for _ in range(0, len(ex.plan), group):
             for r0 in range(0, n, run):
-                r1 = min(r0 + run, n)
-                staged = ex._to_device(ex._stage(frames, tiles[g0:g0 + group], 0, r1), tiles[g0:g0 + group])
-                units.append((staged, r0, r1))
+                k = min(run, n - r0)
+                units.append((k, torch.rand((group, k + 2, ly, lx), device=dev) * 400 + 100))
 
     def bare(reuse: bool) -> float:
         _sync(dev)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            carry = None
-            for x, r0, r1 in units:
-                k = r1 - r0
-                if reuse:  # features of frames r0 .. r1+1; the first two are carried within a tile group
-                    _, carry = ex._compute(x[:, r0 + (2 if r0 else 0):], k, carry if r0 else None)
+            for k, x in units:
+                if reuse:  # the executor's network call: the frame U-Net once per frame of the unit
+                    ex.run_unit(k, data=x)
                 else:  # DecodeNet.forward on each window of the same tiles: the frame U-Net 3x per frame
-                    g, _, ly, lx = x.shape
-                    windows = torch.stack([x[:, r0 + j:r1 + j] for j in range(3)], dim=2)
-                    net(windows.reshape(g * k, 3, ly, lx) * net.config.input_scale + net.config.input_offset)
+                    g = x.shape[0]
+                    windows = torch.stack([x[:, j:j + k] for j in range(3)], dim=2)
+                    net(windows.reshape(g * k, 3, ly, lx))
         _sync(dev)
         return time.perf_counter() - t0
 
@@ -172,7 +171,7 @@ def child_speed(a: dict) -> dict:
             times[name].append(fn())
     med = {k: float(np.median(v)) for k, v in times.items()}
     return {"frames": len(stack), "seconds": med, "all": times, "fps": {k: len(stack) / v for k, v in med.items()},
-            "plan": str(ex.plan), "batch": ex.batch_size}
+            "plan": str(ex.plan), "batch": ex.batch_size, "block": a["block"]}
 
 
 def child_compare(a: dict) -> dict:
@@ -272,6 +271,19 @@ def machine(device: str, threads: int) -> dict:
     return info
 
 
+def geometry(size: int, chunk: int) -> dict:
+    """What the executor plans for the benchmark's model: receptive field, halo, tile side, 4096² block length."""
+    from decode_mem.tiling import TileConfig, TiledExecutor, block_length
+
+    net = _net("cpu")
+    ex = TiledExecutor(net, (size, size), TileConfig(chunk_size=chunk, batch_size=4), device="cpu")
+    tile = int(ex.plan.tile_shape[0])
+    n = block_length((4096, 4096), 2, "auto")
+    return {"block64": block_length((64, 64), 2, "auto"), "receptive_field": int(net.receptive_field()),
+            "tile": tile, "halo": (tile - chunk) // 2,
+            "block4096": n, "block4096_mib": (n + 2) * 4096 * 4096 * 2 / 2**20}
+
+
 def deviation(ref: np.ndarray, out: np.ndarray) -> float:
     from decode_mem.model import ModelConfig
 
@@ -294,17 +306,17 @@ def report(res: dict, png: str) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores ({m['threads']} torch threads), {m['ram_gib']} GiB RAM, {m['os']}; "
         f"GPU: {m['gpu']}. Versions: Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}, "
         f"MONAI {m['monai'] or 'not installed'}; decode_mem commit {m['commit']} plus the working tree at run time.",
-        "The machine is shared with other jobs: timings are noisy, ratios were measured side by side in one process.",
-        *(["1 torch thread (`--threads`): with other jobs on the 2 cores, 2 OpenMP threads ran ~25x slower than one",
-            "(spinning at barriers), so the CPU numbers below are single-threaded."] if m["threads"] == 1 else []),
+        f"Load average at the end of the run: {res['load']}; ratios were measured side by side in one process.",
         "",
-        "Model: `DecodeNet(ModelConfig.tiny(p_bias_init=-2))` (depth 2, 8 features; receptive field 44 px, so the",
-        "halo is 48 px with post-processing's 1 px margin), random weights with the p head scaled x5 so that a few %",
+        f"Model: `DecodeNet(ModelConfig.tiny(p_bias_init=-2))` (depth 2, 8 features; receptive field "
+        f"{res['geometry']['receptive_field']} px, halo {res['geometry']['halo']} px each side as the executor "
+        "plans it), random weights with the p head scaled x5 so that a few %",
         "of the pixels are detections and post-processing does real work. Frames are synthetic. Host memory is",
         "RssAnon (memory-mapped file pages are RssFile and excluded), sampled every 10 ms by",
         "`decode_mem.memory.measure_phase`; 'before' is RssAnon after the model and the stack were set up.",
         "",
-        "## (a) Memory vs stack length (64x64 uint16 TIFF, memory-mapped; chunk 512, batch 16, block auto = 256)",
+        "## (a) Memory vs stack length (64x64 uint16 TIFF, memory-mapped; chunk 512, batch 16, block auto = "
+        f"{res['geometry']['block64']})",
         "",
         "| frames | s | frames/s | emitters | RssAnon before MiB | peak RssAnon MiB | peak - before MiB |"
         + (" CUDA max allocated MiB |" if cuda else ""),
@@ -315,17 +327,18 @@ def report(res: dict, png: str) -> str:
                      f"{_mb(r['peak_mb'])} | {_mb(r['peak_mb'] - r['base_mb'])} |"
                      + (f" {_mb(r['cuda_peak_mb'])} |" if cuda else ""))
     (n1, r1), (n2, r2) = list(res["a"].items())
+    tail = [mb for _, mb in r2["series"][len(r2["series"]) // 10:]]  # after the first tenth of the blocks
     lines += ["", f"{int(n2) // int(n1)}x the frames: peak RssAnon {r2['peak_mb']:.0f} vs {r1['peak_mb']:.0f} MiB "
-              f"(ratio {r2['peak_mb'] / r1['peak_mb']:.2f}); the per-block curve in the PNG is flat. Most of",
-              "'peak - before' is one-off: oneDNN kernels and the allocator keeping freed pages (the live tensors of",
-              "one batch of 16 windows of 64x64 are ~19 MiB by `decode_mem.tiling.peak_bytes`).", ""]
+              f"(ratio {r2['peak_mb'] / r1['peak_mb']:.2f}); over the last nine tenths of the {n2}-frame run RssAnon "
+              f"after each block stayed within {min(tail):.0f}–{max(tail):.0f} MiB." if tail else "", ""]
 
     per_call = 4 // B_FRAMES
     lines += [f"## (b) Memory vs frame size ({B_FRAMES} frames each, uint16 TIFF; chunk 512, batch 4, block auto)",
               "", f"'input held' = the block of raw frames with its two context frames, ({B_FRAMES} + 2) x H x W x 2",
               "bytes: the part of the executor's memory that grows with the frame (blocks are whole frames).",
               "The rest, the working set, is set by the tile shape and the tiles per network call: a frame smaller",
-              "than chunk + 2 halo is one tile of its own size (one per call); larger frames use 608x608 tiles,",
+              "than chunk + 2 halo is one tile of its own size (one per call); larger frames use "
+              f"{res['geometry']['tile']}x{res['geometry']['tile']} tiles,",
               f"here {per_call} per call (batch 4 = {B_FRAMES} windows x {per_call} tiles). The whole-frame forward",
               "is `DecodeNet.forward` on one full window; it grows with the frame.", "",
               "| frame | s | peak - before MiB | input held MiB | peak - before - input MiB | "
@@ -343,7 +356,9 @@ def report(res: dict, png: str) -> str:
     t = c["seconds"]
     lines += ["", f"## (c) Speed ({c['frames']} frames, {c['plan']}, batch {c['batch']}, block 8)", "",
               "engine = executor + post-processing from an in-memory stack; 'bare calls, reuse' = the executor's",
-              "own network calls on inputs staged on the device beforehand (no reading, staging or post-processing);",
+              "own units of work (`TiledExecutor.run_unit`) on inputs made on the device beforehand (no reading,",
+              "staging or post-processing; each unit computes its two context frames, which the engine carries",
+              "from one run of windows to the next);",
               "'bare forward, recompute' = `DecodeNet.forward` on each window of the same tiles (the frame U-Net 3x",
               f"per frame, as DECODE). Median of {len(c['all']['engine'])} interleaved rounds after a warm-up round.",
               "",
@@ -352,19 +367,23 @@ def report(res: dict, png: str) -> str:
     ratio_e = t["bare calls, reuse"] / t["engine"]
     ratio_r = t["bare forward, recompute"] / t["bare calls, reuse"]
     ratio_er = t["engine, recompute"] / t["engine"]
+    bound = 3 / ((c["block"] + 2) / c["block"])
     lines += ["", f"- engine vs bare calls on the same tiles: **{ratio_e:.2f}x** (target >= 0.9: "
               f"{'met' if ratio_e >= 0.9 else 'missed'})",
               f"- feature reuse vs 3x recompute, bare: **{ratio_r:.2f}x**; end to end: {ratio_er:.2f}x "
               f"(target >= 1.5: {'met' if ratio_r >= 1.5 else 'missed'}). Counting frame-U-Net passes alone bounds",
-              "  the gain at 3 / ((8 + 2) / 8) = 2.4x for blocks of 8; a measured ratio above that means the",
-              "  recompute path's 3x larger batches also ran slower per item on this CPU (not investigated).", ""]
+              f"  the gain at 3 / ((b + 2) / b) = {bound:.2f}x for blocks of b = {c['block']}"
+              + ("; the end-to-end ratio is above that bound, so the recompute path's 3x larger batches also ran "
+                 "slower per item on this CPU (not investigated)." if ratio_er > bound else
+                 "; both measured ratios are within that bound."), ""]
 
     d, ds = res["d"], res["d_setup"]
     lines += [f"## (d) vs MONAI `sliding_window_inference` ({ds['frames']} frames of {ds['size']}x{ds['size']}, "
               f"tiles of {ds['roi']} px, batch {ds['batch']})", "",
               "All produce the full (T, 10, H, W) output maps (MONAI stitches on the CPU, `device='cpu'`), compared",
               "with the whole-frame forward per window. Deviation = max |tiled - whole| / channel unit",
-              f"(`ModelConfig.output_scales()`). decode_mem: chunk {ds['chunk']} + halo 48 each side = the same tiles.",
+              f"(`ModelConfig.output_scales()`). decode_mem: chunk {ds['chunk']} + halo {res['geometry']['halo_d']} "
+              f"each side = {ds['roi']} px, the tile MONAI gets too.",
               "", "| method | s | frames/s | peak - before MiB | max deviation from whole frame |",
               "|---|---|---|---|---|"]
     for name, r in d.items():
@@ -376,10 +395,11 @@ def report(res: dict, png: str) -> str:
               "- " + ("CUDA: measured on " + m["gpu"] if cuda else
                       "No GPU in this run: nothing was measured on CUDA. `--device cuda` runs the same cases on a "
                       "GPU (adds CUDA allocator peaks)."),
-              "- The input block is whole frames (plus one context frame each side); with `block='auto'` it holds",
-              "  ~64 MiB of raw frames but at least 4 frames (4 + 2 frames of 4096x4096 uint16 = 192 MiB), plus one",
-              "  block read ahead. That part of host memory does grow with the frame size; everything else does not.",
-              "- The whole-frame forward at 4096x4096 (~4x the 2048x2048 peak) was not run on this shared machine.",
+              "- The input block is whole frames (plus one context frame each side); with `block='auto'` a 4096x4096",
+              f"  uint16 block is {res['geometry']['block4096']} frames ({res['geometry']['block4096_mib']:.0f} MiB "
+              "with its context frames), plus one block read ahead. That part of host memory does grow with the",
+              "  frame size; everything else does not.",
+              "- The whole-frame forward at 4096x4096 was not run.",
               "", f"![engine]({png})", ""]
     return "\n".join(lines)
 
@@ -420,9 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks that the script runs")
     p.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: a temporary one)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads (default 1: on a shared machine, OpenMP threads spinning against "
-                        "other processes made 2 threads ~25x slower than 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -438,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = (f" --device {dev}" if dev != "cpu" else "") + (f" --threads {th}" if th != 1 else "")
     res: dict = {"machine": machine(dev, th), "command": "python benchmarks/bench_engine.py" + flags
                  + (" --quick" if q else "")}
+    res["geometry"] = geometry(4096, 512)
     try:
         print("(a) stack length", flush=True)
         lengths = (100, 400) if q else (1000, 16000)
@@ -458,14 +477,15 @@ def main(argv: list[str] | None = None) -> int:
                                        "batch": 8, "block": 8, "rounds": 1 if q else 3, "device": dev}, th)
         print("(d) MONAI", flush=True)
         size, frames, chunk = (256, 2, 64) if q else (512, 4, 256)
-        roi = chunk + 2 * 48  # the executor's tile: chunk + 2 halo (receptive field 44 + margin -> 48)
+        roi = geometry(size, chunk)["tile"]  # the executor's own tile (chunk + 2 halo): MONAI gets the same
+        res["geometry"]["halo_d"] = (roi - chunk) // 2
         common = {"size": size, "frames": frames, "batch": 8, "device": dev, "chunk": chunk, "roi": roi}
         res["d_setup"] = common
         runs = {"whole": {"how": "whole"}, "decode_mem": {"how": "decode_mem"}}
         if res["machine"]["monai"]:
             runs["monai gaussian, overlap 0.25"] = {"how": "monai", "mode": "gaussian", "overlap": 0.25}
-            runs[f"monai constant, overlap {96 / roi:.3f}"] = {"how": "monai", "mode": "constant",
-                                                               "overlap": 96 / roi}
+            runs[f"monai constant, overlap {(roi - chunk) / roi:.3f}"] = {"how": "monai", "mode": "constant",
+                                                                         "overlap": (roi - chunk) / roi}
         res["d"] = {}
         for name, extra in runs.items():
             save = work / f"{extra['how']}_{len(res['d'])}.npy"
@@ -477,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["total_s"] = time.perf_counter() - start
+    res["load"] = " / ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     out = Path(tempfile.gettempdir()) / "engine_quick" if q else RESULTS / "engine"  # quick runs are not results
     plot(res, out.with_suffix(".png"))
     out.with_suffix(".md").write_text(report(res, out.with_suffix(".png").name))

@@ -30,6 +30,7 @@ DEVICE_FRACTION = 0.8  # of the free CUDA memory
 CHUNKS = (128, 256, 512, 1024, 2048)
 BATCHES = {"cpu": (1, 2, 4), "cuda": (1, 2, 4, 8, 16, 32, 64)}
 BLOCKS = (16, 8, 4)  # frames per block, tried in this order until the blocks fit their share
+PROBE_SHARE = 0.1  # of the stack's estimated run time (at the first timed setting's speed) spent on probing
 PROBE_BUDGET_S = 3.0  # seconds of timing per choice at most (remembered units cost nothing)
 TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
 
@@ -122,14 +123,17 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                           else "as given")
     plans.sort(key=lambda p: (-p.chunk_size, p.batch_size))  # the least halo work first, then small batches
     rows: list[tuple[InferencePlan, float | None]] = []
-    spent = 0.0
+    spent, allowance = 0.0, PROBE_BUDGET_S
     for plan in plans:
         seconds = remembered_seconds(net, plan, device)
-        if seconds is None and probe and spent < PROBE_BUDGET_S:
+        if seconds is None and probe and spent < allowance:
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
-        rows.append((plan, None if seconds is None else frames_per_second(plan, seconds)))
+        fps = None if seconds is None else frames_per_second(plan, seconds)
+        if fps and n_frames is not None and allowance == PROBE_BUDGET_S:  # a short stack: probing must not cost
+            allowance = min(PROBE_BUDGET_S, PROBE_SHARE * n_frames / fps)  # more than a share of the run itself
+        rows.append((plan, fps))
     timed = [(p, s) for p, s in rows if s is not None]
     if not timed:  # no timing allowed: the largest tiles (least halo work), the smallest batch
         best, reason = plans[0], "largest tiles that fit the budget (not timed)"
