@@ -26,15 +26,6 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-NOTE = [
-    'Why 2 workers do not beat 1 process here: the 2 cores were shared with other jobs (load average 4-7',
-    'during these runs), so 2 engine processes plus the dask client compete for the same cores, and each',
-    'worker process holds its own copy of the model and torch (RssAnon per worker ~ one single process).',
-    "The dask workers start without dask's `MALLOC_TRIM_THRESHOLD_=65536` (`NO_MALLOC_TRIM` in",
-    "`decode_mem.infer.dask_backend`): with it, the same `predict_range` on 200 frames took 8.9 s in a",
-    "worker vs 2.6 s in-process (8.5 s in-process with the variable set): glibc's frozen mmap threshold made",
-    "torch 3.3x slower.",
-]
 MODEL = Path(__file__).resolve().parents[1] / "data" / "models" / "default_2d.pt"
 
 
@@ -42,9 +33,11 @@ def child(args: argparse.Namespace) -> None:
     from decode_mem.infer import InferConfig, run_inference
 
     report = run_inference(InferConfig(inputs=(args.input,), out=args.result_dir, model=str(MODEL), threads=1,
-                                       workers=args.workers, quiet=True))
+                                       workers=args.workers, report=False))
     single_peak = max((s.peak_rss_anon_mb or 0.0) for s in report.stacks)
+    sizes = next((s.extra.get("sizes") for s in report.stacks if s.extra.get("sizes")), {})
     print(json.dumps({"wall_s": report.wall_s, "frames": report.frames, "failures": len(report.failures),
+                      "sizes": {k: sizes.get(k) for k in ("chunk_size", "batch_size", "block")},
                       "stack_s": sum(s.wall_s for s in report.stacks),
                       "localizations": sum(s.localizations for s in report.stacks),
                       "worker_peaks": report.worker_peak_rss_anon_mb, "stack_peak": single_peak}))
@@ -88,6 +81,7 @@ def machine() -> str:
 
 
 def report(cmd: str, stacks: int, frames: int, one: dict, two: dict, same: bool, sim_s: float) -> str:
+    load = " / ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     def row(name: str, r: dict, peaks: str) -> str:
         return (f"| {name} | {r['wall_s']:.1f} | {r['frames'] / r['wall_s']:.0f} | {r['stack_s']:.1f} | "
                 f"{r['frames'] / r['stack_s']:.0f} | {r['localizations']} | {peaks} |")
@@ -97,11 +91,11 @@ def report(cmd: str, stacks: int, frames: int, one: dict, two: dict, same: bool,
     lines = [
         "# Batch inference: one process vs 2 dask workers", "",
         f"Command: `{cmd}`", "", machine(),
-        "The machine is shared with other jobs and has 2 cores and no GPU: timings are noisy; both runs were",
-        "measured back to back in one invocation. 1 torch thread per process (2 threads were 5-25x slower",
-        "on this busy machine).", "",
+        f"Both runs were measured back to back in one invocation, 1 torch thread per process; load average at the "
+        f"end: {load}.", "",
         f"Data: {stacks} simulated stacks of {frames} x 64 x 64 uint16 (EMCCD, density 1/µm², {sim_s:.0f} s to "
-        "simulate), the shipped model `data/models/default_2d.pt`, chunk 512, batch 16, block auto (256 frames),",
+        f"simulate), the shipped model `data/models/default_2d.pt`, default ('auto') sizes — chosen here: chunk "
+        f"{one['sizes'].get('chunk_size')}, batch {one['sizes'].get('batch_size')}, block {one['sizes'].get('block')},",
         "CSV output. 'stacks s' is the time spent on the stacks themselves (cluster start-up excluded).", "",
         "| run | wall s | frames/s (wall) | stacks s | frames/s (stacks) | localizations | peak RssAnon MiB |",
         "|---|---|---|---|---|---|---|",
@@ -111,11 +105,11 @@ def report(cmd: str, stacks: int, frames: int, one: dict, two: dict, same: bool,
         f"Speed-up (wall): {one['wall_s'] / two['wall_s']:.2f}x; on the stacks alone: "
         f"{one['stack_s'] / two['stack_s']:.2f}x. CSV files identical between the two runs: {'yes' if same else 'NO'}.",
         "",
-        *NOTE,
+        "The dask workers start without dask's `MALLOC_TRIM_THRESHOLD_` (`NO_MALLOC_TRIM` in "
+        "`decode_mem.infer.dask_backend` says why).",
         "",
-        "Not measured here: GPUs (none on this machine; with GPUs, run one worker per GPU), more than 2 workers",
-        "(2 cores), `--scheduler` on a multi-machine cluster. The dask client's own memory is not in the table",
-        "(it holds a few ranges' emitter tables at most).",
+        "Not measured here: GPUs, more than 2 workers, `--scheduler` on a multi-machine cluster. The dask "
+        "client's own memory is not in the table.",
     ]
     return "\n".join(lines) + "\n"
 

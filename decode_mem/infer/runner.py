@@ -153,6 +153,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         if not domain.ok:
             obs.warning(domain.message(str(path)))
         settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block), **base)
+        if cfg.distributed and "auto" in (settings.chunk_size, settings.batch_size):
+            settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
         jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))
     outside = [job for job in jobs if not job.domain.ok]
     if cfg.strict and outside:
@@ -184,6 +186,18 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
                            obs.memory_history(), rows, command, camera.pixel_size)
     return report
+
+
+def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, ...], itemsize: int) -> EngineSettings:
+    """'auto' sizes chosen once, here, for every worker of a distributed run: workers that chose for
+    themselves (each with its own baseline memory) could cut the same stack into different tiles."""
+    from decode_mem.config import resolve_device
+    from decode_mem.infer.predict import plan_sizes
+
+    choice = plan_sizes(model.net, tuple(shape), chunk_size=settings.chunk_size, batch_size=settings.batch_size,
+                        block=settings.block, amp=settings.amp, device=resolve_device(settings.device or "auto"),
+                        itemsize=itemsize, memory_limit=settings.memory_limit)
+    return dataclasses.replace(settings, chunk_size=choice.plan.chunk_size, batch_size=choice.plan.batch_size)
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
