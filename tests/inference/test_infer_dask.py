@@ -12,8 +12,10 @@ from decode_mem.infer import InferConfig, run_inference
 def test_two_dask_workers_equal_one_process(shipped_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 2, 70)
     (tmp_path / "in" / "bad.npy").write_bytes(b"\x93NUMPY garbage")
+    # the same sizes for both runs ('auto' is chosen by timing, once per process: another process may choose other
+    # tiles, whose results agree only to float rounding)
     common = dict(inputs=(str(tmp_path / "in"),), model=str(shipped_model), formats=("csv", "parquet"), block=16,
-                  threads=1)
+                  threads=1, chunk_size=64, batch_size=4)
     single = run_inference(InferConfig(out=str(tmp_path / "one"), **common))
     # 20 frames per task -> ranges of 32 frames (the block is 16): each stack is split over both workers
     multi = run_inference(InferConfig(out=str(tmp_path / "dask"), workers=2, frames_per_task=20, **common))
