@@ -109,6 +109,31 @@ def child(args: argparse.Namespace) -> dict:
     }
 
 
+def profile(args: argparse.Namespace, frames: int = 300, top: int = 6) -> dict:
+    """Where the time of ``simulate_stack`` goes: cProfile of ``frames`` frames (1 thread), the ``top``
+    functions by their own time, as shares of the profiled total."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    torch.set_num_threads(1)
+    from decode_mem.simulate import SimulationConfig, simulate_stack
+
+    config = SimulationConfig(frame_size=tuple(args.size), density=args.density)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    out, gt = args.workdir / "stack_profile.tif", args.workdir / "gt_profile.csv"
+    profiler = cProfile.Profile()
+    profiler.runcall(simulate_stack, config, frames, out, gt, seed=0, block=args.block)
+    stats = pstats.Stats(profiler).stats  # {(file, line, name): (calls, ncalls, tottime, cumtime, callers)}
+    total = sum(v[2] for v in stats.values())
+    rows = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    for f in (out, gt):
+        f.unlink(missing_ok=True)
+    return {"frames": frames, "total_s": total,
+            "top": [{"function": f"{Path(k[0]).name}:{k[1]}({k[2]})", "share": v[2] / total} for k, v in rows]}
+
+
 def dataset_rate(size: tuple[int, int]) -> dict:
     """Samples/s of SimulatedDataset (one process) and of simulate_batch (B = 32), default config."""
     import torch
@@ -172,7 +197,8 @@ def machine() -> dict:
             "tifffile": tifffile.__version__, "zarr": zarr.__version__, "cuda": torch.cuda.is_available()}
 
 
-def write_report(runs: list[dict], rate: dict, info: dict, args: argparse.Namespace, load: tuple) -> None:
+def write_report(runs: list[dict], rate: dict, prof: dict, info: dict, args: argparse.Namespace,
+                 load: tuple) -> None:
     h, w = args.size
     lines = [
         "# Big-stack simulation: speed and host memory vs stack length",
@@ -183,8 +209,7 @@ def write_report(runs: list[dict], rate: dict, info: dict, args: argparse.Namesp
         + ("" if args.workdir == DEFAULT_SCRATCH else f" --workdir {args.workdir}") + "`",
         "",
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['mem_gb']:.0f} GB RAM, CUDA: {info['cuda']}; "
-        f"load average {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the start, {load[2]:.1f} at the end "
-        "(the machine is shared: other jobs ran meanwhile). "
+        f"load average {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the start, {load[2]:.1f} at the end. "
         f"Python {info['python']}, torch {info['torch']}, numpy {info['numpy']}, tifffile {info['tifffile']}, "
         f"zarr {info['zarr']}.",
         "",
@@ -226,9 +251,9 @@ def write_report(runs: list[dict], rate: dict, info: dict, args: argparse.Namesp
         "Notes:",
         "",
         *notes(runs, args),
-        "- Where the time goes (a separate cProfile run of 300 frames of 256×256 with 1 thread, not part of this "
-        "script): torch's Poisson and Gamma samplers of the EMCCD noise ≈ 55 %, formatting the ground-truth CSV "
-        "(`np.savetxt` inside `ThunderstormWriter`) ≈ 20 %, rendering ≈ 10 %.",
+        f"- Where the time goes (cProfile of `simulate_stack` on {prof['frames']} frames of {h}×{w}, 1 thread, "
+        f"{prof['total_s']:.1f} s profiled; the functions with the most time of their own): "
+        + "; ".join(f"`{t['function']}` {100 * t['share']:.0f} %" for t in prof["top"]) + ".",
         "",
         "Not measured here: CUDA (no GPU on this machine), zarr output, sCMOS noise and the astigmatic PSF "
         "(larger patches), `--bg-mode smooth`, DataLoader workers, and stacks bigger than ~2.6 GB "
@@ -250,11 +275,8 @@ def notes(runs: list[dict], args: argparse.Namespace) -> list[str]:
     if one and default:
         out.append(f"- torch's default here is {default['threads']} threads: {default['fps']:.0f} frames/s against "
                    f"{one['fps']:.0f} with 1 thread ({one['fps'] / default['fps']:.1f}× in favour of 1 thread) at "
-                   f"{one['frames']} frames, measured back to back on this shared machine (load average above). "
-                   "The likely cause: torch parallelises the element-wise operations on each frame over "
-                   f"{default['threads']} OpenMP threads, which wait on each other whenever another process "
-                   "holds a core, while the Poisson and Gamma samplers run on one thread anyway. "
-                   "`python -m decode_mem.simulate --threads 1` sidesteps it.")
+                   f"{one['frames']} frames, measured back to back (load average above). Why was not measured "
+                   "here; `python -m decode_mem.simulate --threads 1` is the faster setting on this machine.")
     return out
 
 
@@ -290,12 +312,16 @@ def main() -> None:
     p.add_argument("--workdir", type=Path, default=DEFAULT_SCRATCH, help="scratch folder, deleted at the end")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--rate", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
         print(json.dumps(child(args)))
         return
     if args.rate:
         print(json.dumps(dataset_rate((64, 64))))
+        return
+    if args.profile:
+        print(json.dumps(profile(args)))
         return
     load0 = os.getloadavg()
     info = machine()
@@ -304,9 +330,13 @@ def main() -> None:
     runs += [{**run_child(pair, args, threads), "role": "threads"} for threads in (1, 0)]
     proc = subprocess.run([sys.executable, __file__, "--rate"], capture_output=True, text=True, cwd=ROOT, check=True)
     rate = json.loads(proc.stdout.strip().splitlines()[-1])
+    cmd = [sys.executable, __file__, "--profile", "--size", *map(str, args.size), "--density", str(args.density),
+           "--workdir", str(args.workdir)] + (["--block", str(args.block)] if args.block else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+    prof = json.loads(proc.stdout.strip().splitlines()[-1])
     load1 = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_report(runs, rate, info, args, (load0[0], load0[1], load1[0]))
+    write_report(runs, rate, prof, info, args, (load0[0], load0[1], load1[0]))
     plot(runs, RESULTS / "simulate.png")
     shutil.rmtree(args.workdir, ignore_errors=True)
     print(f"wrote {RESULTS / 'simulate.md'} and simulate.png")

@@ -42,28 +42,35 @@ CUDA_GRID = [("256x256", 512, "fp16", True), ("2048x2048", 512, "bf16", True), (
              ("2048x2048", 1024, "bf16", True)]
 
 
-def sample_peak(proc: subprocess.Popen, peak: list[float]) -> None:
-    """Max RssAnon (MiB) of a running process, read from /proc every 10 ms."""
+def sample_peak(proc: subprocess.Popen, peak: list[float], cap_mib: float | None = None) -> None:
+    """Max RssAnon (MiB) of a running process, read from /proc every 10 ms; kills it above ``cap_mib``."""
     while proc.poll() is None:
         try:
             text = Path(f"/proc/{proc.pid}/status").read_text()
             anon = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("RssAnon"))
             peak[0] = max(peak[0], anon / 1024)
+            if cap_mib is not None and peak[0] > cap_mib:
+                proc.kill()
+                return
         except (OSError, StopIteration):
             pass
         time.sleep(0.01)
 
 
-def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> tuple[float, float, str]:
-    """(wall seconds, peak RssAnon MiB, stdout) of a command."""
+def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT,
+          cap_mib: float | None = None) -> tuple[float, float, str | None]:
+    """(wall seconds, peak RssAnon MiB, stdout) of a command; stdout is None when it was stopped for passing
+    ``cap_mib`` of RssAnon (so that one run cannot take the machine down with it)."""
     peak = [0.0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=sample_peak, args=(proc, peak), daemon=True)
+    watcher = threading.Thread(target=sample_peak, args=(proc, peak, cap_mib), daemon=True)
     watcher.start()
     out, err = proc.communicate()
     seconds = time.perf_counter() - t0
     watcher.join()
+    if cap_mib is not None and peak[0] > cap_mib:
+        return seconds, peak[0], None
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed:\n{err[-3000:]}")
     return seconds, peak[0], out
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-checkout", help="a checkout of an earlier commit to compare end to end")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--quick", action="store_true", help="small movies (a smoke run)")
+    p.add_argument("--memory-cap", type=float, default=12.0,
+                   help="GiB of RssAnon at which an end-to-end run is stopped and reported as such")
     p.add_argument("--out", default=str(RESULTS / "throughput.md"))
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -162,12 +171,16 @@ def main(argv: list[str] | None = None) -> int:
                     str(base / "data" / "models" / "default_2d.pt"), "--out", str(work / f"old_{name}"), "--quiet"],
                     env, base))
             for label, cmd, env, cwd in runs:
-                seconds, peak, _ = timed(cmd, env, cwd)
-                out_dir = Path(cmd[cmd.index("--out") + 1])
-                locs = json.loads((out_dir / f"{path.stem}.json").read_text())["localizations"]
-                e2e.append({"movie": name, "method": label, "seconds": seconds, "frames": frames, "mb": mb,
-                            "locs": locs, "peak_mb": peak})
-                print(f"{name} {label}: {frames / seconds:.2f} frames/s", flush=True)
+                seconds, peak, out = timed(cmd, env, cwd, cap_mib=args.memory_cap * 1024)
+                row = {"movie": name, "method": label, "seconds": seconds, "frames": frames, "mb": mb,
+                       "peak_mb": peak, "stopped": out is None}
+                if out is None:
+                    print(f"{name} {label}: stopped after {seconds:.0f} s at {peak:.0f} MiB RssAnon", flush=True)
+                else:
+                    out_dir = Path(cmd[cmd.index("--out") + 1])
+                    row["locs"] = json.loads((out_dir / f"{path.stem}.json").read_text())["localizations"]
+                    print(f"{name} {label}: {frames / seconds:.2f} frames/s", flush=True)
+                e2e.append(row)
             if python is not None:
                 res = run_picasso(python, path, [5], 400.0, camera_settings(cam), work, threaded=True)
                 e2e.append({"movie": name, "method": "Picasso (box 5, min ng 400, threaded)",
@@ -247,14 +260,20 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     ]
     for r in e2e:
         peak = "–" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
+        if r.get("stopped"):
+            lines.append(f"| {r['movie']} | {r['method']} | stopped after {r['seconds']:.0f} s: RssAnon passed "
+                         f"the {args.memory_cap:g} GiB cap | – | – | > {peak} |")
+            continue
         lines.append(f"| {r['movie']} | {r['method']} | {fps(r)} | {r['mb'] / r['seconds']:.2f} "
                      f"| {r['locs'] / r['seconds']:.0f} | {peak} |")
     ratios = []
     for movie in dict.fromkeys(r["movie"] for r in e2e):
         new = next((r for r in e2e if r["movie"] == movie and "this version" in r["method"]), None)
         old = next((r for r in e2e if r["movie"] == movie and "before" in r["method"]), None)
-        if new and old:
+        if new and old and not (new.get("stopped") or old.get("stopped")):
             ratios.append(f"{movie}: {old['seconds'] / new['seconds']:.2f}x")
+        elif new and old:
+            ratios.append(f"{movie}: not comparable (a run was stopped at the memory cap)")
     lines += ["", "Speed-up of this version over the earlier one, end to end: "
               + (", ".join(ratios) if ratios else "not measured (no --baseline-checkout)") + ".", ""]
     lines += ["## Engine grid (predict_stack, fresh process per row, 'auto' batch within the default budget)", "",
@@ -283,6 +302,7 @@ def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
 
     fig = Figure(figsize=(12, 5))
     ax_e, ax_g = fig.subplots(1, 2)
+    e2e = [r for r in e2e if not r.get("stopped")]
     labels = [f"{r['movie']}\n{r['method'][:24]}" for r in e2e]
     ax_e.barh(np.arange(len(e2e)), [r["frames"] / r["seconds"] for r in e2e], color="C0")
     ax_e.set_yticks(np.arange(len(e2e)), labels, fontsize=7)

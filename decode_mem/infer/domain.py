@@ -1,6 +1,8 @@
 """Does a movie fit the model? A quick calibration of its first frames against the model's training envelope.
 
-On the first ``DOMAIN_FRAMES`` frames of a stack (``decode_mem.calibrate``): all-zero frames, pixels below
+On the first ``DOMAIN_FRAMES`` frames of a stack (``decode_mem.calibrate``; of frames larger than
+``DOMAIN_SIDE`` px, their central ``DOMAIN_SIDE`` x ``DOMAIN_SIDE`` px, so that the check's memory does not
+grow with the frame size; whole frames when the camera has per-pixel maps): all-zero frames, pixels below
 the camera baseline and the camera's noise (a wrong camera shows here), the background level and how much it
 varies across the field, the PSF width and the photons per emitter — compared with the envelope stored in
 the model's checkpoint. Each problem is one line with the numbers; ``DomainCheck.message`` adds the fix.
@@ -20,6 +22,7 @@ from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
 
 DOMAIN_FRAMES = 20
+DOMAIN_SIDE = 1024  # px: larger frames are checked on their central window
 CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
               "--em_gain / --qe / --read_noise / --pixel_size)")
 MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"
@@ -49,7 +52,7 @@ class DomainCheck:
 def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames: int = DOMAIN_FRAMES) -> DomainCheck:
     """Check the first ``frames`` frames of ``stack`` (raw camera counts) with ``camera`` against ``envelope``."""
     n = min(int(frames), int(stack.shape[0]))
-    sample = np.asarray(stack[0:n])
+    sample = np.asarray(stack[(slice(0, n), *_central(stack.shape[1:], camera))])
     if not np.any(sample):
         return DomainCheck((f"all pixels of the first {n} frames are 0 (an empty or failed recording?)",),
                            {"frames": n, "max_adu": 0.0}, camera_suspect=True)
@@ -68,13 +71,20 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
     check = calibration.camera_check
     numbers["camera_noise_ratio"] = _plain(check.noise_ratio)
     suspect = not check.ok or below > 0.5
-    if below > 0.5:
+    if not check.ok:  # the camera check's own sentences say what is off and what the data suggest
+        warnings += check.warnings
+    elif below > 0.5:
         warnings.append(f"{below:.0%} of the pixels are below the camera baseline {camera.baseline:g} ADU")
-    if not check.ok:
-        warnings.append(f"the noise is {check.noise_ratio:.3g}x what this camera predicts (implied baseline "
-                        f"{check.implied_baseline_adu:.0f} ADU, or {check.implied_e_per_adu:.3g} e-/ADU)")
     warnings += covers(calibration, envelope)
     return DomainCheck(tuple(warnings), numbers, camera_suspect=suspect)
+
+
+def _central(shape: tuple[int, ...], camera: Camera) -> tuple[slice, slice]:
+    """The central ``DOMAIN_SIDE`` px of each axis (all of it with per-pixel camera maps, sized for whole frames)."""
+    if getattr(camera, "has_maps", False):
+        return slice(None), slice(None)
+    return tuple(slice((n - min(n, DOMAIN_SIDE)) // 2, (n - min(n, DOMAIN_SIDE)) // 2 + min(n, DOMAIN_SIDE))
+                 for n in (int(shape[0]), int(shape[1])))
 
 
 def _plain(v: Any) -> Any:

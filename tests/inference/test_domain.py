@@ -83,3 +83,25 @@ def test_real_emccd_movie_is_checked_and_localized(tmp_path: Path, shipped_model
     assert report.ok
     summary = json.loads((tmp_path / "real" / f"{REAL.stem}.json").read_text())
     assert summary["frames"] == 5 and "domain_warnings" in summary
+
+
+def test_large_frames_are_checked_on_their_central_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads the central DOMAIN_SIDE px of large frames (its memory does not grow with the frame):
+    a movie blank in the centre only is reported as blank; with per-pixel camera maps whole frames are read."""
+    import decode_mem.infer.domain as domain
+
+    monkeypatch.setattr(domain, "DOMAIN_SIDE", 32)
+    movie = np.full((4, 64, 80), 500, dtype=np.uint16)
+    movie[:, 16:48, 24:56] = 0  # exactly the central 32 x 32 px
+    check = check_domain(movie, Camera(), {})
+    assert check.camera_suspect and "all pixels" in check.warnings[0]
+    movie[:, 16:48, 23] = 0
+    movie[:, 15, 24:56] = 7  # outside the window: still blank inside it
+    assert "all pixels" in check_domain(movie, Camera(), {}).warnings[0]
+
+    class MapsCamera(Camera):
+        has_maps = True
+
+    whole = domain._central(movie.shape[1:], MapsCamera())
+    assert whole == (slice(None), slice(None))
+    assert domain._central((2048, 100), Camera()) == (slice(1008, 1040), slice(34, 66))
