@@ -2,6 +2,7 @@
 
     python benchmarks/bench_memory_table.py                 # CPU: benchmarks/results/memory_table.md + .png
     python benchmarks/bench_memory_table.py --device cuda   # adds device peaks (torch.cuda.max_memory_allocated)
+    python benchmarks/bench_memory_table.py --part defaults --out benchmarks/results/memory_defaults.md
 
 1. **Planner vs measured** (``predict_stack`` with the shipped model, fresh process per row, 1 torch thread):
    frame size × tile core (``chunk_size``) × batch × precision; peak host RssAnon sampled every 2 ms (and on CUDA
@@ -75,12 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--out", default=str(RESULTS / "memory_table.md"))
+    p.add_argument("--part", choices=("all", "grid", "defaults"), default="all",
+                   help="measure both parts (default) or one; the report says which part was not measured")
     args = p.parse_args(argv)
     grid, defaults = [], []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_memory_table_") as tmp:
         work = Path(tmp)
-        for size in FRAMES:
+        for size in FRAMES if args.part != "defaults" else ():
             path = stack(work / f"s{size}.tif", size)
             for chunk in CHUNKS:
                 for batch in BATCHES:
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                         r = json.loads(done.stdout.strip().splitlines()[-1])
                         grid.append({"frame": size, "chunk": chunk, "batch": batch, "amp": amp, **r})
                         print(grid[-1], flush=True)
-        for size in DEFAULT_SIZES:
+        for size in DEFAULT_SIZES if args.part != "grid" else ():
             path = stack(work / f"d{size}.tif", size)
             out = work / f"out{size}"
             seconds, peak, _ = timed([sys.executable, "-m", "decode_mem.infer", str(path), "--out", str(out),
@@ -108,41 +111,60 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argparse.Namespace, total: float) -> None:
     import torch
-    from matplotlib.figure import Figure
 
     from decode_mem.io.atomic import atomic_output
 
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip() or platform.machine()
     errors = [abs(r["predicted_mb"] / r["peak_mb"] - 1) for r in grid]
+    part = "" if args.part == "all" else f" --part {args.part}"
     lines = ["# Memory requirement table", "",
-             f"Command: `python benchmarks/bench_memory_table.py --device {args.device}`; {total / 60:.1f} min. "
+             f"Command: `python benchmarks/bench_memory_table.py --device {args.device}{part}`; {total / 60:.1f} min. "
              f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
-             "## Planner vs measured (3 frames per stack)", "",
-             "| frame | tile core | batch | precision | measured peak RssAnon (MiB) | predicted (MiB) | error |"
-             + (" device peak (MiB) | device predicted (MiB) |" if args.device == "cuda" else ""),
-             "|---|---|---|---|---|---|---|" + ("---|---|" if args.device == "cuda" else "")]
-    for r in grid:
-        err = r["predicted_mb"] / r["peak_mb"] - 1
-        row = (f"| {r['frame']}² | {r['chunk']} | {r['batch']} | {'fp32' if r['amp'] == 'off' else r['amp']} "
-               f"| {r['peak_mb']:.0f} | {r['predicted_mb']:.0f} | {err:+.0%} |")
-        if args.device == "cuda":
-            row += f" {r['device_peak_mb']:.0f} | {r['device_predicted_mb']:.0f} |"
-        lines.append(row)
-    within10 = sum(e <= 0.10 for e in errors)
-    lines += ["", f"Prediction error: median {np.median(errors):.0%}, largest {max(errors):.0%}; within 10 % in "
-              f"{within10} of {len(errors)} rows.", "",
-              "## The defaults (no size flags), the whole command", "",
-              "| frame | peak RssAnon (MiB) | wall (s) | chosen chunk | chosen batch | budget (MiB) |",
-              "|---|---|---|---|---|---|"]
+             "## Planner vs measured (3 frames per stack)", ""]
+    if not grid:
+        lines += ["Not measured in this run (`--part defaults`)."]
+    else:
+        lines += ["| frame | tile core | batch | precision | measured peak RssAnon (MiB) | predicted (MiB) | error |"
+                  + (" device peak (MiB) | device predicted (MiB) |" if args.device == "cuda" else ""),
+                  "|---|---|---|---|---|---|---|" + ("---|---|" if args.device == "cuda" else "")]
+        for r in grid:
+            err = r["predicted_mb"] / r["peak_mb"] - 1
+            row = (f"| {r['frame']}² | {r['chunk']} | {r['batch']} | {'fp32' if r['amp'] == 'off' else r['amp']} "
+                   f"| {r['peak_mb']:.0f} | {r['predicted_mb']:.0f} | {err:+.0%} |")
+            if args.device == "cuda":
+                row += f" {r['device_peak_mb']:.0f} | {r['device_predicted_mb']:.0f} |"
+            lines.append(row)
+        within10 = sum(e <= 0.10 for e in errors)
+        lines += ["", f"Prediction error: median {np.median(errors):.0%}, largest {max(errors):.0%}; within 10 % in "
+                  f"{within10} of {len(errors)} rows."]
+    lines += ["", "## The defaults (no size flags), the whole command", ""]
+    if not defaults:
+        lines += ["Not measured in this run (`--part grid`)."]
+    else:
+        lines += ["| frame | peak RssAnon (MiB) | wall (s) | chosen chunk | chosen batch | budget (MiB) |",
+                  "|---|---|---|---|---|---|"]
     for d in defaults:
         s = d["sizes"]
         lines.append(f"| {d['frame']}² | {d['peak_mb']:.0f} | {d['seconds']:.1f} | {s.get('chunk_size', '?')} "
                      f"| {s.get('batch_size', '?')} | {s.get('budget_mib', '?')} |")
     if args.device == "cpu":
         lines += ["", "GPU rows: **not measured** — no CUDA device in this run."]
-    png = out.with_suffix(".png")
+    if grid:
+        png = out.with_suffix(".png")
+        _plot(grid, png)
+        lines += ["", f"![planner vs measured]({png.name})", ""]
+    with atomic_output(out) as tmp:
+        tmp.write_text("\n".join(lines))
+    print(f"wrote {out}")
+
+
+def _plot(grid: list[dict], png: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from decode_mem.io.atomic import atomic_output
+
     fig = Figure(figsize=(6, 4.5), layout="constrained")
     ax = fig.subplots()
     measured = [r["peak_mb"] for r in grid]
@@ -154,10 +176,6 @@ def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argpar
     ax.set(xlabel="measured peak RssAnon (MiB)", ylabel="predicted (MiB)", title="planner vs measured (±10 % dotted)")
     with atomic_output(png) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
-    lines += ["", f"![planner vs measured]({png.name})", ""]
-    with atomic_output(out) as tmp:
-        tmp.write_text("\n".join(lines))
-    print(f"wrote {out} and {png}")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def worker(spec: dict) -> None:
     model = load_model(spec["model"], device=device)
     kw = dict(chunk_size=spec["chunk"], batch_size="auto", amp={"fp32": "off"}.get(spec["precision"],
                                                                                    spec["precision"]),
-              device=device, compile=False)
+              device=device, compile=False, memory_limit=int(spec["memory_limit_gib"] * 2**30))
     with open_stack(spec["movie"]) as stack:
         list(predict_stack(stack[:4], model, **kw))  # warm-up: kernels chosen, not timed
         if device.type == "cuda":
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-checkout", help="a checkout of an earlier commit to compare end to end")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--quick", action="store_true", help="small movies (a smoke run)")
+    p.add_argument("--grid-budget", type=float, default=4.0,
+                   help="GiB: predict_stack's memory_limit in the engine grid (the sizes there are given, not auto)")
     p.add_argument("--memory-cap", type=float, default=12.0,
                    help="GiB of RssAnon at which an end-to-end run is stopped and reported as such")
     p.add_argument("--out", default=str(RESULTS / "throughput.md"))
@@ -190,15 +192,21 @@ def main(argv: list[str] | None = None) -> int:
             specs = GRID + (CUDA_GRID if device == "cuda" else [])
             for movie, chunk, precision, reuse in specs:
                 spec = {"movie": str(paths[movie]), "model": args.model, "chunk": chunk, "precision": precision,
-                        "reuse": reuse, "device": device, "threads": None}
-                _, _, out = timed([sys.executable, __file__, "--worker", json.dumps(spec)])
-                r = json.loads(out.strip().splitlines()[-1])
+                        "reuse": reuse, "device": device, "threads": None, "memory_limit_gib": args.grid_budget}
                 shape, frames = movies[movie]
-                grid.append({"device": device, "movie": movie, "chunk": chunk, "precision": precision,
-                             "path": "reuse" if reuse else "recompute (DECODE)", **r,
-                             "mb": frames * shape[0] * shape[1] * 2 / 1e6})
-                print(f"{device} {movie} chunk {chunk} {precision} {'reuse' if reuse else 'recompute'}: "
-                      f"{r['frames'] / r['seconds']:.2f} frames/s", flush=True)
+                row = {"device": device, "movie": movie, "chunk": chunk, "precision": precision,
+                       "path": "reuse" if reuse else "recompute (DECODE)",
+                       "mb": frames * shape[0] * shape[1] * 2 / 1e6}
+                try:
+                    _, _, out = timed([sys.executable, __file__, "--worker", json.dumps(spec)])
+                except SystemExit as e:  # one row that fails is reported as such; the others still run
+                    row["failed"] = str(e).strip().splitlines()[-1]
+                    print(f"{device} {movie} chunk {chunk} {precision}: failed: {row['failed']}", flush=True)
+                else:
+                    row.update(json.loads(out.strip().splitlines()[-1]))
+                    print(f"{device} {movie} chunk {chunk} {precision} {'reuse' if reuse else 'recompute'}: "
+                          f"{row['frames'] / row['seconds']:.2f} frames/s", flush=True)
+                grid.append(row)
     write_report(Path(args.out), e2e, grid, devices, device_names, python, args, time.perf_counter() - t_all,
                  picasso_version(python) if python else None)
     return 0
@@ -244,9 +252,8 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     lines = [
         "# Throughput",
         "",
-        "Command: `python benchmarks/bench_throughput.py"
-        + (f" --baseline-checkout {args.baseline_checkout}" if args.baseline_checkout else "")
-        + (" --quick" if args.quick else "") + f"`; {total / 60:.1f} min in all; load average at the end {_load()}.",
+        "Command: `" + " ".join(["python", "benchmarks/bench_throughput.py", *sys.argv[1:]])
+        + f"`; {total / 60:.1f} min in all; load average at the end {_load()}.",
         "Devices: " + "; ".join(f"{d}: {names[d]}" for d in devices) + f". torch {torch.__version__} "
         f"({torch.get_num_threads()} threads by default), python {platform.python_version()}"
         + (f"; {picasso}." if picasso else "; Picasso: not installed."),
@@ -276,10 +283,15 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
             ratios.append(f"{movie}: not comparable (a run was stopped at the memory cap)")
     lines += ["", "Speed-up of this version over the earlier one, end to end: "
               + (", ".join(ratios) if ratios else "not measured (no --baseline-checkout)") + ".", ""]
-    lines += ["## Engine grid (predict_stack, fresh process per row, 'auto' batch within the default budget)", "",
+    lines += [f"## Engine grid (predict_stack, fresh process per row, 'auto' batch within a {args.grid_budget:g} GiB "
+              "budget)", "",
               "| device | movie | tile core | precision | path | batch | frames/s | MB/s | localizations/s "
               "| peak RssAnon (MiB) | peak device (MiB) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in grid:
+        if "failed" in r:
+            lines.append(f"| {r['device']} | {r['movie']} | {r['chunk']} | {r['precision']} | {r['path']} | – "
+                         f"| failed: {r['failed']} | – | – | – | – |")
+            continue
         dev = "–" if "device_peak_mb" not in r else f"{r['device_peak_mb']:.0f}"
         lines.append(f"| {r['device']} | {r['movie']} | {r['chunk']} | {r['precision']} | {r['path']} | {r['batch']} "
                      f"| {fps(r)} | {r['mb'] / r['seconds']:.2f} | {r['locs'] / r['seconds']:.0f} "
@@ -307,6 +319,7 @@ def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
     ax_e.barh(np.arange(len(e2e)), [r["frames"] / r["seconds"] for r in e2e], color="C0")
     ax_e.set_yticks(np.arange(len(e2e)), labels, fontsize=7)
     ax_e.set(xlabel="frames/s (whole command)", xscale="log", title="end to end")
+    grid = [r for r in grid if "failed" not in r]
     labels = [f"{r['device']} {r['movie']} {r['chunk']} {r['precision']} {r['path'][:9]}" for r in grid]
     ax_g.barh(np.arange(len(grid)), [r["frames"] / r["seconds"] for r in grid], color="C1")
     ax_g.set_yticks(np.arange(len(grid)), labels, fontsize=7)

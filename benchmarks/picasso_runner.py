@@ -8,6 +8,9 @@ worker (``python benchmarks/picasso_runner.py STACK OUT BOXES MIN_NG CAMERA``: i
     /work/picasso_venv/bin/pip install picassosr==0.11.3 --no-deps
     /work/picasso_venv/bin/pip install "pandas<3" "scikit-learn<1.8" numba nd2 sqlalchemy statsmodels playsound3
 
+or reuse the venv ``.ci/run`` makes for the reader test (``.ci/.picasso-venv``) after
+``.ci/.picasso-venv/bin/pip install imageio`` (``picasso.localize`` needs it, the reader does not).
+
 Single-threaded (numba 1 thread, ``threaded=False``), like decode_mem's benchmarks (torch 1 thread). Spots
 are converted ADU -> photons with ``Sensitivity = e⁻/ADU / QE`` (Picasso ignores QE), which changes photon
 counts only, not positions. Tuning: every box is fitted once at a low threshold, then each minimum net
@@ -30,7 +33,8 @@ import numpy as np
 BOXES = (3, 5, 7, 9)
 NG_FLOOR = 300.0  # lowest minimum net gradient tried (ADU)
 N_THRESHOLDS = 80
-DEFAULT_PYTHONS = ("/work/picasso_venv/bin/python", "/tmp/picasso_venv/bin/python")
+DEFAULT_PYTHONS = ("/work/picasso_venv/bin/python", "/tmp/picasso_venv/bin/python",
+                   str(Path(__file__).resolve().parents[1] / ".ci" / ".picasso-venv" / "bin" / "python"))
 
 
 def camera_settings(camera: Any) -> dict[str, float]:
