@@ -255,9 +255,10 @@ def write_report(runs: list[dict], rate: dict, prof: dict, info: dict, args: arg
         f"{prof['total_s']:.1f} s profiled; the functions with the most time of their own): "
         + "; ".join(f"`{t['function']}` {100 * t['share']:.0f} %" for t in prof["top"]) + ".",
         "",
-        "Not measured here: CUDA (no GPU on this machine), zarr output, sCMOS noise and the astigmatic PSF "
-        "(larger patches), `--bg-mode smooth`, DataLoader workers, and stacks bigger than ~2.6 GB "
-        "(BigTIFF is used above 3.9 GB; only tested on a tiny stack with a lowered threshold).",
+        "Not measured here: " + ("" if info["cuda"] else "CUDA (no GPU on this machine), ")
+        + "zarr output, sCMOS noise and the astigmatic PSF (larger patches), `--bg-mode smooth`, DataLoader "
+        f"workers, and stacks bigger than {max(r['tif_bytes'] for r in runs) / 1e9:.1f} GB (BigTIFF is used above "
+        "3.9 GB; only tested on a tiny stack with a lowered threshold).",
     ]
     (RESULTS / "simulate.md").write_text("\n".join(lines) + "\n")
 

@@ -22,7 +22,7 @@ from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
 
 DOMAIN_FRAMES = 20
-DOMAIN_SIDE = 1024  # px: larger frames are checked on their central window
+DOMAIN_SIDE = 512  # px: larger frames are checked on their central window (1024 px took 2.2 GB on a dense movie)
 CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
               "--em_gain / --qe / --read_noise / --pixel_size)")
 MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"
