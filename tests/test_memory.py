@@ -178,13 +178,14 @@ def test_memmapped_file_counts_in_rssfile_not_rssanon(tmp_path: Path) -> None:
 def test_nested_phases_keep_the_outer_peak() -> None:
     with measure_phase("outer", interval=None) as outer:
         a = _touch_anon(64)
-        del a
+        del a  # whether the allocator hands these pages back or keeps them does not matter below
+        rss_before_inner = read_host_memory()["vm_rss_mb"]
         with measure_phase("inner", interval=None) as inner:  # resets VmHWM again
             pass
     if not outer.hwm_exact:
         pytest.skip("VmHWM cannot be reset here (/proc/self/clear_refs)")
     assert outer.vm_hwm_mb - outer.rss_anon_start_mb >= 55  # the peak before the inner reset was kept
-    assert inner.vm_hwm_mb < outer.vm_hwm_mb - 40
+    assert inner.vm_hwm_mb < rss_before_inner + 10  # the inner phase saw only what was resident at its start
     assert outer.n_samples == 2  # interval=None: entry and exit only
 
 
