@@ -22,7 +22,7 @@ from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
 
 DOMAIN_FRAMES = 20
-DOMAIN_SIDE = 512  # px: larger frames are checked on their central window (1024 px took 2.2 GB on a dense movie)
+DOMAIN_SIDE = 512  # px: larger frames are checked on their central window (the calibration fits every spot in it)
 CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
               "--em_gain / --qe / --read_noise / --pixel_size)")
 MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"
@@ -81,10 +81,10 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
 
 def _central(shape: tuple[int, ...], camera: Camera) -> tuple[slice, slice]:
     """The central ``DOMAIN_SIDE`` px of each axis (all of it with per-pixel camera maps, sized for whole frames)."""
-    if getattr(camera, "has_maps", False):
+    if camera.has_maps:
         return slice(None), slice(None)
-    return tuple(slice((n - min(n, DOMAIN_SIDE)) // 2, (n - min(n, DOMAIN_SIDE)) // 2 + min(n, DOMAIN_SIDE))
-                 for n in (int(shape[0]), int(shape[1])))
+    sides = [(int(n), min(int(n), DOMAIN_SIDE)) for n in shape[:2]]
+    return tuple(slice((n - side) // 2, (n - side) // 2 + side) for n, side in sides)
 
 
 def _plain(v: Any) -> Any:

@@ -105,3 +105,12 @@ def test_large_frames_are_checked_on_their_central_window(monkeypatch: pytest.Mo
     whole = domain._central(movie.shape[1:], MapsCamera())
     assert whole == (slice(None), slice(None))
     assert domain._central((2048, 100), Camera()) == (slice(1008, 1040), slice(34, 66))
+
+
+def test_a_movie_at_the_baseline_gets_the_camera_checks_sentences_without_nan() -> None:
+    """Background at the camera baseline (no signal): the noise ratio cannot be measured (nan); the warning is
+    the camera check's own sentence with finite numbers, not 'nanx'."""
+    movie = np.random.default_rng(0).poisson(100, (20, 64, 64)).astype(np.uint16)
+    check = check_domain(movie, Camera(), {})
+    assert check.camera_suspect and check.warnings
+    assert not any("nan" in w for w in check.warnings)
