@@ -1,6 +1,6 @@
 """Training memory across batch size x accumulation x AMP x chunk size — the measured "memory table".
 
-    python benchmarks/bench_train_memory.py                  # CPU: peak RssAnon, ~5 min on 2 cores
+    python benchmarks/bench_train_memory.py                  # CPU: peak RssAnon (its run time is in the report)
     python benchmarks/bench_train_memory.py --device cuda    # GPU: torch.cuda max allocated as well
 
 Each configuration runs in a fresh subprocess: two optimizer steps of ``train_step`` (imported from
@@ -74,7 +74,8 @@ def main() -> int:
     p.add_argument("--batches", type=int, nargs="+", default=[2, 8])
     p.add_argument("--accums", type=int, nargs="+", default=[1, 4])
     p.add_argument("--chunks", type=int, nargs="+", default=[0, 64], help="0 = no chunking")
-    p.add_argument("--amps", nargs="+", default=["fp32", "bf16"])
+    p.add_argument("--amps", nargs="+", default=None,
+                   help="default: fp32, and bf16 where it is native (CUDA, or a CPU with AVX-512 BF16 / AMX)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--child")
     args = p.parse_args()
@@ -82,6 +83,8 @@ def main() -> int:
         print(json.dumps(child(json.loads(args.child))))
         return 0
 
+    if args.amps is None:
+        args.amps = ["fp32", "bf16"] if native_bf16(args.device) else ["fp32"]
     rows = []
     t_start = time.perf_counter()
     for batch, accum, amp, chunk in itertools.product(args.batches, args.accums, args.amps, args.chunks):
@@ -93,6 +96,12 @@ def main() -> int:
         print(rows[-1], flush=True)
     write_report(rows, args, time.perf_counter() - t_start)
     return 0
+
+
+def native_bf16(device: str) -> bool:
+    from decode_mem.model.precision import cpu_has_native_bf16
+
+    return device.startswith("cuda") or cpu_has_native_bf16()
 
 
 def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> None:
@@ -125,24 +134,57 @@ def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> 
         f"{args.frame}×{args.frame} px simulated on the fly; one optimizer step = `accumulation` micro-batches of "
         "`batch` windows (each cut into `chunk`-sized crops when chunking), measured after one warm-up step in a "
         "fresh process. 'peak RssAnon in step' is the process's anonymous memory at its highest during the step "
-        "(includes the interpreter, torch and the model, ~250-300 MB); 'growth' is that peak minus RssAnon just "
-        "before the step.",
+        f"(includes the interpreter, torch, the model and the optimizer state: RssAnon before the step was "
+        f"{min(r['rss_anon_base_mb'] for r in rows):.0f}-{max(r['rss_anon_base_mb'] for r in rows):.0f} MB in this "
+        "run); 'growth' is that peak minus RssAnon just before the step.",
         "",
         *lines,
         "",
         "Step times depend on the machine's load. 'growth' depends on what the allocator kept from the warm-up "
         "step; the peak column is the one to compare.",
         "",
-        "How to read it: with accumulation the effective batch grows at the memory of one micro-batch; with "
-        "chunking the activations are those of one crop (device memory is set by the chunk, not the frame); "
-        "bf16 autocast on CPU stores activations in 16 bits where ops allow.",
+        *reading(rows),
         "",
-        "Not measured here: CUDA (no GPU in this run — rerun with `--device cuda`), fp16 with GradScaler "
-        "(CUDA only), gradient checkpointing, DataLoader workers.",
+        "Not measured here: "
+        + ("" if cuda else "CUDA (no GPU in this run — rerun with `--device cuda`), fp16 with GradScaler "
+           "(CUDA only), ")
+        + ("" if "bf16" in args.amps else "bf16 (this CPU has no native bf16 — no AVX-512 BF16 or AMX — and "
+           "training under bf16 autocast is then far slower than fp32, see `decode_mem.train`'s warning; "
+           "`--amps fp32 bf16` measures it anyway), ")
+        + "gradient checkpointing, DataLoader workers.",
         "",
     ]
     (RESULTS / "train_memory.md").write_text("\n".join(md))
     plot(rows, RESULTS / "train_memory.png")
+
+
+def reading(rows: list[dict]) -> list[str]:
+    """What the table shows about accumulation, chunking and bf16, each ratio computed from this run's peaks."""
+    peak = {(r["batch"], r["accum"], r["amp"], r["chunk"]): r["rss_anon_peak_mb"] for r in rows}
+    batches = sorted({k[0] for k in peak})
+    accums = sorted({k[1] for k in peak})
+    out = ["How to read it (ratios of the peak column, computed from this run):", ""]
+
+    def ratios(pairs: list[tuple]) -> str:
+        vals = [peak[b] / peak[a] for a, b in pairs if a in peak and b in peak]
+        return f"{min(vals):.2f}-{max(vals):.2f} (n={len(vals)})" if vals else "not measured"
+
+    if len(accums) > 1:
+        lo, hi = accums[0], accums[-1]
+        pairs = [((b, lo, amp, c), (b, hi, amp, c)) for (b, a, amp, c) in peak if a == lo]
+        out.append(f"- accumulation {lo} → {hi} (effective batch ×{hi // lo}): peak ×{ratios(pairs)}; "
+                   f"growing the batch by the same factor instead (batch {batches[0]} → {batches[-1]}, "
+                   f"accumulation {lo}): peak ×"
+                   + ratios([((batches[0], lo, amp, c), (batches[-1], lo, amp, c))
+                             for (b, a, amp, c) in peak if b == batches[0] and a == lo]) + ".")
+    chunked = sorted({k[3] for k in peak if k[3]})
+    for c in chunked:
+        pairs = [((b, a, amp, None), (b, a, amp, c)) for (b, a, amp, cc) in peak if cc is None]
+        out.append(f"- chunks of {c} px instead of whole frames: peak ×{ratios(pairs)}.")
+    if {"fp32", "bf16"} <= {k[2] for k in peak}:
+        pairs = [((b, a, "fp32", c), (b, a, "bf16", c)) for (b, a, amp, c) in peak if amp == "fp32"]
+        out.append(f"- bf16 autocast instead of fp32: peak ×{ratios(pairs)}.")
+    return out
 
 
 def plot(rows: list[dict], path: Path) -> None:

@@ -155,3 +155,18 @@ def test_time_budget_stops_early_and_fine_tuning_starts_from_the_weights(tiny_cf
                     model=replace(tiny_cfg.model, features=4))
     with pytest.raises(CheckpointError, match="cannot fine-tune"):
         fit(other)
+
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_training_warns_only_on_a_cpu_without_native_bf16(tiny_cfg: TrainConfig, monkeypatch,
+                                                                native: bool) -> None:
+    import warnings
+
+    import decode_mem.train.loop as loop
+
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: native)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fit(replace(tiny_cfg, amp="bf16", steps=1, val_every=1, checkpoint_every=1))
+    assert any("without native bf16" in str(w.message) for w in seen) is not native
