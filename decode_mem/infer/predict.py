@@ -30,6 +30,7 @@ from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
 from decode_mem.plan.choose import SizeChoice, choose_sizes
+from decode_mem.plan.inference import warm_up
 from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
@@ -159,6 +160,7 @@ def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batc
     for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
+    warm_up(net, device, amp)  # its once-per-process costs go into the baseline
     anon = read_host_memory().get("rss_anon_mb")
     baseline = int((anon or 0.0) * 2**20)
     return choose_sizes(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,

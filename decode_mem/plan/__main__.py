@@ -43,10 +43,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from decode_mem.memory import read_host_memory
         from decode_mem.model.checkpoint import load_model
         from decode_mem.plan.choose import choose_sizes, parse_bytes
+        from decode_mem.plan.inference import warm_up
         from decode_mem.plan.speed import frames_per_second, remembered_seconds
 
         device = resolve_device(args.device)
         model = load_model(args.model or DEFAULT_MODEL, device=device)
+        warm_up(model.net, device, args.amp)  # what every run pays first, as infer does before its baseline
         baseline = int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
         choice = choose_sizes(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
                               amp=args.amp, device=device, itemsize=np.dtype(args.dtype).itemsize,
@@ -63,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{plan.unit_shape[0]} tile(s) x {plan.unit_shape[1]} frames",
             f"  predicted peak host RssAnon: {plan.host_bytes / 2**20:.0f} MiB (baseline {baseline / 2**20:.0f}, "
             f"frame blocks {plan.block_bytes / 2**20:.0f}, staging {plan.staging_bytes / 2**20:.0f}"
-            + (f", network {plan.network_bytes / 2**20:.0f} x scratch)" if device.type == "cpu" else ")"),
+            + (f", network {plan.network_host_bytes / 2**20:.0f} with the allocator's slack)"
+               if device.type == "cpu" else ")"),
         ]
         if device.type == "cuda":
             lines.append(f"  predicted peak device memory (allocator): {plan.device_bytes / 2**20:.0f} MiB")

@@ -1,13 +1,16 @@
 """Predicted peak memory of tiled inference, from the network's shape and the tile plan, before anything runs.
 
-Host (RssAnon) = the process's baseline (Python, torch, the model: measured where the run will happen)
+Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-per-process costs of the
+  first network call, paid by ``warm_up`` before the baseline is read)
 + raw frame blocks in flight (the block being computed, ``prefetch_depth`` read ahead, one being read, and
   a transient copy where the stack's edge frames are repeated)
 + staged tile inputs (CUDA: the pinned unit being copied and the next one)
 + on a CPU, the network's working set for the largest unit of work (traced with fake tensors, ``trace``)
-  times ``CPU_SCRATCH``: oneDNN's convolution scratchpads and primitive cache (one per distinct convolution
-  shape) and the allocator's slack come on top of the tensors — whole runs on an AMD EPYC with torch 2.13
-  held 1.4–2.0× the traced bytes; the memory-table benchmark reports the prediction error where it runs.
+  and ``ALLOCATOR_SLACK``: glibc keeps freed blocks below its mmap threshold, which grows up to 32 MiB on
+  64-bit Linux, in the heap instead of returning them. Where bf16 is not native (no AVX-512 BF16 / AMX),
+  oneDNN computes bf16 convolutions through fp32 buffers that the trace does not see:
+  ``EMULATED_BF16`` times the traced bf16 bytes (measured on an AMD EPYC with torch 2.13).
+  The memory-table benchmark reports the prediction error on the machine where it runs.
 Device (CUDA) = the network's working set (``torch.cuda.max_memory_allocated`` counts the same tensors;
 cuDNN workspaces and the CUDA context are not in it).
 """
@@ -24,12 +27,13 @@ import torch
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.net import DecodeNet
-from decode_mem.model.precision import dtype_name, resolve_amp
+from decode_mem.model.precision import cpu_has_native_bf16, dtype_name, resolve_amp
 from decode_mem.plan.trace import fake_network
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
 MiB = float(2**20)
-CPU_SCRATCH = 1.6  # real RssAnon of the network's CPU work / its traced tensor bytes (module docstring)
+ALLOCATOR_SLACK = 2 * 32 * 2**20  # two freed blocks at glibc's largest mmap threshold (module docstring)
+EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,16 @@ class InferencePlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def network_host_bytes(self) -> int:
+        """The network's work in host memory: on a CPU its traced working set and the allocator's slack."""
+        if self.device != "cpu":
+            return 0
+        factor = EMULATED_BF16 if self.amp == "bf16" and not cpu_has_native_bf16() else 1.0
+        return int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
+
+    @property
     def host_bytes(self) -> int:
-        on_host = int(CPU_SCRATCH * (self.network_bytes or 0)) if self.device == "cpu" else 0
-        return self.baseline_bytes + self.block_bytes + self.staging_bytes + on_host
+        return self.baseline_bytes + self.block_bytes + self.staging_bytes + self.network_host_bytes
 
     @property
     def device_bytes(self) -> int:
@@ -104,11 +115,31 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     ly, lx = ex.plan.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
     in_flight = prefetch_depth + 3 if prefetch_depth else 2  # see the module docstring
+    if n_frames is not None:  # a short stack has fewer blocks to hold (plus the transient edge copy)
+        in_flight = min(in_flight, -(-int(n_frames) // n) + 1)
     blocks = in_flight * (n + 2) * h * w * itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
     return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
                          (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
                          int(baseline_bytes))
+
+
+def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:
+    """Pay the once-per-process costs of planning and running ``net`` now: the receptive-field probe, the
+    first small network call at ``amp`` (oneDNN's or cuDNN's initialization, the autocast kernels) and the
+    first fake-tensor trace (its machinery). They come with every run (on an AMD EPYC with torch 2.13 they
+    held about 200 MiB of RssAnon), so a baseline measured after this call contains them and the plan's other
+    terms are what the run's sizes add."""
+    device = torch.device(device)
+    dtype = resolve_amp(amp, device)
+    amp_name = dtype_name(dtype) if dtype is not None else "off"
+    side = 64
+    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=amp_name)
+    with torch.inference_mode():
+        TiledExecutor(net, (side, side), config, device=device).run_unit(1)
+    if isinstance(net, torch.nn.Module):
+        with fake_network(net) as (fake, _):
+            TiledExecutor(fake, (side, side), config, device=device).run_unit(1)
 
 
 def trace_cache_path() -> Path:
