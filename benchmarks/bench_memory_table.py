@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--out", default=str(RESULTS / "memory_table.md"))
+    p.add_argument("--frames", type=int, nargs="+", default=list(FRAMES), help="frame sides of the grid (px)")
     p.add_argument("--part", choices=("all", "grid", "defaults"), default="all",
                    help="measure both parts (default) or one; the report says which part was not measured")
     args = p.parse_args(argv)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_memory_table_") as tmp:
         work = Path(tmp)
-        for size in FRAMES if args.part != "defaults" else ():
+        for size in args.frames if args.part != "defaults" else ():
             path = stack(work / f"s{size}.tif", size)
             for chunk in CHUNKS:
                 for batch in BATCHES:
@@ -127,6 +128,8 @@ def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argpar
                          text=True).stdout.strip() or platform.machine()
     errors = [abs(r["predicted_mb"] / r["peak_mb"] - 1) for r in grid]
     part = "" if args.part == "all" else f" --part {args.part}"
+    if list(args.frames) != list(FRAMES):
+        part += " --frames " + " ".join(str(f) for f in args.frames)
     lines = ["# Memory requirement table", "",
              f"Command: `python benchmarks/bench_memory_table.py --device {args.device}{part}`; {total / 60:.1f} min. "
              f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",
@@ -146,8 +149,11 @@ def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argpar
                 row += f" {r['device_peak_mb']:.0f} | {r['device_predicted_mb']:.0f} |"
             lines.append(row)
         within10 = sum(e <= 0.10 for e in errors)
+        under = sum(r["predicted_mb"] < r["peak_mb"] for r in grid)
+        exact = sum(bool(r.get("hwm_exact")) for r in grid)
         lines += ["", f"Prediction error: median {np.median(errors):.0%}, largest {max(errors):.0%}; within 10 % in "
-                  f"{within10} of {len(errors)} rows."]
+                  f"{within10} of {len(errors)} rows; the run needed more than predicted in {under} of {len(grid)} "
+                  f"rows. VmHWM could be reset (a peak between samples counted) in {exact} of {len(grid)} rows."]
     lines += ["", "## The defaults (no size flags), the whole command", ""]
     if not defaults:
         lines += ["Not measured in this run (`--part grid`)."]

@@ -125,21 +125,19 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
 
 
 def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:
-    """Pay the once-per-process costs of planning and running ``net`` now: the receptive-field probe, the
-    first small network call at ``amp`` (oneDNN's or cuDNN's initialization, the autocast kernels) and the
-    first fake-tensor trace (its machinery). They come with every run (on an AMD EPYC with torch 2.13 they
-    held about 200 MiB of RssAnon), so a baseline measured after this call contains them and the plan's other
-    terms are what the run's sizes add."""
+    """Pay the once-per-process costs of running ``net`` now: the receptive-field probe and the first small
+    network call at ``amp`` (oneDNN's or cuDNN's initialization, the autocast kernels). They come with every
+    run (on an AMD EPYC with torch 2.13 they held about 150 MiB of RssAnon), so a baseline measured after this
+    call contains them and the plan's other terms are what the run's sizes add. (The first fake-tensor trace
+    costs memory too, but only where a trace is not remembered yet: callers re-read the baseline after
+    planning, as ``infer`` does.)"""
     device = torch.device(device)
     dtype = resolve_amp(amp, device)
     amp_name = dtype_name(dtype) if dtype is not None else "off"
     side = 64
-    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=amp_name)
     with torch.inference_mode():
-        TiledExecutor(net, (side, side), config, device=device).run_unit(1)
-    if isinstance(net, torch.nn.Module):
-        with fake_network(net) as (fake, _):
-            TiledExecutor(fake, (side, side), config, device=device).run_unit(1)
+        TiledExecutor(net, (side, side), TileConfig(chunk_size=side, batch_size=1, block=1, amp=amp_name),
+                      device=device).run_unit(1)
 
 
 def trace_cache_path() -> Path:
