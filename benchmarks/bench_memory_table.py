@@ -2,7 +2,7 @@
 
     python benchmarks/bench_memory_table.py                 # CPU: benchmarks/results/memory_table.md + .png
     python benchmarks/bench_memory_table.py --device cuda   # adds device peaks (torch.cuda.max_memory_allocated)
-    python benchmarks/bench_memory_table.py --part defaults --out benchmarks/results/memory_defaults.md
+    python benchmarks/bench_memory_table.py --part defaults --out /tmp/defaults.md   # one part, elsewhere
 
 1. **Planner vs measured** (``predict_stack`` with the shipped model, fresh process per row, 1 torch thread):
    frame size × tile core (``chunk_size``) × batch × precision; peak host RssAnon (the larger of RssAnon sampled

@@ -16,6 +16,7 @@ returns the full output map of one image or window, for inspection and for calle
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
+from decode_mem.model.precision import cpu_has_native_bf16
 from decode_mem.plan.choose import SizeChoice, choose_sizes
 from decode_mem.plan.inference import warm_up
 from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
@@ -83,6 +85,10 @@ def predict_stack(
     choice = plan_sizes(net, source.shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                         device=dev, itemsize=itemsize, memory_limit=memory_limit)
     plan = choice.plan
+    if dev.type == "cpu" and plan.amp == "bf16" and not cpu_has_native_bf16():
+        warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
+                      "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
+                      "'off' on this machine", stacklevel=2)
     if compile == "auto":
         compile = dev.type == "cpu" and source.shape[0] * plan.n_tiles >= COMPILE_MIN_WORK
     config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,

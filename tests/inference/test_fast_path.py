@@ -71,3 +71,18 @@ def test_amp_rejects_unknown_values(value) -> None:
 
     with pytest.raises(ConfigError, match="amp"):
         precision.resolve_amp(value, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_explicit_bf16_warns_only_on_a_cpu_without_native_bf16(monkeypatch, native: bool) -> None:
+    import warnings
+
+    import decode_mem.infer.predict as predict
+    from decode_mem.model import DecodeNet, ModelConfig
+
+    monkeypatch.setattr(predict, "cpu_has_native_bf16", lambda: native)
+    frames = np.random.default_rng(0).poisson(20.0, (3, 32, 32)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        list(predict_stack(frames, DecodeNet(ModelConfig.tiny()), chunk_size=32, batch_size=1, amp="bf16"))
+    assert any("without native bf16" in str(w.message) for w in seen) is not native
