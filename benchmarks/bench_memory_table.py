@@ -44,8 +44,7 @@ import json, sys, torch
 torch.set_num_threads(1)
 from decode_mem.io import open_stack
 from decode_mem.infer import predict_stack
-from decode_mem.memory import PeakSampler, read_host_memory
-from decode_mem.memory.peaks import reset_vm_hwm
+from decode_mem.memory import measure_phase
 from decode_mem.model.checkpoint import load_model
 import decode_mem.infer.runner  # noqa: F401  (what a real run has imported)
 a = json.loads(sys.argv[1])
@@ -54,16 +53,11 @@ plans = []
 with open_stack(a["stack"]) as stack:
     if a["device"] == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    exact = reset_vm_hwm()
-    with PeakSampler(0.002) as sampler:
+    with measure_phase("run", interval=0.002, device="cpu") as phase:  # host only: CUDA is read below
         for _ in predict_stack(stack, model, chunk_size=a["chunk"], batch_size=a["batch"], amp=a["amp"],
                                device=a["device"], compile=False, on_plan=plans.append):
             pass
-end = read_host_memory()
-peak = sampler.peak["rss_anon_mb"]
-if exact:  # VmHWM cannot miss a short peak: its anonymous part (file pages of the run's end taken off)
-    peak = max(peak, end["vm_hwm_mb"] - end["rss_file_mb"] - end["rss_shmem_mb"])
-out = {"peak_mb": peak, "sampled_peak_mb": sampler.peak["rss_anon_mb"], "hwm_exact": exact,
+out = {"peak_mb": phase.rss_anon_peak_mb, "sampled_peak_mb": phase.rss_anon_mb, "hwm_exact": phase.hwm_exact,
        "predicted_mb": plans[0].plan.host_bytes / 2**20}
 if a["device"] == "cuda":
     out["device_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20

@@ -99,9 +99,11 @@ def main() -> int:
 
 
 def native_bf16(device: str) -> bool:
-    from decode_mem.model.precision import cpu_has_native_bf16
+    import torch
 
-    return device.startswith("cuda") or cpu_has_native_bf16()
+    from decode_mem.model.precision import emulated_bf16
+
+    return not emulated_bf16("bf16", torch.device(device))
 
 
 def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> None:

@@ -15,7 +15,6 @@ returns the full output map of one image or window, for inspection and for calle
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -28,12 +27,10 @@ from decode_mem.errors import ConfigError
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
-from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
-from decode_mem.model.precision import cpu_has_native_bf16
-from decode_mem.plan.choose import SizeChoice, choose_sizes
-from decode_mem.plan.inference import warm_up
+from decode_mem.model.precision import emulated_bf16
+from decode_mem.plan.choose import SizeChoice, choose_sizes_here
 from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
@@ -85,7 +82,7 @@ def predict_stack(
     choice = plan_sizes(net, source.shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                         device=dev, itemsize=itemsize, memory_limit=memory_limit)
     plan = choice.plan
-    if dev.type == "cpu" and plan.amp == "bf16" and not cpu_has_native_bf16():
+    if emulated_bf16(plan.amp, dev):
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
@@ -161,23 +158,15 @@ def process_large_image(
 
 def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
                amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None) -> SizeChoice:
-    """``decode_mem.plan.choose_sizes`` for a ``(T, H, W)`` stack in this process (baseline: its RssAnon now)."""
+    """``decode_mem.plan.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved."""
     if chunk_size == "whole":
         chunk_size = max(shape[1:])
     for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
-    warm_up(net, device, amp)  # its once-per-process costs go into the baseline
-    anon = read_host_memory().get("rss_anon_mb")
-    baseline = int((anon or 0.0) * 2**20)
-    choice = choose_sizes(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block,
-                          amp=amp, device=device, itemsize=itemsize, memory_limit=memory_limit,
-                          baseline_bytes=baseline, n_frames=shape[0])
-    # planning itself can leave memory behind (the first fake-tensor trace, timed candidates): the run starts here
-    after = int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
-    if after > baseline:
-        choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
-    return choice
+    return choose_sizes_here(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block,
+                             amp=amp, device=device, itemsize=itemsize, memory_limit=memory_limit,
+                             n_frames=shape[0])
 
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,

@@ -126,7 +126,9 @@ class PhasePeak:
     """Peak memory of one phase, filled in when its ``with`` block exits (MB; None where unavailable).
 
     ``rss_anon_mb``/``vm_rss_mb``: sampled peaks (``n_samples`` samples). ``vm_hwm_mb``: exact peak
-    VmRSS of the phase when VmHWM could be reset at entry (``hwm_exact``), else None. CUDA peaks:
+    VmRSS of the phase when VmHWM could be reset at entry (``hwm_exact``), else None; ``anon_hwm_mb`` that peak
+    less the file-backed and shared pages at exit, and ``rss_anon_peak_mb`` the larger of it and the sampled
+    RssAnon peak (a peak between samples is not missed). CUDA peaks:
     ``reset_peak_memory_stats()`` at entry (when CUDA was initialized), ``max_memory_*`` at exit.
     """
 
@@ -138,10 +140,18 @@ class PhasePeak:
     vm_rss_mb: float | None = None
     vm_hwm_mb: float | None = None
     hwm_exact: bool = False
+    anon_hwm_mb: float | None = None
     cuda_allocated_start_mb: float | None = None
     cuda_max_allocated_mb: float | None = None
     cuda_max_reserved_mb: float | None = None
     n_samples: int = 0
+
+    @property
+    def rss_anon_peak_mb(self) -> float | None:
+        """Peak RssAnon that a short peak between samples cannot hide: the larger of the sampled peak and
+        ``anon_hwm_mb`` (exact VmRSS peak less the file-backed and shared pages at exit)."""
+        values = [v for v in (self.rss_anon_mb, self.anon_hwm_mb) if v is not None]
+        return max(values) if values else None
 
     @property
     def rss_anon_delta_mb(self) -> float | None:
@@ -210,6 +220,8 @@ def measure_phase(name: str = "", *, interval: float | None = 0.02, device: int 
         peak.n_samples = sampler.n_samples
         if peak.hwm_exact and end["vm_hwm_mb"] is not None:
             peak.vm_hwm_mb = max(end["vm_hwm_mb"], watch.hwm_mb)
+            if end["rss_file_mb"] is not None and end["rss_shmem_mb"] is not None:
+                peak.anon_hwm_mb = peak.vm_hwm_mb - end["rss_file_mb"] - end["rss_shmem_mb"]
         if index is None and enabled:  # CUDA started inside the phase: its peak so far is the phase's
             index = cuda_in_use(wanted)
             peak.cuda_allocated_start_mb = 0.0 if index is not None else None

@@ -15,7 +15,8 @@ import torch
 from decode_mem.config import AMP_CHOICES
 from decode_mem.errors import ConfigError
 
-__all__ = ["AMP_CHOICES", "AMP_DTYPES", "autocast", "cpu_has_native_bf16", "dtype_name", "resolve_amp"]
+__all__ = ["AMP_CHOICES", "AMP_DTYPES", "autocast", "cpu_has_native_bf16", "dtype_name", "emulated_bf16",
+           "resolve_amp"]
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -48,6 +49,13 @@ def resolve_amp(amp: str | None, device: torch.device) -> torch.dtype | None:
     if device.type == "cpu":
         return torch.bfloat16 if cpu_has_native_bf16() else None
     return None
+
+
+def emulated_bf16(dtype: torch.dtype | str | None, device: torch.device) -> bool:
+    """True for bf16 (a dtype or 'bf16') on a CPU without native bf16: torch then emulates it, slower than
+    fp32 and with fp32 buffers beside the bf16 tensors (``decode_mem.plan`` plans for them)."""
+    is_bf16 = dtype in (torch.bfloat16, "bf16")
+    return is_bf16 and device.type == "cpu" and not cpu_has_native_bf16()
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:

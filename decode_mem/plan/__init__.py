@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from decode_mem.plan.choose import SizeChoice, choose_sizes, memory_budget, parse_bytes
-    from decode_mem.plan.inference import InferencePlan, plan_inference
+    from decode_mem.plan.choose import SizeChoice, choose_sizes, choose_sizes_here, memory_budget, parse_bytes
+    from decode_mem.plan.inference import InferencePlan, plan_inference, warm_up
     from decode_mem.plan.trace import LiveBytes, peak_bytes
 
-__all__ = ["InferencePlan", "LiveBytes", "SizeChoice", "choose_sizes", "memory_budget", "parse_bytes", "peak_bytes",
-           "plan_inference"]
+__all__ = ["InferencePlan", "LiveBytes", "SizeChoice", "choose_sizes", "choose_sizes_here", "memory_budget",
+           "parse_bytes", "peak_bytes", "plan_inference", "warm_up"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "SizeChoice": "choose", "choose_sizes": "choose", "memory_budget": "choose", "parse_bytes": "choose",
-    "InferencePlan": "inference", "plan_inference": "inference", "LiveBytes": "trace", "peak_bytes": "trace"})
+    "SizeChoice": "choose", "choose_sizes": "choose", "choose_sizes_here": "choose", "memory_budget": "choose",
+    "parse_bytes": "choose", "InferencePlan": "inference", "plan_inference": "inference", "warm_up": "inference",
+    "LiveBytes": "trace", "peak_bytes": "trace"})

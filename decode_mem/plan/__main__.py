@@ -40,21 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
         from decode_mem.config import resolve_device
         from decode_mem.infer.config import DEFAULT_MODEL
-        from decode_mem.memory import read_host_memory
         from decode_mem.model.checkpoint import load_model
-        from decode_mem.plan.choose import choose_sizes, parse_bytes
-        from decode_mem.plan.inference import warm_up
+        from decode_mem.plan.choose import choose_sizes_here, parse_bytes
         from decode_mem.plan.speed import frames_per_second, remembered_seconds
 
         device = resolve_device(args.device)
         model = load_model(args.model or DEFAULT_MODEL, device=device)
-        warm_up(model.net, device, args.amp)  # what every run pays first, as infer does before its baseline
-        baseline = int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
-        choice = choose_sizes(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
-                              amp=args.amp, device=device, itemsize=np.dtype(args.dtype).itemsize,
-                              memory_limit=parse_bytes(args.memory_limit), baseline_bytes=baseline,
-                              n_frames=args.frames, probe=not args.no_probe)
+        choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
+                                   amp=args.amp, device=device, itemsize=np.dtype(args.dtype).itemsize,
+                                   memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
+                                   probe=not args.no_probe)
         plan = choice.plan
+        baseline = plan.baseline_bytes
         seconds = remembered_seconds(model.net, plan, device)
         speed = "not measured on this machine yet" if seconds is None else \
             f"{frames_per_second(plan, seconds):.2f} frames/s of network work (measured here before)"

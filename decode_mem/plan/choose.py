@@ -11,6 +11,7 @@ modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a lapt
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ import psutil
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
-from decode_mem.plan.inference import InferencePlan, MiB, plan_inference
+from decode_mem.plan.inference import InferencePlan, MiB, plan_inference, warm_up
 from decode_mem.plan.speed import frames_per_second, remembered_seconds, time_unit
 
 DEFAULT_HOST_LIMIT = 1 << 30  # bytes of RssAnon for a whole CPU run
@@ -149,6 +151,23 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     return SizeChoice(best, budget, kind, reason, table)
 
 
+def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: Any) -> SizeChoice:
+    """``choose_sizes`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
+    run pays first), and again after planning, which can leave memory behind (the first fake-tensor trace,
+    timed candidates). ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
+    warm_up(net, kwargs.get("device", "cpu"), kwargs.get("amp", "off"))
+    baseline = _rss_anon_bytes()
+    choice = choose_sizes(net, frame_shape, baseline_bytes=baseline, **kwargs)
+    after = _rss_anon_bytes()
+    if after > baseline:
+        choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
+    return choice
+
+
+def _rss_anon_bytes() -> int:
+    return int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
+
+
 def _chunk_candidates(chunk_size: int | str, largest: int) -> list[int]:
     if chunk_size != "auto":
         return [int(chunk_size)]
@@ -178,4 +197,4 @@ def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batc
     return None
 
 
-__all__ = ["SizeChoice", "choose_sizes", "memory_budget", "parse_bytes"]
+__all__ = ["SizeChoice", "choose_sizes", "choose_sizes_here", "memory_budget", "parse_bytes"]

@@ -9,7 +9,8 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   and ``ALLOCATOR_SLACK``: glibc keeps freed blocks below its mmap threshold, which grows up to 32 MiB on
   64-bit Linux, in the heap instead of returning them. Where bf16 is not native (no AVX-512 BF16 / AMX),
   oneDNN computes bf16 convolutions through fp32 buffers that the trace does not see:
-  ``EMULATED_BF16`` times the traced bf16 bytes (measured on an AMD EPYC with torch 2.13).
+  ``EMULATED_BF16`` times the traced bf16 bytes (fitted on an AMD EPYC with torch 2.13; the bf16 rows of
+  the memory table show its error).
   The memory-table benchmark reports the prediction error on the machine where it runs.
 Device (CUDA) = the network's working set (``torch.cuda.max_memory_allocated`` counts the same tensors;
 cuDNN workspaces and the CUDA context are not in it).
@@ -27,7 +28,7 @@ import torch
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.net import DecodeNet
-from decode_mem.model.precision import cpu_has_native_bf16, dtype_name, resolve_amp
+from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
 from decode_mem.plan.trace import fake_network
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
@@ -61,7 +62,7 @@ class InferencePlan:
         """The network's work in host memory: on a CPU its traced working set and the allocator's slack."""
         if self.device != "cpu":
             return 0
-        factor = EMULATED_BF16 if self.amp == "bf16" and not cpu_has_native_bf16() else 1.0
+        factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
         return int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
 
     @property
@@ -100,8 +101,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     """
     device = torch.device(device)
     h, w = (int(v) for v in frame_shape)
-    dtype = resolve_amp(amp, device)
-    amp_name = dtype_name(dtype) if dtype is not None else "off"  # 'auto' resolved for this device
+    amp_name = _amp_name(amp, device)
     n = block_length((h, w), itemsize, block)
     if n_frames is not None:
         n = max(1, min(n, int(n_frames)))
@@ -127,17 +127,20 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
 def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:
     """Pay the once-per-process costs of running ``net`` now: the receptive-field probe and the first small
     network call at ``amp`` (oneDNN's or cuDNN's initialization, the autocast kernels). They come with every
-    run (on an AMD EPYC with torch 2.13 they held about 150 MiB of RssAnon), so a baseline measured after this
-    call contains them and the plan's other terms are what the run's sizes add. (The first fake-tensor trace
-    costs memory too, but only where a trace is not remembered yet: callers re-read the baseline after
-    planning, as ``infer`` does.)"""
+    run, so a baseline measured after this call contains them and the plan's other terms are what the run's
+    sizes add. (The first fake-tensor trace costs memory too, but only where a trace is not remembered yet:
+    ``choose_sizes_here`` reads the baseline again after planning.)"""
     device = torch.device(device)
-    dtype = resolve_amp(amp, device)
-    amp_name = dtype_name(dtype) if dtype is not None else "off"
     side = 64
+    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=_amp_name(amp, device))
     with torch.inference_mode():
-        TiledExecutor(net, (side, side), TileConfig(chunk_size=side, batch_size=1, block=1, amp=amp_name),
-                      device=device).run_unit(1)
+        TiledExecutor(net, (side, side), config, device=device).run_unit(1)
+
+
+def _amp_name(amp: str | None, device: torch.device) -> str:
+    """The executor's name for ``amp`` on ``device`` ('auto' resolved): 'off', 'bf16' or 'fp16'."""
+    dtype = resolve_amp(amp, device)
+    return dtype_name(dtype) if dtype is not None else "off"
 
 
 def trace_cache_path() -> Path:

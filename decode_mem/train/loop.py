@@ -23,7 +23,7 @@ from decode_mem.errors import CheckpointError, ConfigError
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet, ModelConfig
-from decode_mem.model.precision import cpu_has_native_bf16, resolve_amp
+from decode_mem.model.precision import emulated_bf16, resolve_amp
 from decode_mem.simulate.dataset import simulate_samples
 from decode_mem.train import distributed
 from decode_mem.train.chunking import chunk_batch, count_crops
@@ -69,7 +69,7 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     amp_dtype = resolve_amp(cfg.amp, device)
     if amp_dtype == torch.float16 and device.type != "cuda":
         raise ConfigError("train.amp fp16 is for CUDA; use bf16 (or off) on a CPU")
-    if amp_dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_native_bf16():
+    if emulated_bf16(amp_dtype, device):
         warnings.warn("train.amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX): PyTorch then runs "
                       "the training convolutions through its slow reference kernels, many times slower than "
                       "fp32; use --amp off (or auto) on this machine", stacklevel=2)

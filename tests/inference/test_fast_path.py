@@ -77,10 +77,9 @@ def test_amp_rejects_unknown_values(value) -> None:
 def test_explicit_bf16_warns_only_on_a_cpu_without_native_bf16(monkeypatch, native: bool) -> None:
     import warnings
 
-    import decode_mem.infer.predict as predict
     from decode_mem.model import DecodeNet, ModelConfig
 
-    monkeypatch.setattr(predict, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     frames = np.random.default_rng(0).poisson(20.0, (3, 32, 32)).astype(np.float32)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

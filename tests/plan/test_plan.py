@@ -73,11 +73,12 @@ def test_a_short_stack_holds_only_the_blocks_it_has(small: DecodeNet) -> None:
 
 def test_bf16_without_native_support_is_planned_with_its_fp32_buffers(small: DecodeNet, monkeypatch) -> None:
     import decode_mem.plan.inference as inference
+    from decode_mem.model import precision
 
     plan = plan_inference(small, (256, 256), chunk_size=128, batch_size=2, amp="bf16", block=4)
-    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
     native = plan.host_bytes
-    monkeypatch.setattr(inference, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
     emulated = plan.host_bytes
     assert emulated - native == pytest.approx((inference.EMULATED_BF16 - 1) * plan.network_bytes, abs=1)
 
@@ -106,29 +107,22 @@ import json, sys, torch
 torch.set_num_threads(1)
 from decode_mem.io import open_stack
 from decode_mem.infer import predict_stack
-from decode_mem.memory import PeakSampler, read_host_memory
-from decode_mem.memory.peaks import reset_vm_hwm
+from decode_mem.memory import measure_phase
 from decode_mem.model.checkpoint import load_model
 import decode_mem.infer.runner  # noqa
 net = load_model().net  # the shipped model: what users run
 plans = []
 with open_stack(sys.argv[1]) as stack:
-    exact = reset_vm_hwm()
-    with PeakSampler(0.002) as sampler:
+    with measure_phase("run", interval=0.002, device="cpu") as phase:
         for _ in predict_stack(stack, net, chunk_size=int(sys.argv[2]), batch_size=int(sys.argv[3]),
                                on_plan=plans.append):
             pass
-end = read_host_memory()
-peak = sampler.peak["rss_anon_mb"]
-if exact:  # VmHWM cannot miss a peak: its anonymous part, with the file pages of the run's end taken off
-    peak = max(peak, end["vm_hwm_mb"] - end["rss_file_mb"] - end["rss_shmem_mb"])
-print(json.dumps({"peak": peak, "predicted": plans[0].plan.host_bytes / 2**20}))
+print(json.dumps({"peak": phase.rss_anon_peak_mb, "predicted": plans[0].plan.host_bytes / 2**20}))
 """
 
 
 @pytest.mark.parametrize(("chunk", "batch"), [(256, 1), (128, 4)])
-def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int,
-                                                                      batch: int) -> None:
+def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int, batch: int) -> None:
     """A real run in a fresh process: measured peak RssAnon vs the planner's prediction (CPU, fp32)."""
     path = tmp_path / "s.tif"
     tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (6, 512, 512))).astype(np.uint16))
@@ -136,7 +130,7 @@ def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk:
                           text=True, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
     r = json.loads(done.stdout.strip().splitlines()[-1])
-    assert r["predicted"] == pytest.approx(r["peak"], rel=0.15), r  # identical runs here: 540 to 616 MiB
+    assert r["predicted"] == pytest.approx(r["peak"], rel=0.15), r  # identical runs under load differ by >10 %
 
 
 def test_cli_prints_a_plan(capsys) -> None:

@@ -157,15 +157,14 @@ def test_time_budget_stops_early_and_fine_tuning_starts_from_the_weights(tiny_cf
         fit(other)
 
 
-
 @pytest.mark.parametrize("native", [False, True])
 def test_bf16_training_warns_only_on_a_cpu_without_native_bf16(tiny_cfg: TrainConfig, monkeypatch,
                                                                 native: bool) -> None:
     import warnings
 
-    import decode_mem.train.loop as loop
+    from decode_mem.model import precision
 
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fit(replace(tiny_cfg, amp="bf16", steps=1, val_every=1, checkpoint_every=1))
