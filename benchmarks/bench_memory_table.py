@@ -9,11 +9,16 @@
    every 2 ms and VmHWM, reset at the start, less the file-backed pages: a peak between samples is not missed;
    on CUDA also the device peak) beside ``decode_mem.plan``'s prediction for the same settings, and the relative
    error.
-2. **The defaults** (``python -m decode_mem.infer STACK --out DIR`` with no size flags, 3-frame uint16 stacks, the
+2. **Training, planner vs measured** (``decode_mem.train``'s ``fit`` with the default network, fresh process per
+   row, 1 torch thread: two optimizer steps and one validation of 16 windows, simulated frames at density 1/µm²):
+   frame size × crop (``--use_chunking --chunk_size``) × batch; the peak as in part 1 (device peak on CUDA)
+   beside the prediction the run itself wrote (``<out>/memory_plan.json``).
+3. **The defaults** (``python -m decode_mem.infer STACK --out DIR`` with no size flags, 3-frame uint16 stacks, the
    user's command): peak RssAnon of the process (sampled from /proc every 10 ms), wall time and the sizes the
-   planner chose (read from ``<stem>.json``).
+   planner chose (read from ``<stem>.json``); and training's defaults, ``python -m decode_mem.train --out DIR
+   --steps 2 --val_every 2`` (every size its default), measured the same way beside its own plan.
 
-Training memory is measured by ``bench_train_memory.py``; the planner does not predict training memory yet.
+``bench_train_memory.py`` measures training memory over accumulation and precision as well (no predictions).
 Every number comes from the run that wrote the report.
 """
 
@@ -38,6 +43,7 @@ CHUNKS = (256, 512)
 BATCHES = (1, 4)
 PRECISIONS = ("off", "bf16")
 DEFAULT_SIZES = (1024, 2048, 4096)
+TRAIN_ROWS = ((64, 2, 0), (64, 8, 0), (128, 2, 0), (128, 8, 0), (128, 8, 64), (256, 2, 64))  # frame, batch, crop
 
 WORKER = """
 import json, sys, torch
@@ -66,6 +72,32 @@ print(json.dumps(out))
 """
 
 
+TRAIN_WORKER = """
+import json, os, sys, torch
+torch.set_num_threads(1)
+from decode_mem.memory import measure_phase
+from decode_mem.model.net import ModelConfig
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.loop import PLAN, fit
+a = json.loads(sys.argv[1])
+cfg = TrainConfig(out=a["out"], steps=2, batch_size=a["batch"], accumulation_steps=1, val_every=2, val_size=16,
+                  use_chunking=a["chunk"] > 0, chunk_size=a["chunk"] or 512, memory_tracking=False, quiet=True,
+                  amp=a["amp"], device=a["device"], size_jitter=0,
+                  simulation=SimulationConfig(frame_size=(a["frame"], a["frame"]), density=1.0), model=ModelConfig())
+if a["device"] == "cuda":
+    torch.cuda.reset_peak_memory_stats()
+with measure_phase("run", interval=0.002, device="cpu") as phase:
+    fit(cfg)
+plan = json.load(open(os.path.join(a["out"], PLAN)))
+out = {"peak_mb": phase.rss_anon_peak_mb, "hwm_exact": phase.hwm_exact, "predicted_mb": plan["predicted_host_mib"]}
+if a["device"] == "cuda":
+    out["device_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    out["device_predicted_mb"] = plan["predicted_device_mib"]
+print(json.dumps(out))
+"""
+
+
 def stack(path: Path, size: int, frames: int = 3) -> Path:
     import tifffile
 
@@ -80,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--out", default=str(RESULTS / "memory_table.md"))
     p.add_argument("--frames", type=int, nargs="+", default=list(FRAMES), help="frame sides of the grid (px)")
-    p.add_argument("--part", choices=("all", "grid", "defaults"), default="all",
-                   help="measure both parts (default) or one; the report says which part was not measured")
+    p.add_argument("--part", choices=("all", "grid", "train", "defaults"), default="all",
+                   help="measure every part (default) or one; the report says which parts were not measured")
     args = p.parse_args(argv)
-    grid, defaults = [], []
+    grid, train, defaults, train_defaults = [], [], [], []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_memory_table_") as tmp:
         work = Path(tmp)
-        for size in args.frames if args.part != "defaults" else ():
+        for size in args.frames if args.part in ("all", "grid") else ():
             path = stack(work / f"s{size}.tif", size)
             for chunk in CHUNKS:
                 for batch in BATCHES:
@@ -101,7 +133,16 @@ def main(argv: list[str] | None = None) -> int:
                         r = json.loads(done.stdout.strip().splitlines()[-1])
                         grid.append({"frame": size, "chunk": chunk, "batch": batch, "amp": amp, **r})
                         print(grid[-1], flush=True)
-        for size in DEFAULT_SIZES if args.part != "grid" else ():
+        for size, batch, chunk in TRAIN_ROWS if args.part in ("all", "train") else ():
+            spec = {"out": str(work / f"train{size}_{batch}_{chunk}"), "frame": size, "batch": batch, "chunk": chunk,
+                    "amp": "off", "device": args.device}
+            done = subprocess.run([sys.executable, "-c", TRAIN_WORKER, json.dumps(spec)], cwd=ROOT,
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr[-2000:])
+            train.append({**spec, **json.loads(done.stdout.strip().splitlines()[-1])})
+            print(train[-1], flush=True)
+        for size in DEFAULT_SIZES if args.part in ("all", "defaults") else ():
             path = stack(work / f"d{size}.tif", size)
             out = work / f"out{size}"
             seconds, peak, _ = timed([sys.executable, "-m", "decode_mem.infer", str(path), "--out", str(out),
@@ -109,18 +150,25 @@ def main(argv: list[str] | None = None) -> int:
             summary = json.loads((out / f"d{size}.json").read_text())
             defaults.append({"frame": size, "seconds": seconds, "peak_mb": peak, "sizes": summary.get("sizes", {})})
             print(defaults[-1], flush=True)
-    write_report(Path(args.out), grid, defaults, args, time.perf_counter() - t_all)
+        if args.part in ("all", "defaults"):
+            out = work / "train_defaults"
+            seconds, peak, _ = timed([sys.executable, "-m", "decode_mem.train", "--out", str(out), "--steps", "2",
+                                      "--val_every", "2", "--device", args.device, "--quiet"])
+            plan = json.loads((out / "memory_plan.json").read_text())
+            train_defaults.append({"seconds": seconds, "peak_mb": peak, "plan": plan})
+            print(train_defaults[-1], flush=True)
+    write_report(Path(args.out), grid, train, defaults + train_defaults, args, time.perf_counter() - t_all)
     return 0
 
 
-def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argparse.Namespace, total: float) -> None:
+def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[dict], args: argparse.Namespace,
+                 total: float) -> None:
     import torch
 
     from decode_mem.io.atomic import atomic_output
 
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip() or platform.machine()
-    errors = [abs(r["predicted_mb"] / r["peak_mb"] - 1) for r in grid]
     part = "" if args.part == "all" else f" --part {args.part}"
     if list(args.frames) != list(FRAMES):
         part += " --frames " + " ".join(str(f) for f in args.frames)
@@ -129,60 +177,80 @@ def write_report(out: Path, grid: list[dict], defaults: list[dict], args: argpar
              f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
-    if not grid:
-        lines += ["Not measured in this run (`--part defaults`)."]
-    else:
-        lines += ["| frame | tile core | batch | precision | measured peak RssAnon (MiB) | predicted (MiB) | error |"
-                  + (" device peak (MiB) | device predicted (MiB) |" if args.device == "cuda" else ""),
-                  "|---|---|---|---|---|---|---|" + ("---|---|" if args.device == "cuda" else "")]
-        for r in grid:
-            err = r["predicted_mb"] / r["peak_mb"] - 1
-            row = (f"| {r['frame']}² | {r['chunk']} | {r['batch']} | {'fp32' if r['amp'] == 'off' else r['amp']} "
-                   f"| {r['peak_mb']:.0f} | {r['predicted_mb']:.0f} | {err:+.0%} |")
-            if args.device == "cuda":
-                row += f" {r['device_peak_mb']:.0f} | {r['device_predicted_mb']:.0f} |"
-            lines.append(row)
-        within10 = sum(e <= 0.10 for e in errors)
-        under = sum(r["predicted_mb"] < r["peak_mb"] for r in grid)
-        exact = sum(bool(r.get("hwm_exact")) for r in grid)
-        lines += ["", f"Prediction error: median {np.median(errors):.0%}, largest {max(errors):.0%}; within 10 % in "
-                  f"{within10} of {len(errors)} rows; the run needed more than predicted in {under} of {len(grid)} "
-                  f"rows. VmHWM could be reset (a peak between samples counted) in {exact} of {len(grid)} rows."]
+    lines += _comparison(grid, "tile core", args.device)
+    lines += ["", "## Training, planner vs measured (2 steps and a validation)", ""]
+    lines += _comparison(train, "crop", args.device)
     lines += ["", "## The defaults (no size flags), the whole command", ""]
     if not defaults:
-        lines += ["Not measured in this run (`--part grid`)."]
+        lines += ["Not measured in this run (`--part` chose other parts)."]
     else:
         lines += ["| frame | peak RssAnon (MiB) | wall (s) | chosen chunk | chosen batch | budget (MiB) |",
                   "|---|---|---|---|---|---|"]
-    for d in defaults:
+    for d in (d for d in defaults if "sizes" in d):
         s = d["sizes"]
         lines.append(f"| {d['frame']}² | {d['peak_mb']:.0f} | {d['seconds']:.1f} | {s.get('chunk_size', '?')} "
                      f"| {s.get('batch_size', '?')} | {s.get('budget_mib', '?')} |")
+    for d in (d for d in defaults if "plan" in d):
+        p = d["plan"]
+        shape = "x".join(str(v) for v in p["frame_shape"])
+        lines += ["", f"Training (`python -m decode_mem.train --out DIR --steps 2 --val_every 2`, every size its "
+                  f"default: batch {p['batch_size']} × accumulation {p['accumulation_steps']}, {shape} px frames, "
+                  f"validation of {p['val_size']} windows): peak RssAnon {d['peak_mb']:.0f} MiB, wall "
+                  f"{d['seconds']:.1f} s; its plan predicted {p['predicted_host_mib']:.0f} MiB."]
     if args.device == "cpu":
         lines += ["", "GPU rows: **not measured** — no CUDA device in this run."]
-    if grid:
+    if grid or train:
         png = out.with_suffix(".png")
-        _plot(grid, png)
+        _plot(grid, train, png)
         lines += ["", f"![planner vs measured]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
     print(f"wrote {out}")
 
 
-def _plot(grid: list[dict], png: Path) -> None:
+def _comparison(rows: list[dict], size_name: str, device: str) -> list[str]:
+    """The table of measured and predicted peaks and its error summary (``chunk`` is the tile core or the
+    training crop, 0 for whole frames)."""
+    if not rows:
+        return ["Not measured in this run (`--part` chose other parts)."]
+    cuda = device == "cuda"
+    lines = [f"| frame | {size_name} | batch | precision | measured peak RssAnon (MiB) | predicted (MiB) | error |"
+             + (" device peak (MiB) | device predicted (MiB) |" if cuda else ""),
+             "|---|---|---|---|---|---|---|" + ("---|---|" if cuda else "")]
+    for r in rows:
+        err = r["predicted_mb"] / r["peak_mb"] - 1
+        row = (f"| {r['frame']}² | {r['chunk'] or 'whole frames'} | {r['batch']} "
+               f"| {'fp32' if r['amp'] == 'off' else r['amp']} | {r['peak_mb']:.0f} | {r['predicted_mb']:.0f} "
+               f"| {err:+.0%} |")
+        if cuda:
+            row += f" {r['device_peak_mb']:.0f} | {r['device_predicted_mb']:.0f} |"
+        lines.append(row)
+    errors = [abs(r["predicted_mb"] / r["peak_mb"] - 1) for r in rows]
+    within10 = sum(e <= 0.10 for e in errors)
+    under = sum(r["predicted_mb"] < r["peak_mb"] for r in rows)
+    exact = sum(bool(r.get("hwm_exact")) for r in rows)
+    return [*lines, "", f"Prediction error: median {np.median(errors):.0%}, largest {max(errors):.0%}; within 10 % "
+                    f"in {within10} of {len(rows)} rows; the run needed more than predicted in {under} of {len(rows)} "
+                    f"rows. VmHWM could be reset (a peak between samples counted) in {exact} of {len(rows)} rows."]
+
+
+def _plot(grid: list[dict], train: list[dict], png: Path) -> None:
     from matplotlib.figure import Figure
 
     from decode_mem.io.atomic import atomic_output
 
     fig = Figure(figsize=(6, 4.5), layout="constrained")
     ax = fig.subplots()
-    measured = [r["peak_mb"] for r in grid]
-    ax.scatter(measured, [r["predicted_mb"] for r in grid], c=[FRAMES.index(r["frame"]) for r in grid])
-    lim = [0, max(measured + [r["predicted_mb"] for r in grid]) * 1.05]
+    for rows, marker, label in ((grid, "o", "inference"), (train, "s", "training")):
+        if rows:
+            ax.scatter([r["peak_mb"] for r in rows], [r["predicted_mb"] for r in rows], marker=marker, label=label)
+    every = grid + train
+    lim = [0, max([r["peak_mb"] for r in every] + [r["predicted_mb"] for r in every]) * 1.05]
     ax.plot(lim, lim, "k--", linewidth=1)
     ax.plot(lim, [v * 1.1 for v in lim], ":", color="0.5", linewidth=1)
     ax.plot(lim, [v * 0.9 for v in lim], ":", color="0.5", linewidth=1)
     ax.set(xlabel="measured peak RssAnon (MiB)", ylabel="predicted (MiB)", title="planner vs measured (±10 % dotted)")
+    ax.legend(loc="upper left")
     with atomic_output(png) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
 

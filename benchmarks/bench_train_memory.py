@@ -6,7 +6,10 @@
 Each configuration runs in a fresh subprocess: two optimizer steps of ``train_step`` (imported from
 decode_mem.train.step, not copied) on simulated 3-frame windows; the second step is measured with
 ``decode_mem.memory.measure_phase`` (RssAnon sampled every 10 ms; CUDA peak since a reset). Writes
-benchmarks/results/train_memory.md and train_memory.png.
+benchmarks/results/train_memory.md and train_memory.png (``--out NAME``: NAME.md and NAME.png). The training
+defaults (4 × 4 against 16 × 1 at 64² px) are compared by::
+
+    python benchmarks/bench_train_memory.py --frame 64 --batches 4 16 --accums 1 4 --chunks 0 --out train_defaults
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def main() -> int:
     p.add_argument("--amps", nargs="+", default=None,
                    help="default: fp32, and bf16 where it is native (CUDA, or a CPU with AVX-512 BF16 / AMX)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default="train_memory", help="report name in benchmarks/results (default train_memory)")
     p.add_argument("--child")
     args = p.parse_args()
     if args.child:
@@ -156,8 +160,8 @@ def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> 
         + "gradient checkpointing, DataLoader workers.",
         "",
     ]
-    (RESULTS / "train_memory.md").write_text("\n".join(md))
-    plot(rows, RESULTS / "train_memory.png")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(md))
+    plot(rows, RESULTS / f"{args.out}.png")
 
 
 def reading(rows: list[dict]) -> list[str]:
@@ -183,6 +187,14 @@ def reading(rows: list[dict]) -> list[str]:
     for c in chunked:
         pairs = [((b, a, amp, None), (b, a, amp, c)) for (b, a, amp, cc) in peak if cc is None]
         out.append(f"- chunks of {c} px instead of whole frames: peak ×{ratios(pairs)}.")
+    seconds = {(r["batch"], r["accum"], r["amp"], r["chunk"]): r["step_s"] for r in rows}
+    for small in sorted(peak):
+        for large in sorted(peak):
+            same = small[0] * small[1] == large[0] * large[1] and small[2:] == large[2:]
+            if same and small[0] < large[0]:
+                out.append(f"- the same effective batch {small[0] * small[1]} as batch {small[0]} × accumulation "
+                           f"{small[1]} instead of {large[0]} × {large[1]}: peak ×{peak[small] / peak[large]:.2f}, "
+                           f"step time ×{seconds[small] / seconds[large]:.2f}.")
     if {"fp32", "bf16"} <= {k[2] for k in peak}:
         pairs = [((b, a, "fp32", c), (b, a, "bf16", c)) for (b, a, amp, c) in peak if amp == "fp32"]
         out.append(f"- bf16 autocast instead of fp32: peak ×{ratios(pairs)}.")

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     run_.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
     add(run_, "--chunk_size", type=int_or_auto, default="auto", help="inference tile size, or auto")
     add(run_, "--batch_size", type=int_or_auto, default="auto", help="inference batch, or auto")
-    add(run_, "--memory_limit", help="inference memory budget, e.g. 2GiB")
+    add(run_, "--memory_limit", help="memory budget of fine-tuning and inference, e.g. 2GiB (host RssAnon on a CPU, "
+        "device memory on CUDA); fine-tuning that cannot fit it is refused")
     run_.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run_.add_argument("--threads", type=int, help="torch CPU threads")
     run_.add_argument("--seed", type=int, default=0)
@@ -71,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if stage == "train":
                 t_train[0] = time.perf_counter()
                 if not args.quiet:
-                    print(f"fine-tuning for {details['budget_minutes']:g} min: " + "; ".join(details["why"]))
+                    print(f"fine-tuning for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
+                          f"{details['accumulation_steps']} accumulated): " + "; ".join(details["why"]))
                 bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune", disable=bool(args.quiet))
             elif bar is not None:
                 bar.close()

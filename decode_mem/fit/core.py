@@ -38,7 +38,8 @@ from decode_mem.model.loss import DecodeLoss, LossConfig
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.dataset import simulate_samples
 from decode_mem.train.config import TrainConfig
-from decode_mem.train.loop import fit
+from decode_mem.train.loop import CHECKPOINT, fit
+from decode_mem.train.sizing import fitting_batch
 from decode_mem.train.validation import validate
 
 VAL_SEED = 777_001  # held-out matched windows: not the training stream's seed
@@ -117,12 +118,16 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
     matched = SimulationConfig.from_dict(simulation_from_estimates(
         {k: e.value for k, e in calibration.estimates.items()}, camera))
     run_dir = cfg.out_dir / "training"
-    train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, lr=FINE_TUNE_LR,
-                            lr_step=1_000_000, max_minutes=cfg.budget_minutes, init_from=base_path, resume=True,
-                            val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20, seed=cfg.seed,
-                            device=cfg.device, memory_tracking=False, quiet=True,
-                            model=base.net.config, simulation=matched)
-    progress("train", {"budget_minutes": cfg.budget_minutes, "why": gaps or ["--train always"]})
+    train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
+                            lr=FINE_TUNE_LR, lr_step=1_000_000, max_minutes=cfg.budget_minutes, init_from=base_path,
+                            resume=True, val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20,
+                            seed=cfg.seed, device=cfg.device, memory_tracking=False, quiet=True,
+                            memory_limit=cfg.memory_limit, model=base.net.config, simulation=matched)
+    device = resolve_device(cfg.device)
+    if not (run_dir / CHECKPOINT).exists():  # a run that continues keeps the sizes it started with
+        train_cfg = fitting_batch(train_cfg, base.net.to(device), device)
+    progress("train", {"budget_minutes": cfg.budget_minutes, "why": gaps or ["--train always"],
+                       "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
     minutes = (time.perf_counter() - t0) / 60
@@ -132,7 +137,6 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
 
     # 4. validate both on the same held-out matched windows
     progress("validate", {"windows": cfg.val_windows})
-    device = resolve_device(cfg.device)
     val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
     loss_fn = DecodeLoss(LossConfig(), base.net.config)
     scores = {}

@@ -106,12 +106,15 @@ def decode_loss(
     z_scale: float,
     bg_scale: float,
     use_z: bool = True,
+    compact: bool = True,
 ) -> LossTerms:
     """Loss of a network ``output`` (N, 10, H, W) (physical units, ``OUTPUT_CHANNELS``) against targets.
 
     ``em`` (N, K, 4) x_px, y_px, z_nm, photons; ``mask`` (N, K) bool; ``bg`` (N, H, W) photons / px.
     K may be 0 and frames may have no emitter (then only the count and bg terms are non-zero).
     The scales are those of the model (``ModelConfig.photon_scale``, ``z_scale``, ``bg_scale``).
+    ``compact``: drop the target slots no frame uses first (less memory; the number kept depends on the data,
+    so the memory planner, which traces shapes without data, passes False with the slots it plans for).
     """
     cfg = cfg if cfg is not None else LossConfig()
     if output.ndim != 4 or output.shape[1] != N_OUTPUT_CHANNELS:
@@ -140,7 +143,7 @@ def decode_loss(
         var = (p * (1.0 - p)).sum(dim=1).clamp_min(cfg.count_var_min)
         count = 0.5 * (n_true - mu) ** 2 / var + 0.5 * torch.log(var) + _LOG_SQRT_2PI
 
-        loc = _loc_nll(out, log_p, em, mask, use_z, photon_scale, z_scale)
+        loc = _loc_nll(out, log_p, em, mask, use_z, photon_scale, z_scale, compact)
 
         bg_pred = out[:, CHANNEL_INDEX["bg"]]
         if cfg.bg_loss == "noise":
@@ -161,10 +164,11 @@ def _loc_nll(
     use_z: bool,
     photon_scale: float,
     z_scale: float,
+    compact: bool = True,
 ) -> torch.Tensor:
     """Per-frame GMM negative log-likelihood of the true emitters, (N,)."""
     n, _, h, w = out.shape
-    if em.shape[1] > 0:
+    if compact and em.shape[1] > 0:
         used = mask.any(dim=0)  # drop target slots no frame uses (saves (N, K, HW) memory)
         em, mask = em[:, used], mask[:, used]
     if em.shape[1] == 0:
@@ -210,7 +214,8 @@ class DecodeLoss(nn.Module):
         self.bg_scale = mc.bg_scale
         self.use_z = mc.use_z
 
-    def forward(self, output: torch.Tensor, em: torch.Tensor, mask: torch.Tensor, bg: torch.Tensor) -> LossTerms:
+    def forward(self, output: torch.Tensor, em: torch.Tensor, mask: torch.Tensor, bg: torch.Tensor, *,
+                compact: bool = True) -> LossTerms:
         return decode_loss(
             output,
             em,
@@ -221,4 +226,5 @@ class DecodeLoss(nn.Module):
             z_scale=self.z_scale,
             bg_scale=self.bg_scale,
             use_z=self.use_z,
+            compact=compact,
         )

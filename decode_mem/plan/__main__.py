@@ -1,9 +1,16 @@
-"""``python -m decode_mem.plan``: predict peak host and device memory of inference before anything runs.
+"""``python -m decode_mem.plan``: predict peak host and device memory of inference or training before
+anything runs.
 
 Example: ``python -m decode_mem.plan --frame 2048 2048 --chunk 512 --batch 4 --amp bf16 --device cpu``.
 Without ``--chunk``/``--batch`` (or with ``auto``) it chooses them as ``infer`` would under ``--memory_limit``
 (timing candidates on this machine unless ``--no_probe``); it prints the measured throughput where this
 machine has timed that unit of work before.
+
+With ``--train`` it plans ``python -m decode_mem.train`` instead: ``--frame`` is the training frame size,
+``--batch`` the training windows per micro-batch (default: the training config's), ``--chunk`` the crop side
+(``auto``: the largest that fits, as ``train --use_chunking --chunk_size auto`` chooses; ``none``: whole
+frames); the model, loss and simulation come from ``--config`` (a training YAML) or the defaults. It exits
+with an error where ``train`` would refuse the settings.
 """
 
 from __future__ import annotations
@@ -20,21 +27,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.plan", __doc__)
     p.add_argument("--frame", type=int, nargs=2, metavar=("H", "W"), required=True, help="frame size in px")
     p.add_argument("--frames", type=int, help="frames in the stack (default: long)")
-    add(p, "--chunk", "--chunk_size", dest="chunk", type=int_or_auto, default="auto",
-        help="tile core side in px, or auto")
+    add(p, "--chunk", "--chunk_size", dest="chunk", type=chunk_arg, default="auto",
+        help="tile core side in px, or auto (--train: the crop side, auto, or none for whole frames)")
     add(p, "--batch", "--batch_size", dest="batch", type=int_or_auto, default="auto",
         help="windows per network call, or auto")
-    p.add_argument("--amp", choices=AMP_CHOICES, default="off", help="precision (default off)")
+    p.add_argument("--amp", choices=AMP_CHOICES,
+                   help="precision (default: off for inference, the training config's for --train)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
     p.add_argument("--dtype", default="uint16", help="pixel type of the stack (default uint16)")
     add(p, "--memory_limit", help="budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)")
     add(p, "--no_probe", action="store_true", help="choose 'auto' sizes without timing candidates")
+    train = p.add_argument_group("training (--train)")
+    train.add_argument("--train", action="store_true", help="plan a training run instead of inference")
+    train.add_argument("--config", help="training YAML (model, loss, simulation); default: the embedded defaults")
+    add(train, "--accumulation", "--accumulation_steps", dest="accumulation", type=int,
+        help="micro-batches per optimizer step")
+    add(train, "--val_size", type=int, help="validation windows")
     return p
+
+
+def chunk_arg(value: str) -> int | str:
+    """``--chunk``: an integer, 'auto', or (``--train``) 'none'."""
+    return value if value == "none" else int_or_auto(value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
+        if args.train:
+            print(plan_training_here(args))
+            return
+        if args.chunk == "none":
+            from decode_mem.errors import ConfigError
+
+            raise ConfigError("--chunk none (whole frames) is for --train; inference tiles: an integer or auto")
         import numpy as np
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
@@ -47,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = resolve_device(args.device)
         model = load_model(args.model or DEFAULT_MODEL, device=device)
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
-                                   amp=args.amp, device=device, itemsize=np.dtype(args.dtype).itemsize,
+                                   amp=args.amp or "off", device=device, itemsize=np.dtype(args.dtype).itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
                                    probe=not args.no_probe)
         plan = choice.plan
@@ -73,6 +99,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(lines))
 
     return run(build_parser(), body, argv)
+
+
+def plan_training_here(args: argparse.Namespace) -> str:
+    """The training plan of the arguments, its baseline measured in this process as ``train`` would hold it
+    (imports, the model and its optimizer); ConfigError where ``train`` would refuse."""
+    from dataclasses import replace
+
+    import torch
+
+    from decode_mem.config import resolve_device
+    from decode_mem.model.net import DecodeNet
+    from decode_mem.plan.inference import MiB
+    from decode_mem.train.config import load_train_config
+    from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
+
+    cfg = load_train_config(args.config)
+    chunk = str(args.chunk)
+    cfg = replace(cfg.with_overrides(batch_size=None if args.batch == "auto" else args.batch,
+                                     accumulation_steps=args.accumulation, val_size=args.val_size,
+                                     amp=args.amp,
+                                     memory_limit=args.memory_limit),
+                  use_chunking=chunk != "none", chunk_size="auto" if chunk in ("auto", "none") else int(chunk),
+                  simulation=replace(cfg.simulation, frame_size=tuple(args.frame)))
+    device = resolve_device(args.device)
+    net = DecodeNet(cfg.model).to(device)
+    torch.optim.AdamW(net.parameters())  # what a training process holds before it plans
+    crop = resolve_chunk_size(cfg, net, device)
+    plan = plan_for(cfg, net, device, crop)
+    h, w = plan.frame_shape
+    lines = [
+        f"training on {device} ({plan.amp}): frames {h}x{w} px, batch_size {plan.batch_size} windows, "
+        + ("whole frames" if crop is None else f"crops of {plan.crop_shape[0]}x{plan.crop_shape[1]} px")
+        + f", accumulation {plan.accumulation_steps}, {plan.slots} target slots",
+        f"  predicted peak host RssAnon: {plan.host_bytes / MiB:.0f} MiB (baseline {plan.baseline_bytes / MiB:.0f}, "
+        f"data {plan.data_bytes / MiB:.0f}"
+        + (f", optimizer {plan.optimizer_bytes / MiB:.0f}, network {plan.network_bytes / MiB:.0f} "
+           f"[training step {plan.train_bytes / MiB:.0f}, validation {plan.validation_bytes / MiB:.0f}])"
+           if device.type == "cpu" else ")"),
+    ]
+    if device.type == "cuda":
+        lines.append(f"  predicted peak device memory (allocator): {plan.device_bytes / MiB:.0f} MiB")
+    check_fits(plan, cfg.memory_limit)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

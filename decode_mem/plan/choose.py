@@ -79,7 +79,7 @@ def memory_budget(device: torch.device, memory_limit: int | None, *, modest: boo
         return int(fraction * free), f"{fraction:.0%} of the free device memory"
     available = psutil.virtual_memory().available
     if not modest:
-        return int(available), "the available host memory"
+        return int(available) + rss_anon_bytes(), "the available host memory and what this process holds"
     budget = min(DEFAULT_HOST_LIMIT, int(HOST_FRACTION * available))
     return budget, f"default host budget {budget / MiB:.0f} MiB of RssAnon (min of 1 GiB and half the available)"
 
@@ -156,15 +156,15 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: An
     run pays first), and again after planning, which can leave memory behind (the first fake-tensor trace,
     timed candidates). ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
     warm_up(net, kwargs.get("device", "cpu"), kwargs.get("amp", "off"))
-    baseline = _rss_anon_bytes()
+    baseline = rss_anon_bytes()
     choice = choose_sizes(net, frame_shape, baseline_bytes=baseline, **kwargs)
-    after = _rss_anon_bytes()
+    after = rss_anon_bytes()
     if after > baseline:
         choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
     return choice
 
 
-def _rss_anon_bytes() -> int:
+def rss_anon_bytes() -> int:
     return int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
 
 
@@ -197,4 +197,4 @@ def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batc
     return None
 
 
-__all__ = ["SizeChoice", "choose_sizes", "choose_sizes_here", "memory_budget", "parse_bytes"]
+__all__ = ["SizeChoice", "choose_sizes", "choose_sizes_here", "memory_budget", "parse_bytes", "rss_anon_bytes"]

@@ -18,18 +18,14 @@ cuDNN workspaces and the CUDA context are not in it).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from decode_mem.io.atomic import atomic_output
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
-from decode_mem.plan.trace import fake_network
+from decode_mem.plan.trace import fake_network, remembered_trace
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
 MiB = float(2**20)
@@ -143,40 +139,12 @@ def _amp_name(amp: str | None, device: torch.device) -> str:
     return dtype_name(dtype) if dtype is not None else "off"
 
 
-def trace_cache_path() -> Path:
-    """Traced working sets, remembered per machine like the timings (``$DECODE_MEM_CACHE``'s folder): a trace
-    costs seconds (torch's fake-tensor machinery is imported and the network run on fake tensors), a lookup none."""
-    base = os.environ.get("DECODE_MEM_CACHE")
-    folder = Path(base).parent if base else Path.home() / ".cache" / "decode_mem"
-    return folder / "traced_memory.json"
-
-
 def _traced_peak(net: DecodeNet, shape: tuple[int, int], config: TileConfig, device: torch.device, run: int) -> int:
-    """Peak bytes of live tensors while ``run_unit(run)`` executes, traced with fake tensors (cached)."""
-    arch = net.config.to_dict() if hasattr(net, "config") and hasattr(net.config, "to_dict") else None
-    key = None
-    if arch is not None:
-        key = json.dumps([arch, list(shape), config.chunk_size, config.batch_size, config.block, config.amp,
-                          device.type, run, torch.__version__], sort_keys=True, default=str)
-        try:
-            known = json.loads(trace_cache_path().read_text())
-        except (OSError, ValueError):
-            known = {}
-        if key in known:
-            return int(known[key])
-    with fake_network(net) as (fake, counter):
-        TiledExecutor(fake, shape, config, device=device).run_unit(run)
-        peak = int(counter.peak)
-    if key is not None:
-        try:
-            try:
-                known = json.loads(trace_cache_path().read_text())
-            except (OSError, ValueError):
-                known = {}
-            known[key] = peak
-            trace_cache_path().parent.mkdir(parents=True, exist_ok=True)
-            with atomic_output(trace_cache_path()) as tmp:
-                tmp.write_text(json.dumps(known))
-        except OSError:  # a read-only home: plan without remembering
-            pass
-    return peak
+    """Peak bytes of live tensors while ``run_unit(run)`` executes, traced with fake tensors (remembered)."""
+    def trace() -> int:
+        with fake_network(net) as (fake, counter):
+            TiledExecutor(fake, shape, config, device=device).run_unit(run)
+            return int(counter.peak)
+
+    what = ["inference", list(shape), config.chunk_size, config.batch_size, config.block, config.amp, device.type, run]
+    return int(remembered_trace(net, what, trace))

@@ -10,9 +10,12 @@ anything real is allocated.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,18 +23,27 @@ from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from decode_mem.io.atomic import atomic_output
+
 
 class LiveBytes(TorchDispatchMode):
-    """Bytes of the tensors created inside the mode that are still alive; ``peak`` is their maximum."""
+    """Bytes of the tensors created inside the mode that are still alive; ``peak`` is their maximum.
+    ``heap_peak``: the same for the storages of at most ``heap_limit`` bytes (those glibc's malloc serves from
+    its heap rather than from their own mappings once its mmap threshold has grown to the limit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, heap_limit: int = 32 * 2**20) -> None:
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.heap_limit = heap_limit
+        self.heap_live = 0
+        self.heap_peak = 0
         self._owned: set[int] = set()
 
     def _release(self, key: int, nbytes: int) -> None:
         self.live -= nbytes
+        if nbytes <= self.heap_limit:
+            self.heap_live -= nbytes
         self._owned.discard(key)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # torch's dispatch protocol
@@ -46,6 +58,9 @@ class LiveBytes(TorchDispatchMode):
             self._owned.add(key)
             self.live += nbytes
             self.peak = max(self.peak, self.live)
+            if nbytes <= self.heap_limit:
+                self.heap_live += nbytes
+                self.heap_peak = max(self.heap_peak, self.heap_live)
             weakref.finalize(t, self._release, key, nbytes)
         return out
 
@@ -78,3 +93,40 @@ def fake_network(net: torch.nn.Module) -> Iterator[tuple[Any, LiveBytes]]:
     counter = LiveBytes()
     with mode, counter:
         yield fake, counter
+
+
+def trace_cache_path() -> Path:
+    """Traced working sets, remembered per machine like the timings (``$DECODE_MEM_CACHE``'s folder): a trace
+    costs seconds (torch's fake-tensor machinery is imported and the network run on fake tensors), a lookup none."""
+    base = os.environ.get("DECODE_MEM_CACHE")
+    folder = Path(base).parent if base else Path.home() / ".cache" / "decode_mem"
+    return folder / "traced_memory.json"
+
+
+def remembered_trace(net: torch.nn.Module, what: list[Any], trace: Callable[[], Any]) -> Any:
+    """``trace()`` (traced peaks in bytes, JSON), remembered under the network's architecture, ``what`` was traced
+    and torch's version. A network without a ``config.to_dict()`` is traced every time."""
+    arch = net.config.to_dict() if hasattr(net, "config") and hasattr(net.config, "to_dict") else None
+    if arch is None:
+        return trace()
+    key = json.dumps([arch, what, torch.__version__], sort_keys=True, default=str)
+    known = _read_cache()
+    if key in known:
+        return known[key]
+    peak = trace()
+    try:
+        known = _read_cache()
+        known[key] = peak
+        trace_cache_path().parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(trace_cache_path()) as tmp:
+            tmp.write_text(json.dumps(known))
+    except OSError:  # a read-only home: plan without remembering
+        pass
+    return peak
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        return json.loads(trace_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}

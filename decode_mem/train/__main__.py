@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     add(mem, "--use_chunking", action="store_true", default=None,
         help="train on chunk_size crops of large frames, gradients accumulated over the crops")
-    add(mem, "--chunk_size", type=int_or_auto, help="crop side in px, or 'auto'")
+    add(mem, "--chunk_size", type=int_or_auto, help="crop side in px, or 'auto' (the largest that fits the budget)")
+    add(mem, "--memory_limit", help="e.g. 2GiB: host RssAnon on a CPU, device memory on CUDA; settings whose "
+        "planned peak exceeds it (default: what the machine has) are refused")
     add(mem, "--grad_checkpointing", action="store_true", default=None)
     add(mem, "--memory_tracking", action="store_true", default=None)
     add(mem, "--memory_log_file", help="memory CSV (default <out>/memory.csv)")
@@ -53,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "val_every", "log_every",
-             "checkpoint_every", "resume", "amp", "use_chunking", "chunk_size", "grad_checkpointing",
+             "checkpoint_every", "resume", "amp", "use_chunking", "chunk_size", "memory_limit", "grad_checkpointing",
              "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
 
 

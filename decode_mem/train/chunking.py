@@ -19,7 +19,9 @@ def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
     """Yield the crops of a batch (frames, em, mask, bg, read_var, level) that together cover the whole frame.
 
     Emitters are re-expressed in crop coordinates and kept only in the crop whose pixels contain them,
-    so every target counts exactly once. Per-frame entries (``level``: computed on the whole frame before
+    so every target counts exactly once; a crop's targets are packed to the front of its slots and the slots
+    no frame of the crop uses are dropped (the loss compares every slot with every pixel: a crop holds a
+    crop's worth of emitters, not a frame's). Per-frame entries (``level``: computed on the whole frame before
     chunking, so that a crop is normalized as part of its frame) are passed to every crop. With
     ``chunk_size=None`` (or a frame no larger than the chunk) the batch itself is the only crop.
     """
@@ -38,8 +40,17 @@ def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
             inside = ((shifted[..., 0] >= -0.5) & (shifted[..., 0] < x1 - x0 - 0.5)
                       & (shifted[..., 1] >= -0.5) & (shifted[..., 1] < y1 - y0 - 0.5))
             crop = {key: value[..., y0:y1, x0:x1] if key in SPATIAL else value for key, value in batch.items()}
-            crop.update(em=shifted, mask=mask & inside)
+            crop["em"], crop["mask"] = packed(shifted, mask & inside)
             yield crop
+
+
+def packed(em: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets (B, K, d) with their mask (B, K): each frame's used slots moved to the front (in order), the
+    slots no frame uses cut off. The loss, a sum over used slots, is unchanged."""
+    order = torch.sort((~mask).to(torch.uint8), dim=1, stable=True).indices
+    k = int(mask.sum(dim=1).max()) if mask.numel() else 0
+    order = order[:, :k]
+    return torch.gather(em, 1, order[..., None].expand(-1, -1, em.shape[-1])), torch.gather(mask, 1, order)
 
 
 def count_crops(frame_size: tuple[int, int], chunk_size: int | None) -> int:

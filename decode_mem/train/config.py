@@ -10,6 +10,7 @@ from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
+from decode_mem.plan.choose import parse_bytes
 from decode_mem.simulate.config import SimulationConfig
 
 NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}
@@ -21,8 +22,8 @@ class TrainConfig:
 
     out: str = "runs/train"
     steps: int = 2000
-    batch_size: int = 16
-    accumulation_steps: int = 1
+    batch_size: int = 4  # with accumulation 4: an effective batch of 16 in a quarter of the memory (README)
+    accumulation_steps: int = 4
     lr: float = 6e-4
     weight_decay: float = 0.1
     lr_step: int = 500  # StepLR: multiply lr by lr_gamma every lr_step optimizer steps (DECODE-style decay)
@@ -35,6 +36,7 @@ class TrainConfig:
     amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
     use_chunking: bool = False
     chunk_size: int | str = 512  # int or "auto"
+    memory_limit: int | str | None = None  # e.g. "2GiB": host RssAnon on a CPU, device memory on CUDA (plan)
     memory_tracking: bool = True
     memory_log_file: str | None = None  # default: <out>/memory.csv
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
@@ -69,6 +71,8 @@ class TrainConfig:
             raise ConfigError(f"train.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
         if self.chunk_size != "auto" and (not isinstance(self.chunk_size, int) or self.chunk_size < 8):
             raise ConfigError(f"train.chunk_size must be an integer >= 8 or 'auto', got {self.chunk_size!r}")
+        if self.memory_limit is not None and not parse_bytes(self.memory_limit) > 0:
+            raise ConfigError(f"train.memory_limit must be > 0 bytes, got {self.memory_limit!r}")
 
     def notes(self) -> list[str]:
         """Settings that are valid but change nothing, said out loud (the CLI prints them)."""

@@ -7,6 +7,7 @@ Observers (a progress bar, a MemoryTracker) hook in through ``on_step``; ``fit``
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import warnings
@@ -20,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
+from decode_mem.io.atomic import atomic_output
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet, ModelConfig
@@ -33,12 +35,13 @@ from decode_mem.train.distributed import Rank, rank_from_environment
 from decode_mem.train.log import TrainLog
 from decode_mem.train.plots import plot_training
 from decode_mem.train.resume import restore_state, save_state
-from decode_mem.train.sizing import resolve_chunk_size
+from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
 from decode_mem.train.step import make_scaler, train_step
 from decode_mem.train.validation import validate
 
 CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
 MODEL = "model.pt"  # the trained model, for inference (load_model)
+PLAN = "memory_plan.json"  # the planned peak memory of this run (decode_mem.plan.training)
 
 OnStep = Callable[[int, dict[str, Any]], object]  # (optimizer steps done, the step's row) -> ignored
 
@@ -91,10 +94,18 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     if rank.distributed:  # gradients averaged over the ranks: the step of one process with the global batch
         model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
 
-    # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
-    chunk = resolve_chunk_size(cfg, net, device)
+    # -- memory: the planned peak (decode_mem.plan) chooses 'auto' crops and refuses what cannot fit
+    val_size = cfg.val_size if rank.is_main else 0
+    chunk = resolve_chunk_size(cfg, net, device, val_size=val_size)
     if rank.distributed:  # every rank must cut the same crops (the same number of micro-batches)
         chunk = distributed.agree(chunk)
+    plan = plan_for(cfg, net, device, chunk, val_size=val_size)
+    check_fits(plan, cfg.memory_limit)
+    if rank.is_main:
+        with atomic_output(out / PLAN) as tmp:
+            tmp.write_text(json.dumps(plan.as_dict(), indent=1))
+
+    # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
     n_micro = cfg.accumulation_steps * count_crops(cfg.simulation.frame_size, chunk)
     stream = SimulatedBatches(cfg.simulation, cfg.batch_size, cfg.accumulation_steps, seed=cfg.seed,
                               start_step=start, size_jitter=cfg.size_jitter, rank=rank.rank)

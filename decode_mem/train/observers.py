@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from decode_mem.config import resolve_device
 from decode_mem.memory import MemoryTracker
 from decode_mem.train.config import TrainConfig
-from decode_mem.train.distributed import rank_from_environment
+from decode_mem.train.distributed import Rank, rank_from_environment
 from decode_mem.train.loop import CHECKPOINT, fit
 
 
@@ -22,18 +22,16 @@ def train_observed(cfg: TrainConfig) -> Path:
     log ``cfg.memory_log_path`` sampled every step, plotted to ``<out>/memory.png`` and checked for leaks."""
     resumed = cfg.resume and (cfg.out_dir / CHECKPOINT).exists()
     rank = rank_from_environment()
-    tracker = None
-    if cfg.memory_tracking:  # under torchrun: rank 0 writes memory.csv, rank r memory_rank<r>.csv
-        path = cfg.memory_log_path
-        if not rank.is_main:
-            path = path.with_name(f"{path.stem}_rank{rank.rank}{path.suffix}")
-        device = resolve_device(cfg.device)
-        if device.type == "cuda" and rank.distributed:
-            device = f"cuda:{rank.local_rank}"
-        tracker = MemoryTracker(path, log_interval=cfg.log_every, device=device, mode="a" if resumed else "w")
-    bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
+    made: dict[str, Any] = {}  # made at the first step: a run refused by its memory plan leaves nothing behind
+
+    def observers() -> tuple[MemoryTracker | None, tqdm]:
+        if not made:
+            made["tracker"] = _tracker(cfg, rank, resumed) if cfg.memory_tracking else None
+            made["bar"] = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
+        return made["tracker"], made["bar"]
 
     def on_step(step: int, row: dict[str, Any]) -> None:
+        tracker, bar = observers()
         if tracker is not None:
             tracker.update(step=step, phase="train")
         bar.n = step
@@ -42,14 +40,28 @@ def train_observed(cfg: TrainConfig) -> Path:
         bar.refresh()
 
     try:
-        with bar:
-            model_path = fit(cfg, on_step=on_step)
+        model_path = fit(cfg, on_step=on_step)
+        tracker, bar = observers()
+        bar.close()
         if tracker is not None:
             tracker.update(step=cfg.steps, phase="end", force_log=True)
             if rank.is_main:
                 tracker.plot_history(cfg.out_dir / "memory.png")
             tracker.check_leak()
     finally:
-        if tracker is not None:
-            tracker.close()
+        if made.get("bar") is not None:
+            made["bar"].close()
+        if made.get("tracker") is not None:
+            made["tracker"].close()
     return model_path
+
+
+def _tracker(cfg: TrainConfig, rank: Rank, resumed: bool) -> MemoryTracker:
+    """The memory log: under torchrun rank 0 writes memory.csv, rank r memory_rank<r>.csv."""
+    path = cfg.memory_log_path
+    if not rank.is_main:
+        path = path.with_name(f"{path.stem}_rank{rank.rank}{path.suffix}")
+    device = resolve_device(cfg.device)
+    if device.type == "cuda" and rank.distributed:
+        device = f"cuda:{rank.local_rank}"
+    return MemoryTracker(path, log_interval=cfg.log_every, device=device, mode="a" if resumed else "w")

@@ -1,68 +1,85 @@
-"""``chunk_size='auto'``: the largest aligned training crop whose measured memory fits the budget."""
+"""Training sizes against memory: ``chunk_size='auto'`` (the largest aligned crop whose planned peak fits the
+budget) and the check that refuses settings that cannot fit, both from ``decode_mem.plan``'s training plan."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
-import psutil
 import torch
 
+from decode_mem.errors import ConfigError
 from decode_mem.model.net import DecodeNet
+from decode_mem.plan.choose import memory_budget, parse_bytes, rss_anon_bytes
+from decode_mem.plan.inference import MiB
+from decode_mem.plan.training import TrainingPlan, plan_training
 from decode_mem.train.config import TrainConfig
 
-PROBE = 64  # px side of the probe crop
-BUDGET_FRACTION = 0.6  # of free device memory (or available host memory on CPU)
+CHUNKS = (1024, 512, 256, 128, 64, 32)  # crop sides tried below the frame, largest first
 
 
-def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device) -> int | None:
-    """Crop side for training, or None when chunking is off (whole frames)."""
+def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *, val_size: int | None = None,
+                       baseline_bytes: int | None = None) -> int | None:
+    """Crop side for training, or None when chunking is off (whole frames). ``'auto'``: the largest aligned
+    crop (the frame itself first) whose plan fits ``memory_budget``'s modest default or ``cfg.memory_limit``;
+    the smallest candidate where none fits (``check_fits`` then says why)."""
     if not cfg.use_chunking:
         return None
+    factor = net.downsample_factor
     if cfg.chunk_size != "auto":
-        return _aligned(int(cfg.chunk_size), net.downsample_factor)
-    per_px = bytes_per_pixel(net, device, cfg.batch_size)  # per pixel of one window
-    budget = BUDGET_FRACTION * _free_bytes(device)
-    side = int(math.sqrt(max(budget, 0.0) / max(per_px * cfg.batch_size, 1.0)))
-    side = min(side, max(cfg.simulation.frame_size))
-    return max(_aligned(side, net.downsample_factor), 4 * net.downsample_factor)
+        return _aligned(int(cfg.chunk_size), factor)
+    side = max(cfg.simulation.frame_size)
+    candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
+    budget, _ = memory_budget(device, parse_bytes(cfg.memory_limit))
+    baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
+    for chunk in candidates:
+        if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
+            return chunk
+    return candidates[-1]
 
 
-def bytes_per_pixel(net: DecodeNet, device: torch.device, batch_size: int) -> float:
-    """Measured training memory (forward + backward) per input pixel of a batch, from a small probe."""
-    x = torch.randn(batch_size, 3, PROBE, PROBE, device=device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        net(x).float().sum().backward()
-        peak = torch.cuda.max_memory_allocated(device) - base
-    else:
-        # on CPU the activations of forward+backward are the dominant, roughly proportional term;
-        # count saved tensors' bytes through autograd hooks, independent of the allocator
-        peak = _saved_tensor_bytes(net, x)
-    net.zero_grad(set_to_none=True)
-    return peak / (batch_size * PROBE * PROBE)
+def plan_for(cfg: TrainConfig, net: DecodeNet, device: torch.device, chunk: int | None, *,
+             val_size: int | None = None, baseline_bytes: int | None = None) -> TrainingPlan:
+    """The training plan of ``cfg`` with crops of ``chunk`` px (None: whole frames) on ``device``."""
+    return plan_training(net, cfg.simulation, batch_size=cfg.batch_size, chunk_size=chunk,
+                         accumulation_steps=cfg.accumulation_steps,
+                         val_size=cfg.val_size if val_size is None else val_size, amp=cfg.amp, device=device,
+                         baseline_bytes=rss_anon_bytes() if baseline_bytes is None else baseline_bytes)
 
 
-def _saved_tensor_bytes(net: DecodeNet, x: torch.Tensor) -> int:
-    total = 0
+def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
+                  baseline_bytes: int | None = None) -> TrainConfig:
+    """``cfg`` with the largest ``batch_size`` (halving it, the accumulation growing to keep the effective batch)
+    whose plan fits ``cfg.memory_limit`` or, without one, what the machine has; batch 1 where none fits (``fit``
+    then refuses it). For a job that chooses its own training sizes (``decode_mem.fit``'s fine-tuning)."""
+    budget, _ = memory_budget(device, parse_bytes(cfg.memory_limit), modest=False)
+    baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
+    effective = cfg.batch_size * cfg.accumulation_steps
+    batch = cfg.batch_size
+    while True:
+        candidate = replace(cfg, batch_size=batch, accumulation_steps=-(-effective // batch))
+        chunk = resolve_chunk_size(candidate, net, device, baseline_bytes=baseline)
+        if batch == 1 or plan_for(candidate, net, device, chunk, baseline_bytes=baseline).need_bytes <= budget:
+            return candidate
+        batch //= 2
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal total
-        total += t.numel() * t.element_size()
-        return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = net(x)
-    out.float().sum().backward()
-    return 2 * total  # activations kept for backward + gradients of the same size during backward
-
-
-def _free_bytes(device: torch.device) -> float:
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return float(free)
-    return float(psutil.virtual_memory().available)
+def check_fits(plan: TrainingPlan, memory_limit: int | str | None) -> None:
+    """Refuse (ConfigError) a training run whose planned peak exceeds ``memory_limit``, or, without one, what
+    the machine has (free device memory on CUDA, available host memory and this process's on a CPU)."""
+    device = torch.device(plan.device)
+    budget, kind = memory_budget(device, parse_bytes(memory_limit), modest=False)
+    if plan.need_bytes <= budget:
+        return
+    where = "device memory" if device.type == "cuda" else "host memory (RssAnon)"
+    h, w = plan.frame_shape
+    crop = "whole frames" if plan.crop_shape == plan.frame_shape else \
+        f"crops of {plan.crop_shape[0]}x{plan.crop_shape[1]} px"
+    raise ConfigError(
+        f"training needs about {plan.need_bytes / MiB:.0f} MiB of {where} (batch_size {plan.batch_size} windows "
+        f"of {h}x{w} px, {crop}, amp {plan.amp}; a training step {plan.train_bytes / MiB:.0f} MiB, validation on "
+        f"whole frames {plan.validation_bytes / MiB:.0f} MiB), more than {budget / MiB:.0f} MiB ({kind}); use "
+        "--use_chunking with a smaller --chunk_size (or 'auto'), or a smaller --batch_size with "
+        "--accumulation_steps to keep the effective batch")
 
 
 def _aligned(size: int, multiple: int) -> int:

@@ -85,22 +85,42 @@ def test_chunking_covers_the_frame_and_counts_every_emitter_once() -> None:
     assert next(iter(chunk_batch(batch, None))) is batch
 
 
-def test_auto_chunk_size_fits_the_budget_and_is_aligned(monkeypatch) -> None:
+def test_crops_pack_their_targets_and_keep_the_loss() -> None:
+    from decode_mem.train.chunking import packed
+
+    batch = _batch(3, size=40)
+    net, loss_fn, _ = _setup()
+    for crop in chunk_batch(batch, 16):
+        # the crop's slots: as many as its busiest frame has emitters, all used ones first
+        counts = crop["mask"].sum(dim=1)
+        assert crop["mask"].shape[1] == int(counts.max()) < batch["mask"].shape[1]
+        assert all(bool(row[:n].all()) for row, n in zip(crop["mask"], counts.tolist(), strict=True))
+    # packing moves slots only: the loss of packed targets equals that of the unpacked ones
+    em = batch["em"].clone()
+    mask = batch["mask"].clone()
+    mask[:, ::2] = False  # holes before used slots
+    em_p, mask_p = packed(em, mask)
+    assert mask_p.shape[1] == int(mask.sum(dim=1).max())
+    with torch.no_grad():
+        out = net(batch["frames"], read_var=batch["read_var"])
+        a = loss_fn(out, em, mask, batch["bg"]).total
+        b = loss_fn(out, em_p, mask_p, batch["bg"]).total
+    torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
+
+
+def test_auto_chunk_size_is_the_largest_crop_whose_plan_fits() -> None:
     from dataclasses import replace
 
-    from decode_mem.train import sizing
     from decode_mem.train.config import TrainConfig
+    from decode_mem.train.sizing import plan_for, resolve_chunk_size
 
     net = DecodeNet(ModelConfig.tiny())
-    cfg = TrainConfig(use_chunking=True, chunk_size="auto", batch_size=2,
-                      simulation=SimulationConfig(frame_size=(256, 256)))
-    per_px = sizing.bytes_per_pixel(net, CPU, 2)
-    assert per_px > 0
-    # a budget for ~64 x 64 px per window: the chosen crop is aligned, no larger, and not much smaller
-    monkeypatch.setattr(sizing, "_free_bytes", lambda device: 64 * 64 * 2 * per_px / sizing.BUDGET_FRACTION)
-    chunk = sizing.resolve_chunk_size(cfg, net, CPU)
-    assert chunk % net.downsample_factor == 0 and 48 <= chunk <= 64
-    # a huge budget never exceeds the frame; chunking off gives whole frames
-    monkeypatch.setattr(sizing, "_free_bytes", lambda device: 1e15)
-    assert sizing.resolve_chunk_size(cfg, net, CPU) == 256
-    assert sizing.resolve_chunk_size(replace(cfg, use_chunking=False), net, CPU) is None
+    cfg = TrainConfig(use_chunking=True, chunk_size="auto", batch_size=8, val_size=1,  # the step, not validation,
+                      simulation=SimulationConfig(frame_size=(256, 256), density=0.2))  # sets the peak here
+    need = {c: plan_for(cfg, net, CPU, c, baseline_bytes=0).host_bytes for c in (256, 128, 64)}
+    assert need[64] < need[128] < need[256]
+    for chunk in (64, 128):  # a budget just above a crop's plan chooses that crop
+        limited = replace(cfg, memory_limit=need[chunk] + 1)
+        assert resolve_chunk_size(limited, net, CPU, baseline_bytes=0) == chunk
+    assert resolve_chunk_size(replace(cfg, memory_limit="1TiB"), net, CPU, baseline_bytes=0) == 256
+    assert resolve_chunk_size(replace(cfg, use_chunking=False), net, CPU) is None

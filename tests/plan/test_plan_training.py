@@ -1,0 +1,145 @@
+"""The training planner: its traces equal real allocations, predictions grow with what holds memory and track a
+measured run, and ``train`` (library and CLI) and ``plan --train`` refuse settings that cannot fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.model import DecodeNet, ModelConfig
+from decode_mem.model.loss import DecodeLoss
+from decode_mem.plan import LiveBytes
+from decode_mem.plan.__main__ import main as plan_main
+from decode_mem.plan.training import plan_training, planned_slots
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.train.__main__ import main as train_main
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.loop import PLAN, fit
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny() -> DecodeNet:
+    torch.manual_seed(0)
+    return DecodeNet(ModelConfig.tiny())
+
+
+def test_traced_training_step_equals_real_tensor_bytes(tiny: DecodeNet) -> None:
+    sim = SimulationConfig(frame_size=(40, 48))
+    plan = plan_training(tiny, sim, batch_size=3, val_size=2)
+    k = plan.slots
+    frames, read_var, bg = torch.rand(3, 3, 40, 48) * 50, torch.ones(3, 40, 48), torch.full((3, 40, 48), 10.0)
+    em = torch.rand(3, k, 4) * 30
+    mask = torch.ones(3, k, dtype=torch.bool)
+    level = tiny.frame_level(frames)
+    loss_fn = DecodeLoss(model_config=tiny.config)
+    counter = LiveBytes()
+    with counter:
+        loss_fn(tiny(frames, read_var=read_var, level=level), em, mask, bg, compact=False).total.backward()
+    tiny.zero_grad(set_to_none=True)
+    assert plan.train_bytes == pytest.approx(counter.peak, rel=0.02)
+    counter = LiveBytes()
+    with counter, torch.no_grad():
+        loss_fn(tiny(frames[:2], read_var=read_var[:2], level=level[:2]), em[:2], mask[:2], bg[:2], compact=False)
+    assert plan.validation_bytes == pytest.approx(counter.peak, rel=0.02)
+
+
+def test_planned_memory_grows_with_batch_crop_and_density(tiny: DecodeNet) -> None:
+    sim = SimulationConfig(frame_size=(128, 128))
+
+    def need(**kw) -> int:
+        args = {"batch_size": 2, "val_size": 2, **kw}
+        return plan_training(tiny, args.pop("simulation", sim), **args).host_bytes
+
+    def step(chunk_size: int | None) -> int:
+        return plan_training(tiny, sim, batch_size=2, val_size=2, chunk_size=chunk_size).train_bytes
+
+    assert need(batch_size=2) < need(batch_size=4)
+    assert step(32) < step(64) < step(None)
+    assert need(simulation=replace(sim, density=0.2)) < need() < need(simulation=replace(sim, density=3.0))
+    crowded = replace(sim, density=3.0)
+    assert planned_slots(sim) < planned_slots(crowded) <= crowded.k_max
+    assert planned_slots(sim, (32, 32)) < planned_slots(sim)  # a crop compares with a crop's emitters
+
+
+def test_training_with_a_limit_it_cannot_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    cfg = TrainConfig(out=str(tmp_path / "run"), steps=2, batch_size=2, memory_limit="1MiB", quiet=True,
+                      memory_tracking=False, model=ModelConfig.tiny(), simulation=SimulationConfig(frame_size=(32, 32)))
+    with pytest.raises(ConfigError, match=r"training needs about \d+ MiB of host memory.*batch_size 2.*1 MiB"):
+        fit(cfg)
+    assert not any((tmp_path / "run").glob("*.pt"))
+
+
+def test_train_cli_refuses_in_one_line_and_plan_cli_agrees(tmp_path: Path, capsys) -> None:
+    args = ["--frame_size", "32", "32", "--batch_size", "2", "--preset", "tiny", "--steps", "1", "--out",
+            str(tmp_path / "run"), "--memory_limit", "1MiB"]
+    assert train_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "training needs about" in err and "--use_chunking" in err
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())  # nothing half-written
+    assert plan_main(["--train", "--frame", "32", "32", "--batch", "2", "--chunk", "none",
+                      "--memory_limit", "1MiB"]) == 2
+    assert "training needs about" in capsys.readouterr().err
+    assert plan_main(["--train", "--frame", "64", "64", "--batch", "2", "--chunk", "32", "--val_size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "crops of 32x32 px" in out and "predicted peak host RssAnon" in out
+
+
+def test_a_job_choosing_its_own_batch_halves_it_until_the_plan_fits(tiny: DecodeNet) -> None:
+    from decode_mem.train.sizing import fitting_batch, plan_for
+
+    cfg = TrainConfig(batch_size=16, accumulation_steps=1, val_size=2, simulation=SimulationConfig(frame_size=(48, 48)))
+    need = {b: plan_for(replace(cfg, batch_size=b), tiny, CPU, None, baseline_bytes=0).need_bytes for b in (16, 8, 4)}
+    chosen = fitting_batch(replace(cfg, memory_limit=need[4] + 1), tiny, CPU, baseline_bytes=0)
+    assert (chosen.batch_size, chosen.accumulation_steps) == (4, 4)  # the effective batch is kept
+    chosen = fitting_batch(replace(cfg, memory_limit=need[16]), tiny, CPU, baseline_bytes=0)
+    assert (chosen.batch_size, chosen.accumulation_steps) == (16, 1)
+    assert fitting_batch(replace(cfg, memory_limit=1), tiny, CPU, baseline_bytes=0).batch_size == 1
+
+
+def test_a_training_run_writes_its_plan(tmp_path: Path) -> None:
+    cfg = TrainConfig(out=str(tmp_path / "run"), steps=1, batch_size=2, val_size=2, quiet=True,
+                      memory_tracking=False, model=ModelConfig.tiny(), simulation=SimulationConfig(frame_size=(32, 32)))
+    fit(cfg)
+    plan = json.loads((tmp_path / "run" / PLAN).read_text())
+    assert plan["batch_size"] == 2 and plan["frame_shape"] == [32, 32] and plan["predicted_host_mib"] > 0
+
+
+MEASURE = """
+import json, os, sys, tempfile, torch
+torch.set_num_threads(1)
+from decode_mem.memory import measure_phase
+from decode_mem.model.net import ModelConfig
+from decode_mem.simulate.config import SimulationConfig
+from decode_mem.train.config import TrainConfig
+from decode_mem.train.loop import PLAN, fit
+frame, batch, chunk = (int(v) for v in sys.argv[1:4])
+out = tempfile.mkdtemp(dir=sys.argv[4])
+cfg = TrainConfig(out=out, steps=2, batch_size=batch, accumulation_steps=1, val_every=2, val_size=16,
+                  use_chunking=chunk > 0,
+                  chunk_size=chunk or 512, memory_tracking=False, quiet=True, amp="off", device="cpu", size_jitter=0,
+                  simulation=SimulationConfig(frame_size=(frame, frame)), model=ModelConfig())
+with measure_phase("fit", interval=0.002) as peak:
+    fit(cfg)
+plan = json.load(open(os.path.join(out, PLAN)))
+print(json.dumps({"peak": peak.rss_anon_peak_mb, "predicted": plan["predicted_host_mib"]}))
+"""
+
+
+@pytest.mark.parametrize(("frame", "batch", "chunk"), [(64, 8, 0), (96, 2, 48)])
+def test_predicted_training_peak_is_close_to_the_measured_one(tmp_path: Path, frame: int, batch: int,
+                                                              chunk: int) -> None:
+    """Two optimizer steps and a validation of the default network in a fresh process (CPU, fp32)."""
+    done = subprocess.run([sys.executable, "-c", MEASURE, str(frame), str(batch), str(chunk), str(tmp_path)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["predicted"] == pytest.approx(r["peak"], rel=0.15), r  # as the inference test (test_plan.py)
