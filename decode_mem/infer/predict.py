@@ -89,7 +89,7 @@ def predict_stack(
     if compile == "auto":
         compile = dev.type == "cpu" and source.shape[0] * plan.n_tiles >= COMPILE_MIN_WORK
     config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
-                        margin=MARGIN, compile=bool(compile))
+                        margin=plan.margin, compile=bool(compile))
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     if on_plan is not None:
         on_plan(choice)
@@ -140,8 +140,9 @@ def process_large_image(
     net, cam, dev = _prepare(model, camera, device)
     h, w = image.shape[-2:]
     plan = plan_sizes(net, (1, h, w), chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp, device=dev,
-                      itemsize=image.dtype.itemsize, memory_limit=memory_limit).plan
-    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=1, amp=plan.amp)
+                      itemsize=image.dtype.itemsize, memory_limit=memory_limit, margin=0).plan
+    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=1, amp=plan.amp,
+                        margin=plan.margin)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     out: list[np.ndarray] = []  # allocated at the first tile, with the network's channel count
 
@@ -157,8 +158,10 @@ def process_large_image(
 
 
 def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
-               amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None) -> SizeChoice:
-    """``decode_mem.plan.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved."""
+               amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None,
+               margin: int = MARGIN) -> SizeChoice:
+    """``decode_mem.plan.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved;
+    ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps)."""
     if chunk_size == "whole":
         chunk_size = max(shape[1:])
     for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
@@ -166,7 +169,7 @@ def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batc
             raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
     return choose_sizes_here(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block,
                              amp=amp, device=device, itemsize=itemsize, memory_limit=memory_limit,
-                             n_frames=shape[0])
+                             n_frames=shape[0], margin=margin)
 
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,

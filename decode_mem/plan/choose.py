@@ -23,7 +23,7 @@ import torch
 from decode_mem.errors import ConfigError
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
-from decode_mem.plan.inference import InferencePlan, MiB, plan_inference, warm_up
+from decode_mem.plan.inference import MARGIN, InferencePlan, MiB, plan_inference, warm_up
 from decode_mem.plan.speed import frames_per_second, remembered_seconds, time_unit
 
 DEFAULT_HOST_LIMIT = 1 << 30  # bytes of RssAnon for a whole CPU run
@@ -87,11 +87,12 @@ def memory_budget(device: torch.device, memory_limit: int | None, *, modest: boo
 def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
                  batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
                  device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
-                 baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True) -> SizeChoice:
+                 baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True,
+                 margin: int = MARGIN) -> SizeChoice:
     """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
 
-    ``baseline_bytes``: the RssAnon the process holds before the run. Raises ConfigError when even the
-    smallest candidate (or the given sizes) cannot fit the budget.
+    ``baseline_bytes``: the RssAnon the process holds before the run; ``margin``: the executor's. Raises
+    ConfigError when even the smallest candidate (or the given sizes) cannot fit the budget.
     """
     device = torch.device(device)
     automatic = chunk_size == "auto" or batch_size == "auto"
@@ -99,7 +100,8 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     if not automatic and memory_limit is None:  # the user's sizes, nothing to check them against
         plan = plan_inference(net, frame_shape, chunk_size=int(chunk_size), batch_size=int(batch_size), amp=amp,
                               device=device, block=block, itemsize=itemsize, baseline_bytes=baseline_bytes,
-                              n_frames=n_frames, trace=isinstance(net, torch.nn.Module))  # duck-typed: geometry
+                              n_frames=n_frames, trace=isinstance(net, torch.nn.Module),  # duck-typed: geometry
+                              margin=margin)
         return SizeChoice(plan, 0, "none", "as given")
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
     h, w = frame_shape
@@ -109,13 +111,13 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     for chunk in chunks:
         for batch in batches:
             plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, budget, baseline_bytes,
-                                 blocks, n_frames)
+                                 blocks, n_frames, margin)
             if plan is not None:
                 plans.append(plan)
     if not plans:
         smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
-                                  baseline_bytes=baseline_bytes, n_frames=n_frames)
+                                  baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin)
         need = smallest.device_bytes if device.type == "cuda" else smallest.host_bytes
         raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {need / MiB:.0f} MiB "
                           f"({'device' if device.type == 'cuda' else 'host'}), more than the budget of "
@@ -183,13 +185,13 @@ def _batch_candidates(batch_size: int | str, device: torch.device) -> list[int]:
 
 def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batch: int, amp: str | None,
                   device: torch.device, itemsize: int, budget: int, baseline: int,
-                  blocks: tuple[int, ...], n_frames: int | None) -> InferencePlan | None:
+                  blocks: tuple[int, ...], n_frames: int | None, margin: int) -> InferencePlan | None:
     """The plan with the longest block (and prefetch) that fits, or None."""
     for depth in (1, 0):
         for block in blocks:
             plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
                                   block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
-                                  n_frames=n_frames)
+                                  n_frames=n_frames, margin=margin)
             need = plan.device_bytes if device.type == "cuda" else plan.host_bytes
             host_ok = device.type != "cuda" or plan.host_bytes <= max(budget, DEFAULT_HOST_LIMIT)
             if need <= budget and host_ok:

@@ -26,6 +26,7 @@ import torch
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
 from decode_mem.plan.trace import fake_network, remembered_trace
+from decode_mem.postprocess import MARGIN
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
 MiB = float(2**20)
@@ -51,6 +52,7 @@ class InferencePlan:
     block_bytes: int
     staging_bytes: int
     baseline_bytes: int
+    margin: int = MARGIN  # px of exact output kept around each tile's core for post-processing
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -88,12 +90,13 @@ class InferencePlan:
 def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int, batch_size: int,
                    amp: str | None = "off", device: str | torch.device = "cpu", block: int | str = "auto",
                    itemsize: int = 2, prefetch_depth: int = 1, baseline_bytes: int = 0,
-                   n_frames: int | None = None, trace: bool = True) -> InferencePlan:
+                   n_frames: int | None = None, trace: bool = True, margin: int = MARGIN) -> InferencePlan:
     """Predict the peak memory of ``predict_stack`` with these settings (nothing real is allocated).
 
     ``baseline_bytes``: the process's RssAnon before the run (Python, torch, the model), measured by the caller.
     ``n_frames``: the stack's length (a block is never longer). ``trace=False`` gives the geometry without the
-    network's working set (any duck-typed network).
+    network's working set (any duck-typed network). ``margin``: as the executor's (``predict_stack`` keeps
+    ``postprocess.MARGIN`` px around each core; it makes the tiles larger).
     """
     device = torch.device(device)
     h, w = (int(v) for v in frame_shape)
@@ -101,7 +104,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     n = block_length((h, w), itemsize, block)
     if n_frames is not None:
         n = max(1, min(n, int(n_frames)))
-    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=n, amp=amp_name)
+    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=n, amp=amp_name, margin=margin)
     ex = TiledExecutor(net, (h, w), config, device=device)  # geometry only: nothing is allocated
     run = min(n, ex.batch_size)
     tiles = ex._group(run)
@@ -117,7 +120,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
     return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
                          (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
-                         int(baseline_bytes))
+                         int(baseline_bytes), margin)
 
 
 def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:
@@ -146,5 +149,6 @@ def _traced_peak(net: DecodeNet, shape: tuple[int, int], config: TileConfig, dev
             TiledExecutor(fake, shape, config, device=device).run_unit(run)
             return int(counter.peak)
 
-    what = ["inference", list(shape), config.chunk_size, config.batch_size, config.block, config.amp, device.type, run]
+    what = ["inference", list(shape), config.chunk_size, config.batch_size, config.block, config.amp, device.type, run,
+            config.margin]
     return int(remembered_trace(net, what, trace))

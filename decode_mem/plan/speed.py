@@ -62,7 +62,8 @@ def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.
 def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float:
     """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered."""
     ex = TiledExecutor(net, plan.frame_shape, TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size,
-                                                        block=plan.block, amp=plan.amp), device=device)
+                                                        block=plan.block, amp=plan.amp, margin=plan.margin),
+                       device=device)
     windows = plan.unit_shape[1] - 2
     ex.run_unit(windows)  # warm-up: oneDNN / cuDNN choose their kernels
     _sync(device)

@@ -305,11 +305,14 @@ class TiledExecutor:
                 for (group_tiles, r0, r1), host in zip(units, staged, strict=True):
                     f0, f1 = self._frames_needed(r0, r1)
                     x = self._to_device(host, group_tiles, levels[f0:f1])
-                    out, carry = self._compute(x, r1 - r0, carry if r0 > 0 else None)
+                    if r0 == 0:  # a new group of tiles: the last group's carried features are dead, free them
+                        carry = None
+                    out, carry = self._compute(x, r1 - r0, carry)
                     frame_ids = np.arange(t0 + r0, t0 + r1)
                     for i, tile in enumerate(group_tiles):
                         ky, kx = tile.keep_in_read
                         results.append((tile.index, r0, consume(tile, frame_ids, out[i, :, :, ky, kx])))
+                    del host, x, out  # one unit's tensors at a time: not alive while the next is staged and run
         finally:
             staged.close()  # stops the staging thread now, also when a unit failed
         results.sort(key=lambda r: (r[0], r[1]))  # tile raster order, then frames

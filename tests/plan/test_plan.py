@@ -50,6 +50,28 @@ def test_fake_trace_equals_real_tensor_bytes(small: DecodeNet, frame, chunk, bat
     assert plan.n_tiles == len(ex.plan) and plan.tile_shape == ex.plan.tile_shape
 
 
+def test_a_whole_run_holds_no_more_tensors_than_its_traced_unit(small: DecodeNet, tmp_path: Path) -> None:
+    """Several groups of tiles, each one unit: the last group's output and carried features are dead by the
+    time the next unit runs, so the run's live-tensor peak is the planned unit's (margin included)."""
+    from decode_mem.infer import predict_stack
+    from decode_mem.io import open_stack
+    from decode_mem.postprocess import MARGIN
+
+    path = tmp_path / "s.tif"
+    tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (3, 160, 160))).astype(np.uint16),
+                     photometric="minisblack")
+    plans, counter = [], LiveBytes()
+    with open_stack(path) as stack:
+        for _ in predict_stack(stack, small, chunk_size=32, batch_size=4):  # the traces are remembered now:
+            pass  # the run below plans without fake tensors, which the counter would count
+        with counter:
+            for _ in predict_stack(stack, small, chunk_size=32, batch_size=4, on_plan=plans.append):
+                pass
+    plan = plans[0].plan
+    assert plan.n_tiles > 1 and plan.margin == MARGIN  # the executor's margin makes its tiles larger
+    assert counter.peak == pytest.approx(plan.network_bytes, rel=0.05)
+
+
 def test_memory_grows_with_tiles_and_batch_and_shrinks_with_bf16(small: DecodeNet) -> None:
     def net_bytes(**kw) -> int:
         return plan_inference(small, (512, 512), block=4, **kw).network_bytes
@@ -123,14 +145,20 @@ print(json.dumps({"peak": phase.rss_anon_peak_mb, "predicted": plans[0].plan.hos
 
 @pytest.mark.parametrize(("chunk", "batch"), [(256, 1), (128, 4)])
 def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int, batch: int) -> None:
-    """A real run in a fresh process: measured peak RssAnon vs the planner's prediction (CPU, fp32)."""
+    """Real runs in fresh processes: the larger measured peak RssAnon of two identical runs vs the planner's
+    prediction (CPU, fp32). A plan bounds a run's peak, and the peaks of identical runs differ by more than
+    10 % here (the same in VmHWM and in 2-ms samples), so one run alone would fail the test at random."""
     path = tmp_path / "s.tif"
     tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (6, 512, 512))).astype(np.uint16))
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(chunk), str(batch)], capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    r = json.loads(done.stdout.strip().splitlines()[-1])
-    assert r["predicted"] == pytest.approx(r["peak"], rel=0.15), r  # identical runs under load differ by >10 %
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(chunk), str(batch)],
+                              capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    peak = max(r["peak"] for r in runs)
+    predicted = max(r["predicted"] for r in runs)
+    assert predicted == pytest.approx(peak, rel=0.15), runs
 
 
 def test_cli_prints_a_plan(capsys) -> None:
