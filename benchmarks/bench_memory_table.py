@@ -126,21 +126,13 @@ def main(argv: list[str] | None = None) -> int:
                     for amp in PRECISIONS:
                         spec = {"model": args.model, "stack": str(path), "chunk": chunk, "batch": batch, "amp": amp,
                                 "device": args.device}
-                        done = subprocess.run([sys.executable, "-c", WORKER, json.dumps(spec)], cwd=ROOT,
-                                              capture_output=True, text=True)
-                        if done.returncode != 0:
-                            raise RuntimeError(done.stderr[-2000:])
-                        r = json.loads(done.stdout.strip().splitlines()[-1])
+                        r = in_fresh_process(WORKER, spec)
                         grid.append({"frame": size, "chunk": chunk, "batch": batch, "amp": amp, **r})
                         print(grid[-1], flush=True)
         for size, batch, chunk in TRAIN_ROWS if args.part in ("all", "train") else ():
             spec = {"out": str(work / f"train{size}_{batch}_{chunk}"), "frame": size, "batch": batch, "chunk": chunk,
                     "amp": "off", "device": args.device}
-            done = subprocess.run([sys.executable, "-c", TRAIN_WORKER, json.dumps(spec)], cwd=ROOT,
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(done.stderr[-2000:])
-            train.append({**spec, **json.loads(done.stdout.strip().splitlines()[-1])})
+            train.append({**spec, **in_fresh_process(TRAIN_WORKER, spec)})
             print(train[-1], flush=True)
         for size in DEFAULT_SIZES if args.part in ("all", "defaults") else ():
             path = stack(work / f"d{size}.tif", size)
@@ -159,6 +151,14 @@ def main(argv: list[str] | None = None) -> int:
             print(train_defaults[-1], flush=True)
     write_report(Path(args.out), grid, train, defaults + train_defaults, args, time.perf_counter() - t_all)
     return 0
+
+
+def in_fresh_process(code: str, spec: dict) -> dict:
+    """Run a worker script with ``spec`` in a fresh interpreter; its last stdout line, parsed."""
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[dict], args: argparse.Namespace,

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="precision (default: off for inference, the training config's for --train)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
-    p.add_argument("--dtype", default="uint16", help="pixel type of the stack (default uint16)")
+    p.add_argument("--dtype", help="pixel type of the stack (default uint16)")
     add(p, "--memory_limit", help="budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)")
     add(p, "--no_probe", action="store_true", help="choose 'auto' sizes without timing candidates")
     train = p.add_argument_group("training (--train)")
@@ -54,13 +54,10 @@ def chunk_arg(value: str) -> int | str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
+        check_mode(args)
         if args.train:
             print(plan_training_here(args))
             return
-        if args.chunk == "none":
-            from decode_mem.errors import ConfigError
-
-            raise ConfigError("--chunk none (whole frames) is for --train; inference tiles: an integer or auto")
         import numpy as np
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
@@ -72,8 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         device = resolve_device(args.device)
         model = load_model(args.model or DEFAULT_MODEL, device=device)
+        itemsize = np.dtype(args.dtype or "uint16").itemsize
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
-                                   amp=args.amp or "off", device=device, itemsize=np.dtype(args.dtype).itemsize,
+                                   amp=args.amp or "off", device=device, itemsize=itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
                                    probe=not args.no_probe)
         plan = choice.plan
@@ -101,6 +99,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(build_parser(), body, argv)
 
 
+def check_mode(args: argparse.Namespace) -> None:
+    """One error for flags the chosen mode (inference, or ``--train``) would ignore."""
+    from decode_mem.errors import ConfigError
+
+    if args.train:
+        ignored = {"--frames": args.frames, "--model": args.model, "--dtype": args.dtype,
+                   "--no_probe": args.no_probe or None}
+    else:
+        ignored = {"--config": args.config, "--accumulation": args.accumulation, "--val_size": args.val_size,
+                   "--chunk none": "none" if args.chunk == "none" else None}
+    given = [flag for flag, value in ignored.items() if value is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: only for {'inference (without --train)' if args.train else '--train'}")
+
+
 def plan_training_here(args: argparse.Namespace) -> str:
     """The training plan of the arguments, its baseline measured in this process as ``train`` would hold it
     (imports, the model and its optimizer); ConfigError where ``train`` would refuse."""
@@ -117,8 +130,7 @@ def plan_training_here(args: argparse.Namespace) -> str:
     cfg = load_train_config(args.config)
     chunk = str(args.chunk)
     cfg = replace(cfg.with_overrides(batch_size=None if args.batch == "auto" else args.batch,
-                                     accumulation_steps=args.accumulation, val_size=args.val_size,
-                                     amp=args.amp,
+                                     accumulation_steps=args.accumulation, val_size=args.val_size, amp=args.amp,
                                      memory_limit=args.memory_limit),
                   use_chunking=chunk != "none", chunk_size="auto" if chunk in ("auto", "none") else int(chunk),
                   simulation=replace(cfg.simulation, frame_size=tuple(args.frame)))

@@ -118,8 +118,7 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
         smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
                                   baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin)
-        need = smallest.device_bytes if device.type == "cuda" else smallest.host_bytes
-        raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {need / MiB:.0f} MiB "
+        raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {smallest.need_bytes / MiB:.0f} MiB "
                           f"({'device' if device.type == 'cuda' else 'host'}), more than the budget of "
                           f"{budget / MiB:.0f} MiB ({kind}); raise --memory_limit or use smaller sizes")
     if len(plans) == 1:
@@ -144,11 +143,11 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     else:
         fastest = max(s for _, s in timed)
         tied = [p for p, s in timed if s >= (1 - TIE) * fastest]
-        best = min(tied, key=lambda p: (p.device_bytes if device.type == "cuda" else p.host_bytes))
+        best = min(tied, key=lambda p: p.need_bytes)
         reason = (f"fastest of {len(timed)} timed settings that fit the budget ({fastest:.2f} frames/s of "
                   f"network work; the least memory among those within {TIE:.0%})")
     table = tuple({"chunk_size": p.chunk_size, "batch_size": p.batch_size, "block": p.block,
-                   "predicted_mib": round((p.device_bytes if device.type == "cuda" else p.host_bytes) / MiB, 1),
+                   "predicted_mib": round(p.need_bytes / MiB, 1),
                    "frames_per_s": None if s is None else round(s, 3)} for p, s in rows)
     return SizeChoice(best, budget, kind, reason, table)
 
@@ -167,6 +166,7 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: An
 
 
 def rss_anon_bytes() -> int:
+    """This process's RssAnon now, in bytes (0 where it cannot be read)."""
     return int((read_host_memory().get("rss_anon_mb") or 0.0) * 2**20)
 
 
@@ -192,9 +192,8 @@ def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batc
             plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
                                   block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
                                   n_frames=n_frames, margin=margin)
-            need = plan.device_bytes if device.type == "cuda" else plan.host_bytes
             host_ok = device.type != "cuda" or plan.host_bytes <= max(budget, DEFAULT_HOST_LIMIT)
-            if need <= budget and host_ok:
+            if plan.need_bytes <= budget and host_ok:
                 return plan
     return None
 

@@ -25,12 +25,12 @@ import torch
 
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
-from decode_mem.plan.trace import fake_network, remembered_trace
+from decode_mem.plan.trace import GLIBC_MMAP_THRESHOLD_MAX, fake_network, remembered_trace
 from decode_mem.postprocess import MARGIN
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
 MiB = float(2**20)
-ALLOCATOR_SLACK = 2 * 32 * 2**20  # two freed blocks at glibc's largest mmap threshold (module docstring)
+ALLOCATOR_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # two freed blocks at glibc's largest mmap threshold (docstring)
 EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
 
 
@@ -72,6 +72,11 @@ class InferencePlan:
         return (self.network_bytes or 0) if self.device != "cpu" else 0
 
     @property
+    def need_bytes(self) -> int:
+        """The number a budget is compared with: device memory on CUDA, host RssAnon on a CPU."""
+        return self.device_bytes if self.device != "cpu" else self.host_bytes
+
+    @property
     def work_px_per_frame(self) -> int:
         """Network input pixels per frame (tiles × tile area): the work, halos included."""
         return self.n_tiles * self.tile_shape[0] * self.tile_shape[1]
@@ -100,7 +105,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     """
     device = torch.device(device)
     h, w = (int(v) for v in frame_shape)
-    amp_name = _amp_name(amp, device)
+    amp_name = executor_amp(amp, device)
     n = block_length((h, w), itemsize, block)
     if n_frames is not None:
         n = max(1, min(n, int(n_frames)))
@@ -131,12 +136,12 @@ def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off
     ``choose_sizes_here`` reads the baseline again after planning.)"""
     device = torch.device(device)
     side = 64
-    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=_amp_name(amp, device))
+    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=executor_amp(amp, device))
     with torch.inference_mode():
         TiledExecutor(net, (side, side), config, device=device).run_unit(1)
 
 
-def _amp_name(amp: str | None, device: torch.device) -> str:
+def executor_amp(amp: str | None, device: torch.device) -> str:
     """The executor's name for ``amp`` on ``device`` ('auto' resolved): 'off', 'bf16' or 'fp16'."""
     dtype = resolve_amp(amp, device)
     return dtype_name(dtype) if dtype is not None else "off"

@@ -25,13 +25,15 @@ from torch.utils._pytree import tree_leaves
 
 from decode_mem.io.atomic import atomic_output
 
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20  # bytes: glibc's dynamic mmap threshold grows up to this on 64-bit Linux
+
 
 class LiveBytes(TorchDispatchMode):
     """Bytes of the tensors created inside the mode that are still alive; ``peak`` is their maximum.
     ``heap_peak``: the same for the storages of at most ``heap_limit`` bytes (those glibc's malloc serves from
     its heap rather than from their own mappings once its mmap threshold has grown to the limit)."""
 
-    def __init__(self, heap_limit: int = 32 * 2**20) -> None:
+    def __init__(self, heap_limit: int = GLIBC_MMAP_THRESHOLD_MAX) -> None:
         super().__init__()
         self.live = 0
         self.peak = 0

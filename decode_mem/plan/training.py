@@ -33,7 +33,7 @@ import torch
 from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import autocast, resolve_amp
-from decode_mem.plan.inference import ALLOCATOR_SLACK, MiB, _amp_name
+from decode_mem.plan.inference import ALLOCATOR_SLACK, MiB, executor_amp
 from decode_mem.plan.trace import fake_network, remembered_trace
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.dataset import WINDOW
@@ -59,7 +59,7 @@ class TrainingPlan:
     val_slots: int  # of a validation batch (whole frames)
     parameter_bytes: int
     train_bytes: int  # traced: one micro-batch's forward + loss + backward (inputs excluded)
-    train_heap_bytes: int  # ... of which in storages of at most 32 MiB (glibc's heap, see the module docstring)
+    train_heap_bytes: int  # ... of which in glibc's heap (``trace.LiveBytes.heap_peak``, the module docstring)
     validation_bytes: int  # traced: one validation batch's forward + loss (inputs excluded)
     input_bytes: int  # one micro-batch's inputs
     batch_bytes: int  # one simulated whole-frame batch
@@ -105,15 +105,14 @@ class TrainingPlan:
         return self.device_bytes if self.device != "cpu" else self.host_bytes
 
     def as_dict(self) -> dict[str, Any]:
-        mib = {name: round(getattr(self, name) / MiB, 1) for name in (
-            "host_bytes", "device_bytes", "baseline_bytes", "data_bytes", "optimizer_bytes", "train_bytes",
-            "train_heap_bytes", "validation_bytes")}
+        mib = {"predicted_host_mib": self.host_bytes, "predicted_device_mib": self.device_bytes,
+               "baseline_mib": self.baseline_bytes, "data_mib": self.data_bytes,
+               "optimizer_mib": self.optimizer_bytes, "train_mib": self.train_bytes,
+               "train_heap_mib": self.train_heap_bytes, "validation_mib": self.validation_bytes}
         return {"frame_shape": list(self.frame_shape), "crop_shape": list(self.crop_shape),
                 "batch_size": self.batch_size, "accumulation_steps": self.accumulation_steps,
                 "val_size": self.val_size, "amp": self.amp, "device": self.device, "slots": self.slots,
-                "val_slots": self.val_slots,
-                **{k.replace("_bytes", "_mib").replace("host_mib", "predicted_host_mib")
-                   .replace("device_mib", "predicted_device_mib"): v for k, v in mib.items()}}
+                "val_slots": self.val_slots, **{k: round(v / MiB, 1) for k, v in mib.items()}}
 
 
 def planned_slots(simulation: SimulationConfig, shape: tuple[int, int] | None = None) -> int:
@@ -134,7 +133,7 @@ def plan_training(net: DecodeNet, simulation: SimulationConfig, *, batch_size: i
     process's RssAnon with the model and optimizer built, measured by the caller.
     """
     device = torch.device(device)
-    amp_name = _amp_name(amp, device)
+    amp_name = executor_amp(amp, device)
     h, w = simulation.frame_size
     crop = (h, w) if chunk_size is None else (min(h, int(chunk_size)), min(w, int(chunk_size)))
     slots, val_slots = planned_slots(simulation, crop), planned_slots(simulation)

@@ -22,16 +22,19 @@ def train_observed(cfg: TrainConfig) -> Path:
     log ``cfg.memory_log_path`` sampled every step, plotted to ``<out>/memory.png`` and checked for leaks."""
     resumed = cfg.resume and (cfg.out_dir / CHECKPOINT).exists()
     rank = rank_from_environment()
-    made: dict[str, Any] = {}  # made at the first step: a run refused by its memory plan leaves nothing behind
+    tracker: MemoryTracker | None = None
+    bar: tqdm | None = None
 
-    def observers() -> tuple[MemoryTracker | None, tqdm]:
-        if not made:
-            made["tracker"] = _tracker(cfg, rank, resumed) if cfg.memory_tracking else None
-            made["bar"] = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
-        return made["tracker"], made["bar"]
+    def start() -> None:
+        """Made at the first step (or after a run with none left): a run refused by its memory plan leaves
+        nothing behind."""
+        nonlocal tracker, bar
+        if bar is None:
+            tracker = _tracker(cfg, rank, resumed) if cfg.memory_tracking else None
+            bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
 
     def on_step(step: int, row: dict[str, Any]) -> None:
-        tracker, bar = observers()
+        start()
         if tracker is not None:
             tracker.update(step=step, phase="train")
         bar.n = step
@@ -41,7 +44,7 @@ def train_observed(cfg: TrainConfig) -> Path:
 
     try:
         model_path = fit(cfg, on_step=on_step)
-        tracker, bar = observers()
+        start()
         bar.close()
         if tracker is not None:
             tracker.update(step=cfg.steps, phase="end", force_log=True)
@@ -49,10 +52,10 @@ def train_observed(cfg: TrainConfig) -> Path:
                 tracker.plot_history(cfg.out_dir / "memory.png")
             tracker.check_leak()
     finally:
-        if made.get("bar") is not None:
-            made["bar"].close()
-        if made.get("tracker") is not None:
-            made["tracker"].close()
+        if bar is not None:
+            bar.close()
+        if tracker is not None:
+            tracker.close()
     return model_path
 
 

@@ -93,6 +93,13 @@ def test_train_cli_refuses_in_one_line_and_plan_cli_agrees(tmp_path: Path, capsy
     assert "crops of 32x32 px" in out and "predicted peak host RssAnon" in out
 
 
+def test_plan_cli_refuses_flags_the_chosen_mode_would_ignore(capsys) -> None:
+    assert plan_main(["--train", "--frame", "32", "32", "--model", "m.pt", "--no_probe"]) == 2
+    assert "--model, --no_probe: only for inference" in capsys.readouterr().err
+    assert plan_main(["--frame", "32", "32", "--accumulation", "2", "--chunk", "none"]) == 2
+    assert "--accumulation, --chunk none: only for --train" in capsys.readouterr().err
+
+
 def test_a_job_choosing_its_own_batch_halves_it_until_the_plan_fits(tiny: DecodeNet) -> None:
     from decode_mem.train.sizing import fitting_batch, plan_for
 
