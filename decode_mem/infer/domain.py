@@ -21,8 +21,8 @@ from decode_mem.calibrate import calibrate_movie, covers
 from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
 
-DOMAIN_FRAMES = 20
-DOMAIN_SIDE = 512  # px: larger frames are checked on their central window (the calibration fits every spot in it)
+DOMAIN_FRAMES = 10
+DOMAIN_SIDE = 256  # px: larger frames are checked on their central window (the calibration fits every spot in it)
 CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
               "--em_gain / --qe / --read_noise / --pixel_size)")
 MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"

@@ -43,7 +43,7 @@ def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) ->
     arch = f"d{cfg.depth}f{cfg.features}i{cfg.inter_features}{cfg.activation}{cfg.upsample}{cfg.input_transform}"
     tiles, frames = plan.unit_shape
     return (f"{device_name(device)}|torch {torch.__version__}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
-            f"{tiles}x{frames}|{plan.amp}")
+            f"{tiles}x{frames}|{plan.amp}|carried")
 
 
 def _load() -> dict[str, float]:
@@ -60,16 +60,17 @@ def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.
 
 
 def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float:
-    """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered."""
+    """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered. The unit is
+    the one most of a block's units are: with features reused, ``batch_size`` new frames and two carried."""
     ex = TiledExecutor(net, plan.frame_shape, TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size,
                                                         block=plan.block, amp=plan.amp, margin=plan.margin),
                        device=device)
-    windows = plan.unit_shape[1] - 2
-    ex.run_unit(windows)  # warm-up: oneDNN / cuDNN choose their kernels
+    unit = ex.unit(plan.unit_shape[1] - 2, carried=True)  # a block's steady state: two frames' features carried
+    unit()  # warm-up: oneDNN / cuDNN choose their kernels
     _sync(device)
     t0, n = time.perf_counter(), 0
     while n == 0 or time.perf_counter() - t0 < UNIT_SECONDS:
-        ex.run_unit(windows)
+        unit()
         _sync(device)
         n += 1
     seconds = (time.perf_counter() - t0) / n

@@ -393,6 +393,16 @@ class TiledExecutor:
         """The largest unit of work a block makes: ``windows`` windows (default ``batch_size``) of one group of
         tiles, on ``data`` (photons ``(g, windows + 2, Ly, Lx)``; default zeros). For planning and probing:
         under a FakeTensorMode it allocates nothing and shows what a real unit would allocate."""
+        return self.unit(windows, data=data)()
+
+    def unit(self, windows: int | None = None, *, data: torch.Tensor | None = None,
+             carried: bool = False) -> Callable[[], torch.Tensor]:
+        """``run_unit``'s unit, its input prepared once: each call runs the network on it again (for timing).
+
+        ``carried``: the unit as every unit of a block after the first runs it when features are reused: two
+        frames' features carried from the unit before (made here, once), ``windows`` new frames — what sets
+        the speed of a long stack.
+        """
         k = self.batch_size if windows is None else int(windows)
         run = max(1, min(k, self.batch_size))
         group = self._group(run)
@@ -401,8 +411,16 @@ class TiledExecutor:
         levels = torch.zeros(data.shape[1], device=self.device)
         with torch.inference_mode():
             x = self.net.normalize(data, levels[None])
-            out, _ = self._compute(x, run, None)
-        return out
+            carry = None
+            if carried and self.config.reuse_features:
+                carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
+                carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]), x[:, 2:]
+
+        def compute() -> torch.Tensor:
+            with torch.inference_mode():
+                return self._compute(x, run, carry)[0]
+
+        return compute
 
     def _group(self, run: int) -> int:
         """Tiles per call for runs of ``run`` windows: at most ``batch_size + 2`` tile frames in one call, so

@@ -290,6 +290,36 @@ def test_cuda_matches_cpu_and_loss_runs_under_bf16_autocast() -> None:
     assert all(torch.isfinite(p.grad).all() for p in cuda_net.parameters())
 
 
+@pytest.mark.parametrize("activation", ["elu", "relu", "leaky_relu"])
+def test_fast_forward_is_the_textbook_network(activation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The network runs its activations in place and its 1x1 up-sampling conv before the nearest up-sampling
+    (both for speed); outputs and gradients equal the textbook order with out-of-place activations."""
+    from torch import nn
+
+    from decode_mem.model import unet
+
+    torch.manual_seed(0)
+    fast = DecodeNet(ModelConfig.tiny(activation=activation)).train()
+    textbook = DecodeNet(ModelConfig.tiny(activation=activation)).train()
+    textbook.load_state_dict(fast.state_dict())
+    acts = [m for m in textbook.modules() if hasattr(m, "inplace")]
+    assert acts and all(m.inplace for m in acts)  # the fast form is the default
+    for m in acts:
+        m.inplace = False
+    x = _frames(2, 16, 20)
+    results = []
+    for net in (fast, textbook):
+        if net is textbook:
+            monkeypatch.setattr(unet.Upsample, "forward", lambda self, v: self.conv(
+                nn.functional.interpolate(v, scale_factor=2.0, mode="nearest")))
+        out = net(x)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append((out.detach(), torch.cat([p.grad.flatten() for p in net.parameters()])))
+    (out_fast, grad_fast), (out_ref, grad_ref) = results
+    assert _maxdiff(fast, out_fast, out_ref) <= SAME_MATH
+    assert float((grad_fast - grad_ref).abs().max()) <= SAME_MATH * float(grad_ref.abs().max())
+
+
 def test_transpose_upsampling_variant_runs() -> None:
     net = DecodeNet(ModelConfig.tiny(upsample="transpose", activation="relu")).eval()
     with torch.no_grad():
