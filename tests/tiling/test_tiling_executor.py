@@ -137,6 +137,20 @@ def test_feature_reuse_equals_recompute_with_a_third_of_the_work(tiny: DecodeNet
     assert counts == [12 + 2 * 2, 3 * 12]
 
 
+def test_a_carried_unit_is_a_blocks_steady_state(tiny: DecodeNet) -> None:
+    """``unit(carried=True)`` — what ``auto`` times — computes the same windows as the block's first unit, from
+    two carried frames' features and only ``k`` new frames per call (a block's later units)."""
+    net = CountingNet(tiny)
+    ex = TiledExecutor(net, (32, 32), TileConfig(chunk_size=32, batch_size=3))
+    data = torch.from_numpy(_stack(5, 32, 32, seed=4)[None])  # one tile, k + 2 = 5 frames
+    first = ex.run_unit(3, data=data)
+    steady = ex.unit(3, data=data, carried=True)
+    made = net.frames
+    again = steady()
+    assert net.frames - made == 3  # only the new frames go through the frame U-Net
+    assert _scaled_maxdiff(tiny, again.numpy(), first.numpy()) <= SAME_MATH
+
+
 class FlakyNet(CountingNet):
     """Raises torch.OutOfMemoryError on chosen frame_features calls, or on tiles of more than ``max_px``."""
 
