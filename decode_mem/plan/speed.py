@@ -2,8 +2,9 @@
 
 One JSON file (``$DECODE_MEM_CACHE`` or ``~/.cache/decode_mem/throughput.json``) maps a unit of work —
 machine (CPU model or GPU name), torch version and threads, network architecture, tile shape, frames and
-tiles per call, precision — to seconds per unit, written atomically. A unit timed once on a machine is not
-timed again there; delete the file to re-measure.
+tiles per call, precision, the network code's ``trace.source_fingerprint`` — to seconds per unit, written
+atomically. A unit timed once on a machine by the same code is not timed again there; delete the file to
+re-measure.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.plan.inference import InferencePlan
+from decode_mem.plan.trace import source_fingerprint
 from decode_mem.tiling import TileConfig, TiledExecutor
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
@@ -43,7 +45,7 @@ def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) ->
     arch = f"d{cfg.depth}f{cfg.features}i{cfg.inter_features}{cfg.activation}{cfg.upsample}{cfg.input_transform}"
     tiles, frames = plan.unit_shape
     return (f"{device_name(device)}|torch {torch.__version__}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
-            f"{tiles}x{frames}|{plan.amp}|carried")
+            f"{tiles}x{frames}|{plan.amp}|carried|code {source_fingerprint()}")
 
 
 def _load() -> dict[str, float]:

@@ -10,6 +10,8 @@ anything real is allocated.
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib.util
 import json
 import os
 import weakref
@@ -105,13 +107,31 @@ def trace_cache_path() -> Path:
     return folder / "traced_memory.json"
 
 
+NETWORK_CODE = ("decode_mem.model", "decode_mem.tiling")  # the packages whose code decides a unit's memory and speed
+
+
+def source_fingerprint(packages: tuple[str, ...] | None = None) -> str:
+    """A short hash of the Python sources of ``packages``: a remembered trace or timing is reused only by the code
+    that made it (an in-place activation changes the memory of the same architecture). Default: ``NETWORK_CODE``."""
+    digest = hashlib.sha1()
+    for name in packages or NETWORK_CODE:
+        spec = importlib.util.find_spec(name)
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        for folder in map(Path, folders):
+            for path in sorted(folder.rglob("*.py")):
+                digest.update(f"{name}/{path.relative_to(folder).as_posix()}".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def remembered_trace(net: torch.nn.Module, what: list[Any], trace: Callable[[], Any]) -> Any:
-    """``trace()`` (traced peaks in bytes, JSON), remembered under the network's architecture, ``what`` was traced
-    and torch's version. A network without a ``config.to_dict()`` is traced every time."""
+    """``trace()`` (traced peaks in bytes, JSON), remembered under the network's architecture, ``what`` was traced,
+    torch's version and the network code's ``source_fingerprint``. A network without a ``config.to_dict()`` is
+    traced every time."""
     arch = net.config.to_dict() if hasattr(net, "config") and hasattr(net.config, "to_dict") else None
     if arch is None:
         return trace()
-    key = json.dumps([arch, what, torch.__version__], sort_keys=True, default=str)
+    key = json.dumps([arch, what, torch.__version__, source_fingerprint()], sort_keys=True, default=str)
     known = _read_cache()
     if key in known:
         return known[key]

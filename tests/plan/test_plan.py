@@ -15,7 +15,7 @@ import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.model import DecodeNet, ModelConfig
-from decode_mem.plan import LiveBytes, choose_sizes, parse_bytes, plan_inference
+from decode_mem.plan import LiveBytes, choose_sizes, parse_bytes, plan_inference, trace
 from decode_mem.plan.__main__ import main
 from decode_mem.tiling import TileConfig, TiledExecutor
 
@@ -48,6 +48,29 @@ def test_fake_trace_equals_real_tensor_bytes(small: DecodeNet, frame, chunk, bat
         ex.run_unit(batch)
     assert plan.network_bytes == pytest.approx(counter.peak, rel=0.02)
     assert plan.n_tiles == len(ex.plan) and plan.tile_shape == ex.plan.tile_shape
+
+
+def test_a_remembered_trace_is_not_reused_by_changed_network_code(small: DecodeNet, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """An in-place activation changes a unit's memory without changing the architecture: the remembered trace
+    is keyed by the network code's fingerprint as well."""
+    package = tmp_path / "netcode"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("ACTIVATION = 'elu'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(trace, "NETWORK_CODE", ("netcode",))
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "cache" / "throughput.json"))
+    calls = []
+
+    def traced() -> int:
+        calls.append(1)
+        return 100 * len(calls)
+
+    assert trace.remembered_trace(small, ["unit"], traced) == 100
+    assert trace.remembered_trace(small, ["unit"], traced) == 100 and len(calls) == 1  # remembered
+    (package / "layers.py").write_text("ACTIVATION = 'elu_inplace'\n")
+    assert trace.remembered_trace(small, ["unit"], traced) == 200 and len(calls) == 2  # traced again
 
 
 def test_a_whole_run_holds_no_more_tensors_than_its_traced_unit(small: DecodeNet, tmp_path: Path) -> None:
