@@ -38,7 +38,9 @@ Size = int | Literal["auto"]
 Chunk = int | Literal["auto", "whole"]
 Amp = Literal["auto", "bf16", "fp16", "off"] | None
 DEFAULT_POSTPROCESS = PostprocessConfig()
-COMPILE_MIN_WORK = 2000  # tile-frames: below this, torch.compile's ~1 min of compiling does not pay on a CPU
+COMPILE_MIN_WORK = 120_000_000  # network input pixels (frames × tiles × tile area) from which compiling on a CPU
+# is chosen: benchmarks/results/compile.md measured a first (cold-cache) compile repaying its cost from 96 M px at
+# 256² and 181 M px at 64², a later (warm-cache) one from 21-40 M px
 
 
 def predict_stack(
@@ -67,8 +69,9 @@ def predict_stack(
     ``device``: where to run (default: where the model is); the model is moved there and put in eval mode.
     ``chunk_size='whole'``: whole frames (one tile per frame; an out-of-memory error still backs off to tiles).
     ``prob_map``: also write each frame's detection probability (``ProbabilityMap``). ``compile``: run the
-    network through ``torch.compile`` ('auto': on a CPU for stacks of at least ``COMPILE_MIN_WORK`` tile-frames,
-    where the ~1.5x faster fused kernels repay the compile time; GPUs: not measured, so not by default).
+    network through ``torch.compile`` ('auto': on a CPU for stacks of at least ``COMPILE_MIN_WORK`` pixels of work,
+    where the fused kernels repay the compile time, ``benchmarks/results/compile.md``; GPUs: not measured, so not
+    by default).
     Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
     on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
@@ -87,7 +90,7 @@ def predict_stack(
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
     if compile == "auto":
-        compile = dev.type == "cpu" and source.shape[0] * plan.n_tiles >= COMPILE_MIN_WORK
+        compile = dev.type == "cpu" and source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
     config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
                         margin=plan.margin, compile=bool(compile))
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)

@@ -6,7 +6,10 @@ largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in
 where several are within ``TIE`` of the best, the one that needs the least memory (so a GPU is filled only as
 far as throughput still grows). The default budget is
 modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a laptop keeps working), on CUDA
-``DEVICE_FRACTION`` of the free device memory.
+``DEVICE_FRACTION`` of the free device memory. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget
+free for the planner's error (its largest under-prediction in ``benchmarks/results/memory_table.md`` was 11 %, at
+1024² frames in 512-px tiles; a default 2048² run with those sizes peaked 4 % over its 1 GiB budget); sizes the
+user gives are refused only when their plan exceeds the budget itself.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ BLOCKS = (16, 8, 4)  # frames per block, tried in this order until the blocks fi
 PROBE_SHARE = 0.1  # of the stack's estimated run time (at the first timed setting's speed) spent on probing
 PROBE_BUDGET_S = 3.0  # seconds of timing per choice at most (remembered units cost nothing)
 TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
+PLAN_HEADROOM = 0.12  # of the budget, kept free by automatic choices for the planner's error (module docstring)
 
 
 def parse_bytes(text: str | int | float | None) -> int | None:
@@ -104,13 +108,14 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                               margin=margin)
         return SizeChoice(plan, 0, "none", "as given")
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
+    usable = int((1 - PLAN_HEADROOM) * budget) if automatic else budget
     h, w = frame_shape
     chunks = _chunk_candidates(chunk_size, max(h, w))
     batches = _batch_candidates(batch_size, device)
     plans = []
     for chunk in chunks:
         for batch in batches:
-            plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, budget, baseline_bytes,
+            plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, usable, baseline_bytes,
                                  blocks, n_frames, margin)
             if plan is not None:
                 plans.append(plan)
@@ -118,9 +123,11 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
         smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
                                   baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin)
+        room = f"the budget of {budget / MiB:.0f} MiB ({kind})" if usable == budget else \
+            f"{usable / MiB:.0f} MiB (the budget of {budget / MiB:.0f} MiB, {kind}, less {PLAN_HEADROOM:.0%} headroom)"
         raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {smallest.need_bytes / MiB:.0f} MiB "
-                          f"({'device' if device.type == 'cuda' else 'host'}), more than the budget of "
-                          f"{budget / MiB:.0f} MiB ({kind}); raise --memory_limit or use smaller sizes")
+                          f"({'device' if device.type == 'cuda' else 'host'}), more than {room}; raise "
+                          "--memory_limit or use smaller sizes")
     if len(plans) == 1:
         return SizeChoice(plans[0], budget, kind, "the only setting that fits the budget" if automatic
                           else "as given")

@@ -85,3 +85,36 @@ def test_explicit_bf16_warns_only_on_a_cpu_without_native_bf16(monkeypatch, nati
         warnings.simplefilter("always")
         list(predict_stack(frames, DecodeNet(ModelConfig.tiny()), chunk_size=32, batch_size=1, amp="bf16"))
     assert any("without native bf16" in str(w.message) for w in seen) is not native
+
+
+class _LongStack:
+    """A stack header only: ``predict_stack`` plans and decides before it reads a block."""
+
+    dtype = np.uint16
+
+    def __init__(self, frames: int, side: int) -> None:
+        self.shape = (frames, side, side)
+
+    def blocks(self, *args, **kwargs):
+        raise AssertionError("not read")
+
+
+@pytest.mark.parametrize("side", [64, 256])
+def test_auto_compiles_a_cpu_stack_from_its_work_in_pixels(shipped_model, monkeypatch, side: int) -> None:
+    """'auto' compiles where the network's pixels of work (frames × tiles × tile area) repay a cold compile
+    (``COMPILE_MIN_WORK``, from benchmarks/results/compile.md): the same frame count can be too short at 64²
+    and long enough at 256²."""
+    import decode_mem.infer.predict as predict_module
+
+    seen: list[bool] = []
+    real = predict_module.TiledExecutor
+    monkeypatch.setattr(predict_module, "TiledExecutor",
+                        lambda net, shape, config, **kw: seen.append(config.compile) or real(net, shape, config, **kw))
+    model = load_model(shipped_model)
+    for frames in (500, 5000):
+        plans = []
+        predict_stack(_LongStack(frames, side), model, chunk_size=side, batch_size=1, compile="auto",
+                      on_plan=plans.append)
+        work = frames * plans[0].plan.work_px_per_frame
+        assert seen[-1] == (work >= predict_module.COMPILE_MIN_WORK), (frames, work)
+    assert seen == ([False, False] if side == 64 else [False, True])
