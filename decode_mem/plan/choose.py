@@ -7,9 +7,10 @@ where several are within ``TIE`` of the best, the one that needs the least memor
 far as throughput still grows). The default budget is
 modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a laptop keeps working), on CUDA
 ``DEVICE_FRACTION`` of the free device memory. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget
-free for the planner's error (its largest under-prediction in ``benchmarks/results/memory_table.md`` was 11 %, at
-1024² frames in 512-px tiles; a default 2048² run with those sizes peaked 4 % over its 1 GiB budget); sizes the
-user gives are refused only when their plan exceeds the budget itself.
+free for the planner's error and for the spread of identical runs (the errors are in
+``benchmarks/results/memory_table.md``; one regeneration under-predicted 1024² frames in 512-px tiles by 11 %, and
+its default 2048² run, which chose those tiles, peaked 4 % over the 1 GiB budget); sizes the user gives are refused
+only when their plan exceeds the budget itself.
 """
 
 from __future__ import annotations
