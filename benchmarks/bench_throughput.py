@@ -11,6 +11,9 @@
    its sizes — the memory traces and timed units), then again with the sizes it remembered. **Same emitters**:
    with a baseline, this version also runs on the baseline's own model file, and its localizations are matched
    to the baseline's (tolerance 10 nm): Jaccard and RMSE between the two outputs (1 and 0 nm: nothing moved).
+   A third run of this version adds ``--streams 2`` (two blocks computed at once, each on half the threads;
+   ``auto`` plans its sizes for two streams from the remembered traces); its emitters are matched in the same
+   way to the one-stream repeat.
 2. **Engine grid**: ``predict_stack`` on 64², 256² and 2048² frames across precisions (fp32, bf16; fp16 on CUDA),
    tile sizes and the DECODE-style recompute path (every frame through the frame U-Net three times), each in a
    fresh process: frames/s, MB/s, localizations/s, peak host RssAnon and (CUDA) device memory.
@@ -42,6 +45,7 @@ GRID = [  # (movie, chunk, precision, reuse features)
     ("256x256", 512, "fp32", False),
     ("2048x2048", 512, "fp32", True), ("2048x2048", 256, "fp32", True), ("2048x2048", 512, "fp32", False),
 ]
+STREAMS_LABEL = "decode_mem (this version, repeat, --streams 2)"
 CUDA_GRID = [("256x256", 512, "fp16", True), ("2048x2048", 512, "bf16", True), ("2048x2048", 512, "fp16", True),
              ("2048x2048", 1024, "bf16", True)]
 
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="GiB: predict_stack's memory_limit in the engine grid (the sizes there are given, not auto)")
     p.add_argument("--memory-cap", type=float, default=12.0,
                    help="GiB of RssAnon at which an end-to-end run is stopped and reported as such")
+    p.add_argument("--no-streams", action="store_true", help="leave out the end-to-end runs with --streams 2")
     p.add_argument("--out", default=str(RESULTS / "throughput.md"))
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -182,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
 
             runs = [("decode_mem (this version, first run)", this_version(f"new_{name}"), fresh, ROOT),
                     ("decode_mem (this version, repeat)", this_version(f"again_{name}"), fresh, ROOT)]
+            if not args.no_streams:
+                runs.append((STREAMS_LABEL, [*this_version(f"streams_{name}"), "--streams", "2"], fresh, ROOT))
             if args.baseline_checkout:
                 base = Path(args.baseline_checkout)
                 env = dict(os.environ, PYTHONPATH=str(base))
@@ -205,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                     if "earlier model" in label and not before[0].get("stopped"):
                         row.update(same_emitters(out_dir / f"{path.stem}.csv",
                                                  work / f"old_{name}" / f"{path.stem}.csv", cam.pixel_size))
+                    if label == STREAMS_LABEL:  # against this version's one-stream repeat
+                        row.update(same_emitters(out_dir / f"{path.stem}.csv",
+                                                 work / f"again_{name}" / f"{path.stem}.csv", cam.pixel_size))
                 e2e.append(row)
             if python is not None:
                 res = run_picasso(python, path, [5], 400.0, camera_settings(cam), work, threaded=True)
@@ -285,8 +295,8 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
         "",
         "## End to end (the whole command)",
         "",
-        "| movie | method | frames/s | MB/s | localizations/s | peak RssAnon (MiB) | same emitters as before "
-        "(Jaccard, RMSE) |",
+        "| movie | method | frames/s | MB/s | localizations/s | peak RssAnon (MiB) | same emitters (Jaccard, "
+        "RMSE; the earlier model against the earlier version, --streams 2 against the repeat) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in e2e:
@@ -301,14 +311,22 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     ratios = []
     for movie in dict.fromkeys(r["movie"] for r in e2e):
         old = next((r for r in e2e if r["movie"] == movie and "before" in r["method"]), None)
-        for run in ("first run", "repeat"):
-            new = next((r for r in e2e if r["movie"] == movie and f"this version, {run}" in r["method"]), None)
+        for run in ("first run", "repeat", "repeat, --streams 2"):
+            new = next((r for r in e2e if r["movie"] == movie and f"this version, {run})" in r["method"]), None)
             if new and old and not (new.get("stopped") or old.get("stopped")):
                 ratios.append(f"{movie} ({run}): {old['seconds'] / new['seconds']:.2f}x")
             elif new and old:
                 ratios.append(f"{movie} ({run}): not comparable (a run was stopped at the memory cap)")
     lines += ["", "Speed-up of this version over the earlier one, end to end: "
               + (", ".join(ratios) if ratios else "not measured (no --baseline-checkout)") + ".", ""]
+    streams = []
+    for movie in dict.fromkeys(r["movie"] for r in e2e):
+        one = next((r for r in e2e if r["movie"] == movie and "this version, repeat)" in r["method"]), None)
+        two = next((r for r in e2e if r["movie"] == movie and r["method"] == STREAMS_LABEL), None)
+        if one and two and not (one.get("stopped") or two.get("stopped")):
+            streams.append(f"{movie} {one['seconds'] / two['seconds']:.2f}x")
+    lines += ["Two streams over one (the repeats), end to end: "
+              + (", ".join(streams) if streams else "not measured") + ".", ""]
     lines += [f"## Engine grid (predict_stack, fresh process per row, 'auto' batch within a {args.grid_budget:g} GiB "
               "budget)", "",
               "| device | movie | tile core | precision | path | batch | frames/s | MB/s | localizations/s "

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "threads sleep instead of spinning)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                      help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")
+    mem.add_argument("--streams", type=int, default=1,
+                     help="blocks computed at once on a CPU, each with a share of the threads (default 1; "
+                          "benchmarks/results/streams.md); each adds a block and the network's working set")
     add(mem, "--memory_log_file", help="memory CSV, one row per block")
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float, help="detection probability threshold")
@@ -96,7 +99,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         inputs=tuple(args.inputs), out=args.out, model=args.model,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
-        compile={"on": True, "off": False}.get(args.compile, "auto"),
+        compile={"on": True, "off": False}.get(args.compile, "auto"), streams=args.streams,
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, **extra)

@@ -36,6 +36,7 @@ class InferConfig:
                     ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')
     memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
     compile         torch.compile the network: True, False, or 'auto' (CPU, long stacks; ``predict_stack``)
+    streams         blocks computed at once on a CPU, each with a share of the threads (``predict_stack``)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
     camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
     write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
@@ -60,6 +61,7 @@ class InferConfig:
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
     memory_limit: int | None = None
     compile: bool | Literal["auto"] = "auto"
+    streams: int = 1
     device: str | None = None
     threshold: float | None = None
     camera: Camera | None = None
@@ -101,6 +103,12 @@ class InferConfig:
             raise ConfigError(f"memory_limit must be > 0 bytes, got {self.memory_limit}")
         if self.threshold is not None and not 0 <= self.threshold <= 1:
             raise ConfigError(f"threshold is a probability in [0, 1], got {self.threshold}")
+        if self.streams < 1:
+            raise ConfigError(f"streams must be >= 1, got {self.streams}")
+        if self.streams > 1 and (self.write_probability_map or self.compile is True):
+            raise ConfigError(f"streams {self.streams}: not with " + ("write_probability_map (written one block at a "
+                              "time)" if self.write_probability_map else "compile on (not measured from several "
+                              "threads)") + "; use streams 1")
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")
@@ -117,7 +125,7 @@ class InferConfig:
         """The settings recorded in each stack's JSON summary."""
         return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
                 "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "compile": self.compile,
-                "device": self.device,
+                "streams": self.streams, "device": self.device,
                 "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
                 "threads": self.threads, "strict": self.strict, "drift": self.drift}

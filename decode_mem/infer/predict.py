@@ -56,6 +56,7 @@ def predict_stack(
     camera: Camera | None = None,
     memory_limit: int | None = None,
     compile: bool | Literal["auto"] = False,
+    streams: int = 1,
     prob_map: ProbabilityMap | None = None,
     on_plan: Callable[[SizeChoice], None] | None = None,
     on_block: Callable[[BlockResult], None] | None = None,
@@ -71,7 +72,9 @@ def predict_stack(
     ``prob_map``: also write each frame's detection probability (``ProbabilityMap``). ``compile``: run the
     network through ``torch.compile`` ('auto': on a CPU for stacks of at least ``COMPILE_MIN_WORK`` pixels of work,
     where the fused kernels repay the compile time, ``benchmarks/results/compile.md``; GPUs: not measured, so not
-    by default).
+    by default; not with ``streams > 1``). ``streams``: blocks computed at once on a CPU, each in a thread with an
+    equal share of torch's threads (``TileConfig.streams``; ``benchmarks/results/streams.md``); memory is planned
+    for all of them. Not on CUDA, and not with ``prob_map`` (its buffer holds one block).
     Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
     on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
@@ -82,17 +85,18 @@ def predict_stack(
     source = as_source(stack)
     _, h, w = source.shape
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
+    _check_streams(streams, dev, prob_map, compile)
     choice = plan_sizes(net, source.shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
-                        device=dev, itemsize=itemsize, memory_limit=memory_limit)
+                        device=dev, itemsize=itemsize, memory_limit=memory_limit, streams=streams)
     plan = choice.plan
     if emulated_bf16(plan.amp, dev):
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
     if compile == "auto":
-        compile = dev.type == "cpu" and source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
+        compile = dev.type == "cpu" and streams == 1 and source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
     config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
-                        margin=plan.margin, compile=bool(compile))
+                        margin=plan.margin, compile=bool(compile), streams=plan.streams)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     if on_plan is not None:
         on_plan(choice)
@@ -162,7 +166,7 @@ def process_large_image(
 
 def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
                amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None,
-               margin: int = MARGIN) -> SizeChoice:
+               margin: int = MARGIN, streams: int = 1) -> SizeChoice:
     """``decode_mem.plan.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved;
     ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps)."""
     if chunk_size == "whole":
@@ -172,7 +176,22 @@ def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batc
             raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
     return choose_sizes_here(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block,
                              amp=amp, device=device, itemsize=itemsize, memory_limit=memory_limit,
-                             n_frames=shape[0], margin=margin)
+                             n_frames=shape[0], margin=margin, streams=streams)
+
+
+def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: Any) -> None:
+    """ConfigError for a ``streams`` that is not a positive integer or that cannot apply here."""
+    if isinstance(streams, bool) or not isinstance(streams, (int, np.integer)) or streams < 1:
+        raise ConfigError(f"streams must be a positive integer, got {streams!r}")
+    if streams == 1:
+        return
+    if device.type != "cpu":
+        raise ConfigError(f"streams {streams}: parallel block streams are for CPUs; on {device} use streams 1")
+    if prob_map is not None:
+        raise ConfigError(f"streams {streams}: the probability map is written one block at a time; use streams 1")
+    if compile is True:
+        raise ConfigError(f"streams {streams}: torch.compile is not measured from several threads; use streams 1 "
+                          "or compile off")
 
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,

@@ -126,7 +126,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         obs.warning(f"skipped {f.line()}")
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
     base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
-            "amp": cfg.amp, "memory_limit": cfg.memory_limit, "compile": cfg.compile, "device": cfg.device,
+            "amp": cfg.amp, "memory_limit": cfg.memory_limit, "compile": cfg.compile, "streams": cfg.streams,
+            "device": cfg.device,
             "threshold": cfg.threshold,
             "threads": cfg.threads}
     extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),

@@ -42,6 +42,7 @@ class EngineSettings:
     amp: str = "auto"
     memory_limit: int | None = None
     compile: bool | str = "auto"
+    streams: int = 1
     device: str | None = None
     threshold: float | None = None
     threads: int | None = None
@@ -93,7 +94,8 @@ def stream_emitters(stack: Any, settings: EngineSettings, on_block: Callable[[Bl
     return predict_stack(stack, model, chunk_size=settings.chunk_size, batch_size=settings.batch_size,
                          block=settings.block, amp=settings.amp, device=settings.device,
                          postprocess=settings.postprocess, camera=settings.camera,
-                         memory_limit=settings.memory_limit, compile=settings.compile, prob_map=prob_map,
+                         memory_limit=settings.memory_limit, compile=settings.compile,
+                         streams=settings.streams, prob_map=prob_map,
                          on_plan=on_plan, on_block=on_block)
 
 

@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", help="pixel type of the stack (default uint16)")
     add(p, "--memory_limit", help="budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)")
     add(p, "--no_probe", action="store_true", help="choose 'auto' sizes without timing candidates")
+    p.add_argument("--streams", type=int, default=1, help="blocks computed at once on a CPU (infer --streams)")
     train = p.add_argument_group("training (--train)")
     train.add_argument("--train", action="store_true", help="plan a training run instead of inference")
     train.add_argument("--config", help="training YAML (model, loss, simulation); default: the embedded defaults")
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
                                    amp=args.amp or "off", device=device, itemsize=itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
-                                   probe=not args.no_probe)
+                                   probe=not args.no_probe, streams=args.streams)
         plan = choice.plan
         baseline = plan.baseline_bytes
         seconds = remembered_seconds(model.net, plan, device)
@@ -81,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{frames_per_second(plan, seconds):.2f} frames/s of network work (measured here before)"
         lines = [
             f"frames {plan.frame_shape[0]}x{plan.frame_shape[1]} px on {device} ({plan.amp}): chunk_size "
-            f"{plan.chunk_size}, batch_size {plan.batch_size}, block {plan.block} frames ({choice.reason})",
+            f"{plan.chunk_size}, batch_size {plan.batch_size}, block {plan.block} frames"
+            + (f", {plan.streams} streams" if plan.streams > 1 else "") + f" ({choice.reason})",
             f"  tiles: {plan.n_tiles} of {plan.tile_shape[0]}x{plan.tile_shape[1]} px; largest call "
             f"{plan.unit_shape[0]} tile(s) x {plan.unit_shape[1]} frames",
             f"  predicted peak host RssAnon: {plan.host_bytes / 2**20:.0f} MiB (baseline {baseline / 2**20:.0f}, "
@@ -105,7 +107,7 @@ def check_mode(args: argparse.Namespace) -> None:
 
     if args.train:
         ignored = {"--frames": args.frames, "--model": args.model, "--dtype": args.dtype,
-                   "--no_probe": args.no_probe or None}
+                   "--no_probe": args.no_probe or None, "--streams": args.streams if args.streams != 1 else None}
     else:
         ignored = {"--config": args.config, "--accumulation": args.accumulation, "--val_size": args.val_size,
                    "--chunk none": "none" if args.chunk == "none" else None}

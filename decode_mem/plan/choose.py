@@ -93,10 +93,11 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                  batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
                  device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                  baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True,
-                 margin: int = MARGIN) -> SizeChoice:
+                 margin: int = MARGIN, streams: int = 1) -> SizeChoice:
     """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
 
-    ``baseline_bytes``: the RssAnon the process holds before the run; ``margin``: the executor's. Raises
+    ``baseline_bytes``: the RssAnon the process holds before the run; ``margin``: the executor's; ``streams``:
+    blocks computed at once on a CPU (memory is planned for all of them; speed is timed on one). Raises
     ConfigError when even the smallest candidate (or the given sizes) cannot fit the budget.
     """
     device = torch.device(device)
@@ -106,7 +107,7 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
         plan = plan_inference(net, frame_shape, chunk_size=int(chunk_size), batch_size=int(batch_size), amp=amp,
                               device=device, block=block, itemsize=itemsize, baseline_bytes=baseline_bytes,
                               n_frames=n_frames, trace=isinstance(net, torch.nn.Module),  # duck-typed: geometry
-                              margin=margin)
+                              margin=margin, streams=streams)
         return SizeChoice(plan, 0, "none", "as given")
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
     usable = int((1 - PLAN_HEADROOM) * budget) if automatic else budget
@@ -117,13 +118,13 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     for chunk in chunks:
         for batch in batches:
             plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, usable, baseline_bytes,
-                                 blocks, n_frames, margin)
+                                 blocks, n_frames, margin, streams)
             if plan is not None:
                 plans.append(plan)
     if not plans:
         smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
-                                  baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin)
+                                  baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin, streams=streams)
         room = f"the budget of {budget / MiB:.0f} MiB ({kind})" if usable == budget else \
             f"{usable / MiB:.0f} MiB (the budget of {budget / MiB:.0f} MiB, {kind}, less {PLAN_HEADROOM:.0%} headroom)"
         raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {smallest.need_bytes / MiB:.0f} MiB "
@@ -193,13 +194,14 @@ def _batch_candidates(batch_size: int | str, device: torch.device) -> list[int]:
 
 def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batch: int, amp: str | None,
                   device: torch.device, itemsize: int, budget: int, baseline: int,
-                  blocks: tuple[int, ...], n_frames: int | None, margin: int) -> InferencePlan | None:
+                  blocks: tuple[int, ...], n_frames: int | None, margin: int,
+                  streams: int) -> InferencePlan | None:
     """The plan with the longest block (and prefetch) that fits, or None."""
     for depth in (1, 0):
         for block in blocks:
             plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
                                   block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
-                                  n_frames=n_frames, margin=margin)
+                                  n_frames=n_frames, margin=margin, streams=streams)
             host_ok = device.type != "cuda" or plan.host_bytes <= max(budget, DEFAULT_HOST_LIMIT)
             if plan.need_bytes <= budget and host_ok:
                 return plan

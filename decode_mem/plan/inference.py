@@ -12,6 +12,10 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   ``EMULATED_BF16`` times the traced bf16 bytes (fitted on an AMD EPYC with torch 2.13; the bf16 rows of
   the memory table show its error).
   The memory-table benchmark reports the prediction error on the machine where it runs.
+  With ``streams`` blocks computed at once (CPU), each holds its own network working set, slack and block,
+  and each stream beyond the first ``STREAM_ARENA_SLACK`` more: its thread allocates from a glibc arena of its
+  own, which kept more freed memory than the main heap (fitted on an AMD EPYC with torch 2.13 from the 256²
+  and 1024² rows of ``benchmarks/results/streams.md``, which shows its error).
 Device (CUDA) = the network's working set (``torch.cuda.max_memory_allocated`` counts the same tensors;
 cuDNN workspaces and the CUDA context are not in it).
 """
@@ -32,6 +36,7 @@ from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 MiB = float(2**20)
 ALLOCATOR_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # two freed blocks at glibc's largest mmap threshold (docstring)
 EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
+STREAM_ARENA_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # per stream beyond the first (module docstring)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class InferencePlan:
     baseline_bytes: int
     margin: int = MARGIN  # px of exact output kept around each tile's core for post-processing
     notes: tuple[str, ...] = field(default_factory=tuple)
+    streams: int = 1  # blocks computed at once (CPU; ``TileConfig.streams``)
 
     @property
     def network_host_bytes(self) -> int:
@@ -61,7 +67,8 @@ class InferencePlan:
         if self.device != "cpu":
             return 0
         factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
-        return int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
+        per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
+        return self.streams * per_stream + (self.streams - 1) * STREAM_ARENA_SLACK
 
     @property
     def host_bytes(self) -> int:
@@ -84,7 +91,7 @@ class InferencePlan:
     def as_dict(self) -> dict[str, Any]:
         return {"frame_shape": list(self.frame_shape), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
                 "block": self.block, "prefetch_depth": self.prefetch_depth, "amp": self.amp, "device": self.device,
-                "tile_shape": list(self.tile_shape), "n_tiles": self.n_tiles,
+                "tile_shape": list(self.tile_shape), "n_tiles": self.n_tiles, "streams": self.streams,
                 "predicted_host_mib": round(self.host_bytes / MiB, 1),
                 "predicted_device_mib": round(self.device_bytes / MiB, 1),
                 "network_mib": None if self.network_bytes is None else round(self.network_bytes / MiB, 1),
@@ -95,15 +102,18 @@ class InferencePlan:
 def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int, batch_size: int,
                    amp: str | None = "off", device: str | torch.device = "cpu", block: int | str = "auto",
                    itemsize: int = 2, prefetch_depth: int = 1, baseline_bytes: int = 0,
-                   n_frames: int | None = None, trace: bool = True, margin: int = MARGIN) -> InferencePlan:
+                   n_frames: int | None = None, trace: bool = True, margin: int = MARGIN,
+                   streams: int = 1) -> InferencePlan:
     """Predict the peak memory of ``predict_stack`` with these settings (nothing real is allocated).
 
     ``baseline_bytes``: the process's RssAnon before the run (Python, torch, the model), measured by the caller.
     ``n_frames``: the stack's length (a block is never longer). ``trace=False`` gives the geometry without the
     network's working set (any duck-typed network). ``margin``: as the executor's (``predict_stack`` keeps
-    ``postprocess.MARGIN`` px around each core; it makes the tiles larger).
+    ``postprocess.MARGIN`` px around each core; it makes the tiles larger). ``streams``: blocks computed at once
+    on a CPU (each adds a block and a network working set; always one on CUDA).
     """
     device = torch.device(device)
+    streams = int(streams) if device.type == "cpu" else 1
     h, w = (int(v) for v in frame_shape)
     amp_name = executor_amp(amp, device)
     n = block_length((h, w), itemsize, block)
@@ -118,14 +128,14 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
         network = _traced_peak(net, (h, w), config, device, run)
     ly, lx = ex.plan.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
-    in_flight = prefetch_depth + 3 if prefetch_depth else 2  # see the module docstring
+    in_flight = (prefetch_depth + 3 if prefetch_depth else 2) + streams - 1  # see the module docstring
     if n_frames is not None:  # a short stack has fewer blocks to hold (plus the transient edge copy)
         in_flight = min(in_flight, -(-int(n_frames) // n) + 1)
     blocks = in_flight * (n + 2) * h * w * itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
     return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
                          (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
-                         int(baseline_bytes), margin)
+                         int(baseline_bytes), margin, streams=streams)
 
 
 def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:

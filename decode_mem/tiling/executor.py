@@ -16,13 +16,20 @@ Work order, and why memory is set by the chunk, batch and block sizes only:
 On an out-of-memory error the block is redone with half the batch, then half the chunk (the retry runs
 outside the ``except`` block, whose traceback pins the failed tensors). The results are those of an
 uninterrupted run up to float rounding: a smaller batch may change a convolution's summation order.
+
+With ``streams > 1`` (CPU) that many blocks are computed at once, each in a thread of its own with an equal
+share of torch's threads: the serial parts of one block (staging, post-processing in ``consume``) then overlap
+another block's network work. Blocks are independent (each has its context frames), so the results are those
+of one stream up to float rounding (fewer threads per convolution change oneDNN's summation order).
 """
 
 from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -88,6 +95,8 @@ class TileConfig:
                     math in another summation order)
     compile         run the frame U-Net and the temporal part through ``torch.compile`` (fused, vectorized
                     element-wise work; tens of seconds to compile per input shape, so for long stacks only)
+    streams         blocks computed at once on a CPU, each with 1/streams of torch's threads (module docstring);
+                    each holds its own block and network working set
     max_retries     out-of-memory back-offs allowed for one block before giving up
     """
 
@@ -99,10 +108,11 @@ class TileConfig:
     reuse_features: bool = True
     channels_last: bool = True
     compile: bool = False
+    streams: int = 1
     max_retries: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("chunk_size", "batch_size", "block"):
+        for name in ("chunk_size", "batch_size", "block", "streams"):
             value = getattr(self, name)
             if (value != "auto" or name != "block") and (
                     isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
@@ -227,21 +237,74 @@ class TiledExecutor:
             raise ConfigError(f"frames are {h}x{w} px, the executor was planned for {self.shape[0]}x{self.shape[1]}")
         itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
         blocks = source.blocks(self.block_length(itemsize), context=1)
-        for t0, frames in prefetch(blocks, depth=prefetch_depth) if prefetch_depth else blocks:
-            retries, start = 0, time.perf_counter()
-            while True:
-                try:
-                    results = self._run_block(np.asarray(frames), t0, consume)
-                    break
-                except RuntimeError as e:  # torch.OutOfMemoryError is one
-                    if not is_oom(e):
-                        raise
-                    failure = f"{type(e).__name__}: {e}"
-                # here, outside the except block, the failed attempt's traceback and tensors are gone
-                retries += 1
-                self._back_off(t0, retries, failure)
-            yield BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
-                              time.perf_counter() - start)
+        if prefetch_depth:
+            blocks = prefetch(blocks, depth=prefetch_depth)
+        if self.config.streams > 1 and self.device.type == "cpu":
+            yield from self._run_streams(blocks, consume)
+            return
+        for t0, frames in blocks:
+            yield self._block(t0, frames, consume)
+
+    def _block(self, t0: int, frames: np.ndarray, consume: Consume, retries: int = 0) -> BlockResult:
+        """One block, backing off and redoing it on an out-of-memory error (``retries``: back-offs so far)."""
+        start = time.perf_counter()
+        while True:
+            try:
+                results = self._run_block(np.asarray(frames), t0, consume)
+                break
+            except RuntimeError as e:  # torch.OutOfMemoryError is one
+                if not is_oom(e):
+                    raise
+                failure = f"{type(e).__name__}: {e}"
+            # here, outside the except block, the failed attempt's traceback and tensors are gone
+            retries += 1
+            self._back_off(t0, retries, failure)
+        return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
+                           time.perf_counter() - start)
+
+    def _run_streams(self, blocks: Iterator[tuple[int, np.ndarray]], consume: Consume) -> Iterator[BlockResult]:
+        """``run`` with ``streams`` blocks in flight, yielded in frame order. An out-of-memory error in one
+        lets the others finish before the sizes shrink; that block is then redone here with back-off (a block
+        that failed with sizes already shrunk since is redone without shrinking them again)."""
+        streams, threads = self.config.streams, torch.get_num_threads()
+        share = max(1, threads // streams)
+        pending: deque[tuple[int, np.ndarray, tuple[int, int], Future]] = deque()
+
+        def attempt(t0: int, frames: np.ndarray) -> BlockResult:
+            start = time.perf_counter()
+            results = self._run_block(np.asarray(frames), t0, consume)
+            return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, 0,
+                               time.perf_counter() - start)
+
+        def collect() -> BlockResult:
+            t0, frames, sizes, future = pending.popleft()
+            try:
+                return future.result()
+            except RuntimeError as e:
+                if not is_oom(e):
+                    raise
+                failure = f"{type(e).__name__}: {e}"
+            wait([f for *_, f in pending])  # no block may be running while the sizes change
+            if sizes != self._sizes():  # it failed with sizes an earlier block's back-off has already shrunk
+                return self._block(t0, frames, consume)
+            self._back_off(t0, 1, failure)
+            return self._block(t0, frames, consume, retries=1)
+
+        pool = ThreadPoolExecutor(streams, thread_name_prefix="decode_mem-stream", initializer=torch.set_num_threads,
+                                  initargs=(share,))
+        try:
+            for t0, frames in blocks:
+                pending.append((t0, frames, self._sizes(), pool.submit(attempt, t0, frames)))
+                if len(pending) >= streams:
+                    yield collect()
+            while pending:
+                yield collect()
+        finally:  # also when the consumer stopped early or a block failed: start nothing new, let running ones end
+            pool.shutdown(wait=True, cancel_futures=True)
+            torch.set_num_threads(threads)  # the streams' setting also changed torch's default for new threads
+
+    def _sizes(self) -> tuple[int, int]:
+        return self.plan.chunk, self.batch_size
 
     def _back_off(self, t0: int, retries: int, failure: str) -> None:
         gc.collect()  # frames of the failed attempt may sit in reference cycles

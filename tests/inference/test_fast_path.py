@@ -118,3 +118,56 @@ def test_auto_compiles_a_cpu_stack_from_its_work_in_pixels(shipped_model, monkey
         work = frames * plans[0].plan.work_px_per_frame
         assert seen[-1] == (work >= predict_module.COMPILE_MIN_WORK), (frames, work)
     assert seen == ([False, False] if side == 64 else [False, True])
+
+
+def test_parallel_streams_give_the_same_emitters(sample_frames, shipped_model) -> None:
+    """Two block streams (each with a share of the threads) find the emitters one stream finds."""
+    model = load_model(shipped_model)
+    pp = PostprocessConfig()
+    kw = dict(chunk_size=64, batch_size=1, block=4, postprocess=pp)
+    ref = EmitterTable.concat(predict_stack(sample_frames[:12], model, **kw))
+    blocks: list = []
+    two = EmitterTable.concat(predict_stack(sample_frames[:12], model, streams=2, on_block=blocks.append, **kw))
+    assert [b.t0 for b in blocks] == [0, 4, 8]
+    _same_emitters(ref, two, pp.threshold)
+
+
+def test_streams_are_planned_and_checked(shipped_model, tmp_path) -> None:
+    """Memory is planned for every stream (a network working set and a block each); settings they cannot
+    serve are refused before anything runs."""
+    from decode_mem.errors import ConfigError
+    from decode_mem.infer import InferConfig
+    from decode_mem.infer.probmap import ProbabilityMap
+    from decode_mem.plan.inference import STREAM_ARENA_SLACK, plan_inference
+
+    model = load_model(shipped_model)
+    kw = dict(chunk_size=128, batch_size=2, block=8, itemsize=2)
+    one, two = (plan_inference(model.net, (256, 256), streams=s, **kw) for s in (1, 2))
+    assert two.host_bytes - one.host_bytes == one.network_host_bytes + STREAM_ARENA_SLACK + (8 + 2) * 256 * 256 * 2
+    assert two.as_dict()["streams"] == 2
+    frames = np.zeros((4, 64, 64), np.uint16)
+    with pytest.raises(ConfigError, match="streams must be a positive integer"):
+        predict_stack(frames, model, streams=0)
+    with ProbabilityMap(tmp_path / "p.zarr", (4, 64, 64), 4) as prob, \
+            pytest.raises(ConfigError, match="probability map is written one block at a time"):
+        predict_stack(frames, model, streams=2, prob_map=prob)
+    with pytest.raises(ConfigError, match=r"torch\.compile is not measured from several threads"):
+        predict_stack(frames, model, streams=2, compile=True)
+    with pytest.raises(ConfigError, match="streams 2: not with write_probability_map"):
+        InferConfig(inputs=("a.tif",), out=str(tmp_path), streams=2, write_probability_map=True)
+
+
+def test_the_streams_flag_reaches_the_executor_and_the_summary(sample_frames, shipped_model, tmp_path) -> None:
+    import json
+
+    import tifffile
+
+    from decode_mem.infer.__main__ import main
+
+    tifffile.imwrite(tmp_path / "m.tif", sample_frames[:8])
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "m.tif"), "--out", str(out), "--model", str(shipped_model), "--streams", "2",
+                 "--chunk_size", "64", "--batch_size", "1"]) == 0
+    summary = json.loads((out / "m.json").read_text())
+    assert summary["settings"]["streams"] == 2
+    assert summary["sizes"]["plan"]["streams"] == 2

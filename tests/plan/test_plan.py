@@ -189,3 +189,19 @@ def test_cli_prints_a_plan(capsys) -> None:
     assert main(["--frame", "256", "256", "--chunk", "128", "--batch", "2", "--no_probe"]) == 0
     out = capsys.readouterr().out
     assert "chunk_size 128, batch_size 2" in out and "predicted peak host RssAnon" in out
+
+
+def test_cli_plans_parallel_streams(capsys) -> None:
+    """``--streams 2`` plans a second block and network working set (``infer --streams``); only for inference."""
+    import re
+
+    def peak(*extra: str) -> tuple[int, str]:
+        assert main(["--frame", "256", "256", "--chunk", "128", "--batch", "2", "--no_probe", *extra]) == 0
+        out = capsys.readouterr().out
+        return int(re.search(r"predicted peak host RssAnon: (\d+) MiB", out).group(1)), out
+
+    one, _ = peak()
+    two, out = peak("--streams", "2")
+    assert "2 streams" in out and two > one
+    assert main(["--train", "--frame", "64", "64", "--streams", "2"]) == 2
+    assert "--streams: only for inference" in capsys.readouterr().err

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -313,3 +316,43 @@ def test_camera_map_of_the_wrong_shape_is_a_clear_error(tiny: DecodeNet, tmp_pat
     camera = Camera.scmos(offset_map=str(tmp_path / "offset.npy"))
     with pytest.raises(ConfigError, match=r"offset\.npy: camera map is 10x12 px, the frames are 30x26 px"):
         TiledExecutor(tiny, (30, 26), TileConfig(chunk_size=8), camera=camera)
+
+
+def test_streams_give_one_streams_output_in_frame_order_from_their_own_threads(tiny: DecodeNet) -> None:
+    """``streams=3``: blocks computed at once in worker threads, yielded in frame order; the output is one
+    stream's (blocks are independent), and torch's thread setting is what it was."""
+    stack = _stack(11, 40, 56, seed=21)
+    cfg = TileConfig(chunk_size=16, batch_size=2, block=3)
+    one, one_blocks = _tiled(TiledExecutor(tiny, (40, 56), cfg), stack)
+    threads_before = torch.get_num_threads()
+    names: set[str] = set()
+    ex = TiledExecutor(tiny, (40, 56), dataclasses.replace(cfg, streams=3))
+    blocks = list(ex.run(ArrayStack(stack), lambda tile, frames, out: names.add(threading.current_thread().name)))
+    three, three_blocks = _tiled(ex, stack)
+    assert [b.t0 for b in three_blocks] == [b.t0 for b in one_blocks] == [0, 3, 6, 9]
+    assert [b.n_frames for b in blocks] == [3, 3, 3, 2]
+    assert names and all(n.startswith("decode_mem-stream") for n in names)
+    assert _scaled_maxdiff(tiny, three, one) <= SAME_MATH
+    assert torch.get_num_threads() == threads_before
+
+
+def test_an_oom_in_a_stream_backs_off_as_one_stream_would(tiny: DecodeNet) -> None:
+    """Every call with the planned tiles fails, in both streams at once: the sizes shrink as often as in one
+    stream (the second failed block is redone with the shrunk sizes, not shrunk again) and the output is exact."""
+    stack = _stack(9, 120, 24, seed=11)
+    cfg = TileConfig(chunk_size=64, batch_size=2, block=3)
+    ly, lx = TiledExecutor(tiny, (120, 24), cfg).plan.tile_shape
+    one = TiledExecutor(FlakyNet(tiny, max_px=ly * lx - 1), (120, 24), cfg)
+    ref, _ = _tiled(one, stack)
+    two = TiledExecutor(FlakyNet(tiny, max_px=ly * lx - 1), (120, 24), dataclasses.replace(cfg, streams=2))
+    out, blocks = _tiled(two, stack)
+    assert len(two.backoffs) == len(one.backoffs) == 2  # batch 2 -> 1, then smaller tiles
+    assert [b.retries for b in blocks] == [2, 0, 0]
+    assert (two.batch_size, two.plan.chunk) == (one.batch_size, one.plan.chunk) == (1, 16)
+    assert _scaled_maxdiff(tiny, out, ref) <= SAME_MATH
+    assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) <= SAME_MATH
+
+
+def test_streams_must_be_a_positive_integer() -> None:
+    with pytest.raises(ConfigError, match="streams must be a positive integer"):
+        TileConfig(streams=0)
