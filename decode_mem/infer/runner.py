@@ -153,7 +153,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             continue
         if not domain.ok:
             obs.warning(domain.message(str(path)))
-        settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block), **base)
+        settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block, cfg.streams), **base)
         if cfg.distributed and "auto" in (settings.chunk_size, settings.batch_size):
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
         jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))

@@ -116,7 +116,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     streams = int(streams) if device.type == "cpu" else 1
     h, w = (int(v) for v in frame_shape)
     amp_name = executor_amp(amp, device)
-    n = block_length((h, w), itemsize, block)
+    n = block_length((h, w) if n_frames is None else (int(n_frames), h, w), itemsize, block, streams)
     if n_frames is not None:
         n = max(1, min(n, int(n_frames)))
     config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=n, amp=amp_name, margin=margin)

@@ -13,7 +13,7 @@ from numerics import SAME_MATH, channel_error
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.model import DecodeNet, ModelConfig
-from decode_mem.tiling import ArrayStack, DeviceMemoryError, TileConfig, TiledExecutor
+from decode_mem.tiling import ArrayStack, DeviceMemoryError, TileConfig, TiledExecutor, block_length
 
 
 @pytest.fixture(scope="module")
@@ -356,3 +356,19 @@ def test_an_oom_in_a_stream_backs_off_as_one_stream_would(tiny: DecodeNet) -> No
 def test_streams_must_be_a_positive_integer() -> None:
     with pytest.raises(ConfigError, match="streams must be a positive integer"):
         TileConfig(streams=0)
+
+
+def test_auto_blocks_give_every_stream_several_blocks(tiny: DecodeNet) -> None:
+    """With streams, an 'auto' block is short enough for ``STREAM_ROUNDS`` blocks per stream (a long last block
+    would run alone on one stream's threads), but not shorter than ``STREAM_BLOCK_MIN``; sizes given are kept."""
+    from decode_mem.tiling.executor import STREAM_BLOCK_MIN, STREAM_ROUNDS
+
+    one = block_length((400, 256, 256), 2)
+    assert one == 256  # about BLOCK_BYTES of raw frames, at most 256
+    assert block_length((400, 256, 256), 2, streams=2) == -(-400 // (STREAM_ROUNDS * 2)) < one
+    assert block_length((40, 256, 256), 2, streams=2) == STREAM_BLOCK_MIN
+    assert block_length((12, 2048, 2048), 2, streams=2) == block_length((2048, 2048), 2)  # never longer
+    assert block_length((400, 256, 256), 2, block=32, streams=2) == 32
+    ex = TiledExecutor(tiny, (24, 24), TileConfig(chunk_size=24, block="auto", streams=2))
+    blocks = list(ex.run(ArrayStack(_stack(160, 24, 24, seed=3)), lambda tile, frames, out: None))
+    assert [b.n_frames for b in blocks] == [20] * 8
