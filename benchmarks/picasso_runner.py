@@ -44,8 +44,15 @@ def camera_settings(camera: Any) -> dict[str, float]:
 
 
 def find_picasso_python(given: str | None = None) -> str | None:
-    """An interpreter that imports picasso: ``given``, $PICASSO_PYTHON, this one, the usual venvs; else None."""
-    candidates = [given] if given else [os.environ.get("PICASSO_PYTHON"), sys.executable, *DEFAULT_PYTHONS]
+    """An interpreter that imports picasso: ``given`` (it must, or this exits saying why), $PICASSO_PYTHON, this
+    one, the usual venvs; else None."""
+    if given:
+        done = subprocess.run([given, "-c", "import picasso.localize"], capture_output=True, text=True)
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or ["it did not run"])[-1]
+            raise SystemExit(f"--picasso-python {given}: cannot import picasso.localize ({reason})")
+        return given
+    candidates = [os.environ.get("PICASSO_PYTHON"), sys.executable, *DEFAULT_PYTHONS]
     for python in candidates:
         if python and shutil.which(python) and subprocess.run(
                 [python, "-c", "import picasso.localize"], capture_output=True).returncode == 0:
