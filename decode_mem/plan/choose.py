@@ -97,8 +97,9 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
 
     ``baseline_bytes``: the RssAnon the process holds before the run; ``margin``: the executor's; ``streams``:
-    blocks computed at once on a CPU (memory is planned for all of them; speed is timed on one). Raises
-    ConfigError when even the smallest candidate (or the given sizes) cannot fit the budget.
+    blocks computed at once on a CPU (memory is planned for all of them; 'auto' gives each the sizes it would
+    choose for one stream). Raises ConfigError when even the smallest candidate (or the given sizes, or one
+    stream's sizes in every stream) cannot fit the budget.
     """
     device = torch.device(device)
     automatic = chunk_size == "auto" or batch_size == "auto"
@@ -111,6 +112,24 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
         return SizeChoice(plan, 0, "none", "as given")
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
     usable = int((1 - PLAN_HEADROOM) * budget) if automatic else budget
+    if automatic and streams > 1 and device.type == "cpu":
+        # every stream gets one stream's sizes: at 2048² the smaller tiles that left room for two streams cost
+        # more than the streams gained (benchmarks/results/throughput.md)
+        one = choose_sizes(net, frame_shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
+                           device=device, itemsize=itemsize, memory_limit=memory_limit, baseline_bytes=baseline_bytes,
+                           n_frames=n_frames, probe=probe, margin=margin)
+        p = one.plan
+        plan = _fitting_plan(net, frame_shape, p.chunk_size, p.batch_size, amp, device, itemsize, usable,
+                             baseline_bytes, blocks, n_frames, margin, streams)
+        if plan is None:
+            least = plan_inference(net, frame_shape, chunk_size=p.chunk_size, batch_size=p.batch_size, amp=amp,
+                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
+                                   baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin, streams=streams)
+            raise ConfigError(f"streams {streams}: the sizes one stream would use (tile core {p.chunk_size}, batch "
+                              f"{p.batch_size}) need {least.need_bytes / MiB:.0f} MiB in {streams} streams, more "
+                              f"than {usable / MiB:.0f} MiB ({kind}, less {PLAN_HEADROOM:.0%} headroom); smaller "
+                              "tiles would cost more than the streams gain: use one stream or raise --memory_limit")
+        return dataclasses.replace(one, plan=plan, reason=f"{one.reason}; the same sizes in {streams} streams")
     h, w = frame_shape
     chunks = _chunk_candidates(chunk_size, max(h, w))
     batches = _batch_candidates(batch_size, device)

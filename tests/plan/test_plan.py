@@ -205,3 +205,17 @@ def test_cli_plans_parallel_streams(capsys) -> None:
     assert "2 streams" in out and two > one
     assert main(["--train", "--frame", "64", "64", "--streams", "2"]) == 2
     assert "--streams: only for inference" in capsys.readouterr().err
+
+
+def test_auto_streams_keep_the_sizes_of_one_stream_or_refuse(small: DecodeNet) -> None:
+    """Streams get the tiles and batch one stream would get (smaller tiles would cost more than the streams
+    gain), with memory planned for all of them; where those sizes do not fit, a clear error instead."""
+    one = choose_sizes(small, (512, 512), memory_limit=2**31, probe=False)
+    two = choose_sizes(small, (512, 512), memory_limit=2**31, probe=False, streams=2)
+    assert (two.plan.chunk_size, two.plan.batch_size) == (one.plan.chunk_size, one.plan.batch_size)
+    assert two.plan.streams == 2 and two.plan.host_bytes > one.plan.host_bytes and "in 2 streams" in two.reason
+    least = plan_inference(small, (512, 512), chunk_size=128, batch_size=1, block=4, prefetch_depth=0)
+    limit = int((least.need_bytes + 2**16) / (1 - PLAN_HEADROOM))  # room for one stream's smallest sizes only
+    assert choose_sizes(small, (512, 512), memory_limit=limit, probe=False).plan.chunk_size == 128
+    with pytest.raises(ConfigError, match=r"streams 2: the sizes one stream would use \(tile core 128, batch 1\)"):
+        choose_sizes(small, (512, 512), memory_limit=limit, probe=False, streams=2)
