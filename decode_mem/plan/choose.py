@@ -113,8 +113,9 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
     usable = int((1 - PLAN_HEADROOM) * budget) if automatic else budget
     if automatic and streams > 1 and device.type == "cpu":
-        # every stream gets one stream's sizes: at 2048² the smaller tiles that left room for two streams cost
-        # more than the streams gained (benchmarks/results/throughput.md)
+        # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
+        # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles
+        # (not 256) to fit both (that file was not kept)
         one = choose_sizes(net, frame_shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                            device=device, itemsize=itemsize, memory_limit=memory_limit, baseline_bytes=baseline_bytes,
                            n_frames=n_frames, probe=probe, margin=margin)

@@ -256,13 +256,20 @@ class TiledExecutor:
         for t0, frames in blocks:
             yield self._block(t0, frames, consume)
 
+    def _attempt(self, t0: int, frames: np.ndarray, consume: Consume, retries: int = 0,
+                 start: float | None = None) -> BlockResult:
+        """One try at a block with the current sizes; an out-of-memory error propagates to the caller."""
+        start = time.perf_counter() if start is None else start
+        results = self._run_block(np.asarray(frames), t0, consume)
+        return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
+                           time.perf_counter() - start)
+
     def _block(self, t0: int, frames: np.ndarray, consume: Consume, retries: int = 0) -> BlockResult:
         """One block, backing off and redoing it on an out-of-memory error (``retries``: back-offs so far)."""
         start = time.perf_counter()
         while True:
             try:
-                results = self._run_block(np.asarray(frames), t0, consume)
-                break
+                return self._attempt(t0, frames, consume, retries, start)
             except RuntimeError as e:  # torch.OutOfMemoryError is one
                 if not is_oom(e):
                     raise
@@ -270,8 +277,6 @@ class TiledExecutor:
             # here, outside the except block, the failed attempt's traceback and tensors are gone
             retries += 1
             self._back_off(t0, retries, failure)
-        return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
-                           time.perf_counter() - start)
 
     def _run_streams(self, blocks: Iterator[tuple[int, np.ndarray]], consume: Consume) -> Iterator[BlockResult]:
         """``run`` with ``streams`` blocks in flight, yielded in frame order. An out-of-memory error in one
@@ -280,12 +285,6 @@ class TiledExecutor:
         streams, threads = self.config.streams, torch.get_num_threads()
         share = max(1, threads // streams)
         pending: deque[tuple[int, np.ndarray, tuple[int, int], Future]] = deque()
-
-        def attempt(t0: int, frames: np.ndarray) -> BlockResult:
-            start = time.perf_counter()
-            results = self._run_block(np.asarray(frames), t0, consume)
-            return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, 0,
-                               time.perf_counter() - start)
 
         def collect() -> BlockResult:
             t0, frames, sizes, future = pending.popleft()
@@ -305,7 +304,7 @@ class TiledExecutor:
                                   initargs=(share,))
         try:
             for t0, frames in blocks:
-                pending.append((t0, frames, self._sizes(), pool.submit(attempt, t0, frames)))
+                pending.append((t0, frames, self._sizes(), pool.submit(self._attempt, t0, frames, consume)))
                 if len(pending) >= streams:
                     yield collect()
             while pending:
