@@ -19,8 +19,10 @@ uninterrupted run up to float rounding: a smaller batch may change a convolution
 
 With ``streams > 1`` (CPU) that many blocks are computed at once, each in a thread of its own with an equal
 share of torch's threads: the serial parts of one block (staging, post-processing in ``consume``) then overlap
-another block's network work. Blocks are independent (each has its context frames), so the results are those
-of one stream up to float rounding (fewer threads per convolution change oneDNN's summation order).
+another block's network work. The stack's last block waits for the others and then runs alone on all threads,
+rather than on one stream's share beside idle ones. Blocks are independent (each has its context frames), so the
+results are those of one stream up to float rounding (fewer threads per convolution change oneDNN's summation
+order).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str =
     """Frames per block: ``block`` itself, or for 'auto' about ``BLOCK_BYTES`` of raw (H, W) frames.
 
     With ``streams > 1`` and a ``(T, H, W)`` shape, 'auto' blocks are also short enough to give each stream
-    ``STREAM_ROUNDS`` blocks: a stack cut into fewer blocks than that leaves a long last block running alone on
-    one stream's share of the threads (400 frames in 256-frame blocks ran slower on two streams than on one).
+    ``STREAM_ROUNDS`` blocks: the last block runs alone, so a stack cut into few long blocks spends much of its
+    time on one block at a time (400 frames in 256-frame blocks ran slower on two streams than on one, measured
+    when that last block still ran on one stream's share of the threads).
     """
     if block != "auto":
         return int(block)
@@ -251,7 +254,7 @@ class TiledExecutor:
         if prefetch_depth:
             blocks = prefetch(blocks, depth=prefetch_depth)
         if self.config.streams > 1 and self.device.type == "cpu":
-            yield from self._run_streams(blocks, consume)
+            yield from self._run_streams(blocks, consume, source.shape[0])
             return
         for t0, frames in blocks:
             yield self._block(t0, frames, consume)
@@ -278,9 +281,11 @@ class TiledExecutor:
             retries += 1
             self._back_off(t0, retries, failure)
 
-    def _run_streams(self, blocks: Iterator[tuple[int, np.ndarray]], consume: Consume) -> Iterator[BlockResult]:
-        """``run`` with ``streams`` blocks in flight, yielded in frame order. An out-of-memory error in one
-        lets the others finish before the sizes shrink; that block is then redone here with back-off (a block
+    def _run_streams(self, blocks: Iterator[tuple[int, np.ndarray]], consume: Consume,
+                     n_frames: int) -> Iterator[BlockResult]:
+        """``run`` with ``streams`` blocks in flight, yielded in frame order; the last block (the one that
+        reaches frame ``n_frames``) runs here on all threads once the others are done. An out-of-memory error in
+        one lets the others finish before the sizes shrink; that block is then redone here with back-off (a block
         that failed with sizes already shrunk since is redone without shrinking them again)."""
         streams, threads = self.config.streams, torch.get_num_threads()
         share = max(1, threads // streams)
@@ -304,6 +309,12 @@ class TiledExecutor:
                                   initargs=(share,))
         try:
             for t0, frames in blocks:
+                if t0 + len(frames) - 2 >= n_frames:  # the last block: alone, on every thread
+                    while pending:
+                        yield collect()
+                    torch.set_num_threads(threads)
+                    yield self._block(t0, frames, consume)
+                    continue
                 pending.append((t0, frames, self._sizes(), pool.submit(self._attempt, t0, frames, consume)))
                 if len(pending) >= streams:
                     yield collect()

@@ -319,19 +319,30 @@ def test_camera_map_of_the_wrong_shape_is_a_clear_error(tiny: DecodeNet, tmp_pat
 
 
 def test_streams_give_one_streams_output_in_frame_order_from_their_own_threads(tiny: DecodeNet) -> None:
-    """``streams=3``: blocks computed at once in worker threads, yielded in frame order; the output is one
-    stream's (blocks are independent), and torch's thread setting is what it was."""
+    """``streams=3``: blocks computed at once in worker threads on a share of torch's threads, yielded in frame
+    order; the last block alone in the calling thread on all of them; the output is one stream's (blocks are
+    independent), and torch's thread setting is what it was."""
     stack = _stack(11, 40, 56, seed=21)
     cfg = TileConfig(chunk_size=16, batch_size=2, block=3)
     one, one_blocks = _tiled(TiledExecutor(tiny, (40, 56), cfg), stack)
     threads_before = torch.get_num_threads()
-    names: set[str] = set()
+    seen: dict[int, set[tuple[str, int]]] = {}
+
+    def consume(tile, frames, out) -> None:
+        for t in frames:
+            seen.setdefault(int(t), set()).add((threading.current_thread().name, torch.get_num_threads()))
+
     ex = TiledExecutor(tiny, (40, 56), dataclasses.replace(cfg, streams=3))
-    blocks = list(ex.run(ArrayStack(stack), lambda tile, frames, out: names.add(threading.current_thread().name)))
+    blocks = list(ex.run(ArrayStack(stack), consume))
     three, three_blocks = _tiled(ex, stack)
     assert [b.t0 for b in three_blocks] == [b.t0 for b in one_blocks] == [0, 3, 6, 9]
     assert [b.n_frames for b in blocks] == [3, 3, 3, 2]
-    assert names and all(n.startswith("decode_mem-stream") for n in names)
+    share = max(1, threads_before // 3)
+    assert sorted(seen) == list(range(11))
+    for t in range(9):
+        ((name, threads),) = seen[t]
+        assert name.startswith("decode_mem-stream") and threads == share
+    assert seen[9] == seen[10] == {(threading.current_thread().name, threads_before)}  # the last block
     assert _scaled_maxdiff(tiny, three, one) <= SAME_MATH
     assert torch.get_num_threads() == threads_before
 
@@ -359,8 +370,8 @@ def test_streams_must_be_a_positive_integer() -> None:
 
 
 def test_auto_blocks_give_every_stream_several_blocks(tiny: DecodeNet) -> None:
-    """With streams, an 'auto' block is short enough for ``STREAM_ROUNDS`` blocks per stream (a long last block
-    would run alone on one stream's threads), but not shorter than ``STREAM_BLOCK_MIN``; sizes given are kept."""
+    """With streams, an 'auto' block is short enough for ``STREAM_ROUNDS`` blocks per stream (the last block runs
+    alone), but not shorter than ``STREAM_BLOCK_MIN``; sizes given are kept."""
     from decode_mem.tiling.executor import STREAM_BLOCK_MIN, STREAM_ROUNDS
 
     one = block_length((400, 256, 256), 2)
