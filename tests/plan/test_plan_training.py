@@ -101,13 +101,17 @@ def test_plan_cli_refuses_flags_the_chosen_mode_would_ignore(capsys) -> None:
 
 
 def test_a_job_choosing_its_own_batch_halves_it_until_the_plan_fits(tiny: DecodeNet) -> None:
+    from decode_mem.plan.choose import PLAN_HEADROOM
     from decode_mem.train.sizing import fitting_batch, plan_for
 
     cfg = TrainConfig(batch_size=16, accumulation_steps=1, val_size=2, simulation=SimulationConfig(frame_size=(48, 48)))
     need = {b: plan_for(replace(cfg, batch_size=b), tiny, CPU, None, baseline_bytes=0).need_bytes for b in (16, 8, 4)}
-    chosen = fitting_batch(replace(cfg, memory_limit=need[4] + 1), tiny, CPU, baseline_bytes=0)
+    room = 1 - PLAN_HEADROOM  # chosen sizes keep the headroom free for the planner's error
+    chosen = fitting_batch(replace(cfg, memory_limit=int(need[4] / room) + 2), tiny, CPU, baseline_bytes=0)
     assert (chosen.batch_size, chosen.accumulation_steps) == (4, 4)  # the effective batch is kept
-    chosen = fitting_batch(replace(cfg, memory_limit=need[16]), tiny, CPU, baseline_bytes=0)
+    chosen = fitting_batch(replace(cfg, memory_limit=need[4] + 1), tiny, CPU, baseline_bytes=0)
+    assert chosen.batch_size < 4  # the plan alone fitting is not enough
+    chosen = fitting_batch(replace(cfg, memory_limit=int(need[16] / room) + 2), tiny, CPU, baseline_bytes=0)
     assert (chosen.batch_size, chosen.accumulation_steps) == (16, 1)
     assert fitting_batch(replace(cfg, memory_limit=1), tiny, CPU, baseline_bytes=0).batch_size == 1
 

@@ -111,6 +111,7 @@ def test_crops_pack_their_targets_and_keep_the_loss() -> None:
 def test_auto_chunk_size_is_the_largest_crop_whose_plan_fits() -> None:
     from dataclasses import replace
 
+    from decode_mem.plan.choose import PLAN_HEADROOM
     from decode_mem.train.config import TrainConfig
     from decode_mem.train.sizing import plan_for, resolve_chunk_size
 
@@ -119,8 +120,10 @@ def test_auto_chunk_size_is_the_largest_crop_whose_plan_fits() -> None:
                       simulation=SimulationConfig(frame_size=(256, 256), density=0.2))  # sets the peak here
     need = {c: plan_for(cfg, net, CPU, c, baseline_bytes=0).host_bytes for c in (256, 128, 64)}
     assert need[64] < need[128] < need[256]
-    for chunk in (64, 128):  # a budget just above a crop's plan chooses that crop
-        limited = replace(cfg, memory_limit=need[chunk] + 1)
+    for chunk in (64, 128):  # a budget just above a crop's plan and the headroom chooses that crop
+        limited = replace(cfg, memory_limit=int(need[chunk] / (1 - PLAN_HEADROOM)) + 2)
         assert resolve_chunk_size(limited, net, CPU, baseline_bytes=0) == chunk
+    # the plan alone fitting is not enough: automatic sizes keep PLAN_HEADROOM free for the planner's error
+    assert resolve_chunk_size(replace(cfg, memory_limit=need[128] + 1), net, CPU, baseline_bytes=0) == 64
     assert resolve_chunk_size(replace(cfg, memory_limit="1TiB"), net, CPU, baseline_bytes=0) == 256
     assert resolve_chunk_size(replace(cfg, use_chunking=False), net, CPU) is None
