@@ -54,6 +54,11 @@ def parse_bytes(text: str | int | float | None) -> int | None:
     return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
 
 
+def with_headroom(budget: int) -> int:
+    """What sizes chosen automatically may plan for: ``budget`` less ``PLAN_HEADROOM`` (module docstring)."""
+    return int((1 - PLAN_HEADROOM) * budget)
+
+
 @dataclass(frozen=True)
 class SizeChoice:
     """The sizes chosen for a stack and why; ``as_dict`` goes into ``<stem>.json``."""
@@ -111,7 +116,7 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                               margin=margin, streams=streams)
         return SizeChoice(plan, 0, "none", "as given")
     budget, kind = memory_budget(device, memory_limit, modest=automatic)
-    usable = int((1 - PLAN_HEADROOM) * budget) if automatic else budget
+    usable = with_headroom(budget) if automatic else budget
     if automatic and streams > 1 and device.type == "cpu":
         # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
         # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles

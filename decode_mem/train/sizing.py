@@ -2,8 +2,8 @@
 budget) and the check that refuses settings that cannot fit, both from ``decode_mem.plan``'s training plan.
 
 Sizes chosen here keep ``PLAN_HEADROOM`` of the budget free, as inference's automatic sizes do: identical training
-runs peak differently (glibc's heap; ``benchmarks/results/memory_table.md`` has a row 22 % over its plan, and
-re-runs of it 4-12 %). Sizes the user gives are refused only when their plan exceeds the budget itself."""
+runs peak differently (glibc's heap; the training rows of ``benchmarks/results/memory_table.md`` show the error).
+Sizes the user gives are refused only when their plan exceeds the budget itself."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.model.net import DecodeNet
-from decode_mem.plan.choose import PLAN_HEADROOM, memory_budget, parse_bytes, rss_anon_bytes
+from decode_mem.plan.choose import memory_budget, parse_bytes, rss_anon_bytes, with_headroom
 from decode_mem.plan.inference import MiB
 from decode_mem.plan.training import TrainingPlan, plan_training
 from decode_mem.train.config import TrainConfig
@@ -25,7 +25,8 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
                        baseline_bytes: int | None = None) -> int | None:
     """Crop side for training, or None when chunking is off (whole frames). ``'auto'``: the largest aligned
     crop (the frame itself first) whose plan fits ``memory_budget``'s modest default or ``cfg.memory_limit``,
-    less ``PLAN_HEADROOM``; the smallest candidate where none fits (``check_fits`` then says why)."""
+    less ``PLAN_HEADROOM`` (``with_headroom``); the smallest candidate where none fits (``check_fits`` then says
+    why)."""
     if not cfg.use_chunking:
         return None
     factor = net.downsample_factor
@@ -33,8 +34,7 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
         return _aligned(int(cfg.chunk_size), factor)
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
-    budget, _ = memory_budget(device, parse_bytes(cfg.memory_limit))
-    budget = int((1 - PLAN_HEADROOM) * budget)
+    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit))[0])
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
     for chunk in candidates:
         if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
@@ -54,11 +54,10 @@ def plan_for(cfg: TrainConfig, net: DecodeNet, device: torch.device, chunk: int 
 def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
                   baseline_bytes: int | None = None) -> TrainConfig:
     """``cfg`` with the largest ``batch_size`` (halving it, the accumulation growing to keep the effective batch)
-    whose plan fits ``cfg.memory_limit`` or, without one, what the machine has, less ``PLAN_HEADROOM``; batch 1
-    where none fits (``fit`` then refuses it). For a job that chooses its own training sizes (``decode_mem.fit``'s
-    fine-tuning)."""
-    budget, _ = memory_budget(device, parse_bytes(cfg.memory_limit), modest=False)
-    budget = int((1 - PLAN_HEADROOM) * budget)
+    whose plan fits ``cfg.memory_limit`` or, without one, what the machine has, less ``PLAN_HEADROOM``
+    (``with_headroom``); batch 1 where none fits (``fit`` then refuses it). For a job that chooses its own training
+    sizes (``decode_mem.fit``'s fine-tuning)."""
+    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit), modest=False)[0])
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
     effective = cfg.batch_size * cfg.accumulation_steps
     batch = cfg.batch_size
