@@ -19,7 +19,7 @@ from decode_mem.simulate.structures import StructureConfig
 
 PSFS = ("gauss2d", "astig3d")
 BG_MODES = ("uniform", "smooth", "cell", "mixed")
-BG_DISTS = ("uniform", "loguniform")
+RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
 CAMERA_KINDS = ("emccd", "scmos")
 PATCH_SIGMAS = 4.0  # a rendered spot covers ±ceil(4σ) px around its centre pixel
@@ -88,9 +88,10 @@ class SimulationConfig:
 
     - ``frame_size``: (H, W) in px.
     - ``density``: mean number of emitters visible (on for any part of the frame) per frame per µm².
-    - ``density_range``: (low, high) emitters/µm²; one density per movie (training sample) drawn log-uniformly
-      instead of ``density``. ``pixel_size_range``: (low, high) nm; one pixel size per movie drawn uniformly
-      instead of ``camera.pixel_size`` (it converts the density to emitters per px²).
+    - ``density_range``: (low, high) emitters/µm²; one density per movie (training sample) drawn from
+      ``density_dist`` ('loguniform' or 'uniform') instead of ``density``. ``pixel_size_range``: (low, high)
+      nm; one pixel size per movie drawn uniformly instead of ``camera.pixel_size`` (it converts the density
+      to emitters per px²).
     - ``photons_*``: flux of an emitter, photons per *full* frame on; drawn from ``photons_dist``
       ('normal' | 'lognormal' | 'uniform') with the given mean and std, clipped below at ``photons_min``,
       or log-uniformly in ``photons_range`` ('loguniform').
@@ -144,6 +145,7 @@ class SimulationConfig:
     psf_sigma_range: tuple[float, float] | None = None
     psf_sigma_jitter: float = 0.0
     density_range: tuple[float, float] | None = None
+    density_dist: str = "loguniform"
     pixel_size_range: tuple[float, float] | None = None
     astigmatism: AstigmatismCalibration = field(default_factory=AstigmatismCalibration)
     z_range: tuple[float, float] = (-750.0, 750.0)
@@ -186,8 +188,9 @@ class SimulationConfig:
             raise ConfigError(f"simulation.bg must be >= 0 photons/px, as one value or (low, high) with "
                               f"low <= high, got {self.bg!r}")
         fix("bg", bg)
-        if self.bg_dist not in BG_DISTS:
-            raise ConfigError(f"simulation.bg_dist must be one of {BG_DISTS}, got {self.bg_dist!r}")
+        for name in ("bg_dist", "density_dist"):
+            if getattr(self, name) not in RANGE_DISTS:
+                raise ConfigError(f"simulation.{name} must be one of {RANGE_DISTS}, got {getattr(self, name)!r}")
         if self.bg_dist == "loguniform" and bg[0] <= 0:
             raise ConfigError(f"simulation.bg must be > 0 for bg_dist 'loguniform', got {self.bg!r}")
         if not 0 <= self.bg_bleach < 1:

@@ -63,8 +63,11 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
         sigma0 = torch.stack([s, s], dim=1)
     else:
         sigma0 = torch.tensor([config.psf_sigma], dtype=torch.float32, device=dev).expand(n, 2)
-    density = (_loguniform(*config.density_range, n, generator) if config.density_range is not None
-               else torch.full((n,), config.density, dtype=torch.float64, device=dev))
+    if config.density_range is not None:
+        draw = _loguniform if config.density_dist == "loguniform" else _uniform
+        density = draw(*config.density_range, n, generator)
+    else:
+        density = torch.full((n,), config.density, dtype=torch.float64, device=dev)
     pixel = (_uniform(*config.pixel_size_range, n, generator) if config.pixel_size_range is not None
              else torch.full((n,), config.camera.pixel_size, dtype=torch.float64, device=dev))
     density_px = density * (pixel / 1000.0) ** 2

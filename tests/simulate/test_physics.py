@@ -49,6 +49,18 @@ def test_ranges_are_drawn_per_movie_inside_their_bounds() -> None:
     assert 0.35 < float(p.maps_known.float().mean()) < 0.65
 
 
+def test_density_dist_sets_how_the_density_range_is_drawn() -> None:
+    # on (0.05, 2): log-uniform puts about 19 % of the movies above 1/µm², uniform about 49 %
+    fixed_pixel = replace(WIDE, density_range=(0.05, 2.0), pixel_size_range=(100.0, 100.0))
+    share = {}
+    for dist in ("loguniform", "uniform"):
+        p = draw_physics(replace(fixed_pixel, density_dist=dist), 2000, seeded_generator(7, 8))
+        density = p.density_px / 0.1**2
+        assert float(density.min()) >= 0.05 and float(density.max()) <= 2.0
+        share[dist] = float((density > 1.0).double().mean())
+    assert 0.15 < share["loguniform"] < 0.23 and 0.45 < share["uniform"] < 0.53
+
+
 def test_windows_hold_the_drawn_density_and_psf_width() -> None:
     batch = simulate_windows(WIDE, 256, seeded_generator(3, 4))
     counts = batch.mask.sum(1).double()
@@ -136,6 +148,7 @@ def test_envelope_lists_the_ranges_a_config_covers() -> None:
     ({"density_range": (0.0, 1.0)}, "density_range"),
     ({"camera_kinds": ("ccd",)}, "camera_kinds"),
     ({"bg_dist": "normal"}, "bg_dist"),
+    ({"density_dist": "normal"}, "density_dist"),
     ({"bg": (0.0, 10.0), "bg_dist": "loguniform"}, "bg"),
     ({"maps_known": 1.5}, "maps_known"),
     ({"bg_bleach": 1.0}, "bg_bleach"),
