@@ -51,11 +51,18 @@ def export_model(run_dir: Path, out_stem: Path, *, densities: Sequence[float] = 
     rows = [(density, score(replace(reference, density=float(density)))) for density in densities]
     own = score(replace(sim, frame_size=frame_size))  # the model's own training simulation, ranges and all
     card = _card(out_stem.name, src, train_cfg, step, _train_time(run_dir), train_state.get("hardware", "unknown"),
-                 rows, own, state["meta"].get("envelope"), n_eval, frame_size)
+                 rows, own, state["meta"].get("envelope"), n_eval, frame_size, _base_steps(train_cfg.get("init_from")))
     card_path = out_stem.with_suffix(".md")
     with atomic_output(card_path) as tmp:
         tmp.write_text(card)
     return model_path, card_path
+
+
+def _base_steps(init_from: str | None) -> int | None:
+    """Optimizer steps of the model a fine-tuning run started from (None: not a fine-tuning, or not found)."""
+    if not init_from or not Path(init_from).exists():
+        return None
+    return int(load_checkpoint(Path(init_from))["meta"]["step"])
 
 
 def _train_time(run_dir: Path) -> float:
@@ -74,7 +81,7 @@ def _train_time(run_dir: Path) -> float:
 
 
 def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on: str, rows: list, own: dict,
-          envelope: dict | None, n_eval: int, frame_size: tuple[int, int]) -> str:
+          envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None) -> str:
     table = ["| density (/µm²) | Jaccard | recall | precision | RMSE lateral (nm) |", "|---|---|---|---|---|"]
     for density, m in rows:
         table.append(f"| {density:g} | {m['jaccard']:.3f} | {m['recall']:.3f} | {m['precision']:.3f} | "
@@ -90,6 +97,9 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on
         f"- optimizer steps: {step} (batch {cfg.get('batch_size')} × accumulation {cfg.get('accumulation_steps')})"
         + (f"; the run's last saved config asked for {cfg.get('steps')}: it was stopped at step {step} and "
            f"finished there with `--steps {step} --resume`" if cfg.get("steps") and int(cfg["steps"]) != step else ""),
+        *([f"- started from the weights of `{cfg['init_from']}`"
+           + (f" ({base_steps} steps of its own run)" if base_steps is not None else " (not found at export)")
+           + ": the steps and wall time here are this run's only"] if cfg.get("init_from") else []),
         f"- training wall time: {seconds / 60:.1f} min on {trained_on}",
         f"- exported on: {hardware}; python {platform.python_version()}, torch {torch.__version__}",
         "",

@@ -138,6 +138,13 @@ def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainC
         torch.load(model_path, weights_only=True)["train_state"] is None
     card = card_path.read_text()
     assert "| 0.2 |" in card and "| 2 |" in card and "optimizer steps: 2" in card
+    assert "started from" not in card
+    # a fine-tuning run's card names the model it started from and that model's steps
+    tuned = Path(tiny_cfg.out).with_name("tuned")
+    fit(replace(tiny_cfg, out=str(tuned), steps=3, init_from=str(model_path)))
+    card = export_model(tuned, tmp_path / "models" / "t", n_eval=4, frame_size=(16, 16))[1].read_text()
+    assert f"started from the weights of `{model_path}` (2 steps of its own run)" in card
+    assert "optimizer steps: 3" in card
 
 
 def test_time_budget_stops_early_and_fine_tuning_starts_from_the_weights(tiny_cfg: TrainConfig) -> None:
