@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -126,7 +127,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# Accuracy: decode_mem (shipped model, and the earlier narrow one) vs Picasso (identify + LQ Gaussian fit)",
         "",
-        f"Command: `python benchmarks/bench_accuracy.py{'' if args.frames == 500 else f' --frames {args.frames}'}` "
+        f"Command: `{shlex.join(['python', 'benchmarks/bench_accuracy.py', *sys.argv[1:]])}` "
         f"(total {total / 60:.1f} min).",
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores (shared with other jobs), 1 thread per method "
         f"(torch / numba). {_versions(python)}.",

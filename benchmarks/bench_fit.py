@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shlex
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -100,8 +102,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# fit: calibrate + fine-tune within a CPU budget, vs the shipped generalist and tuned Picasso",
         "",
-        f"Command: `python benchmarks/bench_fit.py --frames {args.frames} --budgets "
-        f"{' '.join(f'{b:g}' for b in args.budgets)}`; {total / 60:.1f} min in all.",
+        f"Command: `{shlex.join(['python', 'benchmarks/bench_fit.py', *sys.argv[1:]])}`; {total / 60:.1f} min in all.",
         f"Machine: {platform.processor() or platform.machine()}, 1 torch thread for training and inference; python "
         f"{platform.python_version()}, torch {torch.__version__}; "
         + (picasso_version(python) if python else "Picasso: not installed"),

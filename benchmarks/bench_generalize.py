@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import platform
+import shlex
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -140,8 +142,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# Generalization: generalist vs narrow model vs tuned Picasso",
         "",
-        f"Command: `python benchmarks/bench_generalize.py --frames {args.frames}`"
-        + (f" (`--only {args.only}`)" if args.only else "") + f"; {total / 60:.1f} min in all.",
+        f"Command: `{shlex.join(['python', 'benchmarks/bench_generalize.py', *sys.argv[1:]])}`; "
+        f"{total / 60:.1f} min in all.",
         f"Machine: {cpu}, {torch.get_num_threads()} torch thread(s); python {platform.python_version()}, "
         f"torch {torch.__version__}; " + (picasso_version(python) if python else "Picasso: not installed"),
         f"Generalist `{Path(args.model).name}` trained on: " + ", ".join(f"{k} {v}" for k, v in envelope.items()),
