@@ -41,7 +41,8 @@ def test_csv_follows_the_ground_truth_conventions(sample_run, shipped_model):
     assert abs(np.mean(m.dx)) < 10 and abs(np.mean(m.dy)) < 10  # no corner/centre offset (50 nm)
     # the CSV holds exactly the engine's emitters: 1-based frames, nm from the outer corner
     with open_stack(SAMPLE) as stack:
-        direct = EmitterTable.concat(predict_stack(stack, load_model(shipped_model)))
+        # the run's precision, InferConfig's default 'auto' (bf16 on a CPU with native bf16, else fp32)
+        direct = EmitterTable.concat(predict_stack(stack, load_model(shipped_model), amp="auto"))
     raw = np.loadtxt(out / "stack.csv", delimiter=",", skiprows=1)
     assert len(raw) == len(direct) == report.stacks[0].localizations
     np.testing.assert_array_equal(raw[:, 1], direct["frame"] + 1)
@@ -95,7 +96,7 @@ def test_frame_ranges_give_the_whole_stack_result(shipped_model, sample_frames):
     frames = sample_frames[:70]
     settings = EngineSettings(model=str(shipped_model), camera=Camera.emccd(), block=16)
     whole = EmitterTable.concat(predict_stack(frames, load_model(shipped_model), chunk_size=settings.chunk_size,
-                                              batch_size=settings.batch_size, block=16))
+                                              batch_size=settings.batch_size, block=16, amp=settings.amp))
     ranges = split_frames(70, 20, 16)
     assert ranges == [(0, 32), (32, 64), (64, 70)]  # boundaries on multiples of the block
     parts = EmitterTable.concat(predict_range(frames, a, b, settings).table for a, b in ranges)
