@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -199,7 +200,13 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(("decode_mem (this version, the earlier model)", this_version(f"same_{name}", old_model),
                              fresh, ROOT))
             for label, cmd, env, cwd in runs:
-                seconds, peak, out = timed(cmd, env, cwd, cap_mib=args.memory_cap * 1024)
+                try:
+                    seconds, peak, out = timed(cmd, env, cwd, cap_mib=args.memory_cap * 1024)
+                except SystemExit as e:  # e.g. a setting the command refuses: reported, the other rows still run
+                    reason = str(e).strip().splitlines()[-1].strip().replace(f"{work}/", "")
+                    e2e.append({"movie": name, "method": label, "frames": frames, "mb": mb, "failed": reason})
+                    print(f"{name} {label}: failed: {reason}", flush=True)
+                    continue
                 row = {"movie": name, "method": label, "seconds": seconds, "frames": frames, "mb": mb,
                        "peak_mb": peak, "stopped": out is None}
                 if out is None:
@@ -209,10 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                     row["locs"] = json.loads((out_dir / f"{path.stem}.json").read_text())["localizations"]
                     print(f"{name} {label}: {frames / seconds:.2f} frames/s", flush=True)
                     before = [r for r in e2e if r["movie"] == name and "before" in r["method"]]
-                    if "earlier model" in label and not before[0].get("stopped"):
+                    if "earlier model" in label and not _unmeasured(before[0]):
                         row.update(same_emitters(out_dir / f"{path.stem}.csv",
                                                  work / f"old_{name}" / f"{path.stem}.csv", cam.pixel_size))
-                    if label == STREAMS_LABEL:  # against this version's one-stream repeat
+                    repeat = [r for r in e2e if r["movie"] == name and "this version, repeat)" in r["method"]]
+                    if label == STREAMS_LABEL and not _unmeasured(repeat[0]):  # against the one-stream repeat
                         row.update(same_emitters(out_dir / f"{path.stem}.csv",
                                                  work / f"again_{name}" / f"{path.stem}.csv", cam.pixel_size))
                 e2e.append(row)
@@ -285,7 +293,7 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     lines = [
         "# Throughput",
         "",
-        "Command: `" + " ".join(["python", "benchmarks/bench_throughput.py", *sys.argv[1:]])
+        "Command: `" + shlex.join(["python", "benchmarks/bench_throughput.py", *sys.argv[1:]])
         + f"`; {total / 60:.1f} min in all; load average at the end {_load()}.",
         "Devices: " + "; ".join(f"{d}: {names[d]}" for d in devices) + f". torch {torch.__version__} "
         f"({torch.get_num_threads()} threads by default), python {platform.python_version()}"
@@ -300,6 +308,9 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
         "|---|---|---|---|---|---|---|",
     ]
     for r in e2e:
+        if "failed" in r:
+            lines.append(f"| {r['movie']} | {r['method']} | failed: {r['failed']} | – | – | – | – |")
+            continue
         peak = "–" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
         same = f"{r['jaccard']:.4f}, {r['rmse_nm']:.3f} nm" if "jaccard" in r else "–"
         if r.get("stopped"):
@@ -313,17 +324,17 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
         old = next((r for r in e2e if r["movie"] == movie and "before" in r["method"]), None)
         for run in ("first run", "repeat", "repeat, --streams 2"):
             new = next((r for r in e2e if r["movie"] == movie and f"this version, {run})" in r["method"]), None)
-            if new and old and not (new.get("stopped") or old.get("stopped")):
+            if new and old and not (_unmeasured(new) or _unmeasured(old)):
                 ratios.append(f"{movie} ({run}): {old['seconds'] / new['seconds']:.2f}x")
             elif new and old:
-                ratios.append(f"{movie} ({run}): not comparable (a run was stopped at the memory cap)")
+                ratios.append(f"{movie} ({run}): not comparable (a run failed or was stopped at the memory cap)")
     lines += ["", "Speed-up of this version over the earlier one, end to end: "
               + (", ".join(ratios) if ratios else "not measured (no --baseline-checkout)") + ".", ""]
     streams = []
     for movie in dict.fromkeys(r["movie"] for r in e2e):
         one = next((r for r in e2e if r["movie"] == movie and "this version, repeat)" in r["method"]), None)
         two = next((r for r in e2e if r["movie"] == movie and r["method"] == STREAMS_LABEL), None)
-        if one and two and not (one.get("stopped") or two.get("stopped")):
+        if one and two and not (_unmeasured(one) or _unmeasured(two)):
             streams.append(f"{movie} {one['seconds'] / two['seconds']:.2f}x")
     lines += ["Two streams over one (the repeats), end to end: "
               + (", ".join(streams) if streams else "not measured") + ".", ""]
@@ -351,6 +362,11 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     print(f"wrote {out} and {png}")
 
 
+def _unmeasured(row: dict) -> bool:
+    """An end-to-end row without a speed: the command failed, or was stopped at the memory cap."""
+    return "failed" in row or bool(row.get("stopped"))
+
+
 def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
     from matplotlib.figure import Figure
 
@@ -358,7 +374,7 @@ def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
 
     fig = Figure(figsize=(12, 5))
     ax_e, ax_g = fig.subplots(1, 2)
-    e2e = [r for r in e2e if not r.get("stopped")]
+    e2e = [r for r in e2e if not _unmeasured(r)]
     labels = [f"{r['movie']}\n{r['method'][:24]}" for r in e2e]
     ax_e.barh(np.arange(len(e2e)), [r["frames"] / r["seconds"] for r in e2e], color="C0")
     ax_e.set_yticks(np.arange(len(e2e)), labels, fontsize=7)
