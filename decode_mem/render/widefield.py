@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
-DISPLAY_PIXELS = 2048  # longest side of a super-resolution image as drawn in a figure (binned beyond)
+# longest side of an image as drawn in a figure (binned beyond): a panel is about 700 px wide at the 150 dpi
+# ``save_side_by_side`` writes (500 at the report's 110), so finer pixels would not show, while matplotlib's
+# resampling of a 2048² image held over 200 MiB more than a 512² one (a 2048² camera's report)
+DISPLAY_PIXELS = 1024
 
 
 def mean_frame(stack: str | os.PathLike | Stack, max_frames: int | None = None) -> np.ndarray:
@@ -109,11 +112,12 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
         raise ValueError("side_by_side_figure: no image")
     rp = render_pixel or pixel_size
     panels = []  # (kind, image, extent in µm from the outer corner: left, right, bottom, top)
-    if widefield is not None:
-        panels.append(("widefield", widefield, _extent(widefield.shape, pixel_size)))
+    if widefield is not None:  # a big camera frame is shown as means of f x f pixels, for the same reason
+        shown, f = binned(widefield, DISPLAY_PIXELS)
+        panels.append(("widefield", shown if f == 1 else shown / (f * f), _extent(shown.shape, pixel_size * f)))
     box = None
     if superres is not None:
-        # a big image is shown binned (sums of f x f pixels): the figure's memory stays bounded
+        # a big image is shown binned (sums of f x f pixels): the figure's memory stays bounded, whatever the camera
         overview, f = binned(superres, DISPLAY_PIXELS)
         panels.append(("superres", overview, _extent(overview.shape, rp * f)))
         if zoom is not None and zoom * 1000.0 / rp < 0.8 * min(superres.shape):
