@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -169,11 +170,9 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
 
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip() or platform.machine()
-    part = "" if args.part == "all" else f" --part {args.part}"
-    if list(args.frames) != list(FRAMES):
-        part += " --frames " + " ".join(str(f) for f in args.frames)
+    command = shlex.join(["python", "benchmarks/bench_memory_table.py", *sys.argv[1:]])
     lines = ["# Memory requirement table", "",
-             f"Command: `python benchmarks/bench_memory_table.py --device {args.device}{part}`; {total / 60:.1f} min. "
+             f"Command: `{command}`; {total / 60:.1f} min. "
              f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
