@@ -139,6 +139,27 @@ def test_auto_fits_the_limit_and_given_sizes_over_it_are_refused(small: DecodeNe
         choose_sizes(small, (512, 512), chunk_size=512, batch_size=8, memory_limit=20 * 2**20)
 
 
+@pytest.mark.parametrize("left_behind_mib", [0, 64])
+def test_sizes_are_chosen_again_when_planning_left_memory_behind(small: DecodeNet, monkeypatch,
+                                                                 left_behind_mib: int) -> None:
+    """Timing candidates can leave RssAnon behind that the run keeps; automatic sizes must still fit."""
+    import decode_mem.plan.choose as choose
+
+    baseline = 200 * 2**20
+    largest = choose_sizes(small, (512, 512), memory_limit=2**31, baseline_bytes=baseline, probe=False).plan
+    limit = int(largest.need_bytes / (1 - PLAN_HEADROOM)) + 2**20  # the largest tiles just fit at the baseline
+    readings = iter([baseline, baseline + left_behind_mib * 2**20])
+    monkeypatch.setattr(choose, "rss_anon_bytes", lambda: next(readings))
+    choice = choose.choose_sizes_here(small, (512, 512), memory_limit=limit, probe=False)
+    assert choice.plan.baseline_bytes == baseline + left_behind_mib * 2**20
+    assert choice.plan.need_bytes <= choose.with_headroom(limit)
+    if left_behind_mib:
+        assert "chosen again" in choice.reason and choice.plan.need_bytes < largest.need_bytes + 64 * 2**20
+        assert (choice.plan.chunk_size, choice.plan.batch_size) != (largest.chunk_size, largest.batch_size)
+    else:
+        assert (choice.plan.chunk_size, choice.plan.batch_size) == (largest.chunk_size, largest.batch_size)
+
+
 def test_auto_times_candidates_and_remembers_them(small: DecodeNet) -> None:
     first = choose_sizes(small, (64, 64), memory_limit=2**31)
     timed = [c for c in first.candidates if c["frames_per_s"] is not None]
