@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shlex
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 from picasso_runner import NG_FLOOR, camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# Accuracy: decode_mem (shipped model, and the earlier narrow one) vs Picasso (identify + LQ Gaussian fit)",
         "",
-        f"Command: `{shlex.join(['python', 'benchmarks/bench_accuracy.py', *sys.argv[1:]])}` "
+        f"Command: `{command_line()}` "
         f"(total {total / 60:.1f} min).",
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores (shared with other jobs), 1 thread per method "
         f"(torch / numba). {_versions(python)}.",

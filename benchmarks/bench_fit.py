@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from bench_generalize import VARIANTS, run_decode, simulation
+from command_line import command_line
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +101,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# fit: calibrate + fine-tune within a CPU budget, vs the shipped generalist and tuned Picasso",
         "",
-        f"Command: `{shlex.join(['python', 'benchmarks/bench_fit.py', *sys.argv[1:]])}`; {total / 60:.1f} min in all.",
+        f"Command: `{command_line()}`; {total / 60:.1f} min in all.",
         f"Machine: {platform.processor() or platform.machine()}, 1 torch thread for training and inference; python "
         f"{platform.python_version()}, torch {torch.__version__}; "
         + (picasso_version(python) if python else "Picasso: not installed"),

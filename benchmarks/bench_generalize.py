@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +141,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines = [
         "# Generalization: generalist vs narrow model vs tuned Picasso",
         "",
-        f"Command: `{shlex.join(['python', 'benchmarks/bench_generalize.py', *sys.argv[1:]])}`; "
+        f"Command: `{command_line()}`; "
         f"{total / 60:.1f} min in all.",
         f"Machine: {cpu}, {torch.get_num_threads()} torch thread(s); python {platform.python_version()}, "
         f"torch {torch.__version__}; " + (picasso_version(python) if python else "Picasso: not installed"),

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_throughput import timed
+from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -170,7 +170,7 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
 
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip() or platform.machine()
-    command = shlex.join(["python", "benchmarks/bench_memory_table.py", *sys.argv[1:]])
+    command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "
              f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -293,7 +293,7 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     lines = [
         "# Throughput",
         "",
-        "Command: `" + shlex.join(["python", "benchmarks/bench_throughput.py", *sys.argv[1:]])
+        "Command: `" + command_line()
         + f"`; {total / 60:.1f} min in all; load average at the end {_load()}.",
         "Devices: " + "; ".join(f"{d}: {names[d]}" for d in devices) + f". torch {torch.__version__} "
         f"({torch.get_num_threads()} threads by default), python {platform.python_version()}"

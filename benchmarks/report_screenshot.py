@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from command_line import command_line
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     png = screenshot(produced["report"], RESULTS / "report_screenshot.png", width=WINDOW[0], height=WINDOW[1],
                      chromium=chromium)
     version = subprocess.run([chromium, "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    this_cmd = shlex.join(["python", "benchmarks/report_screenshot.py", *(argv if argv is not None else sys.argv[1:])])
+    this_cmd = command_line(argv)
     md = [
         "# Screenshot of the quick start's report",
         "",

@@ -177,3 +177,19 @@ def test_binned_keeps_the_sum_of_whole_blocks() -> None:
     assert f == 4 and small.shape == (250, 175)
     np.testing.assert_allclose(small.sum(), image[:1000, :700].sum(), rtol=1e-5)
     np.testing.assert_allclose(small[1, 2], image[4:8, 8:12].sum(), rtol=1e-5)
+
+
+def test_figures_draw_big_images_binned_to_the_display_size() -> None:
+    """A big camera frame and super-resolution image reach matplotlib binned (bounded figure memory); the
+    widefield panel shows block means in camera units, over the same field."""
+    from decode_mem.render.widefield import DISPLAY_PIXELS, side_by_side_figure
+
+    rng = np.random.default_rng(3)
+    wide = rng.normal(500.0, 20.0, (2 * DISPLAY_PIXELS + 100, DISPLAY_PIXELS + 10))
+    sr = rng.poisson(0.1, (4 * DISPLAY_PIXELS, 2 * DISPLAY_PIXELS)).astype(np.float32)
+    fig = side_by_side_figure(wide, sr, pixel_size=PX, render_pixel=PX / 4)
+    (shown_wide,), (shown_sr,) = (ax.get_images() for ax in fig.axes)
+    assert max(shown_wide.get_array().shape) <= DISPLAY_PIXELS and max(shown_sr.get_array().shape) <= DISPLAY_PIXELS
+    w = shown_wide.get_array().shape[1]
+    np.testing.assert_allclose(shown_wide.get_array()[0, 0], wide[:3, :3].mean(), rtol=1e-5)  # means of 3 x 3
+    np.testing.assert_allclose(shown_wide.get_extent()[1], w * 3 * PX / 1000.0)  # µm: the field it covers

@@ -107,7 +107,7 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     stream's sizes in every stream) cannot fit the budget.
     """
     device = torch.device(device)
-    automatic = chunk_size == "auto" or batch_size == "auto"
+    automatic = _automatic(chunk_size, batch_size)
     blocks = BLOCKS if block == "auto" else (int(block),)
     if not automatic and memory_limit is None:  # the user's sizes, nothing to check them against
         plan = plan_inference(net, frame_shape, chunk_size=int(chunk_size), batch_size=int(batch_size), amp=amp,
@@ -188,10 +188,10 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
 
 def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: Any) -> SizeChoice:
     """``choose_sizes`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
-    run pays first), and again after planning, which can leave memory behind (the first fake-tensor trace,
-    timed candidates: on a 2048² frame, timing them left 60-290 MiB of RssAnon that the run kept). Where
-    that pushes automatic sizes past the budget's headroom, they are chosen again from the memory the process
-    holds now, among the settings already timed. ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
+    run pays first), and again after planning, which can leave memory behind that the run keeps (the first
+    fake-tensor trace, timed candidates: glibc keeps their freed heap). Where that pushes automatic sizes past
+    the budget's headroom, they are chosen again from the memory the process holds now, among the settings
+    already timed. ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
     warm_up(net, kwargs.get("device", "cpu"), kwargs.get("amp", "off"))
     baseline = rss_anon_bytes()
     choice = choose_sizes(net, frame_shape, baseline_bytes=baseline, **kwargs)
@@ -199,12 +199,17 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: An
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
-    automatic = "auto" in (kwargs.get("chunk_size", "auto"), kwargs.get("batch_size", "auto"))
+    automatic = _automatic(kwargs.get("chunk_size", "auto"), kwargs.get("batch_size", "auto"))
     if automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes):
         again = choose_sizes(net, frame_shape, baseline_bytes=after, **{**kwargs, "probe": False})
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")
     return choice
+
+
+def _automatic(chunk_size: int | str, batch_size: int | str) -> bool:
+    """Sizes the planner chooses (and keeps within the headroom), rather than sizes the user gave."""
+    return chunk_size == "auto" or batch_size == "auto"
 
 
 def rss_anon_bytes() -> int:

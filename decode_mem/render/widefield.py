@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
 # longest side of an image as drawn in a figure (binned beyond): a panel is about 700 px wide at the 150 dpi
-# ``save_side_by_side`` writes (500 at the report's 110), so finer pixels would not show, while matplotlib's
-# resampling of a 2048² image held over 200 MiB more than a 512² one (a 2048² camera's report)
+# ``save_side_by_side`` writes (500 at the report's 110), so finer pixels would not show, while matplotlib keeps
+# several float copies of what it is given while it resamples (the report of a 2048² camera peaked there)
 DISPLAY_PIXELS = 1024
 
 
