@@ -122,6 +122,12 @@ def gaussian_model(x: np.ndarray, y: np.ndarray, photons: np.ndarray, sigma: np.
     return photons[:, None, None] * ey[:, :, None] * ex[:, None, :]
 
 
+def _model(p: np.ndarray, radius: int) -> np.ndarray:
+    """The model alone, for parameter rows (x, y, photons, bg, σ): a trial step needs no Jacobian."""
+    x, y, n, b, s = p.T
+    return gaussian_model(x, y, n, s, radius) + b[:, None, None]
+
+
 def _model_and_jacobian(p: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x, y, n, b, s = p.T
     ex, dex, dsx = _axis_terms(x, s, k)
@@ -174,7 +180,7 @@ def fit_spots(values: np.ndarray, valid: np.ndarray, sigma0: float, *, start: Sp
         p[warm] = np.column_stack([start.x, start.y, start.photons, start.bg, start.sigma])[warm]
     lam = np.full(n_spots, 1e-3)
 
-    cost = (w * (data - _model_and_jacobian(p, k)[0].reshape(n_spots, -1)) ** 2).sum(axis=1)
+    cost = (w * (data - _model(p, radius).reshape(n_spots, -1)) ** 2).sum(axis=1)
     active = np.ones(n_spots, dtype=bool)  # a spot stops when its step is tiny or no damping helps any more
     for it in range(iterations):
         idx = np.nonzero(active)[0]
@@ -197,7 +203,7 @@ def fit_spots(values: np.ndarray, valid: np.ndarray, sigma0: float, *, start: Sp
         trial[:, 2] = np.maximum(trial[:, 2], 1e-3)
         trial[:, 4] = np.clip(trial[:, 4], *SIGMA_BOUNDS)
         trial[:, :2] = np.clip(trial[:, :2], -radius, radius)
-        model = _model_and_jacobian(trial, k)[0].reshape(len(idx), -1)
+        model = _model(trial, radius).reshape(len(idx), -1)
         new_cost = (wi * (data[idx] - model) ** 2).sum(axis=1)
         better = new_cost <= cost[idx]
         p[idx[better]] = trial[better]

@@ -1,8 +1,11 @@
 """``'auto'`` sizes: the fastest tile size and batch whose predicted peak fits a memory budget.
 
-Candidates are planned first (``plan_inference``: no memory is touched); those over the budget are dropped;
-the rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered), the
-largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in frames per second wins —
+Candidates are planned first (``plan_inference``: no memory is touched); those over the budget are dropped, and
+so are smaller tiles that do more than ``1 / (1 - TIE)`` times the network work per frame (halos included) of
+larger tiles that fit at the same batch: at one batch, time per frame grows with that work (and smaller tiles pay
+more per-call overhead besides), so they cannot come within ``TIE`` of the best; they are neither traced nor
+timed. The rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered),
+the largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in frames per second wins —
 where several are within ``TIE`` of the best, the one that needs the least memory (so a GPU is filled only as
 far as throughput still grows). The default budget is
 modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a laptop keeps working), on CUDA
@@ -139,13 +142,26 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     h, w = frame_shape
     chunks = _chunk_candidates(chunk_size, max(h, w))
     batches = _batch_candidates(batch_size, device)
-    plans = []
-    for chunk in chunks:
-        for batch in batches:
+    plans: list[InferencePlan] = []
+    skipped: list[dict[str, Any]] = []
+    for batch in batches:
+        least_work = None  # network pixels per frame of the largest tiles that fit at this batch
+        for chunk in sorted(chunks, reverse=True):
+            if least_work is not None:
+                work = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
+                                      itemsize=itemsize, n_frames=n_frames, trace=False, margin=margin,
+                                      streams=streams).work_px_per_frame
+                if least_work < (1 - TIE) * work:  # more halo work at the same batch: slower by more than TIE
+                    skipped.append({"chunk_size": chunk, "batch_size": batch, "predicted_mib": None,
+                                    "frames_per_s": None,
+                                    "skipped": f"{work / least_work:.2f}x the network work per frame of larger "
+                                               "tiles that fit at this batch"})
+                    continue
             plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, usable, baseline_bytes,
                                  blocks, n_frames, margin, streams)
             if plan is not None:
                 plans.append(plan)
+                least_work = min(plan.work_px_per_frame, least_work or plan.work_px_per_frame)
     if not plans:
         smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
@@ -156,8 +172,9 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                           f"({'device' if device.type == 'cuda' else 'host'}), more than {room}; raise "
                           "--memory_limit or use smaller sizes")
     if len(plans) == 1:
-        return SizeChoice(plans[0], budget, kind, "the only setting that fits the budget" if automatic
-                          else "as given")
+        reason = "as given" if not automatic else "the only setting that fits the budget" if not skipped else \
+            "the only setting that fits the budget and is not slowed by more halo work (candidates)"
+        return SizeChoice(plans[0], budget, kind, reason, tuple(skipped))
     plans.sort(key=lambda p: (-p.chunk_size, p.batch_size))  # the least halo work first, then small batches
     rows: list[tuple[InferencePlan, float | None]] = []
     spent, allowance = 0.0, PROBE_BUDGET_S
@@ -182,7 +199,7 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                   f"network work; the least memory among those within {TIE:.0%})")
     table = tuple({"chunk_size": p.chunk_size, "batch_size": p.batch_size, "block": p.block,
                    "predicted_mib": round(p.need_bytes / MiB, 1),
-                   "frames_per_s": None if s is None else round(s, 3)} for p, s in rows)
+                   "frames_per_s": None if s is None else round(s, 3)} for p, s in rows) + tuple(skipped)
     return SizeChoice(best, budget, kind, reason, table)
 
 

@@ -169,6 +169,29 @@ def test_auto_times_candidates_and_remembers_them(small: DecodeNet) -> None:
     assert [c["frames_per_s"] for c in again.candidates] == [c["frames_per_s"] for c in first.candidates]
 
 
+def test_smaller_tiles_with_more_halo_work_are_neither_traced_nor_timed(small: DecodeNet, monkeypatch) -> None:
+    """At one batch, tiles that multiply the network work per frame cannot be the fastest: a frame that fits one
+    tile is not cut into four for timing (the first run of a new user pays every trace and timing)."""
+    import decode_mem.plan.choose as choose
+
+    timed: list[int] = []
+    monkeypatch.setattr(choose, "time_unit", lambda net, plan, device: timed.append(plan.chunk_size) or 0.1)
+    monkeypatch.setattr(choose, "remembered_seconds", lambda *a: None)
+    choice = choose_sizes(small, (256, 256), memory_limit=2**31)
+    kept = [c for c in choice.candidates if "skipped" not in c]
+    skipped = [c for c in choice.candidates if "skipped" in c]
+    assert {c["chunk_size"] for c in kept} == {256} and set(timed) == {256}  # one tile per frame, every batch
+    assert {(c["chunk_size"], c["batch_size"]) for c in skipped} == {(128, b) for b in choose.BATCHES["cpu"]}
+    work = {c: plan_inference(small, (256, 256), chunk_size=c, batch_size=1, trace=False).work_px_per_frame
+            for c in (128, 256)}
+    assert work[128] * (1 - choose.TIE) > work[256]  # skipped only because it is slower by more than a tie
+    assert f"{work[128] / work[256]:.2f}x" in skipped[0]["skipped"]
+    least = plan_inference(small, (256, 256), chunk_size=256, batch_size=1, block=choose.BLOCKS[-1], prefetch_depth=0)
+    tight = choose_sizes(small, (256, 256), memory_limit=int((least.need_bytes - 2**20) / (1 - PLAN_HEADROOM)),
+                         probe=False)  # no one-tile plan fits: the smaller tiles are planned after all
+    assert tight.plan.chunk_size == 128 and not any("skipped" in c for c in tight.candidates)
+
+
 MEASURE = """
 import json, sys, torch
 torch.set_num_threads(1)
