@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from decode_mem.io.atomic import atomic_output
+from decode_mem.plan.heap import release_free_heap
 from decode_mem.plan.inference import InferencePlan
 from decode_mem.plan.trace import source_fingerprint
 from decode_mem.tiling import TileConfig, TiledExecutor
@@ -76,6 +77,8 @@ def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -
         _sync(device)
         n += 1
     seconds = (time.perf_counter() - t0) / n
+    del unit, ex
+    release_free_heap()  # the unit's freed working set would otherwise stay in RssAnon for the run (``heap``)
     table = _load()
     table[unit_key(net, plan, device)] = seconds
     path = cache_path()
