@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from command_line import command_line
+
 RESULTS = Path(__file__).parent / "results"
 MODEL = Path(__file__).resolve().parents[1] / "data" / "models" / "default_2d.pt"
 
@@ -127,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args)
         return 0
-    cmd = "python benchmarks/bench_batch.py" + ("" if argv is None and len(sys.argv) == 1 else
-                                                 " " + " ".join(sys.argv[1:] if argv is None else argv))
+    cmd = command_line(argv)
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         folder = Path(tmp) / "stacks"
         folder.mkdir()

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=200)
     p.add_argument("--out", default=str(RESULTS / "calibrate.md"))
     args = p.parse_args(argv)
+    args.command = command_line(argv)
     import torch
 
     torch.set_num_threads(1)
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# calibrate: recovery of simulated physics",
         "",
-        f"Command: `python benchmarks/bench_calibrate.py --frames {args.frames}`",
+        f"Command: `{args.command}`",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), torch 1 thread; Python "
         f"{platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}.",

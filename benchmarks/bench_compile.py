@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_throughput import _cpu_name
+from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--out", default=str(RESULTS / "compile.md"))
     args = p.parse_args(argv)
+    args.command = command_line(argv)
     from decode_mem.evaluate.metrics import evaluate
     from decode_mem.io.table import EmitterTable
     from decode_mem.simulate.config import SimulationConfig
@@ -114,13 +116,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_report(out: Path, args: argparse.Namespace, results: dict, same: dict, seconds: float) -> None:
     first = next(iter(results.values()))
-    command = "python benchmarks/bench_compile.py" + ("" if (args.sizes, args.frames) == ([64, 256], 400)
-                                                      else f" --sizes {' '.join(map(str, args.sizes))} "
-                                                           f"--frames {args.frames}")
     lines = [
         "# torch.compile on the CPU",
         "",
-        f"Command: `{command}`; {seconds / 60:.1f} min in all.",
+        f"Command: `{args.command}`; {seconds / 60:.1f} min in all.",
         f"Machine: {_cpu_name()}; {first['threads']} torch threads; torch {first['torch']}, python "
         f"{platform.python_version()}.",
         "",

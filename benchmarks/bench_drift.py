@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_throughput import timed
+from command_line import command_line
 from picasso_runner import find_picasso_python, picasso_version, run_undrift
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--out", default=str(RESULTS / "drift.md"))
     args = p.parse_args(argv)
+    args.command = command_line(argv)
 
     from decode_mem.drift import DriftConfig, estimate_drift
     from decode_mem.io.localizations import write_localizations
@@ -145,7 +147,7 @@ def write_report(out: Path, rows: list[dict], curves: dict, memory: dict | None,
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip() or platform.machine()
     lines = ["# Drift correction", "",
-             f"Command: `python benchmarks/bench_drift.py --noise {args.noise:g} --big {args.big}`; "
+             f"Command: `{args.command}`; "
              f"{total / 60:.1f} min in all. Machine: {cpu}, {torch.get_num_threads()} threads, python "
              f"{platform.python_version()}; Picasso: {picasso_version(python) if python else 'not installed'}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 
 RESULTS = Path(__file__).parent / "results"
 MODEL = {"depth": 2, "features": 8, "inter_features": 8, "p_bias_init": -2.0}  # ModelConfig.tiny(...)
@@ -453,9 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     q, dev, th = args.quick, args.device, args.threads
     work = Path(tempfile.mkdtemp(prefix="bench_engine_", dir=args.workdir))
     start = time.perf_counter()
-    flags = (f" --device {dev}" if dev != "cpu" else "") + (f" --threads {th}" if th != 1 else "")
-    res: dict = {"machine": machine(dev, th), "command": "python benchmarks/bench_engine.py" + flags
-                 + (" --quick" if q else "")}
+    res: dict = {"machine": machine(dev, th), "command": command_line(argv)}
     res["geometry"] = geometry(4096, 512)
     try:
         print("(a) stack length", flush=True)

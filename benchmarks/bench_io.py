@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from command_line import command_line
 
 H = W = 512
 POOL = 64  # distinct synthetic frames, cycled
@@ -230,7 +231,7 @@ def write_report(rows: list[dict], info: dict, args: argparse.Namespace, gen_s: 
               for x in r["reps"]]
     text = f"""# I/O benchmark: streaming vs whole-file load
 
-Command: `python benchmarks/bench_io.py {' '.join(args.argv)}` (total {total_s:.0f} s, data generation {gen_s:.0f} s,
+Command: `{args.command}` (total {total_s:.0f} s, data generation {gen_s:.0f} s,
 every run repeated {args.repeat} times in the order of the table)
 
 Machine: {info['cpu']}, {info['cores']} cores, {info['ram']} RAM, {info['os']}.
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child[0], Path(args.child[1]), args.block, args.max_frames, args.work_ms)))
         return 0
-    args.argv = sys.argv[1:] if argv is None else argv
+    args.command = command_line(argv)
 
     t_total = time.perf_counter()
     n_frames = int(np.ceil(args.size_gb * 2**30 / (H * W * 2)))

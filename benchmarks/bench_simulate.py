@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from command_line import command_line
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SCRATCH = ROOT / "benchmarks" / "scratch" / "simulate"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -203,10 +205,7 @@ def write_report(runs: list[dict], rate: dict, prof: dict, info: dict, args: arg
     lines = [
         "# Big-stack simulation: speed and host memory vs stack length",
         "",
-        f"Command: `python benchmarks/bench_simulate.py --frames {' '.join(map(str, args.frames))} "
-        f"--size {h} {w} --density {args.density} --threads {args.threads}"
-        + (f" --block {args.block}" if args.block else "")
-        + ("" if args.workdir == DEFAULT_SCRATCH else f" --workdir {args.workdir}") + "`",
+        f"Command: `{args.command}`",
         "",
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['mem_gb']:.0f} GB RAM, CUDA: {info['cuda']}; "
         f"load average {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the start, {load[2]:.1f} at the end. "
@@ -315,6 +314,7 @@ def main() -> None:
     p.add_argument("--rate", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    args.command = command_line()
     if args.child is not None:
         print(json.dumps(child(args)))
         return

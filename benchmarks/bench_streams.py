@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_throughput import _cpu_name
+from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"))
     p.add_argument("--out", default=str(RESULTS / "streams.md"))
     args = p.parse_args(argv)
+    args.command = command_line(argv)
     from decode_mem.evaluate.metrics import evaluate
     from decode_mem.io.table import EmitterTable
     from decode_mem.simulate.config import SimulationConfig
@@ -124,13 +126,9 @@ def steady_fps(r: dict, streams: int) -> float | None:
 def write_report(out: Path, args: argparse.Namespace, runs: list[dict], same: dict, seconds: float) -> None:
     import torch
 
-    default = (args.sizes, args.repeats) == (list(MOVIES), 2)
-    command = "python benchmarks/bench_streams.py" + ("" if default else
-                                                      f" --sizes {' '.join(map(str, args.sizes))} "
-                                                      f"--repeats {args.repeats}")
     lines = [
         "# Parallel block streams on the CPU", "",
-        f"Command: `{command}`; {seconds / 60:.1f} min in all.",
+        f"Command: `{args.command}`; {seconds / 60:.1f} min in all.",
         f"Machine: {_cpu_name()}; {runs[0]['threads']} torch threads per process; "
         f"torch {torch.__version__}, python {platform.python_version()}.", "",
         *[line.strip() for line in __doc__.split("\n\n", 2)[2].splitlines()], "",

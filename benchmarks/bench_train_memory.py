@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from command_line import command_line
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -83,6 +85,7 @@ def main() -> int:
     p.add_argument("--out", default="train_memory", help="report name in benchmarks/results (default train_memory)")
     p.add_argument("--child")
     args = p.parse_args()
+    args.command = command_line()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
@@ -126,11 +129,10 @@ def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> 
             cells.append(f"{r['cuda_max_allocated_mb']:.0f}" if r["cuda_max_allocated_mb"] else "")
         cells.append(f"{r['step_s']:.2f}")
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    cmd = "python benchmarks/bench_train_memory.py " + " ".join(sys.argv[1:])
     md = [
         "# Training memory: batch × accumulation × AMP × chunk size",
         "",
-        f"Command: `{cmd.strip()}` ({seconds / 60:.1f} min in all)",
+        f"Command: `{args.command}` ({seconds / 60:.1f} min in all)",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, device {args.device}"
         f"{' (' + torch.cuda.get_device_name(0) + ')' if cuda else ' (no GPU on this machine)'}; python "

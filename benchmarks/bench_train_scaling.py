@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from command_line import command_line
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", default=str(RESULTS / "train_scaling.md"))
     args = p.parse_args(argv)
+    args.command = command_line(argv)
 
     import torch
 
@@ -95,8 +98,7 @@ def write_report(out: Path, results: list[dict], args: argparse.Namespace) -> No
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else f"{cpu}, {os.cpu_count()} cores"
     load = " / ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     lines = ["# Data-parallel training scaling", "",
-             f"Command: `python benchmarks/bench_train_scaling.py --device {args.device} --preset {args.preset} "
-             f"--global-batch {args.global_batch} --steps {args.steps}`. Device: {device}; torch {torch.__version__}; "
+             f"Command: `{args.command}`. Device: {device}; torch {torch.__version__}; "
              f"load average at the end {load}.", "", __doc__.split("\n\n", 2)[2].strip(), "",
              "| processes | threads each | batch per process | steps/s | speed-up | peak RssAnon per rank (MiB) "
              "| peak CUDA allocated per rank (MiB) | wall incl. start-up (s) |", "|---|---|---|---|---|---|---|---|"]
