@@ -14,8 +14,9 @@
    frame size × crop (``--use_chunking --chunk_size``) × batch; the peak as in part 1 (device peak on CUDA)
    beside the prediction the run itself wrote (``<out>/memory_plan.json``).
 3. **The defaults** (``python -m decode_mem.infer STACK --out DIR`` with no size flags, 3-frame uint16 stacks, the
-   user's command): peak RssAnon of the process (sampled from /proc every 10 ms), wall time and the sizes the
-   planner chose (read from ``<stem>.json``); and training's defaults, ``python -m decode_mem.train --out DIR
+   user's command, with an empty plan cache as on a new user's first run, so its timed candidates count too):
+   peak RssAnon of the process (sampled from /proc every 10 ms), wall time and the sizes the planner chose
+   (read from ``<stem>.json``); and training's defaults, ``python -m decode_mem.train --out DIR
    --steps 2 --val_every 2`` (every size its default), measured the same way beside its own plan.
 
 ``bench_train_memory.py`` measures training memory over accumulation and precision as well (no predictions).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -135,11 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                     "amp": "off", "device": args.device}
             train.append({**spec, **in_fresh_process(TRAIN_WORKER, spec)})
             print(train[-1], flush=True)
+        fresh = dict(os.environ, DECODE_MEM_CACHE=str(work / "plan_cache" / "throughput.json"))  # empty at first
         for size in DEFAULT_SIZES if args.part in ("all", "defaults") else ():
             path = stack(work / f"d{size}.tif", size)
             out = work / f"out{size}"
             seconds, peak, _ = timed([sys.executable, "-m", "decode_mem.infer", str(path), "--out", str(out),
-                                      "--model", args.model, "--device", args.device, "--quiet"])
+                                      "--model", args.model, "--device", args.device, "--quiet"], env=fresh)
             summary = json.loads((out / f"d{size}.json").read_text())
             defaults.append({"frame": size, "seconds": seconds, "peak_mb": peak, "sizes": summary.get("sizes", {})})
             print(defaults[-1], flush=True)

@@ -496,8 +496,9 @@ class TiledExecutor:
         with torch.inference_mode():
             x = self.net.normalize(data, levels[None])
             carry = None
-            if carried and self.config.reuse_features:
-                carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
+            if carried and self.config.reuse_features:  # as a block's units carry them: computed under autocast
+                with autocast(self.device, self._amp):
+                    carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
                 carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]), x[:, 2:]
 
         def compute() -> torch.Tensor:

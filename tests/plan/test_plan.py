@@ -96,6 +96,20 @@ def test_a_whole_run_holds_no_more_tensors_than_its_traced_unit(small: DecodeNet
     assert counter.peak == pytest.approx(plan.network_bytes, rel=0.05)
 
 
+@pytest.mark.parametrize("amp", ["off", "bf16"])
+def test_the_timed_unit_holds_no_more_than_the_planned_one(small: DecodeNet, amp: str) -> None:
+    """The speed probe times a block's steady state, a unit that carries two frames' features; they were made
+    outside autocast, so under bf16 they were fp32 and the probe held more than any unit of a real run, and
+    more than the plan."""
+    def traced(carried: bool) -> int:
+        config = TileConfig(chunk_size=64, batch_size=2, block=16, amp=amp)
+        with trace.fake_network(small) as (fake, counter):
+            TiledExecutor(fake, (64, 64), config, device=CPU).unit(2, carried=carried)()
+            return counter.peak
+
+    assert traced(carried=True) <= traced(carried=False)
+
+
 def test_memory_grows_with_tiles_and_batch_and_shrinks_with_bf16(small: DecodeNet) -> None:
     def net_bytes(**kw) -> int:
         return plan_inference(small, (512, 512), block=4, **kw).network_bytes
