@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import timed
+from bench_throughput import _cpu_name, timed
 from command_line import command_line
 from picasso_runner import find_picasso_python, picasso_version, run_undrift
 
@@ -144,8 +143,7 @@ def write_report(out: Path, rows: list[dict], curves: dict, memory: dict | None,
     def fmt(v: float | None, digits: int = 1) -> str:
         return "–" if v is None else f"{v:.{digits}f}"
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
-                         text=True).stdout.strip() or platform.machine()
+    cpu = _cpu_name()
     lines = ["# Drift correction", "",
              f"Command: `{args.command}`; "
              f"{total / 60:.1f} min in all. Machine: {cpu}, {torch.get_num_threads()} threads, python "

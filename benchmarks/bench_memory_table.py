@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import timed
+from bench_throughput import _cpu_name, timed
 from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,8 +171,7 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
 
     from decode_mem.io.atomic import atomic_output
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
-                         text=True).stdout.strip() or platform.machine()
+    cpu = _cpu_name()
     command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "

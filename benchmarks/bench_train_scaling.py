@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_throughput import _cpu_name
 from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,9 +93,8 @@ def write_report(out: Path, results: list[dict], args: argparse.Namespace) -> No
 
     from decode_mem.io.atomic import atomic_output
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True,
-                         text=True).stdout.strip() or platform.machine()
-    device = torch.cuda.get_device_name(0) if args.device == "cuda" else f"{cpu}, {os.cpu_count()} cores"
+    cpu = _cpu_name()
+    device = torch.cuda.get_device_name(0) if args.device == "cuda" else cpu
     load = " / ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     lines = ["# Data-parallel training scaling", "",
              f"Command: `{args.command}`. Device: {device}; torch {torch.__version__}; "
