@@ -206,9 +206,9 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
 def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: Any) -> SizeChoice:
     """``choose_sizes`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
     run pays first), and again after planning, which can leave memory behind that the run keeps (the first
-    fake-tensor trace, timed candidates: glibc keeps their freed heap). Where that pushes automatic sizes past
-    the budget's headroom, they are chosen again from the memory the process holds now, among the settings
-    already timed. ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
+    fake-tensor trace imports torch's compiler stack; timed units hand their freed heap back, ``heap``). Where
+    that pushes automatic sizes past the budget's headroom, they are chosen again from the memory the process
+    holds now, among the settings already timed. ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
     warm_up(net, kwargs.get("device", "cpu"), kwargs.get("amp", "off"))
     baseline = rss_anon_bytes()
     choice = choose_sizes(net, frame_shape, baseline_bytes=baseline, **kwargs)

@@ -2,8 +2,8 @@
 
 glibc keeps freed blocks below its mmap threshold in the heap, and a freed large block raises that threshold
 (up to 32 MiB on 64-bit Linux) so that later blocks of its size come from the heap too. Timing a candidate's
-unit of work therefore leaves most of its working set in the process's RssAnon once it is freed (hundreds of MiB
-for 512-px tiles), and a run that follows carries it to its end. ``malloc_trim`` returns the free pages.
+unit of work therefore leaves most of its working set in the process's RssAnon once it is freed, and a run that
+follows carries it to its end (``tests/plan/test_plan.py`` measures it). ``malloc_trim`` returns the free pages.
 """
 
 from __future__ import annotations

@@ -156,7 +156,8 @@ def test_auto_fits_the_limit_and_given_sizes_over_it_are_refused(small: DecodeNe
 @pytest.mark.parametrize("left_behind_mib", [0, 64])
 def test_sizes_are_chosen_again_when_planning_left_memory_behind(small: DecodeNet, monkeypatch,
                                                                  left_behind_mib: int) -> None:
-    """Timing candidates can leave RssAnon behind that the run keeps; automatic sizes must still fit."""
+    """Planning can leave RssAnon behind that the run keeps (the first fake-tensor trace); automatic sizes must
+    still fit."""
     import decode_mem.plan.choose as choose
 
     baseline = 200 * 2**20
@@ -208,8 +209,8 @@ def test_smaller_tiles_with_more_halo_work_are_neither_traced_nor_timed(small: D
 
 @pytest.mark.skipif(heap._malloc_trim() is None, reason="no glibc malloc_trim here")
 def test_timing_a_unit_leaves_no_freed_working_set_behind() -> None:
-    """glibc kept a timed unit's freed working set in the heap (125 MiB of RssAnon after this unit), which the
-    run that followed carried to its end; it is handed back after timing."""
+    """glibc kept a timed unit's freed working set in the heap, which the run that followed carried to its end;
+    it is handed back after timing."""
     from decode_mem.model.checkpoint import load_model
     from decode_mem.plan.choose import rss_anon_bytes
     from decode_mem.plan.inference import warm_up
