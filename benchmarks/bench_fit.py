@@ -12,6 +12,8 @@ separate movie of the same physics). Matching within 250 nm, optimal. Every numb
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import tempfile
 import time
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_generalize import VARIANTS, run_decode, simulation
+from bench_throughput import _cpu_name
 from command_line import command_line
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     python = find_picasso_python(args.picasso_python)
     rows = []
     t_all = time.perf_counter()
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_fit_") as tmp:
         work = Path(tmp)
         names = list(VARIANTS)
@@ -86,14 +90,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: generalist J={row['generalist']['jaccard']:.3f}; "
                   + "; ".join(f"fit {f['budget']:g} min J={f['metrics']['jaccard']:.3f}" for f in row["fits"])
                   + (f"; Picasso J={row['picasso']['jaccard']:.3f}" if "picasso" in row else ""), flush=True)
-    write_report(Path(args.out), rows, args, python, time.perf_counter() - t_all)
+    machine = (f"{_cpu_name()}, 1 torch thread for training and inference; 1-min load average {load_start:.2f} at "
+               f"the start, {os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch "
+               f"{torch.__version__}; " + (picasso_version(python) if python else "Picasso: not installed"))
+    write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all)
     return 0
 
 
-def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: str | None, total: float) -> None:
-    import torch
-
+def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine: str, total: float) -> None:
     from decode_mem.io.atomic import atomic_output
+    from decode_mem.model.checkpoint import load_model
 
     def f(v: float | None, d: int = 3) -> str:
         return "–" if v is None or not np.isfinite(v) else f"{v:.{d}f}"
@@ -102,9 +108,9 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "# fit: calibrate + fine-tune within a CPU budget, vs the shipped generalist and tuned Picasso",
         "",
         f"Command: `{command_line()}`; {total / 60:.1f} min in all.",
-        f"Machine: {platform.processor() or platform.machine()}, 1 torch thread for training and inference; python "
-        f"{platform.python_version()}, torch {torch.__version__}; "
-        + (picasso_version(python) if python else "Picasso: not installed"),
+        f"Machine: {machine}.",
+        f"Base model (the shipped generalist, fine-tuned by fit): `{Path(args.model).name}`, trained "
+        f"{load_model(args.model).step} steps.",
         "",
         __doc__.split("\n\n", 2)[2].strip(),
         "",
@@ -131,8 +137,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "## Goals (computed from the table)",
         "",
         f"- fit ahead of tuned Picasso (best budget): {len(ahead)} of {sum('picasso' in r for r in rows)} variants.",
-        "- Within 0.02 Jaccard of a specialist trained to convergence on the true physics: **not measured** — a "
-        "specialist to convergence takes hours of training per variant on this CPU.",
+        "- Within 0.02 Jaccard of a specialist trained on the true physics until its validation stops improving: "
+        "`specialist.md` (`python benchmarks/bench_specialist.py`, which reads this run's `fit.json`).",
         "- GPU budgets: **not measured** (no GPU on this machine).",
     ]
     png = out.with_suffix(".png")
@@ -140,7 +146,10 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
     lines += ["", f"![fit]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
-    print(f"wrote {out} and {png}")
+    with atomic_output(out.with_suffix(".json")) as tmp:
+        record = {"command": command_line(), "frames": args.frames, "rows": rows}
+        tmp.write_text(json.dumps(record, indent=1, default=float))
+    print(f"wrote {out}, {out.with_suffix('.json').name} and {png}")
 
 
 def _plot(rows: list[dict], path: Path) -> None:
