@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: generalist J={row['generalist']['jaccard']:.3f}; "
                   + "; ".join(f"fit {f['budget']:g} min J={f['metrics']['jaccard']:.3f}" for f in row["fits"])
                   + (f"; Picasso J={row['picasso']['jaccard']:.3f}" if "picasso" in row else ""), flush=True)
-    machine = (f"{_cpu_name()}, 1 torch thread for training and inference; 1-min load average {load_start:.2f} at "
-               f"the start, {os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch "
-               f"{torch.__version__}; " + (picasso_version(python) if python else "Picasso: not installed"))
+    machine = machine_line(load_start) + "; " + (picasso_version(python) if python else "Picasso: not installed")
     write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all)
     return 0
 
@@ -146,10 +144,27 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
     lines += ["", f"![fit]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
-    with atomic_output(out.with_suffix(".json")) as tmp:
-        record = {"command": command_line(), "frames": args.frames, "rows": rows}
-        tmp.write_text(json.dumps(record, indent=1, default=float))
+    write_record(out, rows, args.frames)
     print(f"wrote {out}, {out.with_suffix('.json').name} and {png}")
+
+
+def machine_line(load_start: float) -> str:
+    """The CPU with its flags, one torch thread, the 1-min load average at the start (``load_start``) and now,
+    python and torch: what a budget in minutes of wall time depends on."""
+    import torch
+
+    return (f"{_cpu_name()}, 1 torch thread; 1-min load average {load_start:.2f} at the start, "
+            f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}")
+
+
+def write_record(out: Path, rows: list[dict], frames: int) -> None:
+    """The report's rows beside it as ``<out>.json`` (the command and movie length with them), for another
+    benchmark to read (``bench_specialist.py`` reads ``fit.json``)."""
+    from decode_mem.io.atomic import atomic_output
+
+    with atomic_output(out.with_suffix(".json")) as tmp:
+        record = {"command": command_line(), "frames": frames, "rows": rows}
+        tmp.write_text(json.dumps(record, indent=1, default=float))
 
 
 def _plot(rows: list[dict], path: Path) -> None:

@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from bench_fit import DEFAULT_VARIANTS
+from bench_fit import DEFAULT_VARIANTS, machine_line, write_record
 from bench_generalize import VARIANTS, run_decode, simulation
-from bench_throughput import _cpu_name
 from command_line import command_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: specialist J={rows[-1]['specialist']['jaccard']:.3f} "
                   f"(generalist {rows[-1]['generalist']['jaccard']:.3f}), "
                   f"{'converged' if trained['converged'] else 'NOT converged'} in {minutes:.1f} min", flush=True)
-    machine = (f"{_cpu_name()}, 1 torch thread; 1-min load average {load_start:.2f} at the start, "
-               f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}")
-    write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all)
+    write_report(Path(args.out), rows, args, machine_line(load_start), time.perf_counter() - t_all)
     return 0
 
 
@@ -205,9 +201,11 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
                      f"| {b['step']} of {r['history'][-1]['step']} | {r['minutes']:.1f} "
                      f"| {'yes' if r['converged'] else '**no** (cap)'} | {f(b['jaccard'])} | {f(m['jaccard'])} "
                      f"| {f(m['recall'])} | {f(m['precision'])} | {f(m['rmse_lat'], 1)} |")
-    lines += ["", "## Goal: fit within 0.02 Jaccard of the specialist (computed)", "", f"fit's numbers: {source}.", ""]
+    lines += ["", f"## Goal: fit within {GOAL_GAP:g} Jaccard of the specialist (computed)", "",
+              f"fit's numbers: {source}.", ""]
     if fits:
-        lines += ["| physics | specialist J | fit (best budget) J | gap | within 0.02 |", "|---|---|---|---|---|"]
+        lines += [f"| physics | specialist J | fit (best budget) J | gap | within {GOAL_GAP:g} |",
+                  "|---|---|---|---|---|"]
         for r in rows:
             fit = fits.get(r["name"])
             if fit is None:
@@ -223,9 +221,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
     lines += ["", f"![validation history]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
-    with atomic_output(out.with_suffix(".json")) as tmp:
-        record = {"command": command_line(), "frames": args.frames, "rows": rows}
-        tmp.write_text(json.dumps(record, indent=1, default=float))
+    write_record(out, rows, args.frames)
     print(f"wrote {out} and {png}")
 
 
