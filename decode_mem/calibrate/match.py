@@ -18,6 +18,7 @@ SIGMA_BAND = 0.15  # PSF sigma drawn per window within ±15 % of the measured on
 LEVEL_BAND = 1.3  # background level drawn log-uniformly within /1.3 .. ×1.3 of the measured one (× drift)
 PHOTONS_BAND = 2.5  # photons log-uniform within median / and × max(2.5, exp(2.5 log-sd))
 SMOOTH_SPREAD = 1.25  # a background spread (p95/p5) above this: smooth and cell-like fields in training
+SENSOR_SPREAD = 0.1  # sCMOS per-pixel spread of gain, read noise and offset (relative) in training windows
 PHOTONS_LOG_SD = 0.35  # lognormal width used when the flux spread was not measured
 # how far outside a model's training range an estimate may lie and still count as covered (relative): the
 # estimates' own errors (a few %) plus what a network trained on a range tolerates around its edges
@@ -36,8 +37,10 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
       changes over the movie); a spread above ``SMOOTH_SPREAD`` trains on uniform, smooth and cell-like fields;
     - density: from ``density_per_um2`` (a detected lower bound) up to 3× it; on-time around ``on_time_frames``
       − 1 (an emitter on for τ frames at a random phase touches τ + 1 frames);
-    - the camera of the movie (its per-pixel maps fit the movie's frames, not the training windows: sCMOS
-      windows get random maps of 10 % spread instead, converted with them as the user's maps are).
+    - the camera of the movie (its per-pixel maps fit the movie's frames, not the training windows): with the
+      user's maps, sCMOS windows get random maps of ``SENSOR_SPREAD`` and are converted with them, as the
+      user's frames will be; without maps the sensor is unknown, so each window draws a spread from 0 (a
+      uniform sensor) to ``SENSOR_SPREAD`` and is converted with the camera's scalars, as the frames will be.
     """
     def get(name: str, default: float) -> float:
         v = values.get(name)
@@ -65,7 +68,10 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
         "camera": {k: v for k, v in camera.without_maps().to_dict().items() if v is not None},
     }
     if camera.kind == "scmos":
-        section.update(sensor_variation=0.1, maps_known=1.0 if camera.has_maps else 0.0)
+        if camera.has_maps:
+            section.update(sensor_variation=SENSOR_SPREAD, maps_known=1.0)
+        else:
+            section.update(sensor_variation_range=[0.0, SENSOR_SPREAD], maps_known=0.0)
     SimulationConfig.from_dict(section)  # a ConfigError here, not when training starts
     return section
 

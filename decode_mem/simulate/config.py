@@ -115,7 +115,9 @@ class SimulationConfig:
     - ``camera``: the noise model and pixel size (``Camera.emccd()`` or ``Camera.scmos()``).
       ``camera_kinds``: draw a camera per movie from these kinds ('emccd', 'scmos') with random realistic
       settings (``decode_mem.simulate.physics``) instead; frames are converted back to photons with it.
-    - ``sensor_variation``: sCMOS only; relative per-pixel spread of gain, read noise and offset (0: none).
+    - ``sensor_variation``: sCMOS only; relative per-pixel spread of gain, read noise and offset (0: none);
+      ``sensor_variation_range`` (low, high) draws one spread per sample (training window or movie) uniformly
+      instead, 0 allowed (a network for a camera whose maps are not known: uniform sensors and varied ones).
       ``maps_known``: the probability that a training sample is converted to photons with its per-pixel maps
       (as a user with calibration maps would) rather than with the camera's scalars.
     - ``structure``: movies only; 'none' (default: the uniform emitters above), or 'filaments' | 'rings' |
@@ -154,6 +156,7 @@ class SimulationConfig:
     camera: Camera = field(default_factory=Camera.emccd)
     camera_kinds: tuple[str, ...] = ()
     sensor_variation: float = 0.0
+    sensor_variation_range: tuple[float, float] | None = None
     maps_known: float = 1.0
     structure: StructureConfig = field(default_factory=StructureConfig)
     drift_nm: float = 0.0
@@ -241,6 +244,12 @@ class SimulationConfig:
                               f"{self.drift_frames!r}")
         if self.sensor_variation < 0 or self.sensor_variation >= 1:
             raise ConfigError(f"simulation.sensor_variation must be in [0, 1), got {self.sensor_variation!r}")
+        if self.sensor_variation_range is not None:
+            spread = _pair(self.sensor_variation_range, "sensor_variation_range")
+            if not 0 <= spread[0] <= spread[1] < 1:
+                raise ConfigError("simulation.sensor_variation_range must be (low, high) with 0 <= low <= high < 1, "
+                                  f"got {self.sensor_variation_range!r}")
+            fix("sensor_variation_range", spread)
 
     # ---- YAML -----------------------------------------------------------------------------------------
     @classmethod

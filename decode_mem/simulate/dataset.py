@@ -110,7 +110,7 @@ def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Te
     """(noisy counts, photons the network sees, read variance in photons² (B, H, W)) of expected photons."""
     b, _, h, w = expected.shape
     camera = physics.cameras[0] if physics.cameras else config.camera
-    with_maps = config.sensor_variation > 0 and any(c.kind == "scmos" for c in physics.cameras)
+    with_maps = bool((physics.sensor_variation > 0).any()) and any(c.kind == "scmos" for c in physics.cameras)
     if not with_maps and all(c == camera for c in physics.cameras):  # one camera, no maps: one call
         adu = camera_adu(expected, camera, generator)
         read_var = torch.full((b, h, w), camera.read_variance_photons, device=expected.device)
@@ -118,10 +118,10 @@ def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Te
     adu = torch.empty_like(expected)
     frames = torch.empty_like(expected)
     read_var = torch.empty((b, h, w), device=expected.device)
-    for i, cam in enumerate(physics.cameras):
+    for i, (cam, spread) in enumerate(zip(physics.cameras, physics.sensor_variation.tolist(), strict=True)):
         maps = None
-        if cam.kind == "scmos" and config.sensor_variation > 0:
-            maps = sensor_maps(cam, (h, w), config.sensor_variation, generator)
+        if cam.kind == "scmos" and spread > 0:
+            maps = sensor_maps(cam, (h, w), spread, generator)
         adu[i] = camera_adu(expected[i], cam, generator, maps)
         known = maps if bool(physics.maps_known[i]) else None
         frames[i] = cam.to_photons(adu[i], known)

@@ -128,9 +128,10 @@ class MovieSimulator:
                       if config.drift_nm > 0 else None)
         self.bg = background(config, 1, seeded_generator(self.seed, STREAM_BG, device=self.device))[0]
         self.sensor: PixelMaps | None = None
-        if self.camera.kind == "scmos" and config.sensor_variation > 0:
+        spread = float(physics.sensor_variation[0])
+        if self.camera.kind == "scmos" and spread > 0:
             gen = seeded_generator(self.seed, STREAM_SENSOR, device=self.device)
-            self.sensor = sensor_maps(self.camera, config.frame_size, config.sensor_variation, gen)
+            self.sensor = sensor_maps(self.camera, config.frame_size, spread, gen)
 
     def _sites(self) -> Sites:
         """The structure's sites (CPU generator: the same sites on every device). Placed over the frame +

@@ -1,12 +1,11 @@
 """Per-movie physics: the PSF width, density, background level and camera each movie (training sample) gets.
 
 A config with ranges (``psf_sigma_range``, ``density_range``, ``pixel_size_range``, ``on_time_range``,
-``camera_kinds``)
-describes a family of experiments; ``draw_physics`` picks one member per movie. Without ranges every movie
-gets the config's fixed values and nothing is drawn from the generator (so fixed-physics streams are
-unchanged). The camera ranges follow DESIGN.md §8: EMCCD with EM gain 100–1000, baseline 100–500 ADU,
-0.5–10 ADU per photon (no saturation of 16-bit counts); sCMOS with 0.2–2 e⁻/ADU, read noise 1–2.5 e⁻,
-QE 0.6–0.95, baseline 100 ADU.
+``camera_kinds``, ``sensor_variation_range``) describes a family of experiments; ``draw_physics`` picks one
+member per movie. Without ranges every movie gets the config's fixed values and nothing is drawn from the
+generator (so fixed-physics streams are unchanged). The camera ranges follow DESIGN.md §8: EMCCD with EM
+gain 100–1000, baseline 100–500 ADU, 0.5–10 ADU per photon (no saturation of 16-bit counts); sCMOS with
+0.2–2 e⁻/ADU, read noise 1–2.5 e⁻, QE 0.6–0.95, baseline 100 ADU.
 """
 
 from __future__ import annotations
@@ -31,14 +30,15 @@ QE = (0.6, 0.95)
 @dataclass(frozen=True)
 class Physics:
     """What ``n`` movies were given: ``sigma0`` (n, 2) px, ``density_px`` (n,) emitters per px² visible per
-    frame, ``on_time`` (n,) mean on-time in frames, ``cameras`` (one per movie) and ``maps_known`` (n,) bool
-    (convert with the per-pixel maps)."""
+    frame, ``on_time`` (n,) mean on-time in frames, ``cameras`` (one per movie), ``maps_known`` (n,) bool
+    (convert with the per-pixel maps) and ``sensor_variation`` (n,) the sCMOS per-pixel spread (0: none)."""
 
     sigma0: torch.Tensor
     density_px: torch.Tensor
     on_time: torch.Tensor
     cameras: tuple[Camera, ...]
     maps_known: torch.Tensor
+    sensor_variation: torch.Tensor
 
     def start_rates(self, config: SimulationConfig) -> torch.Tensor:
         """Emitters switching on per frame over the placement area, per movie (float64)."""
@@ -83,7 +83,9 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
         known = torch.rand(n, generator=generator, device=dev) < config.maps_known
     else:
         known = torch.ones(n, dtype=torch.bool, device=dev)
-    return Physics(sigma0.contiguous(), density_px, on_time, cameras, known)
+    spread = (_uniform(*config.sensor_variation_range, n, generator) if config.sensor_variation_range is not None
+              else torch.full((n,), config.sensor_variation, dtype=torch.float64, device=dev))
+    return Physics(sigma0.contiguous(), density_px, on_time, cameras, known, spread)
 
 
 def random_camera(kind: str, pixel_size: float, generator: torch.Generator) -> Camera:

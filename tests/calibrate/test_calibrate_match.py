@@ -29,6 +29,9 @@ def test_simulation_section_follows_the_estimates() -> None:
     assert "offset_map" not in sim["camera"]  # maps fit the movie's frames, not the training frames
     assert cfg.sensor_variation > 0 and cfg.maps_known == 1.0  # trained as the maps will be used
     assert cfg.margin >= 3 * 1.4  # emitters beyond the edge, as far as their light reaches
+    no_maps = SimulationConfig.from_dict(simulation_from_estimates(ESTIMATES, Camera.scmos(pixel_size=108.0)))
+    # the sensor is unknown: windows from a uniform sensor to a varied one, converted with the scalars
+    assert no_maps.sensor_variation_range == (0.0, 0.1) and no_maps.maps_known == 0.0
 
 
 def test_missing_or_unmeasured_values_fall_back_to_defaults() -> None:

@@ -91,6 +91,23 @@ def test_training_samples_report_their_read_noise_variance() -> None:
             torch.testing.assert_close(rv, torch.full_like(rv, cam.read_variance_photons))
 
 
+def test_sensor_variation_range_draws_a_spread_per_window_down_to_a_uniform_sensor() -> None:
+    # no emitters, a uniform background: what varies between a window's pixels beyond shot and read noise is
+    # the sensor's fixed pattern, which grows with the window's drawn spread (converted with the scalars)
+    cfg = SimulationConfig(frame_size=(40, 40), density=0.0, bg=(100.0, 100.0), camera="scmos",
+                           sensor_variation_range=(0.0, 0.3), maps_known=0.0)
+    batch = simulate_windows(cfg, 64, seeded_generator(11, 12))
+    spread = batch.physics.sensor_variation
+    assert float(spread.min()) >= 0.0 and float(spread.max()) <= 0.3
+    assert float(spread.min()) < 0.03 and float(spread.max()) > 0.27  # nearly uniform sensors and varied ones
+    pixel_var = batch.adu.flatten(1).var(1).double()  # shot + read noise, plus the fixed pattern
+    ranks = torch.stack([spread.argsort().argsort(), pixel_var.argsort().argsort()]).double()
+    assert float(torch.corrcoef(ranks)[0, 1]) > 0.95  # rank correlation: the pattern grows with the spread
+    known = simulate_windows(replace(cfg, maps_known=1.0), 64, seeded_generator(11, 12))
+    for s, rv in zip(known.physics.sensor_variation.tolist(), known.read_var, strict=True):
+        assert (float(rv.std()) > 0) == (s > 0)  # converted with the window's own maps, none at spread 0
+
+
 def test_cell_background_has_median_level_and_several_fold_contrast() -> None:
     cfg = SimulationConfig(frame_size=(128, 128), bg=(200.0, 200.0), bg_mode="cell", bg_smooth_scale=32.0)
     gen = seeded_generator(7, 8)
@@ -151,6 +168,8 @@ def test_envelope_lists_the_ranges_a_config_covers() -> None:
     ({"density_dist": "normal"}, "density_dist"),
     ({"bg": (0.0, 10.0), "bg_dist": "loguniform"}, "bg"),
     ({"maps_known": 1.5}, "maps_known"),
+    ({"sensor_variation_range": (0.2, 0.1)}, "sensor_variation_range"),
+    ({"sensor_variation_range": (0.0, 1.0)}, "sensor_variation_range"),
     ({"bg_bleach": 1.0}, "bg_bleach"),
 ])
 def test_bad_ranges_name_the_key(params: dict, key: str) -> None:
