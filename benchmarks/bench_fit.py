@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS))
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"), help="the generalist")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
+    p.add_argument("--without-maps", action="store_true",
+                   help="hand fit and the generalist the camera without its per-pixel sCMOS maps (a user who has none)")
     p.add_argument("--out", default=str(RESULTS / "fit.md"))
     args = p.parse_args(argv)
 
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 movies[role] = (stack, read_localizations(gt, pixel_size=px), result.camera)
             cam_yaml = movies["test"][2]
             camera = Camera.from_dict(load_yaml(cam_yaml, section="camera"), base_dir=cam_yaml.parent)
+            if args.without_maps:
+                camera = camera.without_maps()
             gt = movies["test"][1]
             row = {"name": name, "n_gt": len(gt), "fits": []}
             table, _ = run_decode(movies["test"][0], Path(args.model), camera)
@@ -109,6 +113,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
         f"Machine: {machine}.",
         f"Base model (the shipped generalist, fine-tuned by fit): `{Path(args.model).name}`, trained "
         f"{load_model(args.model).step} steps.",
+        *(["", "**Cameras without their per-pixel maps** (`--without-maps`): fit and the generalist get only the "
+            "camera's scalars, as a user without calibration maps has."] if args.without_maps else []),
         "",
         __doc__.split("\n\n", 2)[2].strip(),
         "",
@@ -157,13 +163,13 @@ def machine_line(load_start: float) -> str:
             f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}")
 
 
-def write_record(out: Path, rows: list[dict], frames: int) -> None:
-    """The report's rows beside it as ``<out>.json`` (the command and movie length with them), for another
-    benchmark to read (``bench_specialist.py`` reads ``fit.json``)."""
+def write_record(out: Path, rows: list[dict], frames: int, **measured: object) -> None:
+    """The report's rows beside it as ``<out>.json`` (the command, movie length and ``measured``, e.g. the
+    machine line, with them), for another benchmark to read (``bench_specialist.py`` reads ``fit.json``)."""
     from decode_mem.io.atomic import atomic_output
 
     with atomic_output(out.with_suffix(".json")) as tmp:
-        record = {"command": command_line(), "frames": frames, "rows": rows}
+        record = {"command": command_line(), "frames": frames, "rows": rows, **measured}
         tmp.write_text(json.dumps(record, indent=1, default=float))
 
 

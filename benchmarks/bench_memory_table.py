@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure every part (default) or one; the report says which parts were not measured")
     args = p.parse_args(argv)
     grid, train, defaults, train_defaults = [], [], [], []
-    t_all = time.perf_counter()
+    t_all, load_start = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_memory_table_") as tmp:
         work = Path(tmp)
         for size in args.frames if args.part in ("all", "grid") else ():
@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             plan = json.loads((out / "memory_plan.json").read_text())
             train_defaults.append({"seconds": seconds, "peak_mb": peak, "plan": plan})
             print(train_defaults[-1], flush=True)
-    write_report(Path(args.out), grid, train, defaults + train_defaults, args, time.perf_counter() - t_all)
+    write_report(Path(args.out), grid, train, defaults + train_defaults, args, time.perf_counter() - t_all,
+                 load_start)
     return 0
 
 
@@ -166,7 +167,7 @@ def in_fresh_process(code: str, spec: dict) -> dict:
 
 
 def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[dict], args: argparse.Namespace,
-                 total: float) -> None:
+                 total: float, load_start: float) -> None:
     import torch
 
     from decode_mem.io.atomic import atomic_output
@@ -175,7 +176,9 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
     command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "
-             f"Machine: {cpu}; torch {torch.__version__}, python {platform.python_version()}.", "",
+             f"Machine: {cpu}; 1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
+             f"(another job on the machine slows the wall times, not the peaks); "
+             f"torch {torch.__version__}, python {platform.python_version()}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
     lines += _comparison(grid, "tile core", args.device)

@@ -1,6 +1,7 @@
 """A specialist per physics variant, trained until its held-out validation stops improving, and ``fit``'s gap to it.
 
     python benchmarks/bench_specialist.py     # writes benchmarks/results/specialist.md + .png + .json
+    python benchmarks/bench_specialist.py --report-only   # the same rows, the gap to a newer fit.json
 
 Issue 13 asks ``fit`` to come within 0.02 Jaccard of a specialist trained to convergence on the true physics.
 Here the specialist is the shipped generalist fine-tuned on the variant's *true* physics (the simulation that made
@@ -119,7 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fit-json", default=str(RESULTS / "fit.json"), help="bench_fit.py's rows, for the gap")
     p.add_argument("--out", default=str(RESULTS / "specialist.md"))
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: re-write the report from the last run's <out>.json (its rows, command and "
+                        "machine) with the gap to the current fit.json")
     args = p.parse_args(argv)
+    if args.report_only:
+        record = json.loads(Path(args.out).with_suffix(".json").read_text())
+        args.frames = record["frames"]
+        write_report(Path(args.out), record["rows"], args, record["machine"], record["minutes"] * 60,
+                     command=record["command"])
+        return 0
 
     import torch
 
@@ -172,7 +182,10 @@ def _fit_rows(path: Path, frames: int) -> tuple[dict, str]:
     return best, f"`{path.name}` (`{data['command']}`)"
 
 
-def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine: str, total: float) -> None:
+def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine: str, total: float,
+                 command: str | None = None) -> None:
+    """The report, its PNG and its JSON; ``command`` is the run that measured ``rows`` when this is not that
+    run (``--report-only``: only the gap to ``fit.json`` is computed again)."""
     from decode_mem.io.atomic import atomic_output
 
     def f(v: float | None, d: int = 3) -> str:
@@ -182,9 +195,10 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
     lines = [
         "# specialist: trained on the true physics until its validation stops improving, vs fit",
         "",
-        f"Command: `{command_line()}`; {total / 60:.1f} min in all.",
+        f"Command: `{command or command_line()}`; {total / 60:.1f} min in all.",
         f"Machine: {machine}.",
-        "",
+        *([f"Gap to fit computed again by `{command_line()}` (trains nothing) from that run's JSON and the "
+           "current `fit.json`.", ""] if command else [""]),
         __doc__.split("\n\n", 2)[2].strip(),
         "",
         "| physics | GT | model | steps | minutes | converged | val J (held-out windows) | Jaccard | recall "
@@ -221,7 +235,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
     lines += ["", f"![validation history]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
-    write_record(out, rows, args.frames)
+    write_record(out, rows, args.frames, machine=machine, minutes=total / 60,
+                 **({"command": command} if command else {}))
     print(f"wrote {out} and {png}")
 
 
