@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from bench_generalize import VARIANTS, run_decode, simulation
 from bench_throughput import _cpu_name
-from command_line import command_line
+from command_line import command_line, library_commit
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,11 +156,12 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
 
 def machine_line(load_start: float) -> str:
     """The CPU with its flags, one torch thread, the 1-min load average at the start (``load_start``) and now,
-    python and torch: what a budget in minutes of wall time depends on."""
+    python and torch: what a budget in minutes of wall time depends on; and the decode_mem commit measured."""
     import torch
 
     return (f"{_cpu_name()}, 1 torch thread; 1-min load average {load_start:.2f} at the start, "
-            f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}")
+            f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}; "
+            f"decode_mem at {library_commit()}")
 
 
 def write_record(out: Path, rows: list[dict], frames: int, **measured: object) -> None:
