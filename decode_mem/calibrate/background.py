@@ -113,6 +113,27 @@ class BackgroundEstimate:
     time_ratio: float
 
 
+def fixed_pattern(stats: QuietStats) -> float:
+    """Pixel-to-pixel spread (photons, a standard deviation) of the quiet mean map beyond its noise: the
+    sensor's fixed pattern (per-pixel offset and gain) left after converting with the camera's scalars; about 0
+    for a uniform sensor or one converted with its maps. Each pixel's mean minus the mean of its 8 neighbours
+    removes the background (smooth over 3 px); for independent pixels the difference has (1 + 1/8) times
+    their variance, which is the mean's noise (variance / samples) plus the pattern's. NaN without samples."""
+    mean = stats.mean()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        noise = stats.variance() / stats.count
+    ring = np.ones((3, 3)) / 8.0
+    ring[1, 1] = 0.0
+    diff = (mean - ndimage.convolve(mean, ring, mode="nearest"))[1:-1, 1:-1]
+    noise = noise[1:-1, 1:-1]
+    ok = np.isfinite(diff) & np.isfinite(noise) & (stats.count[1:-1, 1:-1] >= 2)
+    if ok.sum() < 16:
+        return float("nan")
+    d = diff[ok]
+    robust_var = (1.4826 * np.median(np.abs(d - np.median(d)))) ** 2  # spots' leftovers do not count
+    return float(np.sqrt(max(robust_var / (1 + 1 / 8) - float(np.mean(noise[ok])), 0.0)))
+
+
 def estimate_background(stats: QuietStats) -> BackgroundEstimate:
     """Background level and spatial spread from the accumulated quiet samples."""
     bg = stats.mean()

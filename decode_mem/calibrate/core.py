@@ -21,6 +21,7 @@ from decode_mem.calibrate.background import (
     BackgroundEstimate,
     QuietStats,
     estimate_background,
+    fixed_pattern,
     preliminary_background,
     spot_mask,
 )
@@ -237,6 +238,7 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
         "background_photons": Estimate(bg.level, bg.level_se),
         "background_spread": Estimate(bg.spread),
         "background_time_ratio": Estimate(bg.time_ratio),
+        "sensor_pattern_photons": Estimate(fixed_pattern(m["quiet"])),
         "photons_median": Estimate(float(np.median(photons)) if len(photons) else nan, _median_se(photons, rng)),
         "flux_median": Estimate(float(np.exp(np.median(log_flux))) if len(log_flux) else nan,
                                 _median_se(flux, rng)),

@@ -18,7 +18,9 @@ SIGMA_BAND = 0.15  # PSF sigma drawn per window within ±15 % of the measured on
 LEVEL_BAND = 1.3  # background level drawn log-uniformly within /1.3 .. ×1.3 of the measured one (× drift)
 PHOTONS_BAND = 2.5  # photons log-uniform within median / and × max(2.5, exp(2.5 log-sd))
 SMOOTH_SPREAD = 1.25  # a background spread (p95/p5) above this: smooth and cell-like fields in training
-SENSOR_SPREAD = 0.1  # sCMOS per-pixel spread of gain, read noise and offset (relative) in training windows
+SENSOR_SPREAD = 0.1  # sCMOS per-pixel spread of gain, read noise and offset (relative): with maps, or unmeasured
+SENSOR_BAND = 1.5  # without maps: spreads drawn within / and × this of the measured one
+UNIFORM_SPREAD = 0.01  # a measured spread below this: a uniform sensor (training draws from 0 up to this)
 PHOTONS_LOG_SD = 0.35  # lognormal width used when the flux spread was not measured
 # how far outside a model's training range an estimate may lie and still count as covered (relative): the
 # estimates' own errors (a few %) plus what a network trained on a range tolerates around its edges
@@ -39,8 +41,10 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
       − 1 (an emitter on for τ frames at a random phase touches τ + 1 frames);
     - the camera of the movie (its per-pixel maps fit the movie's frames, not the training windows): with the
       user's maps, sCMOS windows get random maps of ``SENSOR_SPREAD`` and are converted with them, as the
-      user's frames will be; without maps the sensor is unknown, so each window draws a spread from 0 (a
-      uniform sensor) to ``SENSOR_SPREAD`` and is converted with the camera's scalars, as the frames will be.
+      user's frames will be; without maps, windows are converted with the camera's scalars, as the frames
+      will be, and get the sensor's measured fixed pattern (``sensor_spread``): a spread drawn within
+      /× ``SENSOR_BAND`` of it, from 0 up to ``UNIFORM_SPREAD`` for a uniform sensor, or from 0 to
+      ``SENSOR_SPREAD`` when it was not measured.
     """
     def get(name: str, default: float) -> float:
         v = values.get(name)
@@ -71,9 +75,24 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
         if camera.has_maps:
             section.update(sensor_variation=SENSOR_SPREAD, maps_known=1.0)
         else:
-            section.update(sensor_variation_range=[0.0, SENSOR_SPREAD], maps_known=0.0)
+            spread = sensor_spread(get("sensor_pattern_photons", math.nan), level, camera)
+            if not math.isfinite(spread):
+                band = [0.0, SENSOR_SPREAD]
+            elif spread < UNIFORM_SPREAD:
+                band = [0.0, UNIFORM_SPREAD]
+            else:
+                band = [_round(spread / SENSOR_BAND), _round(min(spread * SENSOR_BAND, 0.9))]
+            section.update(sensor_variation_range=band, maps_known=0.0)
     SimulationConfig.from_dict(section)  # a ConfigError here, not when training starts
     return section
+
+
+def sensor_spread(pattern_photons: float, level: float, camera: Camera) -> float:
+    """The simulator's ``sensor_variation`` whose fixed pattern is ``pattern_photons`` (a standard deviation,
+    photons) over a background of ``level`` photons/px converted with ``camera``'s scalars: relative spreads v
+    of offset and gain give v·√(level² + (baseline in photons)²) (``simulate.noise.sensor_maps``)."""
+    offset = camera.baseline / camera.adu_per_photon
+    return pattern_photons / math.hypot(level, offset)
 
 
 def _round(v: float) -> float:

@@ -67,6 +67,9 @@ class Calibration:
       ± the scatter of the sampled blocks' levels.
     - ``background_spread``: 95th / 5th percentile of that map smoothed by a 3 px Gaussian (1: flat);
       ``background_time_ratio``: highest / lowest block level (1: constant in time).
+    - ``sensor_pattern_photons``: the pixel-to-pixel spread of that map beyond its noise (each pixel against
+      its 8 neighbours, robust; photons): an sCMOS sensor's fixed pattern of offsets and gains left by
+      converting with the camera's scalars; about 0 for a uniform sensor or one converted with its maps.
     - ``photons_median``: median photons (per localization per frame) of the trusted fits at least
       max(1.5 px, 2σ) from the frame edge and with no other spot within 2σ; bootstrap ±.
     - ``flux_median``, ``flux_log_sd``: median and robust log-spread (IQR/1.349) of the photons of fully-on

@@ -9,6 +9,7 @@ import pytest
 from calibrate_helpers import movie
 
 from decode_mem.calibrate import calibrate_movie
+from decode_mem.calibrate.match import UNIFORM_SPREAD, sensor_spread
 from decode_mem.io.camera import Camera
 
 # ../shared/data/real beside the repository (DESIGN.md §8), or the shared folder of the development machine
@@ -91,6 +92,12 @@ def test_scmos_pixel_maps_are_used_and_their_absence_is_noticed(tmp_path: Path) 
     assert with_maps.value("psf_sigma_px") == pytest.approx(1.1, rel=0.05)
     without = calibrate_movie(adu, Camera.scmos(), frames=60)  # 30 % per-pixel offset spread, ignored
     assert any("offset_map" in w for w in without.camera_check.warnings)
+    # the fixed pattern, in the simulator's terms: gone once converted with the maps, 0.3 without them
+    spread = {name: sensor_spread(c.value("sensor_pattern_photons"), c.value("background_photons"), Camera.scmos())
+              for name, c in (("with", with_maps), ("without", without))}
+    assert spread["with"] < UNIFORM_SPREAD and spread["without"] == pytest.approx(0.3, rel=0.15)
+    lo, hi = without.to_yaml_dict()["train"]["simulation"]["sensor_variation_range"]
+    assert lo < 0.3 < hi  # fit trains on the sensor it measured
 
 
 def test_bleaching_background_is_no_camera_noise() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from decode_mem.calibrate import covers, simulation_from_estimates
+from decode_mem.calibrate.match import sensor_spread
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.config import SimulationConfig
 
@@ -29,9 +32,20 @@ def test_simulation_section_follows_the_estimates() -> None:
     assert "offset_map" not in sim["camera"]  # maps fit the movie's frames, not the training frames
     assert cfg.sensor_variation > 0 and cfg.maps_known == 1.0  # trained as the maps will be used
     assert cfg.margin >= 3 * 1.4  # emitters beyond the edge, as far as their light reaches
-    no_maps = SimulationConfig.from_dict(simulation_from_estimates(ESTIMATES, Camera.scmos(pixel_size=108.0)))
-    # the sensor is unknown: windows from a uniform sensor to a varied one, converted with the scalars
-    assert no_maps.sensor_variation_range == (0.0, 0.1) and no_maps.maps_known == 0.0
+    scmos = Camera.scmos(pixel_size=108.0)
+
+    def band(**values: float) -> tuple[float, float]:
+        cfg = SimulationConfig.from_dict(simulation_from_estimates(dict(ESTIMATES, **values), scmos))
+        assert cfg.maps_known == 0.0  # no maps: converted with the scalars, as the movie will be
+        return cfg.sensor_variation_range
+
+    # the measured fixed pattern, in photons, as the simulator's relative spread: v·√(level² + offset²)
+    pattern = 0.12 * math.hypot(80.0, scmos.baseline / scmos.adu_per_photon)
+    assert sensor_spread(pattern, 80.0, scmos) == pytest.approx(0.12)
+    lo, hi = band(sensor_pattern_photons=pattern)
+    assert lo == pytest.approx(0.12 / 1.5, rel=1e-3) and hi == pytest.approx(0.12 * 1.5, rel=1e-3)
+    assert band(sensor_pattern_photons=0.0) == (0.0, 0.01)  # a uniform sensor
+    assert band() == (0.0, 0.1)  # not measured: from uniform to varied
 
 
 def test_missing_or_unmeasured_values_fall_back_to_defaults() -> None:

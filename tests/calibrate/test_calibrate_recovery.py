@@ -7,6 +7,7 @@ import pytest
 from calibrate_helpers import FRAMES, flux_median, matched_gt_photons, movie
 
 from decode_mem.calibrate import calibrate_movie
+from decode_mem.calibrate.match import UNIFORM_SPREAD, sensor_spread
 
 # σ 0.8 / 1.0 / 1.5 px, background 20 / 100 / 500 photons/px, both camera kinds
 PHYSICS = [(0.8, 20.0, "emccd"), (1.0, 100.0, "emccd"), (1.5, 500.0, "emccd"),
@@ -35,6 +36,8 @@ def test_recovers_psf_width_background_and_photons(sigma: float, bg: float, kind
     for name in ("psf_sigma_px", "photons_median", "density_per_um2", "on_time_frames"):
         assert 0 < cal.estimates[name].uncertainty < 0.1 * est[name]
     assert cal.camera_check.ok, cal.camera_check.warnings  # the right camera: no warning
+    # a uniform sensor: no fixed pattern beyond the noise
+    assert sensor_spread(est["sensor_pattern_photons"], bg, cfg.camera) < UNIFORM_SPREAD
 
 
 def test_smooth_background_is_measured_and_simulated_as_varying() -> None:

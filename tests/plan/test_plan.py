@@ -245,9 +245,12 @@ print(json.dumps({"peak": phase.rss_anon_peak_mb, "predicted": plans[0].plan.hos
 
 @pytest.mark.parametrize(("chunk", "batch"), [(256, 1), (128, 4)])
 def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int, batch: int) -> None:
-    """Real runs in fresh processes: the larger measured peak RssAnon of two identical runs vs the planner's
-    prediction (CPU, fp32). A plan bounds a run's peak, and the peaks of identical runs differ by more than
-    10 % here (the same in VmHWM and in 2-ms samples), so one run alone would fail the test at random."""
+    """Real runs in fresh processes: the measured peak RssAnon of two identical runs vs the planner's prediction
+    (CPU, fp32). The peaks of identical runs differ by more than 10 % here (the same in VmHWM and in 2-ms
+    samples), and so do their predictions (by 9 % in one run of the suite: the baseline read when planning
+    holds freed heap the run then reuses, more in one process than in another). So each run's peak stays
+    within its own plan (+15 %), and the smaller prediction is within 15 % of the larger peak; comparing
+    the larger of each failed at random."""
     path = tmp_path / "s.tif"
     tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (6, 512, 512))).astype(np.uint16))
     runs = []
@@ -256,9 +259,8 @@ def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk:
                               capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
         assert done.returncode == 0, done.stderr[-2000:]
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    peak = max(r["peak"] for r in runs)
-    predicted = max(r["predicted"] for r in runs)
-    assert predicted == pytest.approx(peak, rel=0.15), runs
+    assert all(r["peak"] <= 1.15 * r["predicted"] for r in runs), runs
+    assert min(r["predicted"] for r in runs) == pytest.approx(max(r["peak"] for r in runs), rel=0.15), runs
 
 
 def test_cli_prints_a_plan(capsys) -> None:
