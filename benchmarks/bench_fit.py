@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     python = find_picasso_python(args.picasso_python)
     rows = []
     t_all = time.perf_counter()
-    load_start = os.getloadavg()[0]
+    load_start, commit = os.getloadavg()[0], library_commit()
     with tempfile.TemporaryDirectory(prefix="bench_fit_") as tmp:
         work = Path(tmp)
         names = list(VARIANTS)
@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: generalist J={row['generalist']['jaccard']:.3f}; "
                   + "; ".join(f"fit {f['budget']:g} min J={f['metrics']['jaccard']:.3f}" for f in row["fits"])
                   + (f"; Picasso J={row['picasso']['jaccard']:.3f}" if "picasso" in row else ""), flush=True)
-    machine = machine_line(load_start) + "; " + (picasso_version(python) if python else "Picasso: not installed")
+    picasso = picasso_version(python) if python else "Picasso: not installed"
+    machine = f"{machine_line(load_start, commit)}; {picasso}"
     write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all)
     return 0
 
@@ -154,14 +155,15 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
     print(f"wrote {out}, {out.with_suffix('.json').name} and {png}")
 
 
-def machine_line(load_start: float) -> str:
+def machine_line(load_start: float, commit: str) -> str:
     """The CPU with its flags, one torch thread, the 1-min load average at the start (``load_start``) and now,
-    python and torch: what a budget in minutes of wall time depends on; and the decode_mem commit measured."""
+    python and torch: what a budget in minutes of wall time depends on; and ``commit``, the decode_mem commit
+    measured (``library_commit()`` read when the run starts: HEAD may move while it runs)."""
     import torch
 
     return (f"{_cpu_name()}, 1 torch thread; 1-min load average {load_start:.2f} at the start, "
             f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}; "
-            f"decode_mem at {library_commit()}")
+            f"decode_mem at {commit}")
 
 
 def write_record(out: Path, rows: list[dict], frames: int, **measured: object) -> None:
