@@ -35,7 +35,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.emitters import STREAM_SAMPLE, FrameRows, frame_rows, seeded_generator, stationary_emitters
 from decode_mem.simulate.movie import inside_frame
-from decode_mem.simulate.noise import background, camera_adu, sensor_maps
+from decode_mem.simulate.noise import ADU_MAX, background
 from decode_mem.simulate.physics import Physics, draw_physics
 from decode_mem.simulate.psf import render_emitters
 
@@ -107,26 +107,57 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
 
 def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Tensor,
                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(noisy counts, photons the network sees, read variance in photons² (B, H, W)) of expected photons."""
+    """(noisy counts, photons the network sees, read variance in photons² (B, H, W)) of expected photons.
+
+    All B samples in one pass, each with its own camera (``noise``'s models, its settings as (B, 1, 1, 1)
+    columns): one Poisson draw, the EM register's Gamma draw for the EMCCD samples only, one read-noise draw;
+    sCMOS samples with a per-pixel spread get random maps (``noise.sensor_maps``' model) and are converted back
+    with them when their maps are known.
+    """
     b, _, h, w = expected.shape
-    camera = physics.cameras[0] if physics.cameras else config.camera
-    with_maps = bool((physics.sensor_variation > 0).any()) and any(c.kind == "scmos" for c in physics.cameras)
-    if not with_maps and all(c == camera for c in physics.cameras):  # one camera, no maps: one call
-        adu = camera_adu(expected, camera, generator)
-        read_var = torch.full((b, h, w), camera.read_variance_photons, device=expected.device)
-        return adu, camera.to_photons(adu).float(), read_var
-    adu = torch.empty_like(expected)
-    frames = torch.empty_like(expected)
-    read_var = torch.empty((b, h, w), device=expected.device)
-    for i, (cam, spread) in enumerate(zip(physics.cameras, physics.sensor_variation.tolist(), strict=True)):
-        maps = None
-        if cam.kind == "scmos" and spread > 0:
-            maps = sensor_maps(cam, (h, w), spread, generator)
-        adu[i] = camera_adu(expected[i], cam, generator, maps)
-        known = maps if bool(physics.maps_known[i]) else None
-        frames[i] = cam.to_photons(adu[i], known)
-        read_var[i] = cam.read_variance(known) if known is not None else cam.read_variance_photons
-    return adu, frames, read_var
+    dev = expected.device
+    cams = physics.cameras
+    spread = physics.sensor_variation.tolist()
+    known = physics.maps_known.tolist()
+
+    def column(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.float32, device=dev).view(b, 1, 1, 1)
+
+    qe, gain = column([c.qe for c in cams]), column([c.em_gain for c in cams])
+    e_per_adu, read_noise, baseline = (column([c.e_per_adu for c in cams]), column([c.read_noise for c in cams]),
+                                       column([c.baseline for c in cams]))
+    with_maps = [i for i, (c, v) in enumerate(zip(cams, spread, strict=True)) if c.kind == "scmos" and v > 0]
+    if with_maps:  # per-pixel maps (B, 1, H, W): the camera's scalars where a sample has none
+        index = torch.tensor(with_maps, device=dev)
+        v = column(spread)[index]
+        e_per_adu, read_noise, baseline = (t.expand(b, 1, h, w).clone() for t in (e_per_adu, read_noise, baseline))
+        shape = (len(with_maps), 1, h, w)
+        e_per_adu[index] = e_per_adu[index] * (1 + v * _randn(shape, generator)).clamp_min(0.05)
+        read_noise[index] = read_noise[index] * torch.exp(v * _randn(shape, generator))
+        baseline[index] = baseline[index] * (1 + v * _randn(shape, generator)).clamp_min(0)
+    electrons = torch.poisson(expected.float().clamp_min(0) * qe, generator=generator)
+    signal = electrons * gain
+    emccd = [i for i, c in enumerate(cams) if c.kind == "emccd"]
+    if emccd:  # EM register: Gamma(shape = electrons, scale = gain), 0 for no electrons
+        index = torch.tensor(emccd, device=dev)
+        n = electrons[index]
+        signal[index] = torch._standard_gamma(n, generator=generator).mul_(gain[index]).masked_fill_(n == 0, 0.0)
+    adu = ((signal + _randn(signal.shape, generator) * read_noise) / e_per_adu + baseline).round_().clamp_(0, ADU_MAX)
+
+    # back to photons with what the network is told: the per-pixel maps where known, else the camera's scalars
+    converts = column([1.0 if i in with_maps and known[i] else 0.0 for i in range(b)]) > 0
+    photons_per_e = 1.0 / (qe * gain)
+    scalar = [(c.baseline, c.e_per_adu, c.read_noise) for c in cams]
+    told_baseline = torch.where(converts, baseline, column([s[0] for s in scalar]))
+    told_e_per_adu = torch.where(converts, e_per_adu, column([s[1] for s in scalar]))
+    told_read = torch.where(converts, read_noise, column([s[2] for s in scalar]))
+    frames = (adu - told_baseline) * (told_e_per_adu * photons_per_e)
+    read_var = (told_read * photons_per_e) ** 2
+    return adu, frames.float(), read_var[:, 0].expand(b, h, w).contiguous()
+
+
+def _randn(shape: tuple[int, ...] | torch.Size, generator: torch.Generator) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, device=generator.device)
 
 
 def simulate_batch(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:

@@ -76,7 +76,7 @@ def background(config: SimulationConfig, n: int, generator: torch.Generator) -> 
 
     A level per field from ``config.bg`` (``bg_dist``); 'smooth' multiplies it by ``1 + amplitude·f``, where
     ``f`` is a bicubic upsampling of white noise on a grid of spacing ~``bg_smooth_scale`` px, scaled to
-    max |f| = 1 (so the field stays >= 0 for amplitude <= 1); 'cell' by ``cell_field``; 'mixed' picks one
+    max |f| = 1 (so the field stays >= 0 for amplitude <= 1); 'cell' by ``cell_fields``; 'mixed' picks one
     of 'uniform', 'smooth' (a quarter each) and 'cell' (half) per field.
     """
     dev = generator.device
@@ -89,24 +89,29 @@ def background(config: SimulationConfig, n: int, generator: torch.Generator) -> 
     if config.bg_mode == "smooth":
         return level[:, None, None] * smooth_field(config, n, generator)
     if config.bg_mode == "cell":
-        return level[:, None, None] * torch.stack([cell_field(config, generator) for _ in range(n)])
+        return level[:, None, None] * cell_fields(config, n, generator)
+    # 'mixed': the smooth fields drawn together, then the cell-like ones (field by field's numbers when n = 1)
     modes = torch.rand(n, generator=generator, device=dev).tolist()
-    fields = []
-    for m in modes:
-        if m < 0.25:
-            fields.append(torch.ones((h, w), device=dev))
-        elif m < 0.5:
-            fields.append(smooth_field(config, 1, generator)[0])
-        else:
-            fields.append(cell_field(config, generator))
-    return level[:, None, None] * torch.stack(fields)
+    fields = torch.ones((n, h, w), device=dev)
+    smooth = [i for i, m in enumerate(modes) if 0.25 <= m < 0.5]
+    cell = [i for i, m in enumerate(modes) if m >= 0.5]
+    if smooth:
+        fields[torch.tensor(smooth, device=dev)] = smooth_field(config, len(smooth), generator)
+    if cell:
+        fields[torch.tensor(cell, device=dev)] = cell_fields(config, len(cell), generator)
+    return level[:, None, None] * fields
+
+
+def _grid(shape: tuple[int, int], scale: float) -> tuple[int, int]:
+    """The coarse grid of ``_noise_field``: spacing ~``scale`` px over ``shape``."""
+    h, w = shape
+    return max(2, math.ceil(h / scale) + 1), max(2, math.ceil(w / scale) + 1)
 
 
 def _noise_field(n: int, shape: tuple[int, int], scale: float, generator: torch.Generator) -> torch.Tensor:
     """(n, H, W) smooth random fields in [-1, 1]: white noise on a grid of spacing ~``scale`` px, bicubic."""
     h, w = shape
-    gh = max(2, math.ceil(h / scale) + 1)
-    gw = max(2, math.ceil(w / scale) + 1)
+    gh, gw = _grid(shape, scale)
     coarse = torch.randn((n, 1, gh, gw), generator=generator, device=generator.device)
     f = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)[:, 0]
     return f / f.abs().amax(dim=(1, 2), keepdim=True).clamp_min(1e-6)
@@ -119,26 +124,48 @@ def smooth_field(config: SimulationConfig, n: int, generator: torch.Generator) -
 
 
 def cell_field(config: SimulationConfig, generator: torch.Generator) -> torch.Tensor:
-    """(H, W) cell-like relative background with median 1: a gradient, a smooth field and 1–3 bright blobs.
+    """(H, W) one cell-like relative background (``cell_fields``)."""
+    return cell_fields(config, 1, generator)[0]
+
+
+def cell_fields(config: SimulationConfig, n: int, generator: torch.Generator) -> torch.Tensor:
+    """(n, H, W) cell-like relative backgrounds with median 1: a gradient, a smooth field and 1–3 bright blobs.
 
     The structure size is ``bg_smooth_scale`` times a factor log-uniform in [0.5, 4]; blobs (nuclei,
     out-of-focus light) add ``bg_smooth_amplitude`` × 1–10 (log-uniform) times the base level at their centre
     (0.5–5× for the default 0.5), so the field varies several-fold across a cell and its surroundings.
+    All n fields at once: one host sync (each field's structure size sets its coarse noise grid; fields of
+    one grid are drawn together). Per-field constants are computed in float64 and applied in float32.
     """
     dev = generator.device
     h, w = config.frame_size
-    r = torch.rand(8, generator=generator, device=dev).tolist()
-    scale = config.bg_smooth_scale * math.exp(math.log(0.5) + r[0] * math.log(8.0))
+    r = torch.rand((n, 8), generator=generator, device=dev).tolist()  # one sync: the grids depend on it
+    scale = [config.bg_smooth_scale * math.exp(math.log(0.5) + ri[0] * math.log(8.0)) for ri in r]
+    noise = torch.empty((n, h, w), device=dev)
+    grids: dict[tuple[int, int], list[int]] = {}
+    for i, s in enumerate(scale):
+        grids.setdefault(_grid((h, w), s), []).append(i)
+    for index in grids.values():
+        noise[torch.tensor(index, device=dev)] = _noise_field(len(index), (h, w), scale[index[0]], generator)
     rows = torch.arange(h, device=dev, dtype=torch.float32)[:, None]
     cols = torch.arange(w, device=dev, dtype=torch.float32)[None, :]
-    angle = 2 * math.pi * r[1]
-    ramp = ((cols - w / 2) * math.cos(angle) + (rows - h / 2) * math.sin(angle)) / max(h, w, 1)
-    field = 1 + r[2] * ramp + 0.5 * r[3] * _noise_field(1, (h, w), scale, generator)[0]
+
+    def per_field(values: list[float]) -> torch.Tensor:  # (n, 1, 1) float32 from the host's float64 numbers
+        return torch.tensor(values, dtype=torch.float32, device=dev)[:, None, None]
+
+    angle = [2 * math.pi * ri[1] for ri in r]
+    ramp = ((cols - w / 2) * per_field([math.cos(a) for a in angle])
+            + (rows - h / 2) * per_field([math.sin(a) for a in angle])) / max(h, w, 1)
+    field = 1 + per_field([ri[2] for ri in r]) * ramp + per_field([0.5 * ri[3] for ri in r]) * noise
     field = field.clamp_min(0.2)
-    for _ in range(1 + int(3 * r[4])):
-        b = torch.rand(4, generator=generator, device=dev).tolist()
-        cy, cx = (b[0] * 1.5 - 0.25) * h, (b[1] * 1.5 - 0.25) * w
-        radius = scale * (0.5 + b[2])
-        amplitude = config.bg_smooth_amplitude * 10.0 ** b[3]
-        field = field + amplitude * torch.exp(-((rows - cy) ** 2 + (cols - cx) ** 2) / (2 * radius**2))
-    return field / field.median()
+    blobs = torch.rand((n, 3, 4), generator=generator, device=dev).tolist()
+    for k in range(3):  # field i has 1 + int(3·r[i][4]) blobs; the others add exactly 0
+        bk = [bi[k] for bi in blobs]
+        radius = [s * (0.5 + b[2]) for s, b in zip(scale, bk, strict=True)]
+        amplitude = [config.bg_smooth_amplitude * 10.0 ** b[3] if k < 1 + int(3 * ri[4]) else 0.0
+                     for b, ri in zip(bk, r, strict=True)]
+        cy = per_field([(b[0] * 1.5 - 0.25) * h for b in bk])
+        cx = per_field([(b[1] * 1.5 - 0.25) * w for b in bk])
+        field = field + per_field(amplitude) * torch.exp(-((rows - cy) ** 2 + (cols - cx) ** 2)
+                                                         / per_field([2 * q**2 for q in radius]))
+    return field / field.flatten(1).median(dim=1).values[:, None, None]

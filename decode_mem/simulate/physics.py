@@ -75,8 +75,10 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
                else torch.full((n,), config.on_time, dtype=torch.float64, device=dev))
     if config.camera_kinds:
         kinds = torch.randint(len(config.camera_kinds), (n,), generator=generator, device=dev).tolist()
-        cameras = tuple(random_camera(config.camera_kinds[k], float(p), generator)
-                        for k, p in zip(kinds, pixel.tolist(), strict=True))
+        # all cameras' uniforms in one draw (one device sync); the same numbers as n calls of random_camera
+        draws = torch.rand((n, 5), generator=generator, device=dev, dtype=torch.float64).tolist()
+        cameras = tuple(camera_from_uniforms(config.camera_kinds[k], float(p), r)
+                        for k, p, r in zip(kinds, pixel.tolist(), draws, strict=True))
     else:
         cameras = (config.camera,) * n
     if config.maps_known < 1:
@@ -91,6 +93,11 @@ def draw_physics(config: SimulationConfig, n: int, generator: torch.Generator) -
 def random_camera(kind: str, pixel_size: float, generator: torch.Generator) -> Camera:
     """A camera of ``kind`` with settings drawn from the ranges of the module docstring."""
     r = torch.rand(5, generator=generator, device=generator.device, dtype=torch.float64).tolist()
+    return camera_from_uniforms(kind, pixel_size, r)
+
+
+def camera_from_uniforms(kind: str, pixel_size: float, r: list[float]) -> Camera:
+    """The camera of ``kind`` that five uniforms in [0, 1) pick from the ranges of the module docstring."""
 
     def lin(lo_hi: tuple[float, float], u: float) -> float:
         return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u

@@ -107,8 +107,10 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
 
     # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)
     n_micro = cfg.accumulation_steps * count_crops(cfg.simulation.frame_size, chunk)
+    # simulated where it trains (on a GPU: no wait for a CPU thread), unless CPU worker processes are asked for
     stream = SimulatedBatches(cfg.simulation, cfg.batch_size, cfg.accumulation_steps, seed=cfg.seed,
-                              start_step=start, size_jitter=cfg.size_jitter, rank=rank.rank)
+                              start_step=start, size_jitter=cfg.size_jitter, rank=rank.rank,
+                              world_size=rank.world_size, device=simulation_device(cfg, device))
     batches = batch_loader(stream, num_workers=cfg.num_workers, pin_memory=device.type == "cuda")
     val = simulate_samples(cfg.simulation, cfg.val_size, seed=cfg.seed) if rank.is_main else None
 
@@ -152,6 +154,12 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
                         step=done)
         plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
     return model_path
+
+
+def simulation_device(cfg: TrainConfig, device: torch.device) -> torch.device:
+    """Where the training windows are simulated: on the training device, or on the CPU in ``num_workers``
+    DataLoader processes when they are asked for (CUDA cannot be used in forked workers)."""
+    return torch.device("cpu") if cfg.num_workers > 0 else device
 
 
 def init_weights(net: DecodeNet, path: str) -> None:
