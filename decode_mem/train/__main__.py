@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(mem, "--memory_log_file", help="memory CSV (default <out>/memory.csv)")
     hw = p.add_argument_group("hardware")
     hw.add_argument("--device", help="auto | cpu | cuda | cuda:N")
-    add(hw, "--num_workers", type=int, help="DataLoader worker processes for simulation")
+    add(hw, "--num_workers", type=int,
+        help="simulate the training windows in N CPU worker processes (default 0: in blocks on --device)")
     hw.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a busy machine)")
     add(p, "--frame_size", type=int, nargs=2, metavar=("H", "W"), help="simulated training frame size")
     return p
