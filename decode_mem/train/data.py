@@ -94,6 +94,7 @@ class SimulatedBatches(IterableDataset):
             yield self.batch(self.start_step + step, micro)
             i += n_workers
 
+
 def batch_loader(stream: SimulatedBatches, *, num_workers: int, pin_memory: bool) -> Iterator[Batch]:
     """Iterate the stream, in worker processes when ``num_workers > 0`` (bounded prefetch of 2 per worker)."""
     if num_workers <= 0:
