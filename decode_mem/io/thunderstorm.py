@@ -16,6 +16,7 @@ from types import TracebackType
 import numpy as np
 
 from decode_mem.io.atomic import atomic_output
+from decode_mem.io.csv_text import csv_lines
 from decode_mem.io.table import EmitterTable
 
 BASE_COLUMNS = ("id", "frame", "x [nm]", "y [nm]", "z [nm]", "intensity [photon]", "offset [photon]",
@@ -82,7 +83,8 @@ class ThunderstormWriter:
     """Streaming CSV writer: ``write(table)`` appends rows; the file appears under its name on close.
 
     Rows are written as they come, so memory does not grow with the stack. If the block exits with an
-    exception the partial file is removed and nothing appears under the final name.
+    exception the partial file is removed and nothing appears under the final name. The text is made from
+    whole columns (``csv_lines``): the bytes ``np.savetxt`` would write with ``formats``, several times faster.
     """
 
     def __init__(self, path: str | os.PathLike, pixel_size: float, extras: tuple[str, ...] = ()) -> None:
@@ -97,14 +99,14 @@ class ThunderstormWriter:
         self._fh = None
         # fixed decimals: 0.0001 nm / photon everywhere in the field of view (``%g`` would round x to 1 nm
         # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
-        self._formats = ["%d", "%d"] + ["%.4f"] * (len(BASE_COLUMNS) - 2) + [
+        self.formats = ["%d", "%d"] + ["%.4f"] * (len(BASE_COLUMNS) - 2) + [
             "%.6g" if e == "prob" else "%.4f" for e in self.extras]
 
     def __enter__(self) -> ThunderstormWriter:
         tmp = self._atomic.enter_context(atomic_output(self.path))
-        self._fh = open(tmp, "w", newline="")
+        self._fh = open(tmp, "wb")
         header = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
-        self._fh.write(",".join(f'"{h}"' for h in header) + "\n")
+        self._fh.write((",".join(f'"{h}"' for h in header) + "\n").encode())
         return self
 
     def write(self, table: EmitterTable) -> None:
@@ -112,8 +114,8 @@ class ThunderstormWriter:
         if n == 0:
             return
         cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id)
-        data = np.column_stack(list(cols.values()))
-        np.savetxt(self._fh, data, fmt=self._formats, delimiter=",")
+        for text in csv_lines(list(cols.values()), self.formats):
+            self._fh.write(text)
         self._next_id += n
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
