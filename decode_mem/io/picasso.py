@@ -78,7 +78,8 @@ def mortensen_precision(photons: np.ndarray, bg: np.ndarray, psf_sigma: float) -
 class PicassoWriter:
     """Streaming Picasso writer: ``write(table)`` appends rows to a resizable ``/locs`` dataset.
 
-    Rows are buffered up to 65,536 and appended in one resize, so memory stays bounded. The ``.hdf5``
+    Rows are buffered up to 65,536 and appended in one resize, in whole chunks of ``/locs`` (the rest waits
+    for the next append), so memory stays bounded. The ``.hdf5``
     and ``.yaml`` are written under ``*.partial`` names and renamed on a clean exit (yaml first, so an
     ``.hdf5`` under its final name is always complete); an exception inside the block removes both.
     ``frames`` (the stack length) defaults to the largest frame written + 1 (at least 1).
@@ -121,7 +122,8 @@ class PicassoWriter:
         tmp = self._atomic.enter_context(atomic_output(self.path))
         self._tmp_yaml = self._atomic.enter_context(atomic_output(self.yaml_path))
         self._file = h5py.File(tmp, "w")
-        self._file.create_dataset("locs", shape=(0,), maxshape=(None,), dtype=self.dtype, chunks=(H5_CHUNK_ROWS,))
+        self._file.create_dataset("locs", shape=(0,), maxshape=(None,), dtype=self.dtype,
+                                  chunks=(min(H5_CHUNK_ROWS, FLUSH_ROWS),))
         return self
 
     def records(self, table: EmitterTable) -> np.ndarray:
@@ -158,17 +160,23 @@ class PicassoWriter:
         self._buffered += len(table)
         self._max_frame = max(self._max_frame, int(table["frame"].max()))
         if self._buffered >= FLUSH_ROWS:
-            self._flush()
+            self._flush(whole_chunks=True)
 
-    def _flush(self) -> None:
+    def _flush(self, whole_chunks: bool = False) -> None:
+        """Append the buffer to ``/locs``; with ``whole_chunks`` only whole HDF5 chunks (the rest stays
+        buffered), so that every append starts on a chunk boundary and no chunk is written twice."""
         if not self._buffer:
             return
-        block = np.concatenate(self._buffer)
-        ds = self._file["locs"]
-        ds.resize((self._rows + len(block),))
-        ds[self._rows:] = block
-        self._rows += len(block)
-        self._buffer, self._buffered = [], 0
+        block = self._buffer[0] if len(self._buffer) == 1 else np.concatenate(self._buffer)
+        chunk = self._file["locs"].chunks[0]
+        end = len(block) - len(block) % chunk if whole_chunks else len(block)
+        if end:
+            ds = self._file["locs"]
+            ds.resize((self._rows + end,))
+            ds[self._rows:] = block[:end]
+            self._rows += end
+        self._buffer = [block[end:].copy()] if end < len(block) else []
+        self._buffered = len(block) - end
 
     def info_docs(self) -> list[dict[str, Any]]:
         """The metadata documents (Picasso's list of dicts) written to the ``.yaml`` and ``/metadata``."""

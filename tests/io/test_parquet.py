@@ -13,7 +13,7 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.localizations import read_localizations
 from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import write_thunderstorm_csv
+from decode_mem.io.thunderstorm import thunderstorm_columns, write_thunderstorm_csv
 
 PX = 100.0
 
@@ -68,6 +68,25 @@ def test_writes_are_buffered_into_row_groups(tmp_path) -> None:
     assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [10, 10, 5]
     assert pq.read_table(tmp_path / "l.parquet", columns=["id"])["id"].to_pylist() == list(range(1, 26))
     np.testing.assert_allclose(read_parquet(tmp_path / "l.parquet")["x"], EmitterTable.concat(parts)["x"], rtol=1e-6)
+
+
+def test_row_groups_are_exact_whatever_the_write_sizes_and_values_are_the_columns(tmp_path) -> None:
+    """Writes of 7 rows into groups of 10: groups of exactly 10, the rest at the end; every value is the
+    float64 of ``thunderstorm_columns`` (what the CSV writer formats), unchanged by the encoding."""
+    rng = np.random.default_rng(2)
+    parts = [table(7, seed=s, prob=rng.uniform(0, 1, 7), sigma_x=rng.uniform(0.1, 0.5, 7),
+                   sigma_y=rng.uniform(0.1, 0.5, 7)) for s in range(5)]
+    extras = ("prob", "sigma_x", "sigma_y", "sigma_photons")  # sigma_photons absent: NaN
+    with ParquetWriter(tmp_path / "l.parquet", PX, extras, row_group_rows=10) as w:
+        for p in parts:
+            w.write(p)
+    pf = pq.ParquetFile(tmp_path / "l.parquet")
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [10, 10, 10, 5]
+    expected = thunderstorm_columns(EmitterTable.concat(parts), PX, extras)
+    got = pq.read_table(tmp_path / "l.parquet")
+    assert got.column_names == list(expected)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(got[name].to_numpy(), values, err_msg=name)
 
 
 def test_exception_leaves_no_file(tmp_path) -> None:

@@ -89,15 +89,18 @@ def test_precision_without_sigmas_is_mortensen_and_never_nan(tmp_path) -> None:
 
 
 def test_streaming_appends_across_flushes(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(picasso_io, "FLUSH_ROWS", 4)
+    monkeypatch.setattr(picasso_io, "FLUSH_ROWS", 4)  # chunks of 4 rows too
     parts = [table(3, seed=s) for s in range(5)]
+    sizes = []
     with PicassoWriter(tmp_path / "s.hdf5", width=16, height=12, pixel_size=100.0) as w:
         for p in parts:
             w.write(p)
+            sizes.append(len(w._file["locs"]))
         w.write(EmitterTable.empty())
+    assert sizes == [0, 4, 8, 12, 12]  # appends of whole chunks only, the rest buffered until the end
     with h5py.File(tmp_path / "s.hdf5", "r") as f:
         assert f["locs"].maxshape == (None,)
-        assert f["locs"].chunks is not None
+        assert f["locs"].chunks == (4,)
         locs = f["locs"][()]
     whole = EmitterTable.concat(parts)
     np.testing.assert_array_equal(locs["x"], whole["x"])
