@@ -1,5 +1,9 @@
 """The files of one stack: streaming localization writers, then the JSON summary, written last.
 
+The writers run in a thread of their own behind a queue of ``WRITE_QUEUE_BLOCKS`` blocks (``WriteBehind``):
+``write`` returns at once while the queue has room, so the loop that feeds the device does not wait for text
+formatting, compression or the disk.
+
 Every file is written under a ``.partial`` name and renamed when complete (the writers in
 ``decode_mem.io`` do this); the JSON summary is renamed last, so its presence means that every other
 output of the stack is complete: ``--resume`` skips exactly the stacks that have one.
@@ -19,9 +23,12 @@ from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.atomic import atomic_output, partial_path, remove_path
 from decode_mem.io.localizations import open_writer
 from decode_mem.io.table import EmitterTable
+from decode_mem.io.write_behind import WriteBehind
 
 EXTRAS_2D = ("prob", "sigma_x", "sigma_y", "sigma_photons")
 EXTRAS_3D = ("prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
+WRITE_QUEUE_BLOCKS = 4  # blocks of emitters waiting for the writers at most (a 256-frame block of 256² frames
+# with ~600 emitters each is ~7 MB)
 
 
 def summary_path(out: str | os.PathLike, stem: str) -> Path:
@@ -50,7 +57,8 @@ class StackOutputs:
     """``with StackOutputs(...) as outs: outs.write(table)``, then ``outs.finish(summary)`` writes the JSON.
 
     On an exception inside the block every writer discards its partial file; nothing of the stack
-    appears under a final name that was not there before.
+    appears under a final name that was not there before. A writer's error (raised in the writer thread)
+    is raised by a later ``write`` or on leaving the block, and discards the partial files the same way.
     """
 
     def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, pixel_size: float,
@@ -71,6 +79,7 @@ class StackOutputs:
         self.prob_map = (None if prob_map_block is None
                          else ProbabilityMap(prob_map_path(out, stem), shape, prob_map_block))
         self._stack = ExitStack()
+        self._behind: WriteBehind[EmitterTable] | None = None
         self.n_localizations = 0
         self.last_frame = -1
 
@@ -87,6 +96,8 @@ class StackOutputs:
                 stack.enter_context(writer)
             if self.prob_map is not None:
                 stack.enter_context(self.prob_map)
+            # entered last, left first: the queue is drained (or dropped) before the writers close
+            self._behind = stack.enter_context(WriteBehind(self._write_all, WRITE_QUEUE_BLOCKS))
             self._stack = stack.pop_all()
         return self
 
@@ -97,11 +108,18 @@ class StackOutputs:
             if first < self.last_frame:
                 raise ValueError(f"{self.stem}: emitters of frame {first} after frame {self.last_frame}")
             self.last_frame = int(table["frame"].max())
-        for writer in self._writers:
-            writer.write(table)
+        if self._behind is None:
+            raise RuntimeError("StackOutputs.write outside its with block")
+        self._behind.put(table)
         self.n_localizations += len(table)
 
+    def _write_all(self, table: EmitterTable) -> None:
+        """In the writer thread: the block to every file."""
+        for writer in self._writers:
+            writer.write(table)
+
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._behind = None
         self._stack.__exit__(exc_type, exc, tb)
 
     def finish(self, summary: dict[str, Any]) -> Path:
