@@ -27,6 +27,14 @@ comparisons and the 3×3 maximum are done on the logits (``sigmoid`` is monotone
 no rounding), and the summed probability is computed in float64 only at the few candidate pixels, in a fixed
 order. ``p`` itself is never materialised for the whole frame.
 
+Device and host: :func:`detect_candidates` does steps 1-3 where the output is (a GPU) and packs each candidate
+into one row of a small tensor (its 5 logits, the channels at its pixel, frame, row and column); only those
+rows leave the device, so a caller can collect a whole block of tiles and copy it once
+(``infer.predict_stack`` does). :func:`candidates_to_emitters` does steps 4-5 on the host, in float64.
+Candidates whose float32 summed probability on the device is more than ``PREFILTER_MARGIN`` below the threshold
+are dropped there: float32 rounding moves that sum by < 1e-6, so step 5 on the host keeps exactly the same
+detections. :func:`output_to_emitters` is the two in a row.
+
 Tiling: a detection at pixel (i, j) depends only on the logits in the 3×3 neighbourhood of (i, j) and on the
 other channels at (i, j). So a tile gives exactly the whole-frame detections inside its ``core`` when the array
 passed in holds exact network output for the core plus ``MARGIN`` px on every side that is not the frame's
@@ -63,6 +71,11 @@ _READ = {
 }
 _P, _DX, _DY = OUTPUT_CHANNELS.index("p_logit"), OUTPUT_CHANNELS.index("dx"), OUTPUT_CHANNELS.index("dy")
 _COLUMNS = ("frame", "x", "y", "z", "photons", "bg", "prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
+PREFILTER_MARGIN = 1e-3
+"""Candidates summing to less than ``threshold - PREFILTER_MARGIN`` in float32 stay on the device."""
+_N_CROSS = 5
+CANDIDATE_WIDTH = _N_CROSS + len(OUTPUT_CHANNELS) + 3
+"""Float32 values per candidate row: 5 logits, the output channels, then frame, row, col (int32 bits)."""
 # the pixel itself first, then its 4 edge neighbours: the summation order is fixed
 _CROSS = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1))
 
@@ -138,11 +151,26 @@ def output_to_emitters(
     ``MARGIN``). ``frame_shape=(H, W)``: drop detections whose position lies outside the frame (x outside
     ``[-0.5, W - 0.5)`` or y outside ``[-0.5, H - 0.5)``: emitters just beyond the edge, which the network can
     see by their light; ground truth and users count only emitters in the image). Works on numpy arrays and
-    tensors on any device (computed there; only the detections are
+    tensors on any device (computed there; only the candidates are
     copied to the host). Temporary memory is a few boolean/float masks of size N·H·W. Rows come out in
     (item, row, column) order. Returns an EmitterTable with the columns
     ``frame, x, y, z, photons, bg, prob, sigma_x, sigma_y, sigma_z, sigma_photons`` (x, y, σx, σy in px).
     """
+    candidates = detect_candidates(output, frames, config=config, offset=offset, core=core)
+    return candidates_to_emitters(candidates.cpu(), config=config, frame_shape=frame_shape)
+
+
+def detect_candidates(
+    output: torch.Tensor | np.ndarray,
+    frames: int | Sequence[int] | np.ndarray,
+    *,
+    config: PostprocessConfig,
+    offset: tuple[int, int] = (0, 0),
+    core: tuple[slice, slice] | None = None,
+) -> torch.Tensor:
+    """Steps 1-3 where ``output`` is: a ``(K, CANDIDATE_WIDTH)`` float32 tensor on its device, one row per
+    candidate in (item, row, column) order (arguments as :func:`output_to_emitters`). Rows of several calls
+    can be concatenated and copied to the host at once for :func:`candidates_to_emitters`."""
     out = _as_tensor(output)
     if out.ndim == 3:
         out = out[None]
@@ -162,7 +190,7 @@ def output_to_emitters(
     y0, x0 = (int(v) for v in offset)
     cy0, cy1, cx0, cx1 = _core_bounds(core, h, w)
     if n == 0 or cy1 <= cy0 or cx1 <= cx0:
-        return EmitterTable.empty(_COLUMNS[6:])
+        return torch.zeros((0, CANDIDATE_WIDTH), dtype=torch.float32, device=out.device)
 
     with torch.no_grad():
         logit = out[:, _P]  # (N, H, W) view
@@ -184,10 +212,29 @@ def output_to_emitters(
             inside = (ii >= 0) & (ii < h) & (jj >= 0) & (jj < w)
             vals = logit[b, ii.clamp(0, h - 1), jj.clamp(0, w - 1)]
             cross.append(torch.where(inside, vals, torch.full((), -math.inf, device=vals.device)))
-        cross_l = torch.stack(cross, dim=1).cpu().numpy().astype(np.float64)
-        values = out[b, :, i, j].cpu().numpy()  # (K, 10)
-        b, i, j = b.cpu().numpy(), i.cpu().numpy(), j.cpu().numpy()
+        cross_l = torch.stack(cross, dim=1)
+        lower = float(config.threshold) - PREFILTER_MARGIN
+        if lower > 0:  # far below the threshold even with float32 rounding: no need to copy them
+            near = torch.sigmoid(cross_l).sum(dim=1) >= lower
+            b, i, j, cross_l = b[near], i[near], j[near], cross_l[near]
+        if np.array_equal(frames_arr, np.arange(frames_arr[0], frames_arr[0] + n)):
+            frame = b + int(frames_arr[0])
+        else:
+            frame = torch.as_tensor(frames_arr, device=b.device)[b]
+        where = torch.stack([frame, i + y0, j + x0], dim=1).to(torch.int32).view(torch.float32)
+        return torch.cat([cross_l, out[b, :, i, j], where], dim=1)
 
+
+def candidates_to_emitters(candidates: torch.Tensor | np.ndarray, *, config: PostprocessConfig,
+                           frame_shape: tuple[int, int] | None = None) -> EmitterTable:
+    """Steps 4-5 on the host: rows of :func:`detect_candidates` (a host tensor or array) -> emitters.
+    ``frame_shape`` as in :func:`output_to_emitters`."""
+    rows = candidates.numpy() if isinstance(candidates, torch.Tensor) else np.asarray(candidates, np.float32)
+    if rows.ndim != 2 or rows.shape[1] != CANDIDATE_WIDTH or rows.dtype != np.float32:
+        raise ValueError(f"candidates must be float32 rows of {CANDIDATE_WIDTH}, got {rows.dtype} {rows.shape}")
+    cross_l = rows[:, :_N_CROSS].astype(np.float64)
+    values = rows[:, _N_CROSS:_N_CROSS + len(OUTPUT_CHANNELS)]
+    where = np.ascontiguousarray(rows[:, _N_CROSS + len(OUTPUT_CHANNELS):]).view(np.int32)
     p = expit(cross_l)  # float64, elementwise: independent of where the pixel sits in the array
     prob = p[:, 0]
     for k in range(1, p.shape[1]):
@@ -195,13 +242,13 @@ def output_to_emitters(
     if config.clamp:
         prob = np.minimum(prob, 1.0)
     keep = prob >= config.threshold
-    values, b, i, j, prob = values[keep], b[keep], i[keep], j[keep], prob[keep]
+    values, where, prob = values[keep], where[keep], prob[keep]
 
     columns = {
-        "frame": frames_arr[b],
+        "frame": where[:, 0].astype(np.int64),
         # integer part first, then the offset: the same float result whatever the tile origin
-        "x": (j + x0).astype(np.float64) + values[:, _DX].astype(np.float64),
-        "y": (i + y0).astype(np.float64) + values[:, _DY].astype(np.float64),
+        "x": where[:, 2].astype(np.float64) + values[:, _DX].astype(np.float64),
+        "y": where[:, 1].astype(np.float64) + values[:, _DY].astype(np.float64),
         "prob": prob,
     }
     columns.update({name: values[:, ch] for name, ch in _READ.items()})

@@ -170,7 +170,7 @@ def test_predict_stack_equals_whole_frame_pipeline(dense: DecodeNet, dense_shall
     tables = list(predict_stack(stack, net, chunk_size=chunk, batch_size=4, block=2, postprocess=PP,
                                 on_block=seen.append))
     assert [b.t0 for b in seen] == [0, 2, 4] and len(tables) == 3
-    assert len(seen[0].results) == n_tiles  # one table per (tile, run); one run of 2 windows per block
+    assert len(seen[0].results) == n_tiles  # candidates per (tile, run); one run of 2 windows per block
     for table, block in zip(tables, seen, strict=True):  # per block, frames in order, only the block's frames
         assert np.all(np.diff(table["frame"]) >= 0)
         assert set(table["frame"]) <= set(range(block.t0, block.t0 + block.n_frames))

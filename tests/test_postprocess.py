@@ -8,9 +8,17 @@ import numpy as np
 import pytest
 import torch
 
+from decode_mem import postprocess
 from decode_mem.errors import ConfigError
 from decode_mem.io.table import EmitterTable
-from decode_mem.postprocess import MARGIN, OUTPUT_CHANNELS, PostprocessConfig, output_to_emitters
+from decode_mem.postprocess import (
+    MARGIN,
+    OUTPUT_CHANNELS,
+    PostprocessConfig,
+    candidates_to_emitters,
+    detect_candidates,
+    output_to_emitters,
+)
 
 CH = {name: k for k, name in enumerate(OUTPUT_CHANNELS)}
 CFG = PostprocessConfig(threshold=0.5, raw_threshold=0.1, split_threshold=0.6)
@@ -216,6 +224,46 @@ def test_four_tiles_equal_the_whole_frame() -> None:
             parts.append(output_to_emitters(tile, [0], config=CFG, offset=(ty0, tx0),
                                             core=(slice(y0 - ty0, y1 - ty0), slice(x0 - tx0, x1 - tx0))))
     _assert_tables_equal(EmitterTable.concat(parts), whole)
+
+
+def test_candidates_of_many_tiles_copied_at_once_give_the_tables_of_each_tile() -> None:
+    """What infer does per block: every tile's candidates concatenated (on the device), one copy, one table;
+    the same rows in the same order as one table per tile."""
+    out = np.stack([_seam_output(s, 32, 32) for s in (7, 8)])
+    per_tile, candidates = [], []
+    for y0, y1 in ((0, 16), (16, 32)):
+        for x0, x1 in ((0, 16), (16, 32)):
+            ty0, tx0 = max(y0 - MARGIN, 0), max(x0 - MARGIN, 0)
+            tile = torch.from_numpy(out[:, :, ty0:y1 + MARGIN, tx0:x1 + MARGIN])
+            where = {"offset": (ty0, tx0), "core": (slice(y0 - ty0, y1 - ty0), slice(x0 - tx0, x1 - tx0))}
+            per_tile.append(output_to_emitters(tile, [3, 9], config=CFG, frame_shape=(31, 31), **where))
+            candidates.append(detect_candidates(tile, [3, 9], config=CFG, **where))
+    block = candidates_to_emitters(torch.cat(candidates), config=CFG, frame_shape=(31, 31))
+    expected = EmitterTable.concat(per_tile)
+    assert len(expected) > 20 and set(expected["frame"]) == {3, 9}
+    for name in expected.names:
+        np.testing.assert_array_equal(block[name], expected[name], err_msg=name)
+
+
+def test_the_device_prefilter_keeps_exactly_the_detections(monkeypatch) -> None:
+    """Isolated maxima whose summed probability lies within 1e-6 of the threshold, and some far below it:
+    dropping the far ones on the device (float32) changes nothing of the float64 result on the host."""
+    rng = np.random.default_rng(4)
+    h = w = 60
+    p = np.full((h, w), 1e-9)
+    centres = [(i, j) for i in range(2, h - 2, 4) for j in range(2, w - 2, 4)]
+    for k, (i, j) in enumerate(centres):
+        p[i, j] = CFG.threshold + rng.uniform(-1e-6, 1e-6) if k % 3 else rng.uniform(0.15, 0.45)
+    out = np.zeros((10, h, w), np.float32)
+    out[CH["p_logit"]] = _logit(p)
+    with_prefilter = output_to_emitters(out, [0], config=CFG)
+    kept = len(detect_candidates(out, [0], config=CFG))
+    monkeypatch.setattr(postprocess, "PREFILTER_MARGIN", 2.0)  # threshold - 2 < 0: no prefilter
+    assert len(detect_candidates(out, [0], config=CFG)) == len(centres) > kept
+    without = output_to_emitters(out, [0], config=CFG)
+    assert 0 < len(without) < len(centres) * 2 // 3 + 1  # the near ones split both ways
+    for name in without.names:
+        np.testing.assert_array_equal(with_prefilter[name], without[name], err_msg=name)
 
 
 def test_a_margin_smaller_than_MARGIN_breaks_the_seam() -> None:

@@ -6,8 +6,9 @@
 
 ``predict_stack`` = ``plan.choose_sizes`` (``'auto'`` sizes: the fastest that fit the memory budget, from the
 planner's prediction) + ``tiling.TiledExecutor`` (exact tiles, frame features computed once per frame, AMP,
-out-of-memory back-off) + ``postprocess.output_to_emitters`` on each tile's core, computed on the device, so
-only the detections travel to the host. Memory is set by ``chunk_size`` and ``batch_size`` (the network's
+out-of-memory back-off) + ``postprocess.detect_candidates`` on each tile's core, computed on the device; the
+candidates of a whole block travel to the host in one copy, where ``postprocess.candidates_to_emitters`` makes
+the block's table with whole-array operations. Memory is set by ``chunk_size`` and ``batch_size`` (the network's
 working set) and ``block`` (whole raw frames on the host); the stack's length does not enter, and no
 full-frame output or feature map is ever made. ``process_large_image``
 returns the full output map of one image or window, for inspection and for callers that want it.
@@ -16,7 +17,7 @@ returns the full output map of one image or window, for inspection and for calle
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -31,7 +32,13 @@ from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import emulated_bf16
 from decode_mem.plan.choose import SizeChoice, choose_sizes_here
-from decode_mem.postprocess import MARGIN, PostprocessConfig, output_to_emitters
+from decode_mem.postprocess import (
+    CANDIDATE_WIDTH,
+    MARGIN,
+    PostprocessConfig,
+    candidates_to_emitters,
+    detect_candidates,
+)
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
 Size = int | Literal["auto"]
@@ -101,11 +108,10 @@ def predict_stack(
     if on_plan is not None:
         on_plan(choice)
 
-    def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> EmitterTable:
+    def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> torch.Tensor:
         if prob_map is not None:
             prob_map.add(tile, frames, output)
-        return output_to_emitters(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep,
-                                  frame_shape=(h, w))
+        return detect_candidates(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
 
     def stream() -> Iterator[EmitterTable]:
         for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
@@ -113,9 +119,17 @@ def predict_stack(
                 prob_map.flush(result.t0, result.n_frames)
             if on_block is not None:
                 on_block(result)
-            yield EmitterTable.concat(result.results).sorted_by_frame()
+            yield block_emitters(result.results, postprocess, (h, w))
 
     return stream()
+
+
+def block_emitters(candidates: Sequence[torch.Tensor], postprocess: PostprocessConfig,
+                   frame_shape: tuple[int, int]) -> EmitterTable:
+    """One block's table from its tiles' ``detect_candidates`` rows (on the device): one copy to the host,
+    whole-array work there, rows in frame order (within a frame tile by tile)."""
+    rows = torch.cat(list(candidates)).cpu() if candidates else torch.zeros((0, CANDIDATE_WIDTH))
+    return candidates_to_emitters(rows, config=postprocess, frame_shape=frame_shape).sorted_by_frame()
 
 
 def process_large_image(
