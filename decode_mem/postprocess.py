@@ -215,7 +215,7 @@ def detect_candidates(
         cross_l = torch.stack(cross, dim=1)
         lower = float(config.threshold) - PREFILTER_MARGIN
         if lower > 0:  # far below the threshold even with float32 rounding: no need to copy them
-            near = torch.sigmoid(cross_l).sum(dim=1) >= lower
+            near = torch.nonzero(torch.sigmoid(cross_l).sum(dim=1) >= lower)[:, 0]  # one sync, then gathers
             b, i, j, cross_l = b[near], i[near], j[near], cross_l[near]
         if np.array_equal(frames_arr, np.arange(frames_arr[0], frames_arr[0] + n)):
             frame = b + int(frames_arr[0])
