@@ -17,6 +17,7 @@ from typing import Any
 from decode_mem.errors import DecodeMemError
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
+DEVICE_HELP = "auto | cpu | cuda | cuda:N (default auto: CUDA when present, else the CPU)"
 
 
 def int_or_auto(value: str) -> int | str:
@@ -30,8 +31,10 @@ def int_or_auto(value: str) -> int | str:
 
 
 def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
-    """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks."""
-    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description,
+    """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks and loses the
+    reStructuredText double backticks of a module docstring (``--help`` is plain text)."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}",
+                                description=description.replace("``", "") if description else description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quiet", action="store_true", default=None, help="no progress bars or summary lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")

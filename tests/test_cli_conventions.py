@@ -39,3 +39,37 @@ def test_bad_settings_exit_2_with_one_error_line(tmp_path: Path, capsys) -> None
     assert main([str(tmp_path / "missing.csv"), "--out", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "missing.csv" in err[0]
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_flag_has_help_without_rest_markup(job: str) -> None:
+    """Every flag and positional says what it is; ``--help`` is plain text (no reStructuredText ``` `` ```);
+    a flag with a default shows it; ``--device`` reads the same in every job."""
+    parser = importlib.import_module(f"decode_mem.{job}.__main__").build_parser()
+    for action in parser._actions:
+        name = action.option_strings[0] if action.option_strings else action.dest
+        assert action.help and action.help.strip(), f"{job}: {name} has no help text"
+        if "--device" in action.option_strings:
+            assert action.help.startswith("auto | cpu | cuda | cuda:N"), f"{job}: --device reads {action.help!r}"
+            # simulate keeps cpu (said in its help): CUDA's random numbers would give another movie per seed
+            want = {"simulate": "cpu", "train": None}.get(job, "auto")  # train: None is the config's, else auto
+            assert action.default == want, f"{job}: --device {action.default!r}"
+    text = parser.format_help()
+    assert "``" not in text, f"{job}: --help shows reStructuredText markup"
+    assert "%(default)" not in text
+
+
+def test_threshold_help_names_the_real_default() -> None:
+    from decode_mem.infer.__main__ import build_parser
+    from decode_mem.postprocess import PostprocessConfig
+
+    (action,) = [a for a in build_parser()._actions if "--threshold" in a.option_strings]
+    assert f"default {PostprocessConfig().threshold:g}" in action.help
+
+
+def test_pipeline_description_names_every_step() -> None:
+    from decode_mem.pipeline.__main__ import build_parser
+
+    text = build_parser().description
+    for step in ("simulate", "train", "infer", "drift", "evaluate", "render", "report"):
+        assert step in text

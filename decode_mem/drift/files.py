@@ -62,7 +62,7 @@ def correct_file(path: str | os.PathLike, out_dir: str | os.PathLike, config: Dr
     fmt = file_format(path)
     meta = localization_meta(path)
     unit = _pixel_size(path, fmt, meta.pixel_size, pixel_size)
-    frame, x, y, extras = _positions(path, unit)
+    frame, x, y, extras, three_d = _positions(path, unit)
     if estimate is None:
         estimate = estimate_drift(frame, x, y, config, n_frames=meta.frames, progress=progress)
     del frame, x, y
@@ -71,7 +71,7 @@ def correct_file(path: str | os.PathLike, out_dir: str | os.PathLike, config: Dr
     if corrected.resolve() == path.resolve():
         raise ConfigError(f"{path}: the corrected file would overwrite the input; choose another --out")
     shift = lambda table: _shifted(table, estimate, unit)  # noqa: E731
-    n = _rewrite(path, corrected, fmt, unit, meta, extras, shift, estimate)
+    n = _rewrite(path, corrected, fmt, unit, meta, extras, three_d, shift, estimate)
     table = out_dir / f"{path.stem}_drift.csv"
     write_drift_csv(table, estimate.frames, estimate.dxdy)
     plot = out_dir / f"{path.stem}_drift.png"
@@ -102,18 +102,21 @@ def _pixel_size(path: Path, fmt: str, recorded: float | None, given: float | Non
     return float(unit)
 
 
-def _positions(path: Path, unit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
-    """frame (int32), x, y (float32 nm) of every localization, and the optional columns the file has."""
+def _positions(path: Path, unit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], bool]:
+    """frame (int32), x, y (float32 nm) of every localization, the optional columns the file has and whether
+    any z is not 0 (the corrected file keeps z only then: a 2-D file gets no z column)."""
     frames, xs, ys = [], [], []
     extras: tuple[str, ...] = ()
+    three_d = False
     for table in iter_localizations(path, pixel_size=unit):
+        three_d = three_d or bool(np.any(table["z"] != 0))
         frames.append(table["frame"].astype(np.int32))
         xs.append((table["x"] * unit).astype(np.float32))
         ys.append((table["y"] * unit).astype(np.float32))
         extras = tuple(c for c in OPTIONAL if c in table)
     if not frames or sum(len(f) for f in frames) == 0:
         raise StackError(f"{path}: holds no localizations")
-    return np.concatenate(frames), np.concatenate(xs), np.concatenate(ys), extras
+    return np.concatenate(frames), np.concatenate(xs), np.concatenate(ys), extras, three_d
 
 
 def _shifted(table: EmitterTable, estimate: DriftEstimate, unit: float) -> EmitterTable:
@@ -122,9 +125,9 @@ def _shifted(table: EmitterTable, estimate: DriftEstimate, unit: float) -> Emitt
 
 
 def _rewrite(path: Path, out: Path, fmt: str, unit: float, meta: LocalizationMeta, extras: tuple[str, ...],
-             shift: Callable[[EmitterTable], EmitterTable], estimate: DriftEstimate) -> int:
+             three_d: bool, shift: Callable[[EmitterTable], EmitterTable], estimate: DriftEstimate) -> int:
     """Stream ``path`` into ``out`` (same format) with every chunk corrected; returns the row count."""
-    options = {}
+    options: dict = {"three_d": three_d}
     n = 0
     width, height = meta.width, meta.height
     if fmt == "picasso":

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
 from decode_mem.infer.__main__ import CAMERA_FLAGS
 
 
@@ -39,9 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(run_, "--batch_size", type=int_or_auto, default="auto", help="inference batch, or auto")
     add(run_, "--memory_limit", help="memory budget of fine-tuning and inference, e.g. 2GiB (host RssAnon on a CPU, "
         "device memory on CUDA); fine-tuning that cannot fit it is refused")
-    run_.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run_.add_argument("--device", default="auto", help=DEVICE_HELP)
     run_.add_argument("--threads", type=int, help="torch CPU threads")
-    run_.add_argument("--seed", type=int, default=0)
+    run_.add_argument("--seed", type=int, default=0, help="random seed of the matched simulations (default 0)")
     return p
 
 

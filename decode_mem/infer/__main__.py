@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES, load_yaml, resolve_device
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16, off")
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
     add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
-    mem.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when available)")
+    mem.add_argument("--device", default="auto", help=DEVICE_HELP)
     mem.add_argument("--threads", type=int, help="torch CPU threads per process (default: torch's, the cores; idle "
                                                   "threads sleep instead of spinning)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "benchmarks/results/streams.md); each adds a block and the network's working set")
     add(mem, "--memory_log_file", help="memory CSV, one row per block")
     det = p.add_argument_group("detection and camera")
-    det.add_argument("--threshold", type=float, help="detection probability threshold")
+    det.add_argument("--threshold", type=float,
+                     help="detection probability threshold (default 0.4, the shipped post-processing's)")
     det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera; sCMOS maps by path); "
                                       "default: the model's")
     for flag in CAMERA_FLAGS:
@@ -88,7 +89,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     if args.camera:
         camera = Camera.from_dict(load_yaml(args.camera, section="camera"), base_dir=Path(args.camera).parent)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-    device = str(resolve_device(args.device or "auto"))  # CUDA asked for but absent: an error before any work
+    device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
     if args.whole_frames and args.chunk_size != "auto":
         from decode_mem.errors import ConfigError

@@ -68,13 +68,15 @@ class StackOutputs:
         self.shape = shape
         frames, height, width = shape
         extras = EXTRAS_3D if three_d else EXTRAS_2D
-        common = {"pixel_size": pixel_size, "width": width, "height": height, "frames": frames, "extras": extras}
+        # a 2-D model's z is 0 everywhere: no z column, which tools such as locan would read as 3-D data
+        common = {"pixel_size": pixel_size, "width": width, "height": height, "frames": frames, "extras": extras,
+                  "three_d": three_d}
         self._writers = []
         for fmt in formats:
             path = self.out / f"{stem}{SUFFIXES[fmt][0]}"
             options: dict[str, Any] = {}
             if fmt == "picasso":
-                options = {"three_d": three_d, "psf_sigma": psf_sigma, "source": source, "source_dtype": source_dtype}
+                options = {"psf_sigma": psf_sigma, "source": source, "source_dtype": source_dtype}
             self._writers.append(open_writer(path, **common, **options))
         self.prob_map = (None if prob_map_block is None
                          else ProbabilityMap(prob_map_path(out, stem), shape, prob_map_block))

@@ -54,16 +54,18 @@ def open_writer(path: str | os.PathLike, *, pixel_size: float, width: int | None
 
     ``extras`` are optional table columns to keep (``prob``, ``sigma_x``, ...). ``width``/``height``
     (px) are required for Picasso and recorded in parquet; ``options`` go to the format's writer
-    (Picasso: ``three_d``, ``psf_sigma``, ``source``, ``info``; parquet: ``row_group_rows``).
+    (every format: ``three_d``, False leaves z out of the file; Picasso: ``psf_sigma``, ``source``, ``info``;
+    parquet: ``row_group_rows``).
     """
     fmt = file_format(path)
     unknown = [e for e in extras if e not in OPTIONAL]
     if unknown:
         raise ConfigError(f"{path}: unknown extra columns {unknown}; choose from {', '.join(OPTIONAL)}")
     if fmt == "csv":
+        three_d = options.pop("three_d", True)
         if options:
             raise ConfigError(f"{path}: options {sorted(options)} do not apply to CSV")
-        return ThunderstormWriter(path, pixel_size, tuple(extras))
+        return ThunderstormWriter(path, pixel_size, tuple(extras), three_d)
     if fmt == "parquet":
         return ParquetWriter(path, pixel_size, tuple(extras), width=width, height=height, frames=frames, **options)
     if width is None or height is None:
@@ -74,8 +76,10 @@ def open_writer(path: str | os.PathLike, *, pixel_size: float, width: int | None
 
 def write_localizations(table: EmitterTable, path: str | os.PathLike, *, pixel_size: float,
                         **meta: Any) -> None:
-    """Write a whole table to ``path`` (format by suffix), keeping every optional column it has."""
+    """Write a whole table to ``path`` (format by suffix), keeping every optional column it has; z only
+    where some localization has a z other than 0 (unless ``three_d`` is given)."""
     meta.setdefault("extras", tuple(c for c in OPTIONAL if c in table))
+    meta.setdefault("three_d", bool(np.any(table["z"] != 0)))
     with open_writer(path, pixel_size=pixel_size, **meta) as writer:
         writer.write(table)
 

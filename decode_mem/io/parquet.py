@@ -2,7 +2,7 @@
 
 A parquet file holds exactly what our CSV holds (DESIGN.md §3): columns ``id``, ``frame`` (int64,
 **1-based**), ``x [nm]``, ``y [nm]`` measured from the image's outer corner (pixel centre ``j`` is at
-``(j + 0.5) * pixel_size``), ``z [nm]``, ``intensity [photon]``, ``offset [photon]``, ``uncertainty [nm]``,
+``(j + 0.5) * pixel_size``), ``z [nm]`` (3-D only), ``intensity [photon]``, ``offset [photon]``, ``uncertainty [nm]``,
 then the optional extras (``prob``, ``sigma_x [nm]``, ...), all float64. So a parquet file and a CSV
 written from the same table read back to the same table, and tools that read one read the other.
 The file's key-value metadata ``decode_mem`` (JSON) records ``pixel_size`` (nm) and, when known,
@@ -27,7 +27,7 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
-from decode_mem.io.thunderstorm import BASE_COLUMNS, EXTRA_COLUMNS, table_from_thunderstorm, thunderstorm_columns
+from decode_mem.io.thunderstorm import EXTRA_COLUMNS, column_headers, table_from_thunderstorm, thunderstorm_columns
 
 META_KEY = "decode_mem"
 ROW_GROUP_ROWS = 65_536
@@ -46,10 +46,11 @@ class ParquetWriter:
 
     def __init__(self, path: str | os.PathLike, pixel_size: float, extras: tuple[str, ...] = (), *,
                  width: int | None = None, height: int | None = None, frames: int | None = None,
-                 row_group_rows: int = ROW_GROUP_ROWS, compression: str = "zstd") -> None:
+                 row_group_rows: int = ROW_GROUP_ROWS, compression: str = "zstd", three_d: bool = True) -> None:
         self.path = Path(path)
         self.pixel_size = float(pixel_size)
         self.extras = tuple(extras)
+        self.three_d = bool(three_d)
         unknown = [e for e in self.extras if e not in EXTRA_COLUMNS]
         if unknown:
             raise ValueError(f"ParquetWriter: unknown extra columns {unknown}")
@@ -59,7 +60,7 @@ class ParquetWriter:
                                      "frames": frames, "generated_by": generated_by()}
         self.row_group_rows = max(1, int(row_group_rows))
         self.compression = compression
-        headers = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
+        headers = column_headers(self.extras, self.three_d)
         self.schema = pa.schema([(h, pa.int64() if h in ("id", "frame") else pa.float64()) for h in headers])
         self._atomic = ExitStack()
         self._writer: pq.ParquetWriter | None = None
@@ -78,7 +79,8 @@ class ParquetWriter:
         n = len(table)
         if n == 0:
             return
-        self._buffer.append(thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id))
+        self._buffer.append(thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id,
+                                                 three_d=self.three_d))
         self._next_id += n
         self._buffered += n
         self._max_frame = max(self._max_frame, int(table["frame"].max()))

@@ -2,7 +2,8 @@
 
 Columns ``id,frame,x [nm],y [nm],z [nm],intensity [photon],offset [photon],uncertainty [nm]`` then
 optional extras; frames 1-based; x/y from the image's outer corner, so pixel centre ``j`` is at
-``(j + 0.5) * pixel_size`` nm.
+``(j + 0.5) * pixel_size`` nm. 2-D results leave out ``z [nm]`` (``three_d=False``): an all-zero z column
+makes tools such as locan read the data as 3-D; a file without it reads back with z = 0.
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ EXTRA_COLUMNS = {  # table column -> (csv header, multiply by pixel size?)
 }
 
 
+def column_headers(extras: tuple[str, ...] = (), three_d: bool = True) -> list[str]:
+    """The file's headers in order: the base columns (without ``z [nm]`` for 2-D), then the extras'."""
+    base = [h for h in BASE_COLUMNS if three_d or h != "z [nm]"]
+    return base + [EXTRA_COLUMNS[e][0] for e in extras]
+
+
 def thunderstorm_columns(table: EmitterTable, pixel_size: float, extras: tuple[str, ...] = (),
-                         first_id: int = 1) -> dict[str, np.ndarray]:
+                         first_id: int = 1, three_d: bool = True) -> dict[str, np.ndarray]:
     """The ThunderSTORM columns (header -> values) of ``table``: 1-based frames, nm from the corner.
 
     Same numbers as ``ThunderstormWriter`` writes (before its text formatting); extras missing from
-    ``table`` are NaN.
+    ``table`` are NaN; no ``z [nm]`` when ``three_d`` is False.
     """
     n = len(table)
     px = float(pixel_size)
@@ -54,6 +61,8 @@ def thunderstorm_columns(table: EmitterTable, pixel_size: float, extras: tuple[s
         unc,
     ]
     cols = dict(zip(BASE_COLUMNS, values, strict=True))
+    if not three_d:
+        del cols["z [nm]"]
     for extra in extras:
         header, in_px = EXTRA_COLUMNS[extra]
         scale = px if in_px else 1.0
@@ -87,10 +96,12 @@ class ThunderstormWriter:
     whole columns (``csv_lines``): the bytes ``np.savetxt`` would write with ``formats``, several times faster.
     """
 
-    def __init__(self, path: str | os.PathLike, pixel_size: float, extras: tuple[str, ...] = ()) -> None:
+    def __init__(self, path: str | os.PathLike, pixel_size: float, extras: tuple[str, ...] = (),
+                 three_d: bool = True) -> None:
         self.path = Path(path)
         self.pixel_size = float(pixel_size)
         self.extras = tuple(extras)
+        self.three_d = bool(three_d)
         unknown = [e for e in self.extras if e not in EXTRA_COLUMNS]
         if unknown:
             raise ValueError(f"ThunderstormWriter: unknown extra columns {unknown}")
@@ -99,21 +110,22 @@ class ThunderstormWriter:
         self._fh = None
         # fixed decimals: 0.0001 nm / photon everywhere in the field of view (``%g`` would round x to 1 nm
         # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
-        self.formats = ["%d", "%d"] + ["%.4f"] * (len(BASE_COLUMNS) - 2) + [
+        self._headers = column_headers(self.extras, self.three_d)
+        self.formats = ["%d", "%d"] + ["%.4f"] * (len(self._headers) - 2 - len(self.extras)) + [
             "%.6g" if e == "prob" else "%.4f" for e in self.extras]
 
     def __enter__(self) -> ThunderstormWriter:
         tmp = self._atomic.enter_context(atomic_output(self.path))
         self._fh = open(tmp, "wb")
-        header = list(BASE_COLUMNS) + [EXTRA_COLUMNS[e][0] for e in self.extras]
-        self._fh.write((",".join(f'"{h}"' for h in header) + "\n").encode())
+        self._fh.write((",".join(f'"{h}"' for h in self._headers) + "\n").encode())
         return self
 
     def write(self, table: EmitterTable) -> None:
         n = len(table)
         if n == 0:
             return
-        cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id)
+        cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id,
+                                    three_d=self.three_d)
         for text in csv_lines(list(cols.values()), self.formats):
             self._fh.write(text)
         self._next_id += n
@@ -123,8 +135,9 @@ class ThunderstormWriter:
         self._atomic.__exit__(exc_type, exc, tb)  # renamed when complete, removed on an error
 
 
-def write_thunderstorm_csv(table: EmitterTable, path: str | os.PathLike, pixel_size: float) -> None:
+def write_thunderstorm_csv(table: EmitterTable, path: str | os.PathLike, pixel_size: float,
+                           three_d: bool = True) -> None:
     """Write a whole table atomically (all optional columns that the table has)."""
     extras = tuple(c for c in EXTRA_COLUMNS if c in table)
-    with ThunderstormWriter(path, pixel_size, extras) as writer:
+    with ThunderstormWriter(path, pixel_size, extras, three_d) as writer:
         writer.write(table)

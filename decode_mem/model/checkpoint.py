@@ -104,6 +104,10 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
         state["model_config"] = {**FORMAT_1_MODEL, **state["model_config"]}
         state["meta"] = {**state["meta"], "envelope": _envelope(state["meta"].get("simulation", {}), path)}
         state["format_version"] = FORMAT_VERSION
+    if isinstance(state["model_config"], dict) and "sigma_photons_eps" not in state["model_config"]:
+        # weights trained against the floor sigma_eps * photon_scale keep it (their sigma head saturates there)
+        cfg = state["model_config"]
+        state["model_config"] = {**cfg, "sigma_photons_eps": ModelConfig.legacy_sigma_photons_eps(cfg)}
     return state
 
 

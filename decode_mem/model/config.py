@@ -53,6 +53,11 @@ class ModelConfig:
     bg_scale              photons / px of a saturated ``bg`` output; also the background unit of the loss.
     bg_param              "sqrt" (``bg = sigmoid² · bg_scale``) or "linear" (``sigmoid · bg_scale``).
     sigma_max, sigma_eps  sigmas are ``sigmoid * sigma_max + sigma_eps`` in scaled units (px for x, y).
+    sigma_photons_eps     floor of the photon sigma in photons: ``sigmoid * sigma_max * photon_scale +
+                          sigma_photons_eps``. A floor in scaled units (``sigma_eps * photon_scale``, 300
+                          photons at 30 000) is above the whole error of a dim spot; checkpoints made before
+                          this field keep that legacy floor (``LEGACY_SIGMA_PHOTONS_EPS``), which their
+                          weights were trained against.
     p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
     grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
     use_z                 False for 2-D data: the z output is 0 and the loss ignores z.
@@ -72,6 +77,7 @@ class ModelConfig:
     bg_param: str = "sqrt"
     sigma_max: float = 3.0
     sigma_eps: float = 0.01
+    sigma_photons_eps: float = 10.0  # below the shot noise of the dimmest spot detected (~100 photons)
     p_bias_init: float = -6.0
     grad_checkpointing: bool = False
     use_z: bool = True
@@ -94,7 +100,8 @@ class ModelConfig:
             raise ConfigError(f"model.input_transform must be one of {INPUT_TRANSFORMS}, got {self.input_transform!r}")
         if self.bg_param not in BG_PARAMS:
             raise ConfigError(f"model.bg_param must be one of {BG_PARAMS}, got {self.bg_param!r}")
-        for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps"):
+        for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps",
+                     "sigma_photons_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"model.{name} must be a positive finite number, got {value!r}")
@@ -106,6 +113,13 @@ class ModelConfig:
             raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
         if not isinstance(self.grad_checkpointing, bool):
             raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
+
+    @staticmethod
+    def legacy_sigma_photons_eps(params: dict[str, Any]) -> float:
+        """The photon-sigma floor of a config saved before ``sigma_photons_eps``: ``sigma_eps * photon_scale``."""
+        defaults = ModelConfig()
+        return float(params.get("sigma_eps", defaults.sigma_eps)) * float(
+            params.get("photon_scale", defaults.photon_scale))
 
     @property
     def downsample_factor(self) -> int:

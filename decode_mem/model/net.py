@@ -7,7 +7,8 @@ Architecture (re-implemented from the published description, Speiser et al. 2021
 * **temporal U-Net** (``temporal_unet``): ``UNet2d(3 * inter_features -> inter_features)`` on the three
   frames' features concatenated in the order (t-1, t, t+1);
 * **heads**: p (1 channel), means (photons, dx, dy, z), sigmas (4) and background (1); each head is
-  ``conv3x3 -> activation -> conv1x1``.
+  ``conv3x3 -> activation -> conv1x1``, the last conv in float32 also under autocast (so bf16 does not
+  quantize photon counts).
 
 The output is a float32 tensor ``(N, 10, H, W)`` in **physical units**, channels in the order
 ``OUTPUT_CHANNELS``:
@@ -20,7 +21,7 @@ The output is a float32 tensor ``(N, 10, H, W)`` in **physical units**, channels
                       emitter is at ``x = col + dx``, ``y = row + dy`` (pixel centres at integer
                       coordinates, x = column axis, y = row axis)
 ``z``                 ``tanh * z_scale`` (nm)
-``sigma_photons``     ``(sigmoid * sigma_max + sigma_eps) * photon_scale`` (photons)
+``sigma_photons``     ``sigmoid * sigma_max * photon_scale + sigma_photons_eps`` (photons)
 ``sigma_x/sigma_y``   ``(sigmoid * sigma_max + sigma_eps)`` (px)
 ``sigma_z``           ``(sigmoid * sigma_max + sigma_eps) * z_scale`` (nm)
 ``bg``                ``sigmoid * bg_scale`` (``bg_param='linear'``) or ``sigmoid² * bg_scale``
@@ -95,6 +96,9 @@ class DecodeNet(nn.Module):
         )
         sigma_unit = torch.tensor([cfg.photon_scale, 1.0, 1.0, cfg.z_scale], dtype=torch.float32)
         self.register_buffer("_sigma_unit", sigma_unit.view(1, 4, 1, 1), persistent=False)
+        sigma_floor = torch.tensor([cfg.sigma_photons_eps, cfg.sigma_eps, cfg.sigma_eps, cfg.sigma_eps * cfg.z_scale],
+                                   dtype=torch.float32)
+        self.register_buffer("_sigma_floor", sigma_floor.view(1, 4, 1, 1), persistent=False)
         self.reset_parameters()
 
     # ------------------------------------------------------------------ set-up
@@ -227,7 +231,7 @@ class DecodeNet(nn.Module):
             dxdy = torch.tanh(raw[:, 2:4])
             # a 2-D model predicts no z: the channel is 0 so that downstream z is never noise
             z = torch.tanh(raw[:, 4:5]) * cfg.z_scale if cfg.use_z else torch.zeros_like(raw[:, 4:5])
-            sigmas = (torch.sigmoid(raw[:, 5:9]) * cfg.sigma_max + cfg.sigma_eps) * self._sigma_unit
+            sigmas = torch.sigmoid(raw[:, 5:9]) * cfg.sigma_max * self._sigma_unit + self._sigma_floor
             bg = torch.sigmoid(raw[:, 9:10])
             bg = (bg * bg if cfg.bg_param == "sqrt" else bg) * cfg.bg_scale
             return torch.cat([p_logit, photons, dxdy, z, sigmas, bg], dim=1)
@@ -278,13 +282,26 @@ class DecodeNet(nn.Module):
                 f"{tuple(f_prev.shape)}, {tuple(f_mid.shape)}, {tuple(f_next.shape)}"
             )
         h = self._run(self.temporal_unet, torch.cat([f_prev, f_mid, f_next], dim=1))
-        return torch.cat([head(h) for head in self.heads.values()], dim=1)
+        return torch.cat([_head_fp32_out(head, h) for head in self.heads.values()], dim=1)
 
     def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.config.grad_checkpointing and self.training and torch.is_grad_enabled():
             # no dropout / randomness in the network, so the RNG state need not be stashed
             return checkpoint(module, x, use_reentrant=False, preserve_rng_state=False)
         return module(x)
+
+
+def _head_fp32_out(head: _Head, h: torch.Tensor) -> torch.Tensor:
+    """A head whose last (1x1) conv runs in float32 also under autocast.
+
+    Its raw output goes through a sigmoid times ``photon_scale`` (30 000 photons): rounded to bf16's 8
+    significant bits it left a few hundred distinct photon counts in a whole movie. The 1x1 conv is a few
+    percent of the head's work; the 3x3 conv before it keeps the autocast dtype.
+    """
+    x = head[1](head[0](h))
+    last = head[2]
+    with torch.autocast(device_type=h.device.type, enabled=False):
+        return F.conv2d(x.float(), last.weight.float(), last.bias.float())
 
 
 def _anscombe(x: torch.Tensor) -> torch.Tensor:

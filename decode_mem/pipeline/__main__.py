@@ -11,8 +11,9 @@ from decode_mem.cli import new_parser, run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = new_parser("decode_mem.pipeline", "Run a pipeline YAML: simulate -> train -> infer -> evaluate -> render "
-                                          "(each step optional), and print where everything went.")
+    p = new_parser("decode_mem.pipeline", "Run a pipeline YAML: simulate -> train -> infer -> drift -> evaluate -> "
+                                          "render -> report.html (each step optional), and print where "
+                                          "everything went.")
     p.add_argument("pipeline", help="pipeline YAML, e.g. pipelines/quickstart.yaml")
     p.add_argument("--out", help="output folder (default: the YAML's 'out')")
     p.add_argument("--quick", action="store_true", help="merge the YAML's 'quick' section: a tiny smoke-test run")

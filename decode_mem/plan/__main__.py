@@ -19,7 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES
 
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="windows per network call, or auto")
     p.add_argument("--amp", choices=AMP_CHOICES,
                    help="precision (default: off for inference, the training config's for --train)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
     p.add_argument("--dtype", help="pixel type of the stack (default uint16)")
     add(p, "--memory_limit", help="budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)")

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--drift_frames", type=float, help="the drift's time scale in frames (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--block", type=int, help="frames simulated and written at a time (default: ~4 M pixels)")
-    p.add_argument("--device", default="cpu", help="torch device for the simulation (default cpu)")
+    p.add_argument("--device", default="cpu", help="auto | cpu | cuda | cuda:N (default cpu: a seed gives the same "
+                                                   "movie on every machine, which CUDA's random numbers would not)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     return p
 

@@ -91,7 +91,8 @@ def simulate_stack(config: SimulationConfig, n_frames: int, out: str | os.PathLi
     sim = MovieSimulator(config, seed, device)
     meta = {"decode_mem_simulation": config.to_dict(), "seed": int(seed)}
     n_rows = 0
-    gt_writer: Any = (ThunderstormWriter(gt, config.camera.pixel_size) if gt is not None
+    gt_writer: Any = (ThunderstormWriter(gt, config.camera.pixel_size, three_d=config.psf != "gauss2d")
+                      if gt is not None
                       else contextlib.nullcontext())
     drift_out = drift_path(gt) if gt is not None and sim.drift is not None else None
     drift_writer: Any = DriftWriter(drift_out) if drift_out is not None else contextlib.nullcontext()

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES
 
 
@@ -24,14 +24,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=("tiny", "small", "default"),
                    help="model size: tiny (tests), small (CPU), default (DECODE: depth 2, 48 features)")
     run_ = p.add_argument_group("optimization")
-    run_.add_argument("--steps", type=int)
+    run_.add_argument("--steps", type=int, help="optimizer steps (default: the config's, else 2000)")
     add(run_, "--batch_size", type=int, help="training windows per micro-batch")
     add(run_, "--accumulation_steps", type=int, help="micro-batches per optimizer step")
-    run_.add_argument("--lr", type=float)
-    run_.add_argument("--seed", type=int)
-    add(run_, "--val_every", type=int)
-    add(run_, "--log_every", type=int)
-    add(run_, "--checkpoint_every", type=int)
+    run_.add_argument("--lr", type=float, help="learning rate of AdamW (default: the config's, else 6e-4)")
+    run_.add_argument("--seed", type=int, help="random seed of the simulation and the weights (default 0)")
+    add(run_, "--val_every", type=int, help="validate every N steps (default: the config's, else 250)")
+    add(run_, "--log_every", type=int, help="a train_log.csv row every N steps (default: the config's, else 10)")
+    add(run_, "--checkpoint_every", type=int,
+        help="write <out>/checkpoint.pt every N steps, for --resume (default: the config's, else 250)")
     run_.add_argument("--resume", action="store_true", default=None, help="continue from <out>/checkpoint.pt")
     mem = p.add_argument_group("memory")
     mem.add_argument("--amp", choices=AMP_CHOICES,
@@ -43,11 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     add(mem, "--chunk_size", type=int_or_auto, help="crop side in px, or 'auto' (the largest that fits the budget)")
     add(mem, "--memory_limit", help="e.g. 2GiB: host RssAnon on a CPU, device memory on CUDA; settings whose "
         "planned peak exceeds it (default: what the machine has) are refused")
-    add(mem, "--grad_checkpointing", action="store_true", default=None)
-    add(mem, "--memory_tracking", action="store_true", default=None)
+    add(mem, "--grad_checkpointing", action="store_true", default=None,
+        help="recompute each U-Net's activations in the backward pass: less memory, about a third more time")
+    add(mem, "--memory_tracking", action="store_true", default=None,
+        help="record host (and GPU) memory per step in the memory CSV (default: on)")
     add(mem, "--memory_log_file", help="memory CSV (default <out>/memory.csv)")
     hw = p.add_argument_group("hardware")
-    hw.add_argument("--device", help="auto | cpu | cuda | cuda:N")
+    hw.add_argument("--device", help=DEVICE_HELP.replace("default auto", "default: the config's, else auto"))
     add(hw, "--num_workers", type=int,
         help="simulate the training windows in N CPU worker processes (default 0: in blocks on --device)")
     hw.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a busy machine)")

@@ -332,3 +332,62 @@ def test_a_2d_model_outputs_zero_z() -> None:
     with torch.inference_mode():
         out = net(torch.rand(2, 3, 12, 12) * 200)
     assert torch.count_nonzero(out[:, 4]) == 0
+
+
+def test_photon_outputs_are_not_quantized_under_bf16() -> None:
+    """The heads' last conv runs in fp32: under bf16 autocast the shipped model's photon counts at the
+    detections of the sample take as many values as there are detections; through a logit rounded to bf16
+    (the conv's output before) a few hundred photons apart collapse onto one value."""
+    import tifffile
+
+    from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
+
+    if not SHIPPED_MODEL.is_file():
+        pytest.skip("the shipped model is not there")
+    net = load_model().net
+    frames = torch.from_numpy(tifffile.imread(SHIPPED_MODEL.parents[1] / "sample" / "stack.tif")[:6, :48, :48]
+                              .astype("float32"))
+    cam = load_model().camera
+    x = torch.stack([frames[i:i + 3] for i in range(4)])
+    x = (x - cam.baseline) / cam.adu_per_photon
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = net(x)
+    with torch.no_grad():
+        ref = net(x)
+    spots = torch.sigmoid(ref[:, CHANNEL_INDEX["p_logit"]]) > 0.3
+    photons = out[:, CHANNEL_INDEX["photons"]][spots]
+    assert out.dtype == torch.float32 and spots.sum() >= 10
+    assert photons.unique().numel() == photons.numel()
+    scale = net.config.photon_scale
+    np_ref = ref[:, CHANNEL_INDEX["photons"]][spots]
+    assert ((photons - np_ref).abs() < 0.05 * np_ref + 20).all()  # bf16 features, fp32 last layer
+    # what a bf16 logit gave: the same photons through a logit rounded to bf16
+    rounded = torch.sigmoid(torch.logit(np_ref / scale).bfloat16().float()) * scale
+    assert rounded.unique().numel() < np_ref.numel()
+
+
+def test_photon_sigma_floor_is_in_photons_and_legacy_checkpoints_keep_theirs(tmp_path) -> None:
+    """A saturated sigma head gives the floor ``sigma_photons_eps`` (10 photons), not sigma_eps * photon_scale
+    (300 photons at 30 000, above the whole error of a dim spot); a checkpoint saved before the field
+    existed keeps the floor its weights were trained against."""
+    from decode_mem.io.camera import Camera
+    from decode_mem.model.checkpoint import load_checkpoint, load_model, save_checkpoint
+
+    cfg = ModelConfig.tiny(photon_scale=30000.0)
+    net = DecodeNet(cfg).eval()
+    with torch.no_grad():
+        net.heads["sigma"][-1].bias.fill_(-40.0)  # sigmoid ~ 0: the floor
+        out = net(_frames(1, 8, 8))
+    sig = out[0, CHANNEL_INDEX["sigma_photons"]]
+    assert torch.allclose(sig, torch.full_like(sig, cfg.sigma_photons_eps)) and cfg.sigma_photons_eps == 10.0
+    assert torch.allclose(out[0, CHANNEL_INDEX["sigma_x"]], torch.full_like(sig, cfg.sigma_eps))
+    path = save_checkpoint(tmp_path / "m.pt", net=net, camera=Camera.emccd(), simulation={}, step=0)
+    assert load_model(path).net.config == cfg  # a new checkpoint keeps its floor
+    state = torch.load(path, weights_only=True)
+    del state["model_config"]["sigma_photons_eps"]  # as saved before the field existed
+    torch.save(state, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt")["model_config"]["sigma_photons_eps"] == 300.0
+    old = load_model(tmp_path / "old.pt").net
+    with torch.no_grad():
+        sig_old = old(_frames(1, 8, 8))[0, CHANNEL_INDEX["sigma_photons"]]
+    assert torch.allclose(sig_old, torch.full_like(sig_old, 300.0))

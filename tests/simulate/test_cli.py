@@ -44,7 +44,8 @@ def test_cli_writes_tiff_and_ground_truth(tmp_path: Path) -> None:
     with open(gt) as fh:
         header = fh.readline()
         first = fh.readline().split(",")
-    assert header.startswith('"id","frame","x [nm]","y [nm]","z [nm]","intensity [photon]"')
+    # a 2-D PSF: no z column (locan and others would read an all-zero z as 3-D data)
+    assert header.startswith('"id","frame","x [nm]","y [nm]","intensity [photon]"')
     assert int(first[1]) == 1  # 1-based frames in the file
 
 
