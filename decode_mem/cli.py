@@ -30,13 +30,25 @@ def int_or_auto(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {value!r}") from None
 
 
+def progress_bars(quiet: bool | None = False) -> bool:
+    """Whether to draw progress bars: not ``quiet`` and stderr a terminal. A bar redraws itself with
+    carriage returns and cursor-up codes, which a log file (``2> log``, a pipe) would keep as garbage."""
+    if quiet:
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
+
+
 def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks and loses the
     reStructuredText double backticks of a module docstring (``--help`` is plain text)."""
     p = argparse.ArgumentParser(prog=f"python -m {prog}",
                                 description=description.replace("``", "") if description else description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quiet", action="store_true", default=None, help="no progress bars or summary lines")
+    p.add_argument("--quiet", action="store_true", default=None,
+                   help="no progress bars or summary lines (bars are drawn only when stderr is a terminal)")
     p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return p
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, progress_bars, run
 from decode_mem.infer.__main__ import CAMERA_FLAGS
 
 
@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.quiet:
                     print(f"fine-tuning for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
                           f"{details['accumulation_steps']} accumulated): " + "; ".join(details["why"]))
-                bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune", disable=bool(args.quiet))
+                bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune",
+                           disable=not progress_bars(args.quiet))
             elif bar is not None:
                 bar.close()
                 bar = None

@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from decode_mem.cli import progress_bars
 from decode_mem.infer.observe import InferObserver
 from decode_mem.memory import MemoryTracker
 
 
 class ConsoleObserver(InferObserver):
-    """tqdm bars (one for the stacks, one per stack) unless ``quiet``; warnings always go to stderr; a
+    """tqdm bars (one for the stacks when there are several, one per stack) unless ``quiet`` or stderr is no
+    terminal (a log file gets no cursor codes); warnings always go to stderr; a
     MemoryTracker reads the main process's memory after every block (bounded history, for the report), and
     with ``memory_log_file`` also writes it as CSV."""
 
@@ -25,8 +27,8 @@ class ConsoleObserver(InferObserver):
         self._bar: Any = None
 
     def run_started(self, n_stacks: int) -> None:
-        self._overall = tqdm(total=n_stacks, unit="stack", desc="stacks", disable=self.quiet or n_stacks < 2,
-                             position=0)
+        self._overall = tqdm(total=n_stacks, unit="stack", desc="stacks",
+                             disable=not progress_bars(self.quiet) or n_stacks < 2, position=0, file=sys.stderr)
 
     def message(self, line: str) -> None:
         if not self.quiet:
@@ -36,7 +38,11 @@ class ConsoleObserver(InferObserver):
         tqdm.write(f"warning: {line}", file=sys.stderr)
 
     def stack_started(self, stem: str, frames: int) -> None:
-        self._bar = tqdm(total=frames, unit="frame", desc=stem, disable=self.quiet, leave=False, position=1)
+        # below the stacks bar only when it is drawn: a bar at position 1 closes with a cursor-up that leaves the
+        # cursor at the bar's last column, where the next line would start (a lone "1" at column 160 in tmux)
+        below = self._overall is not None and not self._overall.disable
+        self._bar = tqdm(total=frames, unit="frame", desc=stem, disable=not progress_bars(self.quiet), leave=False,
+                         position=1 if below else 0, file=sys.stderr)
 
     def block_done(self, stem: str, frames: int, result: Any | None) -> None:
         if self._bar is not None:

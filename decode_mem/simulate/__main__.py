@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import add, new_parser, progress_bars, run
 from decode_mem.config import load_yaml
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         start = time.perf_counter()
-        with tqdm(total=args.frames, unit="frame", desc="simulate", disable=bool(args.quiet)) as bar:
+        with tqdm(total=args.frames, unit="frame", desc="simulate", disable=not progress_bars(args.quiet)) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
                                     device=args.device, camera_out=args.camera_out, progress=bar.update)
         if not args.quiet:

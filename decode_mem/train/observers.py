@@ -10,6 +10,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from decode_mem.cli import progress_bars
 from decode_mem.config import resolve_device
 from decode_mem.memory import MemoryTracker
 from decode_mem.train.config import TrainConfig
@@ -31,7 +32,8 @@ def train_observed(cfg: TrainConfig) -> Path:
         nonlocal tracker, bar
         if bar is None:
             tracker = _tracker(cfg, rank, resumed) if cfg.memory_tracking else None
-            bar = tqdm(total=cfg.steps, desc="train", unit="step", disable=bool(cfg.quiet) or not rank.is_main)
+            bar = tqdm(total=cfg.steps, desc="train", unit="step",
+                       disable=not progress_bars(cfg.quiet) or not rank.is_main)
 
     def on_step(step: int, row: dict[str, Any]) -> None:
         start()
