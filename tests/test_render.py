@@ -114,10 +114,11 @@ def test_cli_writes_png_and_float_tiff(tmp_path, capsys) -> None:
 def test_cli_csv_needs_no_pixel_size_and_honours_shape(tmp_path) -> None:
     t = random_locs(200, seed=6)
     write_localizations(t, tmp_path / "l.csv", pixel_size=PX)
-    assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "a.tif"), "--quiet"]) == 0  # rendered in nm
+    assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "a.tif"), "--blur", "none",
+                 "--quiet"]) == 0  # rendered in nm
     assert tifffile.imread(tmp_path / "a.tif").sum() == 200
     assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "b.tif"), "--pixel_size", "100",
-                 "--shape", "16", "32", "--quiet"]) == 0
+                 "--shape", "16", "32", "--blur", "none", "--quiet"]) == 0
     b = tifffile.imread(tmp_path / "b.tif")
     np.testing.assert_array_equal(b, render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP))
 
@@ -188,8 +189,56 @@ def test_figures_draw_big_images_binned_to_the_display_size() -> None:
     wide = rng.normal(500.0, 20.0, (2 * DISPLAY_PIXELS + 100, DISPLAY_PIXELS + 10))
     sr = rng.poisson(0.1, (4 * DISPLAY_PIXELS, 2 * DISPLAY_PIXELS)).astype(np.float32)
     fig = side_by_side_figure(wide, sr, pixel_size=PX, render_pixel=PX / 4)
-    (shown_wide,), (shown_sr,) = (ax.get_images() for ax in fig.axes)
+    (shown_wide,), (shown_sr,) = (ax.get_images() for ax in fig.axes if ax.get_images())
     assert max(shown_wide.get_array().shape) <= DISPLAY_PIXELS and max(shown_sr.get_array().shape) <= DISPLAY_PIXELS
     w = shown_wide.get_array().shape[1]
     np.testing.assert_allclose(shown_wide.get_array()[0, 0], wide[:3, :3].mean(), rtol=1e-5)  # means of 3 x 3
     np.testing.assert_allclose(shown_wide.get_extent()[1], w * 3 * PX / 1000.0)  # µm: the field it covers
+
+
+def test_cli_default_shows_few_localizations_on_the_camera_field_with_a_legend(tmp_path, capsys) -> None:
+    """21 localizations: 'auto' blurs each by its precision (at least 20 nm), so the PNG is not black dots on a
+    black field; the canvas is the camera's field from the file, the printed size is the PNG's width x height,
+    and a scale bar + colour bar sit in the lower-left corner (and nowhere without ``legend``)."""
+    from matplotlib.image import imread
+
+    from decode_mem.render import save_image
+
+    t = random_locs(21, seed=7, shape=(48, 64), margin=4.0)
+    write_localizations(t, tmp_path / "few.hdf5", pixel_size=PX, width=64, height=48)
+    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "auto.png")]) == 0
+    out = capsys.readouterr().out
+    assert "640 x 480 px (width x height)" in out and "the camera's field" in out
+    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "none.png"), "--blur", "none"]) == 0
+    auto, none = imread(tmp_path / "auto.png"), imread(tmp_path / "none.png")
+    assert auto.shape[:2] == (480, 640)  # rows x columns: the camera's 48 x 64 px at 10 nm
+    lit = lambda img: int((img[:300, :, :3].max(axis=2) > 0.2).sum())  # noqa: E731 (above the legend)
+    assert lit(auto) > 10 * lit(none) > 0
+    image = np.zeros((480, 640), np.float32)
+    save_image(image, tmp_path / "legend.png", render_pixel=RP)
+    save_image(image, tmp_path / "plain.png", render_pixel=RP, legend=False)
+    legend, plain = imread(tmp_path / "legend.png"), imread(tmp_path / "plain.png")
+    corner = legend[400:, :200, :3]
+    assert (corner > 0.95).all(axis=2).sum() > 100  # the white scale bar (1 µm = 100 px) and its label
+    assert np.array_equal(legend[:380], plain[:380]) and plain[..., :3].max() == plain[0, 0, :3].max()
+    tiny = np.ones((40, 60), np.float32)  # too small to hold a legend: the image alone
+    save_image(tiny, tmp_path / "tiny.png", render_pixel=RP)
+    assert imread(tmp_path / "tiny.png").shape[:2] == (40, 60)
+
+
+def test_side_by_side_panels_have_labels_scale_and_colour_bars() -> None:
+    from matplotlib.offsetbox import AnchoredOffsetbox
+
+    from decode_mem.render.widefield import side_by_side_figure
+
+    wide = np.random.default_rng(0).normal(100, 5, (20, 30))
+    sr = np.zeros((200, 300), np.float32)
+    sr[50:60, 100:110] = 1.0
+    fig = side_by_side_figure(wide, sr, pixel_size=PX, render_pixel=RP, n_locs=42, zoom=0.5)
+    panels = [ax for ax in fig.axes if ax.get_images()]
+    bars = [ax for ax in fig.axes if not ax.get_images()]
+    assert len(panels) == 3 and len(bars) == 3  # a colour bar under each panel
+    assert all(ax.get_ylabel() == "y [µm]" and ax.get_xlabel() == "x [µm]" for ax in panels)  # the zoom's too
+    assert all(any(isinstance(a, AnchoredOffsetbox) for a in ax.artists) for ax in panels)  # scale bars
+    assert "42 localizations inside the field" in panels[1].get_title(loc="left")
+    assert bars[1].get_xlabel() == "localizations per 10 nm pixel"

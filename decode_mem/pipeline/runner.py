@@ -252,7 +252,8 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
     save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=step.pixel,
                       n_frames=n_frames, n_locs=n, zoom=step.zoom)
     parts["images"] = Images(px, widefield, image, step.pixel, n_frames, n, step.zoom)
-    echo(f"[render] {n} localizations -> {image.shape[0]}x{image.shape[1]} px of {step.pixel:g} nm, blur {step.blur}; "
+    echo(f"[render] {n} localizations inside the field -> {image.shape[1]} x {image.shape[0]} px (width x height) of "
+         f"{step.pixel:g} nm, blur {step.blur}; "
          f"widefield (mean of {n_frames} frames) beside it in {out['side_by_side'].name}")
     return out
 

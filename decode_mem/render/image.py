@@ -15,7 +15,10 @@ by ``np.unique`` on flattened indices (memory O(chunk), not O(image) like ``np.b
   at least ``sigma`` nm if given), quantised to classes spaced by √2 from half a render pixel (8 by
   default); one histogram per class that occurs, each blurred once. Peak memory: classes + 2 images.
 
-``render_file`` renders a localization file straight into a PNG or TIFF (``python -m decode_mem.render``).
+``render_file`` renders a localization file straight into a PNG or TIFF (``python -m decode_mem.render``), with
+``blur='auto'`` by default: each localization's own precision where the file has it, else a Gaussian of 20 nm
+— single-pixel counts of a sparse file are invisible at a 10 nm grid. The PNG carries a scale bar and a colour
+bar (``save_image``), pasted into its lower-left corner: the PNG keeps one pixel per render pixel.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from decode_mem.io.localizations import file_format, iter_localizations, localiz
 from decode_mem.io.table import EmitterTable
 
 BLURS = ("none", "gaussian", "precision")
+FILE_BLURS = ("auto", *BLURS)  # render_file: 'auto' picks 'precision' or 'gaussian' by the file's columns
+AUTO_SIGMA = 20.0  # nm: blur='auto' on a file without precisions, and the lower bound of 'precision' under 'auto'
 CHUNK_ROWS = 1 << 20
+NICE = (1, 2, 5)  # scale-bar lengths: 1, 2, 5 x 10^k nm
 
 
 def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: float) -> tuple[int, int]:
@@ -127,9 +133,59 @@ def _class_sigma(c: int, render_pixel: float, sigma: float | None) -> float:
 
 # --------------------------------------------------------------------------------------------- output
 
+def nice_length(target: float) -> float:
+    """The largest 1, 2 or 5 x 10^k not above ``target`` (> 0): a scale bar's length."""
+    k = math.floor(math.log10(target))
+    return max(m * 10.0 ** k for m in NICE if m * 10.0 ** k <= target * (1 + 1e-9))
+
+
+def length_label(nm: float) -> str:
+    """``'500 nm'``, ``'2 µm'``."""
+    return f"{nm / 1000:g} µm" if nm >= 1000 else f"{nm:g} nm"
+
+
+def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str) -> np.ndarray:
+    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from 0 to ``vmax``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    w, h, dpi = max(190, bar_px + 90), 64, 100
+    fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
+    fig.patch.set_alpha(0.0)
+    canvas = FigureCanvasAgg(fig)
+    fig.add_artist(Rectangle((0, 0), w, h, transform=None, color="black", alpha=0.6, linewidth=0))
+    fig.add_artist(Rectangle((8, h - 16), bar_px, 5, transform=None, color="white", linewidth=0))
+    fig.text((bar_px + 14) / w, (h - 14) / h, bar_label, color="white", fontsize=8, va="center")
+    ax = fig.add_axes((8 / w, 20 / h, 110 / w, 9 / h))
+    ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(0, vmax, 0, 1))
+    ax.set_yticks([])
+    ax.set_xticks([0, vmax], [0, f"{vmax:.3g}"])
+    ax.tick_params(colors="white", labelsize=7, length=2, pad=1)
+    fig.text(124 / w, 24 / h, unit, color="white", fontsize=7, va="center")
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).copy()
+
+
+def _paste(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
+    """Alpha-blend ``tile`` into the lower-left corner of ``rgba`` (both uint8 RGBA); False where it does not fit
+    with room to spare (an image under three tiles high or two wide keeps no legend)."""
+    th, tw = tile.shape[:2]
+    h, w = rgba.shape[:2]
+    if h < 3 * th or w < 2 * tw:
+        return False
+    region = rgba[h - th - margin:h - margin, margin:margin + tw]
+    alpha = tile[..., 3:4].astype(np.float32) / 255.0
+    region[..., :3] = (tile[..., :3] * alpha + region[..., :3] * (1 - alpha)).astype(np.uint8)
+    return True
+
+
 def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = 99.5,
-               cmap: str = "magma") -> None:
-    """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap, percentile clip)."""
+               cmap: str = "magma", legend: bool = True) -> None:
+    """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap, percentile clip).
+
+    The PNG has one pixel per render pixel and, with ``legend``, a scale bar and a colour bar (localizations
+    per render pixel) in its lower-left corner (left out of an image too small to hold them)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".png", ".tif", ".tiff"):
@@ -143,11 +199,19 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
             raise ConfigError(f"unknown colormap {cmap!r}")
     with atomic_output(path) as tmp:
         if suffix == ".png":
+            from matplotlib import colormaps
             from matplotlib.image import imsave  # no pyplot: no global figure state
 
             positive = image[image > 0]
             vmax = float(np.percentile(positive, percentile)) if positive.size else 1.0
-            imsave(tmp, image, vmin=0.0, vmax=vmax or 1.0, cmap=cmap, format="png", origin="upper")
+            vmax = vmax or 1.0
+            rgba = colormaps[cmap](np.clip(image / vmax, 0.0, 1.0), bytes=True)  # what imsave would make
+            if legend:
+                width_nm = image.shape[1] * render_pixel
+                bar = nice_length(min(width_nm / 5, 100 * render_pixel))
+                _paste(rgba, _legend_rgba(max(1, round(bar / render_pixel)), length_label(bar), vmax, cmap,
+                                          "locs / px"))
+            imsave(tmp, rgba, format="png", origin="upper")
         else:
             import tifffile
 
@@ -157,15 +221,20 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
 
 
 def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel: float = 10.0,
-                pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "none",
+                pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "auto",
                 sigma: float | None = None, percentile: float = 99.5, cmap: str = "magma") -> tuple[np.ndarray, int]:
     """Render a localization file (CSV, Picasso, parquet; streamed) into ``out`` (.png or .tif).
 
-    ``pixel_size`` (nm) and ``shape`` (H, W px) default to the file's metadata; a CSV without them is rendered
-    in nm over the localizations' extent. Returns the image and the number of localizations rendered.
+    ``pixel_size`` (nm) and ``shape`` (H, W px) default to the file's metadata (the camera's field); a CSV,
+    which records neither, is rendered over the localizations' extent from the corner, in nm without a pixel
+    size. ``blur='auto'``: 'precision' (at least ``sigma`` or 20 nm) where the
+    file has sigma_x / sigma_y, else 'gaussian' of ``sigma`` or 20 nm. Returns the image and the number of
+    localizations inside the field.
     """
     if Path(out).suffix.lower() not in (".png", ".tif", ".tiff"):
         raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
+    if blur not in FILE_BLURS:
+        raise ConfigError(f"render: blur must be one of {', '.join(FILE_BLURS)}, got {blur!r}")
     file_format(locs)
     meta = localization_meta(locs)
     pixel_size = pixel_size or meta.pixel_size
@@ -179,6 +248,11 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
         shape = (meta.height, meta.width)
     else:
         shape = _extent_px(locs, pixel_size)
+    if blur == "auto":
+        first = next(iter(iter_localizations(locs, pixel_size=pixel_size, chunk_rows=1)), None)
+        has_precision = first is not None and "sigma_x" in first and "sigma_y" in first
+        blur = "precision" if has_precision else "gaussian"
+        sigma = AUTO_SIGMA if sigma is None else sigma
     if sigma is None and blur == "gaussian":
         sigma = 10.0
     image, n = render_counted(iter_localizations(locs, pixel_size=pixel_size), shape_px=shape,

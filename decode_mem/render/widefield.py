@@ -71,7 +71,8 @@ def save_side_by_side(widefield: np.ndarray, superres: np.ndarray, path: str | o
 
     ``pixel_size``: camera pixel (nm); ``render_pixel``: the super-resolution pixel (nm). ``zoom`` (µm): add a
     third panel with the super-resolution image of the ``zoom`` × ``zoom`` µm square that holds the most
-    localizations (boxed in the other panels). ``n_frames`` and ``n_locs`` only label the panels.
+    localizations (boxed in the other panels). ``n_frames`` and ``n_locs`` (the localizations inside the field,
+    what the image holds) only label the panels.
     """
     fig = side_by_side_figure(widefield, superres, pixel_size=pixel_size, render_pixel=render_pixel,
                               n_frames=n_frames, n_locs=n_locs, zoom=zoom, cmap=cmap)
@@ -103,7 +104,10 @@ def densest_window(image: np.ndarray, size: int) -> tuple[int, int]:
 def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | None, *, pixel_size: float,
                         render_pixel: float | None = None, n_frames: int | None = None, n_locs: int | None = None,
                         zoom: float | None = None, cmap: str = "magma") -> Figure:
-    """The figure of :func:`save_side_by_side` (a matplotlib Figure, no pyplot); a missing image is left out."""
+    """The figure of :func:`save_side_by_side` (a matplotlib Figure, no pyplot); a missing image is left out.
+
+    Every panel has its axes in µm, a scale bar and a colour bar (mean ADU of the widefield, localizations per
+    render pixel of the super-resolution panels)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
@@ -133,26 +137,44 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
     for ax, (kind, image, extent) in zip(axes, panels, strict=True):
         if kind == "widefield":
             lo, hi = display_range(image)
-            ax.imshow(image, cmap="gray", vmin=lo, vmax=hi, extent=extent, interpolation="nearest")
+            shown = ax.imshow(image, cmap="gray", vmin=lo, vmax=hi, extent=extent, interpolation="nearest")
             ax.set_title("widefield" + (f" (mean of {n_frames} frames)" if n_frames else ""), loc="left")
+            unit = "mean frame [ADU]"
         else:
             positive = image[image > 0]
             vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
-            ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
-                      interpolation="antialiased" if kind == "superres" else "nearest")
+            shown = ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
+                              interpolation="antialiased" if kind == "superres" else "nearest")
             if kind == "superres":
-                label = "super-resolution"
-                if n_locs is not None:
-                    label += f" ({n_locs} localizations" + (f", {render_pixel:g} nm pixels)" if render_pixel else ")")
+                label = "super-resolution" + (f" ({render_pixel:g} nm pixels)" if render_pixel else "")
+                if n_locs is not None:  # what the image holds: drift correction moves some out of the field
+                    label += f"\n{n_locs} localizations inside the field"
             else:
                 label = f"super-resolution, zoom {zoom:g} µm"
-            ax.set_title(label, loc="left")
+            ax.set_title(label, loc="left", fontsize="medium")
+            shown_pixel = abs(extent[1] - extent[0]) * 1000.0 / image.shape[1]  # nm: binned when the image is big
+            unit = f"localizations per {shown_pixel:.3g} nm pixel"
         if box is not None and kind != "zoom":
             ax.add_patch(Rectangle(box[:2], box[2], box[2], fill=False, edgecolor="tab:cyan", linewidth=1.2))
         ax.set_xlabel("x [µm]")
+        ax.set_ylabel("y [µm]")
         ax.set_facecolor("black")
-    axes[0].set_ylabel("y [µm]")
+        _scale_bar(ax, abs(extent[1] - extent[0]))
+        fig.colorbar(shown, ax=ax, location="bottom", shrink=0.8, aspect=30, pad=0.01, label=unit)
     return fig
+
+
+def _scale_bar(ax: object, width_um: float) -> None:
+    """A white bar of a round length (about a fifth of the panel) in the panel's lower-right corner."""
+    from matplotlib.font_manager import FontProperties
+    from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
+
+    from decode_mem.render.image import length_label, nice_length
+
+    length = nice_length(width_um / 5)
+    ax.add_artist(AnchoredSizeBar(ax.transData, length, length_label(length * 1000), "lower right", pad=0.4,
+                                  color="white", frameon=False, size_vertical=width_um / 150,
+                                  fontproperties=FontProperties(size="small")))
 
 
 def _extent(shape: tuple[int, ...], pixel_nm: float) -> tuple[float, float, float, float]:

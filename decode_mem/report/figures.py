@@ -77,12 +77,18 @@ def drift_png(curve: DriftCurve) -> bytes:
     return png_bytes(fig)
 
 
-def memory_png(history: Mapping[str, np.ndarray]) -> bytes:
-    """Host memory (and GPU memory when there is any) against elapsed time, phases shaded and named."""
+def memory_png(history: Mapping[str, np.ndarray], title: str | None = None) -> bytes:
+    """:func:`memory_figure` as PNG bytes."""
+    return png_bytes(memory_figure(history, title))
+
+
+def memory_figure(history: Mapping[str, np.ndarray], title: str | None = None) -> Figure:
+    """Host memory (and GPU memory when there is any) against elapsed time, each phase of the run a shaded
+    band named in a legend; ``title`` (default: what the plot shows, over which phases) above it."""
     t = np.asarray(history["elapsed_s"], np.float64)
     gpu = [(k, label) for k, label in GPU_SERIES if k in history and np.isfinite(history[k]).any()]
     panels = [("host memory [MB]", HOST_SERIES)] + ([("GPU memory [MB]", tuple(gpu))] if gpu else [])
-    fig, axes = _figure(8.0, 2.8 * len(panels), rows=len(panels))
+    fig, axes = _figure(8.0, 2.8 * len(panels) + 0.3, rows=len(panels))
     for ax, (ylabel, series) in zip(axes, panels, strict=True):
         for key, label in series:
             y = np.asarray(history.get(key, np.full(t.shape, np.nan)), np.float64)
@@ -91,28 +97,38 @@ def memory_png(history: Mapping[str, np.ndarray]) -> bytes:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         if ax.lines:
-            ax.legend(loc="upper left", fontsize="small")
-    _shade_phases(axes, t, history.get("phase"))
+            ax.legend(loc="upper left", fontsize="small", title="reading", title_fontsize="small")
+    names = _shade_phases(axes, t, history.get("phase"))
+    if title is None:
+        what = "host and GPU memory" if gpu else "host memory"
+        title = f"{what} of the process over the run" + (f" ({', '.join(names)})" if names else "")
+    axes[0].set_title(title, loc="left", fontsize="medium")
     axes[-1].set_xlabel("elapsed time [s]")
-    return png_bytes(fig)
+    return fig
 
 
-def _shade_phases(axes: np.ndarray, t: np.ndarray, phases: np.ndarray | None) -> None:
-    """Alternate grey bands over the runs of one phase, named at the top of the first panel."""
+def _shade_phases(axes: np.ndarray, t: np.ndarray, phases: np.ndarray | None) -> list[str]:
+    """One coloured band per run of a phase (a colour per phase name), the names in a legend at the upper right
+    of the first panel, outside it; returns the names in order of appearance."""
+    from matplotlib.patches import Patch
+
     if phases is None or len(phases) == 0:
-        return
+        return []
     names = [str(p) if p is not None else "" for p in phases]
-    span = float(t[-1] - t[0]) if len(t) > 1 else 0.0
+    order = list(dict.fromkeys(n for n in names if n))
+    colours = {n: f"C{(i + 3) % 10}" for i, n in enumerate(order)}  # C0-C2 are the readings' lines
     start = 0
-    band = 0
     for i in range(1, len(names) + 1):
         if i == len(names) or names[i] != names[start]:
             lo, hi = t[start], t[min(i, len(t) - 1)]
             if names[start] and hi > lo:
                 for ax in axes:
-                    ax.axvspan(lo, hi, color="0.5", alpha=0.08 if band % 2 else 0.16, linewidth=0)
-                if hi - lo > 0.08 * span:  # name the bands wide enough for a label
-                    axes[0].text((lo + hi) / 2, 1.01, names[start], transform=axes[0].get_xaxis_transform(),
-                                 ha="center", va="bottom", fontsize="small")
-                band += 1
+                    ax.axvspan(lo, hi, color=colours[names[start]], alpha=0.15, linewidth=0)
             start = i
+    if order:
+        lines = axes[0].get_legend()
+        axes[0].legend(handles=[Patch(color=colours[n], alpha=0.3, label=n) for n in order], loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0), fontsize="small", title="phase", title_fontsize="small")
+        if lines is not None:
+            axes[0].add_artist(lines)  # keep the readings' legend beside the phases'
+    return order

@@ -105,3 +105,20 @@ def test_screenshot_without_chromium_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "r.html").write_text("<html></html>")
     with pytest.raises(DecodeMemError, match="wrote no screenshot"):
         screenshot(tmp_path / "r.html", tmp_path / "r.png", chromium="/bin/false")
+
+
+def test_memory_figure_is_titled_and_names_every_phase_band() -> None:
+    """The title says what is drawn; every phase has its own coloured band named in a legend, narrow ones too
+    (a band's name used to be written only over bands wider than 8 % of the run)."""
+    from decode_mem.report.figures import memory_figure
+
+    t = np.linspace(0.0, 10.0, 101)
+    phases = np.array(["simulate"] * 3 + ["infer"] * 80 + ["drift"] * 10 + ["render"] * 8, dtype=object)
+    fig = memory_figure({"elapsed_s": t, "phase": phases, "rss_anon_mb": 100 + t, "vm_rss_mb": 200 + t})
+    ax = fig.axes[0]
+    assert ax.get_title(loc="left") == "host memory of the process over the run (simulate, infer, drift, render)"
+    legends = [a for a in ax.artists if hasattr(a, "get_texts")] + [ax.get_legend()]
+    names = {t.get_text() for leg in legends for t in leg.get_texts()}
+    assert {"simulate", "infer", "drift", "render", "RssAnon", "VmRSS"} <= names
+    colours = {p.get_facecolor() for p in ax.patches}
+    assert len(colours) == 4  # one colour per phase
