@@ -33,6 +33,17 @@ def preliminary_background(photons: np.ndarray, tile: int = 16) -> np.ndarray:
     return ndimage.gaussian_filter(full, tile / 2, mode="nearest")
 
 
+def block_background(photons: np.ndarray, min_frames: int = 8, smoothing: float = 1.5) -> np.ndarray:
+    """(H, W) background of a block of consecutive frames, what the spot fits stand on: each pixel's median
+    over the block (spots blink: a pixel is lit in a few of its frames), smoothed over ``smoothing`` px. It
+    follows a cell-like background (a ramp from 80 to 900 photons/px, a bright nucleus) that a window's
+    constant background cannot: on it the fits widened to their bound and most failed, or took the slope's
+    light as photons. Fewer than ``min_frames`` frames: ``preliminary_background``."""
+    if len(photons) < min_frames:
+        return preliminary_background(photons)
+    return ndimage.gaussian_filter(np.median(photons, axis=0), smoothing, mode="nearest")
+
+
 def spot_mask(shape: tuple[int, int, int], frame: np.ndarray, row: np.ndarray, col: np.ndarray,
               radius: int) -> np.ndarray:
     """(n, H, W) True within ``radius`` px of any of the given spot positions of each frame."""

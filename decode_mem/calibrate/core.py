@@ -2,7 +2,9 @@
 
 Frames are read in runs of ``RUN_FRAMES`` consecutive frames spread evenly over the movie (consecutive, so
 that molecules can be followed from frame to frame), one run at a time: memory is a few runs' worth of
-frames whatever the movie's length. Per run: convert to photons, detect and fit spots (``spots``), mask them
+frames whatever the movie's length. Per run: convert to photons, detect and fit spots (``spots``) on the frames
+minus the run's background map (each pixel's median over the run: a cell-like background that rises several-fold
+within a window would otherwise widen the fits and bias the photons), mask them
 and add the quiet pixels to the background statistics (``background``). Then: background map and level,
 camera check, PSF width, photons, tracks, on-time and density.
 """
@@ -20,9 +22,9 @@ import numpy as np
 from decode_mem.calibrate.background import (
     BackgroundEstimate,
     QuietStats,
+    block_background,
     estimate_background,
     fixed_pattern,
-    preliminary_background,
     spot_mask,
 )
 from decode_mem.calibrate.blinking import link, on_time
@@ -97,7 +99,7 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
 def _pilot_sigma(photons: np.ndarray) -> float:
     """A first PSF width from the first frames, to size the detection filter and the fit windows."""
     photons = photons[:PILOT_FRAMES]
-    loc = localize_block(photons, preliminary_background(photons), sigma=SIGMA_START, threshold=THRESHOLD, radius=5,
+    loc = localize_block(photons - block_background(photons), 0.0, sigma=SIGMA_START, threshold=THRESHOLD, radius=5,
                          rounds=1, sweeps=1)
     good = loc.fits.ok & isolated(loc.cands, loc.cands, ISOLATION * SIGMA_START)
     return float(np.median(loc.fits.sigma[good])) if good.sum() >= 10 else SIGMA_START
@@ -135,9 +137,11 @@ def _measure(stack: Any, camera: Camera, frames: int) -> dict[str, Any]:
         if sigma is None:
             sigma = _pilot_sigma(photons)
             radius = int(np.clip(math.ceil(3 * sigma) + 1, 4, 8))
-        pre = preliminary_background(photons)
-        loc = localize_block(photons, pre, sigma=sigma, threshold=THRESHOLD, radius=radius)
-        faint = find_candidates(loc.residual - pre, sigma, MASK_THRESHOLD)
+        # spots are fitted on the frames minus the block's background map, each with a constant background
+        # of its own for what the map misses
+        back = block_background(photons)
+        loc = localize_block(photons - back, 0.0, sigma=sigma, threshold=THRESHOLD, radius=radius)
+        faint = find_candidates(loc.residual, sigma, MASK_THRESHOLD)
         masked = spot_mask(photons.shape, np.concatenate([loc.cands.frame, faint.frame]),
                            np.concatenate([loc.cands.row, faint.row]), np.concatenate([loc.cands.col, faint.col]),
                            radius=max(2, math.ceil(3 * sigma)))
@@ -151,7 +155,7 @@ def _measure(stack: Any, camera: Camera, frames: int) -> dict[str, Any]:
         # without a close neighbour (a pair 1–2σ apart shares its light unevenly between the two fits)
         margin = max(1.5, 2 * sigma)
         clear = (x >= margin - 0.5) & (x < w - 0.5 - margin) & (y >= margin - 0.5) & (y < h - 0.5 - margin)
-        rows.append({"frame": t0 + keep[c.frame], "x": x, "y": y, "photons": f.photons, "bg": f.bg,
+        rows.append({"frame": t0 + keep[c.frame], "x": x, "y": y, "photons": f.photons, "bg": f.bg + back[c.row, c.col],
                      "sigma": f.sigma, "ok": f.ok & inside, "psf": f.ok & iso & inner,
                      "photometry": f.ok & clear & isolated(c, c, 2 * sigma)})
         if profile_spots < MAX_PROFILE_SPOTS:
