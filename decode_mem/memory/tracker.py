@@ -287,7 +287,11 @@ class MemoryTracker:
                 ax.legend(loc="best", fontsize="small")
             else:
                 ax.text(0.5, 0.5, "no readings", ha="center", va="center", transform=ax.transAxes)
-        axes[0].set_title(f"memory over {self._n} updates ({n} kept)", loc="left")
+        phases = list(dict.fromkeys(str(p) for p in h.get("phase", ()) if p))
+        what = "host and GPU memory" if gpu_keys else "host memory"
+        axes[0].set_title(f"{what} of the process by {xlabel.split(' [')[0]}"
+                          + (f" ({', '.join(phases)})" if phases else "")
+                          + f"; {n} of {self._n} readings kept", loc="left", fontsize="medium")
         axes[-1].set_xlabel(xlabel)
         with atomic_output(output_file) as tmp:
             fig.savefig(tmp, format="png", dpi=100)
