@@ -8,15 +8,20 @@ import pytest
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    import numpy
-    import tifffile
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
-    import zarr
+
+    def ver(name: str) -> str:  # a machine may lack one (the first GPU machine had no zarr): say so, go on
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
 
     cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return [
-        f"decode_mem env: python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__},"
-        f" tifffile {tifffile.__version__}, zarr {zarr.__version__}, cuda device: {cuda}"
+        f"decode_mem env: python {platform.python_version()}, torch {torch.__version__}, numpy {ver('numpy')},"
+        f" tifffile {ver('tifffile')}, zarr {ver('zarr')}, cuda device: {cuda}"
     ]
 
 

@@ -42,9 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="tile core side in px with --use_chunking, or 'auto' (default: the fastest that fits --memory_limit)")
     add(mem, "--batch_size", type=int_or_auto, default="auto",
         help="windows (tile x frame) per network call, or 'auto' (default)")
-    add(mem, "--memory_limit", help="memory budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA; "
-                                    "default: 1 GiB or half the available on a CPU, 80%% of the free GPU "
-                                    "memory); given sizes that cannot fit it are refused")
+    add(mem, "--memory_limit", help="memory budget, e.g. 2GiB (the process's host RssAnon on a CPU, device memory "
+                                    "on CUDA; default: on a CPU 768 MiB or half the available above what the "
+                                    "process holds before the run, 80%% of the free GPU memory); given sizes that "
+                                    "cannot fit it are refused")
     mem.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                      help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16, off")
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")

@@ -8,8 +8,12 @@ timed. The rest are timed briefly on the real device (``speed``: a unit timed on
 the largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in frames per second wins —
 where several are within ``TIE`` of the best, the one that needs the least memory (so a GPU is filled only as
 far as throughput still grows). The default budget is
-modest: on a CPU ``DEFAULT_HOST_LIMIT`` of RssAnon for the whole process (a laptop keeps working), on CUDA
-``DEVICE_FRACTION`` of the free device memory. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget
+modest: on a CPU ``DEFAULT_HOST_ALLOWANCE`` of RssAnon above what the process holds when it plans (its baseline:
+Python, torch, the model; a laptop keeps working), on CUDA ``DEVICE_FRACTION`` of the free device memory. The
+allowance is counted above the baseline, not for the whole process, because the baseline is not the run's to
+choose: a process that has touched CUDA starts at ~1 GB of RssAnon (the first GPU run, DESIGN §9), and a notebook
+may hold data of its own; a whole-process budget refused CPU work there. ``--memory_limit`` stays a cap on the
+whole process. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget
 free for the planner's error and for the spread of identical runs (the errors are in
 ``benchmarks/results/memory_table.md``; one regeneration under-predicted 1024² frames in 512-px tiles by 11 %, and
 its default 2048² run, which chose those tiles, peaked 4 % over the 1 GiB budget); sizes the user gives are refused
@@ -33,7 +37,9 @@ from decode_mem.model.net import DecodeNet
 from decode_mem.plan.inference import MARGIN, InferencePlan, MiB, plan_inference, warm_up
 from decode_mem.plan.speed import frames_per_second, remembered_seconds, time_unit
 
-DEFAULT_HOST_LIMIT = 1 << 30  # bytes of RssAnon for a whole CPU run
+DEFAULT_HOST_ALLOWANCE = 768 << 20  # bytes of RssAnon a run may add above its process's baseline (docstring): 1 GiB
+# less 256 MiB, about what a CPU process holds after importing torch and the shipped model (244 MiB measured with
+# torch 2.13 on an AMD EPYC; the infer command's <stem>.json showed 292), so a fresh CPU run keeps ~1 GiB in all
 HOST_FRACTION = 0.5  # ... and never more than this share of the available memory
 DEVICE_FRACTION = 0.8  # of the free CUDA memory
 CHUNKS = (128, 256, 512, 1024, 2048)
@@ -79,9 +85,11 @@ class SizeChoice:
                 "plan": self.plan.as_dict(), "candidates": list(self.candidates)}
 
 
-def memory_budget(device: torch.device, memory_limit: int | None, *, modest: bool = True) -> tuple[int, str]:
-    """(bytes, description): ``memory_limit`` if given; else, for sizes chosen automatically (``modest``), the
-    default of the module docstring; for sizes given by the user, what the machine has (free device memory,
+def memory_budget(device: torch.device, memory_limit: int | None, *, modest: bool = True,
+                  baseline_bytes: int = 0) -> tuple[int, str]:
+    """(bytes, description): ``memory_limit`` if given (the whole process); else, for sizes chosen automatically
+    (``modest``), the default of the module docstring — on a CPU ``baseline_bytes`` (the process's RssAnon before
+    the run) plus ``host_allowance()``; for sizes given by the user, what the machine has (free device memory,
     available host memory plus what this process holds)."""
     if memory_limit is not None:
         what = "device" if device.type == "cuda" else "host RssAnon"
@@ -90,21 +98,30 @@ def memory_budget(device: torch.device, memory_limit: int | None, *, modest: boo
         free, _ = torch.cuda.mem_get_info(device)
         fraction = DEVICE_FRACTION if modest else 1.0
         return int(fraction * free), f"{fraction:.0%} of the free device memory"
-    available = psutil.virtual_memory().available
     if not modest:
+        available = psutil.virtual_memory().available
         return int(available) + rss_anon_bytes(), "the available host memory and what this process holds"
-    budget = min(DEFAULT_HOST_LIMIT, int(HOST_FRACTION * available))
-    return budget, f"default host budget {budget / MiB:.0f} MiB of RssAnon (min of 1 GiB and half the available)"
+    allowance = host_allowance()
+    return int(baseline_bytes) + allowance, (f"default host budget: the baseline {baseline_bytes / MiB:.0f} MiB of "
+                                             f"RssAnon plus {allowance / MiB:.0f} MiB (min of "
+                                             f"{DEFAULT_HOST_ALLOWANCE / MiB:.0f} MiB and half the available)")
+
+
+def host_allowance() -> int:
+    """Bytes of RssAnon a run may add above its process's baseline by default: ``DEFAULT_HOST_ALLOWANCE``, or half
+    the available host memory where that is less."""
+    return min(DEFAULT_HOST_ALLOWANCE, int(HOST_FRACTION * psutil.virtual_memory().available))
 
 
 def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
                  batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
                  device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                  baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True,
-                 margin: int = MARGIN, streams: int = 1) -> SizeChoice:
+                 margin: int = MARGIN, streams: int = 1, budget_baseline_bytes: int | None = None) -> SizeChoice:
     """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
 
-    ``baseline_bytes``: the RssAnon the process holds before the run; ``margin``: the executor's; ``streams``:
+    ``baseline_bytes``: the RssAnon the process holds before the run (the default host budget is counted above it,
+    or above ``budget_baseline_bytes`` where given); ``margin``: the executor's; ``streams``:
     blocks computed at once on a CPU (memory is planned for all of them; 'auto' gives each the sizes it would
     choose for one stream). Raises ConfigError when even the smallest candidate (or the given sizes, or one
     stream's sizes in every stream) cannot fit the budget.
@@ -118,7 +135,8 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                               n_frames=n_frames, trace=isinstance(net, torch.nn.Module),  # duck-typed: geometry
                               margin=margin, streams=streams)
         return SizeChoice(plan, 0, "none", "as given")
-    budget, kind = memory_budget(device, memory_limit, modest=automatic)
+    budget, kind = memory_budget(device, memory_limit, modest=automatic, baseline_bytes=baseline_bytes
+                                 if budget_baseline_bytes is None else budget_baseline_bytes)
     usable = with_headroom(budget) if automatic else budget
     if automatic and streams > 1 and device.type == "cpu":
         # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
@@ -126,7 +144,8 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
         # (not 256) to fit both (that file was not kept)
         one = choose_sizes(net, frame_shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                            device=device, itemsize=itemsize, memory_limit=memory_limit, baseline_bytes=baseline_bytes,
-                           n_frames=n_frames, probe=probe, margin=margin)
+                           n_frames=n_frames, probe=probe, margin=margin,
+                           budget_baseline_bytes=budget_baseline_bytes)
         p = one.plan
         plan = _fitting_plan(net, frame_shape, p.chunk_size, p.batch_size, amp, device, itemsize, usable,
                              baseline_bytes, blocks, n_frames, margin, streams)
@@ -218,7 +237,8 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: An
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
     automatic = _automatic(kwargs.get("chunk_size", "auto"), kwargs.get("batch_size", "auto"))
     if automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes):
-        again = choose_sizes(net, frame_shape, baseline_bytes=after, **{**kwargs, "probe": False})
+        again = choose_sizes(net, frame_shape, baseline_bytes=after, budget_baseline_bytes=baseline,
+                             **{**kwargs, "probe": False})  # what planning left behind is the run's to pay
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")
     return choice
@@ -257,7 +277,7 @@ def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batc
             plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
                                   block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
                                   n_frames=n_frames, margin=margin, streams=streams)
-            host_ok = device.type != "cuda" or plan.host_bytes <= max(budget, DEFAULT_HOST_LIMIT)
+            host_ok = device.type != "cuda" or plan.host_bytes - baseline <= max(budget, host_allowance())
             if plan.need_bytes <= budget and host_ok:
                 return plan
     return None

@@ -24,9 +24,9 @@ CHUNKS = (1024, 512, 256, 128, 64, 32)  # crop sides tried below the frame, larg
 def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *, val_size: int | None = None,
                        baseline_bytes: int | None = None) -> int | None:
     """Crop side for training, or None when chunking is off (whole frames). ``'auto'``: the largest aligned
-    crop (the frame itself first) whose plan fits ``memory_budget``'s modest default or ``cfg.memory_limit``,
-    less ``PLAN_HEADROOM`` (``with_headroom``); the smallest candidate where none fits (``check_fits`` then says
-    why)."""
+    crop (the frame itself first) whose plan fits ``memory_budget``'s modest default (counted above
+    ``baseline_bytes``) or ``cfg.memory_limit``, less ``PLAN_HEADROOM`` (``with_headroom``); the smallest candidate
+    where none fits (``check_fits`` then says why)."""
     if not cfg.use_chunking:
         return None
     factor = net.downsample_factor
@@ -34,8 +34,8 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
         return _aligned(int(cfg.chunk_size), factor)
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
-    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit))[0])
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
+    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit), baseline_bytes=baseline)[0])
     for chunk in candidates:
         if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
             return chunk

@@ -190,7 +190,7 @@ def test_the_streams_flag_reaches_the_executor_and_the_summary(sample_frames, sh
     tifffile.imwrite(tmp_path / "m.tif", sample_frames[:8])
     out = tmp_path / "out"
     assert main([str(tmp_path / "m.tif"), "--out", str(out), "--model", str(shipped_model), "--streams", "2",
-                 "--chunk_size", "64", "--batch_size", "1"]) == 0
+                 "--chunk_size", "64", "--batch_size", "1", "--device", "cpu"]) == 0
     summary = json.loads((out / "m.json").read_text())
     assert summary["settings"]["streams"] == 2
     assert summary["sizes"]["plan"]["streams"] == 2

@@ -64,17 +64,17 @@ class StopAfterFirst(InferObserver):  # a deterministic kill point: after the fi
         time.sleep(600)
 
 run_inference(InferConfig(inputs=(sys.argv[1],), out=sys.argv[2], model=sys.argv[4], threads=1, chunk_size=512,
-                          batch_size=4, formats=("csv", "picasso", "parquet")), StopAfterFirst())
+                          batch_size=4, device="cpu", formats=("csv", "picasso", "parquet")), StopAfterFirst())
 """
 
 
 def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 4, 100)
-    sizes = ["--chunk_size", "512", "--batch_size", "4"]  # fixed sizes: the runs do the same arithmetic
+    sizes = ["--chunk_size", "512", "--batch_size", "4", "--device", "cpu"]  # the runs do the same arithmetic
     args = ["--model", str(shipped_model), "--format", "csv,picasso,parquet", "--threads", "1", "--quiet", *sizes]
     ref = run_inference(InferConfig(inputs=(str(tmp_path / "in"),), out=str(tmp_path / "ref"), threads=1,
                                     model=str(shipped_model), formats=("csv", "picasso", "parquet"), chunk_size=512,
-                                    batch_size=4))
+                                    batch_size=4, device="cpu"))
     assert ref.ok and len(ref.stacks) == 4
     out, marker = tmp_path / "out", tmp_path / "first_done"
     proc = subprocess.Popen([sys.executable, "-c", KILLABLE, str(tmp_path / "in"), str(out), str(marker),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tifffile
 import zarr
-from test_stack import assert_blocks_match, movie
+from test_stack import NEEDS_IMAGECODECS, assert_blocks_match, movie
 
 from decode_mem.io import open_stack
 
@@ -129,6 +129,7 @@ def _send_last_frame_sum(stack, results) -> None:
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+@NEEDS_IMAGECODECS
 def test_forked_child_reopens_instead_of_sharing_the_file_handle(tmp_path) -> None:
     data = movie()
     tifffile.imwrite(tmp_path / "c.tif", data, compression="zstd")

@@ -297,3 +297,31 @@ def test_auto_streams_keep_the_sizes_of_one_stream_or_refuse(small: DecodeNet) -
     assert choose_sizes(small, (512, 512), memory_limit=limit, probe=False).plan.chunk_size == 128
     with pytest.raises(ConfigError, match=r"streams 2: the sizes one stream would use \(tile core 128, batch 1\)"):
         choose_sizes(small, (512, 512), memory_limit=limit, probe=False, streams=2)
+
+
+def test_the_default_host_budget_is_counted_above_the_process_baseline(small: DecodeNet, monkeypatch) -> None:
+    """A process that has touched CUDA starts at ~1 GB of RssAnon (the first GPU run): with the budget counted for
+    the whole process, the default refused CPU work there. The same situation at a smaller scale: the allowance is
+    256 MiB and the process holds more than that before it plans (300 MB of numpy pages written, so RssAnon);
+    planning and a run with the default budget are not refused, and what the run adds stays within the allowance."""
+    from decode_mem.infer import predict_stack
+    from decode_mem.plan import choose
+
+    monkeypatch.setattr(choose, "DEFAULT_HOST_ALLOWANCE", 256 * 2**20)
+    ballast = np.ones(300 * 10**6 // 8, dtype=np.float64)  # written: RssAnon of this process
+    try:
+        choice = choose.choose_sizes_here(small, (64, 64), device=CPU, n_frames=8, probe=False)
+        allowance = choose.host_allowance()
+        assert choice.plan.baseline_bytes > 300 * 10**6 > allowance  # a whole-process budget would refuse this
+        assert choice.budget_bytes >= 300 * 10**6 + allowance and choice.budget_kind.startswith("default host")
+        assert choice.plan.need_bytes - choice.plan.baseline_bytes <= choose.with_headroom(allowance)
+        frames = np.random.default_rng(0).poisson(20.0, (8, 64, 64)).astype(np.float32)
+        tables = list(predict_stack(frames, small, device=CPU, batch_size=1))
+        assert tables and all(set(t.columns["frame"].tolist()) <= set(range(8)) for t in tables)
+        budget, kind = choose.memory_budget(CPU, None, baseline_bytes=2**30)
+        assert budget == 2**30 + allowance and "baseline 1024 MiB" in kind
+        # an explicit --memory_limit still caps the whole process: the ballast alone exceeds this one
+        with pytest.raises(ConfigError, match="more than"):
+            choose.choose_sizes_here(small, (64, 64), device=CPU, n_frames=8, probe=False, memory_limit=allowance)
+    finally:
+        del ballast

@@ -71,7 +71,8 @@ def test_planned_memory_grows_with_batch_crop_and_density(tiny: DecodeNet) -> No
 
 
 def test_training_with_a_limit_it_cannot_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
-    cfg = TrainConfig(out=str(tmp_path / "run"), steps=2, batch_size=2, memory_limit="1MiB", quiet=True,
+    cfg = TrainConfig(out=str(tmp_path / "run"), steps=2, batch_size=2, memory_limit="1MiB", device="cpu",
+                      quiet=True,
                       memory_tracking=False, model=ModelConfig.tiny(), simulation=SimulationConfig(frame_size=(32, 32)))
     with pytest.raises(ConfigError, match=r"training needs about \d+ MiB of host memory.*batch_size 2.*1 MiB"):
         fit(cfg)

@@ -174,5 +174,5 @@ def test_bf16_training_warns_only_on_a_cpu_without_native_bf16(tiny_cfg: TrainCo
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        fit(replace(tiny_cfg, amp="bf16", steps=1, val_every=1, checkpoint_every=1))
+        fit(replace(tiny_cfg, amp="bf16", device="cpu", steps=1, val_every=1, checkpoint_every=1))
     assert any("without native bf16" in str(w.message) for w in seen) is not native
