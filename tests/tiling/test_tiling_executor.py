@@ -274,6 +274,47 @@ def test_cuda_tiled_output_equals_whole_frame_and_amp_runs(tiny: DecodeNet) -> N
         torch.backends.cudnn.allow_tf32 = tf32
 
 
+@pytest.mark.gpu
+def test_cuda_out_of_memory_on_a_full_device_backs_off_and_finishes(tiny: DecodeNet) -> None:
+    """A real CUDA out-of-memory error: the device is filled until only half of the first unit's peak is free,
+    then a stack is run with sizes that cannot fit there. The executor backs off (smaller batch, then tiles),
+    finishes, and gives the output of the same run on an empty device."""
+    import copy
+
+    from decode_mem.plan import peak_bytes
+
+    net = copy.deepcopy(tiny).cuda()
+    stack = _stack(18, 512, 512, seed=5)
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    config = TileConfig(chunk_size=512, batch_size=16, block=16, margin=1)
+    hog: list[torch.Tensor] = []
+    try:
+        ref, _ = _tiled_cuda(TiledExecutor(net, (512, 512), config, device="cuda"), stack)
+        need = peak_bytes(lambda: TiledExecutor(net, (512, 512), config, device="cuda").run_unit(),
+                          torch.device("cuda"))
+        torch.cuda.empty_cache()
+        step = 256 * 2**20
+        while True:  # fill the device in steps, then with smaller pieces, until half the unit's peak is left
+            free, _ = torch.cuda.mem_get_info()
+            if free <= need // 2:
+                break
+            size = step if free - step > need // 2 else max(2**20, free - need // 2)
+            try:
+                hog.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+            except torch.OutOfMemoryError:
+                break
+        ex = TiledExecutor(net, (512, 512), config, device="cuda")
+        out, _ = _tiled_cuda(ex, stack)
+        assert ex.backoffs, "the full device did not make the run back off"
+        assert ex.batch_size < 16 or ex.plan.chunk < 512
+        assert _scaled_maxdiff(tiny, out, ref) <= 1e-4  # other sizes, the same result
+    finally:
+        hog.clear()
+        torch.cuda.empty_cache()
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
 def _tiled_cuda(executor: TiledExecutor, stack: np.ndarray) -> tuple[np.ndarray, list]:
     out = np.full((len(stack), 10, *stack.shape[1:]), np.nan, np.float32)
 
