@@ -25,6 +25,7 @@ import torch
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.infer.batch_report import correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
+from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import check_domain
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
@@ -206,6 +207,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     t0 = time.perf_counter()
     peak = _Peak()
     sizes: dict[str, Any] = {}
+    device_peak = DevicePeak().start()
     outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
                         shape=job.shape, source=str(job.path), source_dtype=job.dtype,
                         prob_map_block=job.settings.block if cfg.write_probability_map else None, **writer_options)
@@ -215,6 +217,9 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             obs.block_done(job.stem, n_frames, result)
             peak.add(worker_peak)
     peak.add(read_host_memory().get("rss_anon_mb"))
+    measured_device = device_peak.as_dict(sizes.get("plan", {}))
+    if measured_device is not None:
+        sizes["measured_device"] = measured_device
     wall = time.perf_counter() - t0  # localization only; the drift correction is timed on its own
     files, more = list(outs.paths), {}
     if cfg.drift:

@@ -5,7 +5,11 @@ so are smaller tiles that do more than ``1 / (1 - TIE)`` times the network work 
 larger tiles that fit at the same batch: at one batch, time per frame grows with that work (and smaller tiles pay
 more per-call overhead besides), so they cannot come within ``TIE`` of the best; they are neither traced nor
 timed. The rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered),
-the largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent; the fastest in frames per second wins —
+the largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent (on a CPU also at most ``PROBE_SHARE`` of
+the stack's run; on CUDA every batch of a tile size is timed, smallest first, until one is slower than the best by
+more than ``TIE``: there the batch sets the speed several-fold — the first H200 run, whose probing the share cut
+short after batch 2, ran the network at 819 frames/s of 256² against 2622 at the batch 8 a repeat timed — and a
+unit takes milliseconds); the fastest in frames per second wins —
 where several are within ``TIE`` of the best, the one that needs the least memory (so a GPU is filled only as
 far as throughput still grows). The default budget is
 modest: on a CPU ``DEFAULT_HOST_ALLOWANCE`` of RssAnon above what the process holds when it plans (its baseline:
@@ -197,15 +201,22 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     plans.sort(key=lambda p: (-p.chunk_size, p.batch_size))  # the least halo work first, then small batches
     rows: list[tuple[InferencePlan, float | None]] = []
     spent, allowance = 0.0, PROBE_BUDGET_S
+    cuda = device.type == "cuda"
+    best_at: dict[int, float] = {}  # CUDA: the best frames/s timed so far at each tile size
+    stopped: set[int] = set()  # CUDA: tile sizes whose throughput stopped growing with the batch
     for plan in plans:
         seconds = remembered_seconds(net, plan, device)
-        if seconds is None and probe and spent < allowance:
+        if seconds is None and probe and spent < allowance and plan.chunk_size not in stopped:
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
         fps = None if seconds is None else frames_per_second(plan, seconds)
-        if fps and n_frames is not None and allowance == PROBE_BUDGET_S:  # a short stack: probing must not cost
-            allowance = min(PROBE_BUDGET_S, PROBE_SHARE * n_frames / fps)  # more than a share of the run itself
+        if fps and n_frames is not None and allowance == PROBE_BUDGET_S and not cuda:  # a short stack: probing
+            allowance = min(PROBE_BUDGET_S, PROBE_SHARE * n_frames / fps)  # must not cost more than a share of it
+        if cuda and fps:  # on a GPU the batch decides (module docstring): time batches up while they gain
+            if fps < (1 - TIE) * best_at.get(plan.chunk_size, 0.0):
+                stopped.add(plan.chunk_size)
+            best_at[plan.chunk_size] = max(fps, best_at.get(plan.chunk_size, 0.0))
         rows.append((plan, fps))
     timed = [(p, s) for p, s in rows if s is not None]
     if not timed:  # no timing allowed: the largest tiles (least halo work), the smallest batch

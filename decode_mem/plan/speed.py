@@ -24,6 +24,8 @@ from decode_mem.plan.trace import source_fingerprint
 from decode_mem.tiling import TileConfig, TiledExecutor
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
+CUDA_UNIT_SECONDS = 0.05  # on CUDA (units of milliseconds), after ``CUDA_WARM_UP`` units
+CUDA_WARM_UP = 3  # the first calls at a shape: cuDNN's autotuning (``TileConfig.cudnn_benchmark``), lazy kernels
 
 
 def cache_path() -> Path:
@@ -69,10 +71,12 @@ def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -
                                                         block=plan.block, amp=plan.amp, margin=plan.margin),
                        device=device)
     unit = ex.unit(plan.unit_shape[1] - 2, carried=True)  # a block's steady state: two frames' features carried
-    unit()  # warm-up: oneDNN / cuDNN choose their kernels
+    for _ in range(CUDA_WARM_UP if device.type == "cuda" else 1):  # warm-up: oneDNN / cuDNN choose kernels
+        unit()
     _sync(device)
+    least = CUDA_UNIT_SECONDS if device.type == "cuda" else UNIT_SECONDS
     t0, n = time.perf_counter(), 0
-    while n == 0 or time.perf_counter() - t0 < UNIT_SECONDS:
+    while n == 0 or time.perf_counter() - t0 < least:
         unit()
         _sync(device)
         n += 1

@@ -27,6 +27,7 @@ order).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections import deque
@@ -107,7 +108,12 @@ class TileConfig:
                     ``net.to(memory_format=torch.channels_last)`` — oneDNN / cuDNN pick faster kernels; the same
                     math in another summation order)
     compile         run the frame U-Net and the temporal part through ``torch.compile`` (fused, vectorized
-                    element-wise work; tens of seconds to compile per input shape, so for long stacks only)
+                    element-wise work; tens of seconds to compile per input shape, so for long stacks only);
+                    a string is torch.compile's ``mode`` (``'reduce-overhead'``: CUDA graphs). On CUDA not
+                    measured yet: off unless asked (``benchmarks/bench_gpu.py`` measures it)
+    cudnn_benchmark on CUDA, let cuDNN time its algorithms for each input shape at the shape's first call and keep
+                    the fastest (``torch.backends.cudnn.benchmark``, set only around this executor's network
+                    calls); the planner's timed units make that first call before timing
     streams         blocks computed at once on a CPU, each with 1/streams of torch's threads (module docstring);
                     each holds its own block and network working set
     max_retries     out-of-memory back-offs allowed for one block before giving up
@@ -120,7 +126,8 @@ class TileConfig:
     margin: int = 0
     reuse_features: bool = True
     channels_last: bool = True
-    compile: bool = False
+    compile: bool | str = False
+    cudnn_benchmark: bool = True
     streams: int = 1
     max_retries: int = 8
 
@@ -135,6 +142,8 @@ class TileConfig:
             raise ConfigError(f"amp must be None or one of {AMP_CHOICES}, got {self.amp!r}")
         if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
             raise ConfigError(f"margin must be an integer >= 0, got {self.margin!r}")
+        if not isinstance(self.compile, (bool, str)):
+            raise ConfigError(f"compile must be True, False or a torch.compile mode, got {self.compile!r}")
         if self.max_retries < 0:
             raise ConfigError(f"max_retries must be >= 0, got {self.max_retries!r}")
 
@@ -198,6 +207,17 @@ def is_oom(exc: BaseException) -> bool:
 Consume = Callable[[Tile, np.ndarray, torch.Tensor], Any]
 
 
+@contextlib.contextmanager
+def cudnn_benchmark() -> Iterator[None]:
+    """``torch.backends.cudnn.benchmark`` on inside, as it was after (only that flag: TF32 and the rest stay)."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 class TiledExecutor:
     """Runs a network over a stack tile by tile; see the module docstring.
 
@@ -224,8 +244,9 @@ class TiledExecutor:
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
         self._frame_features, self._temporal = net.frame_features, net.temporal
         if config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
-            self._frame_features = torch.compile(net.frame_features, dynamic=False)
-            self._temporal = torch.compile(net.temporal, dynamic=False)
+            mode = self.config.compile if isinstance(self.config.compile, str) else None
+            self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
+            self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)
         self.plan = self._plan(self.chunk_size)
         self.backoffs: list[str] = []
 
@@ -454,7 +475,7 @@ class TiledExecutor:
     def _compute(self, x: torch.Tensor, k: int, carry: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
         g, nf, c, ly, lx = x.shape
-        with autocast(self.device, self._amp):
+        with autocast(self.device, self._amp), self._cudnn():
             if self.config.reuse_features:
                 feats = self._frame_features(x.reshape(g * nf, c, ly, lx).contiguous(memory_format=self._format))
                 feats = feats.view(g, nf, *feats.shape[1:])
@@ -471,6 +492,13 @@ class TiledExecutor:
             del feats
             out = self._temporal(*win)
         return out.view(g, k, *out.shape[1:]), carry
+
+    def _cudnn(self) -> contextlib.AbstractContextManager:
+        """cuDNN's autotuning on for this executor's network calls on CUDA (``TileConfig.cudnn_benchmark``), put
+        back as it was after each call; elsewhere nothing."""
+        if self.device.type != "cuda" or not self.config.cudnn_benchmark:
+            return contextlib.nullcontext()
+        return cudnn_benchmark()
 
     # ------------------------------------------------------------------ one unit of work
     def run_unit(self, windows: int | None = None, *, data: torch.Tensor | None = None) -> torch.Tensor:
@@ -497,7 +525,7 @@ class TiledExecutor:
             x = self.net.normalize(data, levels[None])
             carry = None
             if carried and self.config.reuse_features:  # as a block's units carry them: computed under autocast
-                with autocast(self.device, self._amp):
+                with autocast(self.device, self._amp), self._cudnn():
                     carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
                 carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]), x[:, 2:]
 

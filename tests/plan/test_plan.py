@@ -325,3 +325,29 @@ def test_the_default_host_budget_is_counted_above_the_process_baseline(small: De
             choose.choose_sizes_here(small, (64, 64), device=CPU, n_frames=8, probe=False, memory_limit=allowance)
     finally:
         del ballast
+
+
+def test_on_cuda_batches_are_timed_until_throughput_stops_growing(small: DecodeNet, monkeypatch) -> None:
+    """On a GPU the batch sets the speed several-fold: a first run must time batches up the curve rather than stop
+    after a share of the (short) run, as the first H200 run did at batch 2 (819 frames/s against 2622 at batch 8).
+    The device's timing and trace are stand-ins here (no GPU): a measured-like curve that peaks at batch 8."""
+    import time as clock
+
+    from decode_mem.plan import choose, inference
+
+    curve = {1: 800.0, 2: 1400.0, 4: 2200.0, 8: 2600.0, 16: 2500.0, 32: 1800.0, 64: 1000.0}  # frames/s
+    timed: list[int] = []
+
+    def time_unit(net, plan, device):  # each timing costs 0.1 s, as a real one does
+        clock.sleep(0.1)
+        timed.append(plan.batch_size)
+        tiles, frames = plan.unit_shape
+        return (frames - 2) * tiles / plan.n_tiles / curve[plan.batch_size]
+
+    monkeypatch.setattr(inference, "_traced_peak", lambda net, shape, config, device, run: run * 2**20)
+    monkeypatch.setattr(choose, "time_unit", time_unit)
+    monkeypatch.setattr(choose, "remembered_seconds", lambda *a: None)
+    choice = choose.choose_sizes(small, (256, 256), chunk_size=256, device="cuda", memory_limit=2**34,
+                                 n_frames=2000)
+    assert timed == [1, 2, 4, 8, 16, 32]  # 16 is within the tie, 32 clearly slower: 64 is not timed
+    assert choice.plan.batch_size == 8  # the fastest, and the least memory of those tied with it
