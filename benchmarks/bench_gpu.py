@@ -10,9 +10,10 @@ leaves a report, the steps not reached marked so):
 2. **Movies** simulated on the device: 256² (~600 emitters per frame) and 2048² (~40k).
 3. **End to end vs network alone**: ``python -m decode_mem.infer MOVIE --out DIR --device D --format F`` for every
    output format (csv, picasso, parquet), each in a fresh process: the first run with an empty plan cache (what
-   a new user pays), then the repeats with the sizes it remembered. Frames/s of the frame loop (``<stem>.json``)
-   and of the whole command, beside the network alone at the sizes the run chose (``plan.speed.time_unit`` on the
-   same unit of work in this process), and peak RssAnon of the command.
+   a new user pays), then the repeats with the sizes it remembered. Frames/s of the stack (``<stem>.json``'s
+   ``frames_per_s``: from choosing the sizes to the files closed, the process's start-up and the report not
+   included) and of the whole command, beside the network alone at the sizes the run chose
+   (``plan.speed.time_unit`` on the same unit of work in this process), and peak RssAnon of the command.
 4. **Device memory, predicted vs measured**: ``plan_inference``'s prediction of the network's working set beside
    ``peak_bytes`` of a real unit (CUDA: ``torch.cuda.max_memory_allocated``; a CPU: live tensor bytes), and
    ``<stem>.json``'s measured device peak of each end-to-end run beside its plan.
@@ -49,8 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("csv", "picasso", "parquet")
 MODEL = ROOT / "data" / "models" / "default_2d.pt"
+THREAD_ARGS: list[str] = []  # ``--threads N`` for every command, where the check was given a thread count
 FULL = {"256": 2000, "2048": 60, "train_steps": 60, "budget_s": 460}  # frames per movie, steps, seconds
-QUICK = {"256": 40, "2048": 2, "train_steps": 8, "budget_s": 420}
+QUICK = {"256": 40, "2048": 2, "train_steps": 8, "budget_s": 600}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,15 +61,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="short movies and runs (a CPU in a few minutes)")
     p.add_argument("--out", default=None, help="report (default: results/gpu.md, or gpu_cpu_quick.md on a CPU)")
     p.add_argument("--budget_s", type=float, default=None, help="seconds for the whole check (default 460; "
-                                                                "420 with --quick)")
+                                                                "600 with --quick)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads, here and in every command (default: 1 on a CPU — two OpenMP threads "
+                        "against other jobs on a busy machine ran a unit 12x slower than one —, torch's on CUDA)")
+    p.add_argument("--report-only", action="store_true",
+                   help="render the report again from its .json (no measurement)")
     args = p.parse_args(argv)
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    threads = args.threads or (None if device.startswith("cuda") else 1)
+    if threads:
+        torch.set_num_threads(threads)
+        THREAD_ARGS.extend(["--threads", str(threads)])
     sizes = QUICK if args.quick else FULL
     name = "gpu" if device.startswith("cuda") else f"gpu_{device}{'_quick' if args.quick else ''}"
     out = Path(args.out) if args.out else RESULTS / f"{name}.md"
     report = Report(out, device, args.quick, time.monotonic() + (args.budget_s or sizes["budget_s"]))
+    if args.report_only:
+        report.load(json.loads(out.with_suffix(".json").read_text()))
+        report.write()
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         work = Path(tmp)
         os.environ["DECODE_MEM_CACHE"] = str(work / "cache" / "throughput.json")  # a first run's empty cache
@@ -106,7 +121,16 @@ class Report:
         self.train: list[dict] = []
         self.notes: list[str] = []
 
+    def load(self, saved: dict) -> None:
+        """The measurements of an earlier run (``--report-only``): its command, machine and duration too."""
+        self.command, self._machine, self._minutes = saved["command"], saved["machine"], saved.get("minutes")
+        self.tests, self.movies, self.e2e = saved["tests"], saved["movies"], saved["end_to_end"]
+        self.memory, self.paths, self.train, self.notes = (saved["memory"], saved["speed_paths"], saved["training"],
+                                                           saved["notes"])
+
     def elapsed(self) -> float:
+        if getattr(self, "_minutes", None) is not None:
+            return 60 * self._minutes
         return time.monotonic() - self.start
 
     def seconds_left(self) -> float:
@@ -117,13 +141,15 @@ class Report:
         self.notes.append(text)
 
     def machine(self) -> str:
+        if getattr(self, "_machine", None):
+            return self._machine
         import torch
 
         if self.device.startswith("cuda") and torch.cuda.is_available():
             props = torch.cuda.get_device_properties(torch.device(self.device))
             dev = f"{props.name}, {props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}"
         else:
-            dev = f"cpu: {_cpu_name()}, {torch.get_num_threads()} torch threads"
+            dev = f"cpu: {_cpu_name()}, torch threads: {torch.get_num_threads()}"
         have = {m: importlib.util.find_spec(m) is not None for m in ("zarr", "dask", "imagecodecs", "matplotlib")}
         missing = [m for m, ok in have.items() if not ok]
         return (f"{dev}; {os.cpu_count()} CPU cores; python {platform.python_version()}, torch {torch.__version__}; "
@@ -136,7 +162,8 @@ class Report:
         with atomic_output(self.out) as tmp:
             tmp.write_text(self.markdown())
         with atomic_output(self.out.with_suffix(".json")) as tmp:
-            tmp.write_text(json.dumps({"command": self.command, "machine": self.machine(), "tests": self.tests,
+            tmp.write_text(json.dumps({"command": self.command, "machine": self.machine(),
+                                       "minutes": round(self.elapsed() / 60, 2), "tests": self.tests,
                                        "movies": self.movies, "end_to_end": self.e2e, "memory": self.memory,
                                        "speed_paths": self.paths, "training": self.train, "notes": self.notes},
                                       indent=1, default=str))
@@ -167,22 +194,23 @@ class Report:
             lines.append(f"| {key} | {m['frames']} | {m['emitters_per_frame']:.0f} | {m['mb']:.0f} | "
                          f"{m['seconds']:.1f} |")
         lines += ["", "## 3. End to end vs network alone", "",
-                  "| movie | format | run | loop frames/s | command frames/s | command wall (s) | network alone "
-                  "frames/s (chosen sizes) | loop / network | MB/s (loop) | localizations/s (loop) | peak RssAnon "
+                  "| movie | format | run | stack frames/s | command frames/s | command wall (s) | network alone "
+                  "frames/s (chosen sizes) | stack / network | MB/s (stack) | localizations/s (stack) | peak RssAnon "
                   "(MiB) | chunk × batch |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in self.e2e:
             lines.append(f"| {r['movie']} | {r['format']} | {r['run']} | {_f(r.get('loop_fps'))} | "
                          f"{_f(r.get('command_fps'))} | {_f(r.get('wall_s'))} | {_f(r.get('network_fps'))} | "
                          f"{_f(r.get('ratio'), 2)} | {_f(r.get('mb_per_s'))} | {_f(r.get('locs_per_s'), 0)} | "
                          f"{_f(r.get('peak_rss_anon_mib'), 0)} | {r.get('sizes', '')} |")
-        lines += ["", "Goal (issue 34): loop frames/s ≥ 0.8 × the network alone at both sizes.", "",
+        lines += ["", "Goal (issue 34): stack frames/s ≥ 0.8 × the network alone at both sizes.", "",
                   "## 4. Device memory, predicted vs measured", "",
                   "| frame | chunk | batch | precision | predicted network (MiB) | measured peak (MiB) | error | "
                   "measured by |", "|---|---|---|---|---|---|---|---|"]
         for r in self.memory:
             lines.append(f"| {r['frame']} | {r['chunk']} | {r['batch']} | {r['amp']} | {_f(r['predicted_mib'])} | "
                          f"{_f(r['measured_mib'])} | {_pct(r)} | {r['by']} |")
-        lines += ["", "## 5. Speed paths (network alone, one unit of the chosen sizes at 256²)", "",
+        amp = next((r["plan"].get("amp") for r in self.e2e if r["movie"] == "256²" and r.get("plan")), "fp32")
+        lines += ["", f"## 5. Speed paths (network alone, one unit of the chosen sizes at 256², {amp})", "",
                   "| path | frames/s | vs eager channels-last | largest output difference vs eager fp32 |",
                   "|---|---|---|---|"]
         for r in self.paths:
@@ -204,7 +232,10 @@ class Report:
 
 
 def _f(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
+    """``digits`` decimals, or three significant figures for small numbers (0.0123 frames/s on a CPU)."""
+    if value is None:
+        return "—"
+    return f"{value:.3g}" if 0 < abs(value) < 10 ** (1 - digits) * 100 and digits else f"{value:,.{digits}f}"
 
 
 def _pct(row: dict) -> str:
@@ -246,7 +277,7 @@ def simulate_movies(report: Report, work: Path, sizes: dict) -> None:
         movie, gt = work / f"m{side}.tif", work / f"m{side}_gt.csv"
         cmd = [sys.executable, "-m", "decode_mem.simulate", "--frames", str(sizes[side]), "--size", side, side,
                "--density", "1.0", "--out", str(movie), "--gt", str(gt), "--device", report.device, "--seed", side,
-               "--quiet"]
+               "--quiet", *THREAD_ARGS]
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=max(30.0, report.seconds_left()))
         seconds = time.perf_counter() - t0
@@ -268,7 +299,7 @@ def end_to_end(report: Report, work: Path, sizes: dict) -> None:
                 continue
             out = work / f"out_{movie['side']}_{run}_{fmt}"
             cmd = [sys.executable, "-m", "decode_mem.infer", movie["path"], "--out", str(out), "--device",
-                   report.device, "--format", fmt, "--quiet"]
+                   report.device, "--format", fmt, "--quiet", *THREAD_ARGS]
             row = {"movie": key, "format": fmt, "run": run}
             report.e2e.append(row)
             wall, peak, rc, err = _timed(cmd, timeout=max(30.0, report.seconds_left() - 30))
@@ -460,6 +491,9 @@ def _unit_fps(unit, device, batch: int, ex) -> float:
 
 def training(report: Report, work: Path, sizes: dict) -> None:
     """``fit`` on the device at batch 16 and 64, one micro-batch per step; samples/s between step 2 and the last."""
+    import torch
+
+    from decode_mem.model.precision import dtype_name, resolve_amp
     from decode_mem.train import fit, load_train_config
 
     base = load_train_config(str(ROOT / "pipelines" / "train_generalist_2d.yaml"))
@@ -474,7 +508,8 @@ def training(report: Report, work: Path, sizes: dict) -> None:
                       quiet=True, memory_tracking=False, max_minutes=max(0.5, (report.seconds_left() - 30) / 60))
         fit(cfg, on_step=lambda step, row, stamps=stamps: stamps.append(time.perf_counter()))
         timed = len(stamps) - 2
-        row = {"batch": batch, "amp": cfg.amp, "steps": timed}
+        amp = dtype_name(resolve_amp(cfg.amp, torch.device(report.device))) or "fp32"
+        row = {"batch": batch, "amp": f"{amp} ({cfg.amp})", "steps": timed}
         if timed >= 1:
             seconds = stamps[-1] - stamps[1]
             row.update(samples_per_s=timed * batch / seconds, steps_per_s=timed / seconds)
@@ -493,7 +528,7 @@ def _plot(report: Report, path: Path) -> None:
     rows = [r for r in report.e2e if r.get("loop_fps")]
     labels = [f"{r['movie']}\n{r['format']} {r['run']}" for r in rows]
     x = list(range(len(rows)))
-    ax.bar([i - 0.2 for i in x], [r["loop_fps"] for r in rows], 0.4, label="infer loop")
+    ax.bar([i - 0.2 for i in x], [r["loop_fps"] for r in rows], 0.4, label="infer, the stack")
     ax.bar([i + 0.2 for i in x], [r.get("network_fps") or 0 for r in rows], 0.4, label="network alone")
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_yscale("log")
