@@ -47,6 +47,8 @@ from pathlib import Path
 from command_line import command_line, library_commit
 
 ROOT = Path(__file__).resolve().parents[1]
+if importlib.util.find_spec("decode_mem") is None:  # a lent machine with the checkout, nothing installed: the
+    sys.path.insert(0, str(ROOT))  # commands run from ROOT (``python -m``) find it there too
 RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("csv", "picasso", "parquet")
 MODEL = ROOT / "data" / "models" / "default_2d.pt"
