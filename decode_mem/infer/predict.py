@@ -62,7 +62,8 @@ def predict_stack(
     postprocess: PostprocessConfig = DEFAULT_POSTPROCESS,
     camera: Camera | None = None,
     memory_limit: int | None = None,
-    compile: bool | Literal["auto"] = False,
+    compile: bool | str = False,
+    channels_last: bool = True,
     streams: int = 1,
     prob_map: ProbabilityMap | None = None,
     on_plan: Callable[[SizeChoice], None] | None = None,
@@ -79,16 +80,19 @@ def predict_stack(
     ``prob_map``: also write each frame's detection probability (``ProbabilityMap``). ``compile``: run the
     network through ``torch.compile`` ('auto': on a CPU for stacks of at least ``COMPILE_MIN_WORK`` pixels of work,
     where the fused kernels repay the compile time, ``benchmarks/results/compile.md``; GPUs: not measured, so not
-    by default; not with ``streams > 1``). ``streams``: blocks computed at once on a CPU, each in a thread with an
-    equal share of torch's threads (``TileConfig.streams``; ``benchmarks/results/streams.md``); memory is planned
-    for all of them. Not on CUDA, and not with ``prob_map`` (its buffer holds one block).
+    by default; not with ``streams > 1``; a string is torch.compile's mode, e.g. ``'reduce-overhead'``: CUDA
+    graphs). ``channels_last``: channels-last weights and inputs (``TileConfig.channels_last``; faster on the CPUs
+    measured, on CUDA the default until ``benchmarks/bench_gpu.py`` measures otherwise). ``streams``: blocks
+    computed at once on a CPU, each in a thread with an equal share of torch's threads (``TileConfig.streams``;
+    ``benchmarks/results/streams.md``); memory is planned for all of them. Not on CUDA, and not with
+    ``prob_map`` (its buffer holds one block).
     Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
     on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
     ``MemoryTracker.update`` there). Set-up errors are raised here, before the first block is read.
     """
-    net, cam, dev = _prepare(model, camera, device)
+    net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
     _, h, w = source.shape
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
@@ -103,7 +107,8 @@ def predict_stack(
     if compile == "auto":
         compile = dev.type == "cpu" and streams == 1 and source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
     config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
-                        margin=plan.margin, compile=bool(compile), streams=plan.streams)
+                        margin=plan.margin, compile=compile if isinstance(compile, str) else bool(compile),
+                        streams=plan.streams, channels_last=channels_last)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     if on_plan is not None:
         on_plan(choice)
@@ -203,13 +208,13 @@ def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: A
         raise ConfigError(f"streams {streams}: parallel block streams are for CPUs; on {device} use streams 1")
     if prob_map is not None:
         raise ConfigError(f"streams {streams}: the probability map is written one block at a time; use streams 1")
-    if compile is True:
+    if compile is True or (isinstance(compile, str) and compile != "auto"):
         raise ConfigError(f"streams {streams}: torch.compile is not measured from several threads; use streams 1 "
                           "or compile off")
 
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
-             device: str | torch.device | None) -> tuple[Any, Camera | None, torch.device]:
+             device: str | torch.device | None, channels_last: bool = True) -> tuple[Any, Camera | None, torch.device]:
     """(network in eval mode on the device, camera or None, device)."""
     net = getattr(model, "net", model)
     if camera is None:
@@ -220,7 +225,7 @@ def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
     device = resolve_device(device)
     net.to(device)  # modules move in place; the object passed in stays the one used (wrappers too)
     if isinstance(net, torch.nn.Module):  # channels-last weights: the executor feeds channels-last tensors
-        net.to(memory_format=torch.channels_last)
+        net.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     net.eval()
     return net, camera, device
 
