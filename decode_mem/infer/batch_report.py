@@ -1,5 +1,8 @@
 """What an ``infer`` run adds beside its localizations: the drift correction of a stack (``--drift``) and the
-batch's ``report.html`` (stacks, warnings, memory, the first stack's images and drift, command, versions)."""
+batch's ``report.html`` (stacks, warnings, memory, the first stack's images and drift, command, versions).
+
+The report's super-resolution image is a ``ReportImage`` filled from the emitters as they are written
+(``runner``), never read back from the output files: the run's memory stays flat in the stack length."""
 
 from __future__ import annotations
 
@@ -32,11 +35,28 @@ def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], d
     return written, info
 
 
+class ReportImage:
+    """The report's super-resolution image of one stack (10 nm pixels, coarser where the image would exceed
+    ``MAX_RENDER_SIDE``), counted from its emitters as they are written: ``add(table)`` per block. Memory: the
+    image (at most ``MAX_RENDER_SIDE``² float32), whatever the number of localizations."""
+
+    def __init__(self, shape_px: tuple[int, int], pixel_size: float) -> None:
+        from decode_mem.render import Histogram
+
+        self.render_pixel = max(10.0, pixel_size * max(shape_px) / MAX_RENDER_SIDE)
+        self.histogram = Histogram(shape_px=shape_px, pixel_size=pixel_size, render_pixel=self.render_pixel)
+
+    def add(self, table: Any) -> None:
+        """Count one block's emitters (an ``EmitterTable``) into the image."""
+        self.histogram.add(table)
+
+
 def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures: Sequence[Any],
                        memory: Mapping[str, np.ndarray] | None, summary_rows: Sequence[tuple[str, str]],
-                       command: str | None, pixel_size: float) -> Path:
+                       command: str | None, pixel_size: float, superres: ReportImage | None = None) -> Path:
     """``out/report.html`` of a batch: every stack's row, warnings, memory, command and versions, and for the
-    first stack done its super-resolution image beside its widefield image and, with ``--drift``, its drift."""
+    first stack done with localizations its super-resolution image (``superres``, filled while it was written)
+    beside its widefield image and, with ``--drift``, its drift."""
     from decode_mem.io.drift import read_drift_csv
     from decode_mem.report import DriftCurve, ReportData, StackRow, write_report
 
@@ -47,7 +67,7 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     images = drift = None
     if done:
         first = done[0]
-        images = _images(first, out, pixel_size)
+        images = _images(first, superres, pixel_size)
         if "drift" in first.extra:
             frames, dxdy = read_drift_csv(out / first.extra["drift"]["table"])
             method = first.extra["drift"]["method"]
@@ -59,21 +79,17 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     return write_report(path, data)
 
 
-def _images(summary: Any, out: Path, pixel_size: float) -> Any:
-    """The first stack's super-resolution image (all its localizations, 10 nm pixels, coarser where the image
-    would exceed ``MAX_RENDER_SIDE``) beside the mean of its
+def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> Any:
+    """The first stack's super-resolution image (``superres``; none when it was not kept) beside the mean of its
     first ``WIDEFIELD_FRAMES`` frames (reading the whole of a huge stack again would double the run's I/O)."""
-    from decode_mem.io.localizations import iter_localizations
     from decode_mem.io.stack import open_stack
-    from decode_mem.render import mean_frame, render_counted
+    from decode_mem.render import mean_frame
     from decode_mem.report import Images
 
-    locs = next(out / name for name in summary.as_dict()["outputs"] if Path(name).suffix.lower() in FORMATS)
     with open_stack(summary.stack) as stack:
-        shape = tuple(stack.shape[1:])
         frames = min(stack.shape[0], WIDEFIELD_FRAMES)
         widefield = mean_frame(stack, max_frames=frames)
-    render_pixel = max(10.0, pixel_size * max(shape) / MAX_RENDER_SIDE)
-    image, n = render_counted(iter_localizations(locs, pixel_size=pixel_size), shape_px=shape, pixel_size=pixel_size,
-                              render_pixel=render_pixel, blur="none", sigma=None)
-    return Images(pixel_size, widefield, image, render_pixel, frames, n)
+    if superres is None:
+        return Images(pixel_size, widefield, n_frames=frames)
+    hist = superres.histogram
+    return Images(pixel_size, widefield, hist.image, superres.render_pixel, frames, hist.n)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.infer.batch_report import correct_stack_drift, write_batch_report
+from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import check_domain
@@ -164,19 +164,23 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                           + " | ".join(job.domain.message(str(job.path)) for job in outside))
 
     obs.run_started(len(jobs))
+    superres: ReportImage | None = None  # the report's image: of the first stack done with localizations
     with _Backend(cfg, jobs) as backend:
         for job in jobs:
             summary_path(cfg.out, job.stem).unlink(missing_ok=True)  # the stack is not complete any more
             remove_partials(cfg.out, job.stem, cfg.formats)
             obs.stack_started(job.stem, job.shape[0])
+            image = ReportImage(job.shape[1:], camera.pixel_size) if cfg.report and superres is None else None
             try:
-                summary = _one_stack(cfg, backend, job, writer_options, extras, obs)
+                summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image)
             except Exception as e:  # e.g. a corrupt frame in the middle of a file
                 failures.append(StackFailure(str(job.path), _reason(e)))
                 obs.warning(f"skipped {failures[-1].line()}")
             else:
                 summaries.append(summary)
                 obs.message(summary.line())
+                if image is not None and summary.localizations > 0:
+                    superres = image
             obs.stack_finished(job.stem)
         peaks = backend.worker_peaks()
     obs.run_finished()
@@ -186,7 +190,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                 ("stacks", f"{len(summaries)} done or skipped, {len(failures)} failed"),
                 ("frames", str(report.frames)), ("wall time", f"{report.wall_s:.1f} s")]
         write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
-                           obs.memory_history(), rows, command, camera.pixel_size)
+                           obs.memory_history(), rows, command, camera.pixel_size, superres)
     return report
 
 
@@ -203,7 +207,7 @@ def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, .
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
-               extras: dict[str, Any], obs: InferObserver) -> StackSummary:
+               extras: dict[str, Any], obs: InferObserver, image: ReportImage | None = None) -> StackSummary:
     t0 = time.perf_counter()
     peak = _Peak()
     sizes: dict[str, Any] = {}
@@ -214,6 +218,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     with outs:
         for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map):
             outs.write(table)
+            if image is not None:  # the report's image, from the emitters as they are written (no re-read)
+                image.add(table)
             obs.block_done(job.stem, n_frames, result)
             peak.add(worker_peak)
     peak.add(read_host_memory().get("rss_anon_mb"))

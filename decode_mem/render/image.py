@@ -95,6 +95,30 @@ def render_counted(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tup
     return out, n_in
 
 
+class Histogram:
+    """A ``blur='none'`` image filled table by table as localizations are produced (no file to read back):
+    ``add`` each table, then ``image`` holds what :func:`render_counted` gives for all of them together and ``n``
+    the localizations inside the field of view. Memory: the image (``render_shape`` float32), whatever the
+    number of localizations."""
+
+    def __init__(self, *, shape_px: tuple[int, int], pixel_size: float, render_pixel: float = 10.0,
+                 chunk_rows: int = CHUNK_ROWS) -> None:
+        _check(shape_px, pixel_size, render_pixel, "none", None, 1)
+        self.shape_px = (int(shape_px[0]), int(shape_px[1]))
+        self.pixel_size, self.render_pixel, self.chunk_rows = float(pixel_size), float(render_pixel), chunk_rows
+        self.image = np.zeros(render_shape(self.shape_px, self.pixel_size, self.render_pixel), np.float32)
+        self.n = 0
+
+    def add(self, table: EmitterTable) -> None:
+        """Count one table's localizations into the image."""
+        for start in range(0, len(table), self.chunk_rows):
+            part = table.select(slice(start, start + self.chunk_rows))
+            flat, _ = _flat_index(part, self.shape_px, self.pixel_size, self.render_pixel, self.image.shape)
+            idx, counts = np.unique(flat, return_counts=True)
+            self.image.reshape(-1)[idx] += counts
+            self.n += len(flat)
+
+
 def _check(shape_px, pixel_size, render_pixel, blur, sigma, sigma_classes) -> None:
     if len(shape_px) != 2 or min(shape_px) < 1:
         raise ConfigError(f"render: shape_px must be (H, W) >= 1, got {tuple(shape_px)}")
