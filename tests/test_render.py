@@ -242,3 +242,23 @@ def test_side_by_side_panels_have_labels_scale_and_colour_bars() -> None:
     assert all(any(isinstance(a, AnchoredOffsetbox) for a in ax.artists) for ax in panels)  # scale bars
     assert "42 localizations inside the field" in panels[1].get_title(loc="left")
     assert bars[1].get_xlabel() == "localizations per 10 nm pixel"
+
+
+def test_histogram_filled_table_by_table_equals_the_rendered_image() -> None:
+    """The report's image is counted block by block as emitters are written: the same counts as rendering all
+    localizations at once, those outside the field of view left out of the image and the count."""
+    from decode_mem.render import Histogram
+
+    rng = np.random.default_rng(1)
+    n = 5000
+    ones = np.ones(n, np.float32)
+    table = EmitterTable({"frame": np.sort(rng.integers(0, 50, n)).astype(np.int64),
+                          "x": rng.uniform(-2, 66, n).astype(np.float32),
+                          "y": rng.uniform(-2, 50, n).astype(np.float32), "z": 0 * ones, "photons": ones, "bg": ones})
+    whole, n_in = render_counted(table, shape_px=(48, 64), pixel_size=100.0, render_pixel=10.0, blur="none")
+    hist = Histogram(shape_px=(48, 64), pixel_size=100.0, render_pixel=10.0, chunk_rows=700)
+    for start in range(0, n, 1234):
+        hist.add(table.select(slice(start, start + 1234)))
+    assert hist.image.shape == whole.shape and hist.image.dtype == np.float32
+    np.testing.assert_array_equal(hist.image, whole)
+    assert hist.n == n_in == int(whole.sum()) < n

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["BLURS", "Histogram", "mean_frame", "render", "render_counted", "render_file", "render_shape", "save_image",
            "save_side_by_side", "save_widefield"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    **dict.fromkeys(["BLURS", "Histogram", "render", "render_counted", "render_file", "render_shape", "save_image"], "image"),
+    **dict.fromkeys(["BLURS", "Histogram", "render", "render_counted", "render_file", "render_shape", "save_image"],
+                    "image"),
     **dict.fromkeys(["mean_frame", "save_side_by_side", "save_widefield"], "widefield"),
 })

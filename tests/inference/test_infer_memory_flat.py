@@ -57,7 +57,8 @@ def _peak_rss_anon_mib(cmd: list[str], env: dict[str, str]) -> float:
 
 def test_whole_process_peak_is_flat_in_the_stack_length(tmp_path: Path, sample_frames: np.ndarray) -> None:
     """A tiny network whose detection bias makes every pixel a localization: 1024 rows per 32² frame, 33k rows
-    for 32 frames and 328k for 320 (CSV); the long run's peak (the report included) is less than MARGIN_MIB above the short one's."""
+    for 32 frames and 328k for 320 (CSV); the long run's peak (the report included) is less than MARGIN_MIB above
+    the short one's."""
     if not Path("/proc/self/status").is_file():
         import pytest
 
