@@ -41,6 +41,7 @@ THRESHOLD = 5.0  # detection: smoothed peak over the smoothed noise
 MASK_THRESHOLD = 3.0  # spots masked out of the background statistics: down to this
 SIGMA_START = 1.2  # px: detection filter and first guess before the PSF is measured
 PILOT_FRAMES = 20  # frames of the first block that give the first PSF width
+SWEEPS = 2  # refits of every spot with its neighbours' fitted light removed (``spots.localize_block``)
 ISOLATION = 4.0  # a PSF spot has no other candidate within this many σ
 PROFILE_STEP = 0.25  # px: radial bins of the mean PSF profile
 MAX_PROFILE_SPOTS = 5000
@@ -65,15 +66,17 @@ def sample_runs(n_frames: int, frames: int = DEFAULT_FRAMES, run: int = RUN_FRAM
 
 
 def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = DEFAULT_FRAMES, seed: int = 0,
-                    camera_sources: Mapping[str, str] | None = None,
-                    metadata: MovieMetadata | None = None) -> Calibration:
+                    camera_sources: Mapping[str, str] | None = None, metadata: MovieMetadata | None = None,
+                    pilot_frames: int = PILOT_FRAMES, sweeps: int = SWEEPS) -> Calibration:
     """Measure PSF width, background, photons, density and on-time of ``movie`` (a path, a ``Stack`` or a
     (T, H, W) array of camera counts) from at most ``frames`` frames (fewer for frames so large that
     ``frames`` of them exceed ``PIXEL_BUDGET`` pixels; at least 8).
 
     ``camera``: None reads the file's metadata and fills the rest with defaults (``resolve_camera``);
     ``camera_sources``/``metadata`` record where a given camera's fields came from. ``seed`` fixes the
-    bootstrap of the uncertainties.
+    bootstrap of the uncertainties. ``pilot_frames`` (frames that give the first PSF width) and ``sweeps``
+    (refits of every spot with its neighbours' light removed) trade precision for time: a quick check (the
+    ``infer`` domain check) takes fewer.
     """
     is_path = isinstance(movie, (str, os.PathLike))
     if camera is None:
@@ -92,20 +95,22 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
     with context as stack:
         if len(stack.shape) != 3:
             raise StackError(f"{name}: expected a (T, H, W) movie, got shape {tuple(stack.shape)}")
-        result = _measure(stack, camera, frames)
+        result = _measure(stack, camera, frames, pilot_frames, sweeps)
     return _summarize(result, name=str(name), camera=camera, sources=sources, metadata=metadata, seed=seed)
 
 
-def _pilot_sigma(photons: np.ndarray) -> float:
+def _pilot_sigma(photons: np.ndarray, pilot_frames: int = PILOT_FRAMES) -> float:
     """A first PSF width from the first frames, to size the detection filter and the fit windows."""
-    photons = photons[:PILOT_FRAMES]
-    loc = localize_block(photons - block_background(photons), 0.0, sigma=SIGMA_START, threshold=THRESHOLD, radius=5,
+    back = block_background(photons[:PILOT_FRAMES])  # the map from as many frames as a full pilot, whatever it fits
+    photons = photons[:max(1, pilot_frames)]
+    loc = localize_block(photons - back, 0.0, sigma=SIGMA_START, threshold=THRESHOLD, radius=5,
                          rounds=1, sweeps=1)
     good = loc.fits.ok & isolated(loc.cands, loc.cands, ISOLATION * SIGMA_START)
     return float(np.median(loc.fits.sigma[good])) if good.sum() >= 10 else SIGMA_START
 
 
-def _measure(stack: Any, camera: Camera, frames: int) -> dict[str, Any]:
+def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_FRAMES,
+             sweeps: int = SWEEPS) -> dict[str, Any]:
     n_frames, h, w = (int(v) for v in stack.shape)
     if n_frames == 0 or h < 8 or w < 8:
         raise StackError(f"{getattr(stack, 'path', '<array>')}: too small to calibrate, shape {tuple(stack.shape)}")
@@ -135,12 +140,12 @@ def _measure(stack: Any, camera: Camera, frames: int) -> dict[str, Any]:
         pixels += adu.size
         photons = np.asarray(camera.to_photons(adu, maps), dtype=np.float64)
         if sigma is None:
-            sigma = _pilot_sigma(photons)
+            sigma = _pilot_sigma(photons, pilot_frames)
             radius = int(np.clip(math.ceil(3 * sigma) + 1, 4, 8))
         # spots are fitted on the frames minus the block's background map, each with a constant background
         # of its own for what the map misses
         back = block_background(photons)
-        loc = localize_block(photons - back, 0.0, sigma=sigma, threshold=THRESHOLD, radius=radius)
+        loc = localize_block(photons - back, 0.0, sigma=sigma, threshold=THRESHOLD, radius=radius, sweeps=sweeps)
         faint = find_candidates(loc.residual, sigma, MASK_THRESHOLD)
         masked = spot_mask(photons.shape, np.concatenate([loc.cands.frame, faint.frame]),
                            np.concatenate([loc.cands.row, faint.row]), np.concatenate([loc.cands.col, faint.col]),
