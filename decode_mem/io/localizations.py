@@ -13,17 +13,17 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.parquet import ParquetWriter, iter_parquet, parquet_meta, table_from_thunderstorm
-from decode_mem.io.picasso import PicassoWriter, iter_picasso, picasso_meta
 from decode_mem.io.table import OPTIONAL, EmitterTable
-from decode_mem.io.thunderstorm import EXTRA_COLUMNS, ThunderstormWriter
+from decode_mem.io.thunderstorm import EXTRA_COLUMNS, ThunderstormWriter, table_from_thunderstorm
+
+if TYPE_CHECKING:  # pyarrow (parquet, CSV reading) and h5py (Picasso) are imported where a format needs them
+    from decode_mem.io.parquet import ParquetWriter
+    from decode_mem.io.picasso import PicassoWriter
 
 FORMATS = {".csv": "csv", ".hdf5": "picasso", ".h5": "picasso", ".parquet": "parquet", ".pq": "parquet"}
 CHUNK_ROWS = 1 << 20
@@ -67,9 +67,13 @@ def open_writer(path: str | os.PathLike, *, pixel_size: float, width: int | None
             raise ConfigError(f"{path}: options {sorted(options)} do not apply to CSV")
         return ThunderstormWriter(path, pixel_size, tuple(extras), three_d)
     if fmt == "parquet":
+        from decode_mem.io.parquet import ParquetWriter
+
         return ParquetWriter(path, pixel_size, tuple(extras), width=width, height=height, frames=frames, **options)
     if width is None or height is None:
         raise ConfigError(f"{path}: a Picasso file needs the frame width and height (px)")
+    from decode_mem.io.picasso import PicassoWriter
+
     return PicassoWriter(path, width=width, height=height, pixel_size=pixel_size, frames=frames,
                          extras=tuple(extras), **options)
 
@@ -90,7 +94,11 @@ def localization_meta(path: str | os.PathLike) -> LocalizationMeta:
     _require_file(path)
     if fmt == "csv":
         return LocalizationMeta()
-    raw = picasso_meta(path) if fmt == "picasso" else parquet_meta(path)
+    if fmt == "picasso":
+        from decode_mem.io.picasso import picasso_meta as read_meta
+    else:
+        from decode_mem.io.parquet import parquet_meta as read_meta
+    raw = read_meta(path)
     return LocalizationMeta(
         pixel_size=None if raw.get("pixel_size") is None else float(raw["pixel_size"]),
         width=None if raw.get("width") is None else int(raw["width"]),
@@ -109,11 +117,15 @@ def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     fmt = file_format(path)
     _require_file(path)
     if fmt == "picasso":
+        from decode_mem.io.picasso import iter_picasso
+
         own = localization_meta(path).pixel_size
         scale = 1.0 if pixel_size is None or own is None else own / float(pixel_size)
         for table in iter_picasso(path, chunk_rows):
             yield table if scale == 1.0 else _rescaled(table, scale)
     elif fmt == "parquet":
+        from decode_mem.io.parquet import iter_parquet
+
         yield from iter_parquet(path, pixel_size, chunk_rows)
     else:
         if pixel_size is None:
@@ -140,6 +152,9 @@ def _require_file(path: str | os.PathLike) -> None:
 
 def _iter_csv(path: Path, pixel_size: float, chunk_rows: int) -> Iterator[EmitterTable]:
     """ThunderSTORM CSV (ours or ThunderSTORM's own) in blocks, with pyarrow's streaming reader."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     with open(path, newline="") as fh:
         header = next(csv.reader(fh), None)
     if not header or "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:

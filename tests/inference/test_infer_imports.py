@@ -1,0 +1,26 @@
+"""``python -m decode_mem.infer --help`` and the start of a run import only what they use: the plotting, cluster,
+image-analysis and file-format libraries load when a report, a cluster or that format is reached."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from infer_helpers import REPO
+
+LATER = ("matplotlib", "dask", "distributed", "skimage", "pyarrow", "h5py", "zarr", "pandas")
+
+
+def _loaded(code: str) -> list[str]:
+    probe = f"import json, sys; {code}; print(json.dumps(sorted(m for m in {LATER!r} if m in sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_help_and_the_start_of_a_run_import_none_of_the_later_libraries() -> None:
+    assert _loaded("from decode_mem.infer.__main__ import main; main(['--help'])") == []
+    # what a run has imported when it starts its first stack (the domain check and the writers of a CSV run)
+    assert _loaded("import decode_mem.infer.runner, decode_mem.infer.console; "
+                   "from decode_mem.io.localizations import open_writer") == []
