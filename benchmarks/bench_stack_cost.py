@@ -87,6 +87,59 @@ def measure(versions: list[tuple[str, Path]], short: Path, long: Path, work: Pat
     return [min(runs[(label, name)], key=lambda r: r["wall_s"]) for name, _, _ in plan for label, _ in versions]
 
 
+COMPONENTS = """
+import json, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+import decode_mem.infer.runner, decode_mem.infer.console
+out = {"imports": (time.perf_counter() - t0, time.process_time() - c0)}
+from decode_mem.infer.domain import check_domain
+from decode_mem.io.stack import open_stack
+from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
+model = load_model(SHIPPED_MODEL)
+best = None
+for _ in range(int(sys.argv[2])):
+    t0, c0 = time.perf_counter(), time.process_time()
+    with open_stack(sys.argv[1]) as stack:
+        check_domain(stack, model.camera, model.envelope)
+    took = (time.perf_counter() - t0, time.process_time() - c0)
+    best = took if best is None or took[0] < best[0] else best
+out["domain check"] = best
+print(json.dumps(out))
+"""
+
+
+def components(label: str, checkout: Path, movie: Path, repeats: int) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds of importing what a run starts with and of the domain check (best of ``repeats``), in
+    a process of their own on ``checkout``'s code."""
+    done = subprocess.run([sys.executable, "-c", COMPONENTS, str(movie), str(repeats)], cwd=checkout,
+                          env=dict(os.environ, PYTHONPATH=str(checkout)), capture_output=True, text=True, check=True)
+    parts = json.loads(done.stdout.strip().splitlines()[-1])
+    print(label, parts, flush=True)
+    return parts
+
+
+def reread_cost(csv: Path, shape: tuple[int, int], pixel_size: float) -> dict[str, tuple[float, float]]:
+    """What the baseline's report did after the loop (read the CSV back and render it) against what this version
+    does instead while writing (count the same tables into a ``Histogram``): (wall, CPU) seconds."""
+    from decode_mem.io.localizations import iter_localizations
+    from decode_mem.render import Histogram, render_counted
+
+    render_pixel = max(10.0, pixel_size * max(shape) / 4096)
+    t0, c0 = time.perf_counter(), time.process_time()
+    _, n_old = render_counted(iter_localizations(csv, pixel_size=pixel_size), shape_px=shape,
+                              pixel_size=pixel_size, render_pixel=render_pixel)
+    old = (time.perf_counter() - t0, time.process_time() - c0)
+    tables = list(iter_localizations(csv, pixel_size=pixel_size))
+    hist = Histogram(shape_px=shape, pixel_size=pixel_size, render_pixel=render_pixel)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for table in tables:
+        hist.add(table)
+    new = (time.perf_counter() - t0, time.process_time() - c0)
+    assert hist.n == n_old
+    return {f"read back and render {n_old} rows (baseline, after the loop)": old,
+            f"count the same {n_old} rows into the image (this version, in the loop)": new}
+
+
 def machine_line(load_start: float, commit: str) -> str:
     """The CPU and its cores (``infer`` runs with torch's default threads: all of them), the 1-min load average
     at the start and at the end, python and torch, and the decode_mem commit measured."""
@@ -114,7 +167,8 @@ def _fmt(v: object, digits: int = 1) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def write_report(rows: list[dict], torch_s: float, machine: str, out: Path) -> None:
+def write_report(rows: list[dict], torch_s: float, machine: str, out: Path, parts: dict[str, dict],
+                 reread: dict[str, tuple[float, float]]) -> None:
     lines = ["# Fixed cost per stack: the whole `infer` command beyond its frame loop", "",
              f"`{command_line()}`", "", f"Machine: {machine}.", "",
              "Movies: 256² px × 40 and × 400 frames (`decode_mem.simulate`, seed 1, defaults: ~620 emitters per "
@@ -140,6 +194,17 @@ def write_report(rows: list[dict], torch_s: float, machine: str, out: Path) -> N
                                        f"; of it the domain check {r['domain_s']:.1f} s, python and torch's import "
                                        f"~{torch_s:.1f} s, the rest (other imports, model, plan, report) "
                                        f"~{others:.1f} s") + ".")
+    lines += ["", "Parts of the rest, each version in a process of its own (wall / CPU seconds; the domain check "
+              "on the 40-frame movie, best of its repeats); CPU time is what other processes' load changes least:",
+              "",
+              "| version | " + " | ".join(next(iter(parts.values()))) + " |",
+              "|---|" + "---:|" * len(next(iter(parts.values())))]
+    for label, p in parts.items():
+        lines.append(f"| {label} | " + " | ".join(f"{w:.2f} / {c:.2f}" for w, c in p.values()) + " |")
+    if reread:
+        lines += ["", "The report's super-resolution image of the 400-frame movie (this version's CSV, in this "
+                  "process; wall / CPU seconds):", ""]
+        lines += [f"- {k}: {w:.2f} / {c:.2f} s" for k, (w, c) in reread.items()]
     lines += ["", "Domain check of the 40-frame movie (the fastest repeat run of each version): what it measured.", "",
               "| version | " + " | ".join(DOMAIN_KEYS) + " | warnings |",
               "|---|" + "---:|" * len(DOMAIN_KEYS) + "---|"]
@@ -168,8 +233,11 @@ def main() -> None:
         work = Path(tmp)
         short, long = simulate(work)
         rows = measure(versions, short, long, work, args.repeats)
+        parts = {label: components(label, checkout, short, args.repeats) for label, checkout in versions}
+        csv = work / f"{len(versions) - 1}_{long.stem}_repea0" / f"{long.stem}.csv"
+        reread = reread_cost(csv, (256, 256), 100.0)
     torch_s = torch_import_s(3)
-    write_report(rows, torch_s, machine_line(load, commit), Path(args.out))
+    write_report(rows, torch_s, machine_line(load, commit), Path(args.out), parts, reread)
     print(f"-> {args.out}")
 
 
