@@ -2,8 +2,9 @@
 
 On the first frames of a stack (``DOMAIN_FRAMES``, fewer — down to ``DOMAIN_MIN_FRAMES`` — where they would
 hold more than ``DOMAIN_PIXELS`` px) with a quick ``decode_mem.calibrate`` (the first PSF width from
-``DOMAIN_PILOT_FRAMES`` frames and one refit sweep instead of 20 and 2: on 256² frames ~3x faster than before
-and within a few % of its numbers, far inside the envelope's tolerances; of frames larger than
+``DOMAIN_PILOT_FRAMES`` frames and one refit sweep instead of 20 and 2: on 256² frames 2.4x less CPU than 10
+frames fully calibrated, within a few % of their numbers, far inside the envelope's tolerances,
+benchmarks/results/stack_cost.md; of frames larger than
 ``DOMAIN_SIDE`` px, their central ``DOMAIN_SIDE`` x ``DOMAIN_SIDE`` px, so that the check's memory does not
 grow with the frame size; whole frames when the camera has per-pixel maps): all-zero frames, pixels below
 the camera baseline and the camera's noise (a wrong camera shows here), the background level and how much it
