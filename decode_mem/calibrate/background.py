@@ -9,10 +9,13 @@ camera check. Sums are accumulated block by block, so memory does not grow with 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage
+
+from decode_mem.calibrate.spots import find_candidates
 
 SPREAD_SMOOTHING = 3.0  # px: Gaussian smoothing of the map before its spread is measured (removes pixel noise)
 SPREAD_PERCENTILES = (5.0, 95.0)
@@ -33,15 +36,48 @@ def preliminary_background(photons: np.ndarray, tile: int = 16) -> np.ndarray:
     return ndimage.gaussian_filter(full, tile / 2, mode="nearest")
 
 
-def block_background(photons: np.ndarray, min_frames: int = 8, smoothing: float = 1.5) -> np.ndarray:
-    """(H, W) background of a block of consecutive frames, what the spot fits stand on: each pixel's median
-    over the block (spots blink: a pixel is lit in a few of its frames), smoothed over ``smoothing`` px. It
-    follows a cell-like background (a ramp from 80 to 900 photons/px, a bright nucleus) that a window's
-    constant background cannot: on it the fits widened to their bound and most failed, or took the slope's
-    light as photons. Fewer than ``min_frames`` frames: ``preliminary_background``."""
+def block_background(photons: np.ndarray, sigma: float, threshold: float = 3.0, min_frames: int = 8,
+                     min_quiet: int = 3, smoothing: float = 1.5, linger: int = 1) -> np.ndarray:
+    """(H, W) background of a block of consecutive frames, what the spot fits stand on. It follows a
+    cell-like background (a ramp from 80 to 900 photons/px, a bright nucleus) that a window's constant
+    background cannot: on it the fits widened to their bound and most failed, or took the slope's light as
+    photons.
+
+    Two passes: each pixel's median over the block gives a first map; spots found above it (down to
+    ``threshold``, PSF width ``sigma`` px) are masked (a disk of ~3σ, and the ``linger`` frames before and
+    after: an emitter on in a frame is often dimly on in its neighbours) and the map is each pixel's median
+    over its quiet samples only, smoothed over ``smoothing`` px weighting pixels by their number of quiet
+    samples (pixels with fewer than ``min_quiet`` borrow from their neighbours; the tile background where no
+    pixel nearby has any). The plain median alone holds the spots' own light where an emitter is on in several
+    of a short block's frames: on 10 frames of 1 emitter/µm² a bump of ~35 photons/px under the emitters
+    (~2 with the mask), the flux 20 % low and the camera's noise ratio 1.3. Fewer than
+    ``min_frames`` frames: ``preliminary_background`` (too few samples for a per-pixel median)."""
     if len(photons) < min_frames:
         return preliminary_background(photons)
-    return ndimage.gaussian_filter(np.median(photons, axis=0), smoothing, mode="nearest")
+    back = ndimage.gaussian_filter(np.median(photons, axis=0), smoothing, mode="nearest")
+    radius = max(2, math.ceil(3 * sigma))
+    cands = find_candidates(photons - back, sigma, threshold)
+    masked = spot_mask(photons.shape, cands.frame, cands.row, cands.col, radius=radius)
+    if linger:
+        masked = ndimage.binary_dilation(masked, structure=np.ones((2 * linger + 1, 1, 1), bool))
+    quiet, count = masked_median(photons, masked)
+    weight = np.where(count >= min_quiet, count, 0).astype(np.float64)
+    num = ndimage.gaussian_filter(weight * quiet, smoothing, mode="nearest")
+    den = ndimage.gaussian_filter(weight, smoothing, mode="nearest")
+    far = den < 1e-3 * max(float(den.max()), 1e-12)  # no quiet sample nearby: the tile background
+    if far.any():
+        return np.where(far, preliminary_background(photons), num / np.where(far, 1.0, den))
+    return num / den
+
+
+def masked_median(values: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pixel, the median over axis 0 of the samples not ``masked`` (0 where none) and their number. As
+    ``np.nanmedian`` of the masked samples set to NaN, ~9x faster on 10 frames (one sort, no per-pixel loop)."""
+    count = (~masked).sum(axis=0)
+    ordered = np.sort(np.where(masked, np.inf, values), axis=0)  # the masked samples last
+    lo = np.take_along_axis(ordered, np.maximum((count - 1) // 2, 0)[None], axis=0)[0]
+    hi = np.take_along_axis(ordered, np.minimum(count // 2, len(values) - 1)[None], axis=0)[0]
+    return np.where(count > 0, (lo + hi) / 2, 0.0), count
 
 
 def spot_mask(shape: tuple[int, int, int], frame: np.ndarray, row: np.ndarray, col: np.ndarray,

@@ -3,8 +3,8 @@
 Frames are read in runs of ``RUN_FRAMES`` consecutive frames spread evenly over the movie (consecutive, so
 that molecules can be followed from frame to frame), one run at a time: memory is a few runs' worth of
 frames whatever the movie's length. Per run: convert to photons, detect and fit spots (``spots``) on the frames
-minus the run's background map (each pixel's median over the run: a cell-like background that rises several-fold
-within a window would otherwise widen the fits and bias the photons), mask them
+minus the run's background map (each pixel's median over its samples away from spots: a cell-like background
+that rises several-fold within a window would otherwise widen the fits and bias the photons), mask them
 and add the quiet pixels to the background statistics (``background``). Then: background map and level,
 camera check, PSF width, photons, tracks, on-time and density.
 """
@@ -101,7 +101,8 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
 
 def _pilot_sigma(photons: np.ndarray, pilot_frames: int = PILOT_FRAMES) -> float:
     """A first PSF width from the first frames, to size the detection filter and the fit windows."""
-    back = block_background(photons[:PILOT_FRAMES])  # the map from as many frames as a full pilot, whatever it fits
+    # the map from as many frames as a full pilot, whatever it fits
+    back = block_background(photons[:PILOT_FRAMES], SIGMA_START, MASK_THRESHOLD)
     photons = photons[:max(1, pilot_frames)]
     loc = localize_block(photons - back, 0.0, sigma=SIGMA_START, threshold=THRESHOLD, radius=5,
                          rounds=1, sweeps=1)
@@ -144,7 +145,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
             radius = int(np.clip(math.ceil(3 * sigma) + 1, 4, 8))
         # spots are fitted on the frames minus the block's background map, each with a constant background
         # of its own for what the map misses
-        back = block_background(photons)
+        back = block_background(photons, sigma, MASK_THRESHOLD)
         loc = localize_block(photons - back, 0.0, sigma=sigma, threshold=THRESHOLD, radius=radius, sweeps=sweeps)
         faint = find_candidates(loc.residual, sigma, MASK_THRESHOLD)
         masked = spot_mask(photons.shape, np.concatenate([loc.cands.frame, faint.frame]),
