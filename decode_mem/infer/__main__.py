@@ -73,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "<stem>_drift.png")
     det.add_argument("--strict", action="store_true",
                      help="data outside the model's domain are an error (exit 2, nothing written)")
+    add(mem, "--block", type=int_or_auto, default="auto",
+        help="frames per block, or 'auto' (default: about 64 MiB of frames; with --follow at most 16 frames)")
+    live = p.add_argument_group("live (a stack still being written)")
+    live.add_argument("--follow", action="store_true",
+                      help="localize INPUT (one TIFF file, zarr array or folder of frame files) while it is being "
+                           "written; ends when nothing was written for --idle_timeout")
+    add(live, "--idle_timeout", type=float, default=30.0,
+        help="seconds without a new byte after which the acquisition counts as ended (default 30)")
+    add(live, "--refresh", type=float, default=10.0,
+        help="seconds between refreshes of <stem>.json, report.html and the parts in <stem>.live/ (default 10)")
     run_ = p.add_argument_group("run")
     run_.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
     run_.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
@@ -102,6 +112,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
         compile={"on": True, "off": False}.get(args.compile, "auto"), streams=args.streams,
+        block=args.block, follow=args.follow, idle_timeout=args.idle_timeout, refresh=args.refresh,
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
         scheduler=args.scheduler, threads=args.threads, **extra)

@@ -49,6 +49,10 @@ class InferConfig:
     scheduler       address of an existing dask scheduler (instead of ``workers``)
     frames_per_task frames per dask task (rounded up to a multiple of the block length)
     threads         torch CPU threads per process (None: torch's default)
+    follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
+                    page, a zarr array growing along time or a folder receiving frame files; ends after
+                    ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed
+                    every ``refresh`` seconds and the localizations so far appear as parts in ``<stem>.live/``
     """
 
     inputs: tuple[str, ...]
@@ -75,6 +79,9 @@ class InferConfig:
     write_probability_map: bool = False
     drift: bool = False
     report: bool = True
+    follow: bool = False
+    idle_timeout: float = 30.0
+    refresh: float = 10.0
 
     def __post_init__(self) -> None:
         inputs = (self.inputs,) if isinstance(self.inputs, (str, os.PathLike)) else tuple(self.inputs)
@@ -109,9 +116,22 @@ class InferConfig:
             raise ConfigError(f"streams {self.streams}: not with " + ("write_probability_map (written one block at a "
                               "time)" if self.write_probability_map else "compile on (not measured from several "
                               "threads)") + "; use streams 1")
+        if self.follow:
+            self._check_follow()
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")
+
+    def _check_follow(self) -> None:
+        if len(self.inputs) != 1:
+            raise ConfigError(f"follow: give one stack to follow (a TIFF file, a zarr array or a folder), got "
+                              f"{len(self.inputs)} inputs")
+        if self.distributed or self.write_probability_map or self.streams > 1:
+            raise ConfigError("follow: one process, one stream and no probability map (its size is set before the "
+                              "first frame); run without workers/scheduler, streams and write_probability_map")
+        for name in ("idle_timeout", "refresh"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
     @property
     def model_path(self) -> Path:
@@ -128,7 +148,8 @@ class InferConfig:
                 "streams": self.streams, "device": self.device,
                 "threshold": self.threshold,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
-                "threads": self.threads, "strict": self.strict, "drift": self.drift}
+                "threads": self.threads, "strict": self.strict, "drift": self.drift,
+                **({"follow": True, "idle_timeout": self.idle_timeout, "refresh": self.refresh} if self.follow else {})}
 
 
 @dataclass(frozen=True)

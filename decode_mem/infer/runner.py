@@ -27,6 +27,7 @@ from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, writ
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import check_domain
+from decode_mem.infer.live_parts import summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
@@ -120,6 +121,10 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             camera = dataclasses.replace(camera, **cfg.camera_overrides)
         except TypeError as e:
             raise ConfigError(f"camera: {e}") from None
+    if cfg.follow:  # one stack that is still being written
+        from decode_mem.infer.live import follow_stack
+
+        return follow_stack(cfg, model, camera, obs, command, t_start)
     found = find_stacks(cfg.inputs)
     check_stems(found.stacks)
     failures = [StackFailure(item, reason) for item, reason in found.missing]
@@ -140,7 +145,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
         stem = stem_of(path)
         done = summary_path(cfg.out, stem)
-        if cfg.resume and done.is_file():
+        if cfg.resume and summary_complete(done):
             summaries.append(StackSummary(str(path), stem, 0, 0, 0.0, None, (str(done),), skipped=True))
             obs.message(summaries[-1].line())
             continue

@@ -1,0 +1,198 @@
+"""Follow a stack that is still being written: blocks of frames as they land, until the acquisition ends.
+
+``open_growing(path)`` picks the reader: a TIFF file growing page by page (``growing_tiff``: classic, BigTIFF,
+OME-TIFF, Micro-Manager's roll-over files), a zarr array growing along time (``growing_zarr``), or a folder
+receiving single-frame files (``growing_folder``). Each keeps a safety margin so that a page, chunk or file
+still being written is waited for, never read. ``FollowedStack`` wraps one as a frame source for the engine
+(``shape`` and ``blocks``): ``blocks`` waits until a block and its next context frame are complete and yields
+exactly the blocks ``edge_blocks`` yields for the finished stack (same frames, same edge repeats), so a followed
+run gives the offline run's emitters. The acquisition is over when no byte was written for ``idle_timeout``
+seconds; then the last page counts as complete if all its bytes are there. Memory: one block, plus the offsets
+of frames not yet read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from decode_mem.errors import StackError
+
+UNKNOWN_LENGTH = 2**31 - 1  # ``shape[0]`` of a followed stack: its length is not known until it ends
+POLL_S = 0.05
+ARRIVALS = 4096  # (frames seen, time) pairs kept for the lag; older ones are thinned out
+
+
+class Growing(Protocol):
+    """What a growing-stack reader offers (``GrowingTiff``, ``GrowingZarr``, ``FrameFolder``)."""
+
+    path: Path
+    frame_shape: tuple[int, int] | None
+    dtype: np.dtype | None
+    warnings: list[str]
+
+    def poll(self, final: bool = False) -> int: ...
+    def activity(self) -> Any: ...
+    def read(self, lo: int, hi: int) -> np.ndarray: ...
+    def release(self, before: int) -> None: ...
+    def close(self) -> None: ...
+
+
+def open_growing(path: str | os.PathLike, **options: Any) -> Growing:
+    """The reader for ``path``: a TIFF file, a zarr store (``options``: ``key``, ``channel``, ...) or a folder."""
+    path = Path(path)
+    if not path.exists():
+        raise StackError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if path.suffix.lower() == ".zarr" or any((path / m).exists() for m in (".zarray", ".zgroup", "zarr.json")):
+            from decode_mem.io.growing_zarr import GrowingZarr
+
+            return GrowingZarr(path, **options)
+        from decode_mem.io.growing_folder import FrameFolder
+
+        return FrameFolder(path)
+    if path.suffix.lower() == ".npy":
+        raise StackError(f"{path}: a .npy file is written whole; --follow reads TIFF files, zarr arrays and folders")
+    from decode_mem.io.growing_tiff import GrowingTiff
+
+    return GrowingTiff(path)
+
+
+class FollowedStack:
+    """A growing stack as an engine frame source; ``start``: the first frame to localize (``--resume``).
+
+    ``wait_for(n)`` blocks until ``n`` frames are complete or the acquisition has ended (``ended``); ``blocks``
+    is the engine's entry. ``available``/``seen_at``/``camera_rate`` describe the writer for the lag report.
+    ``widefield()``: the mean of the first ``widefield_frames`` frames read. ``clock``/``sleep``: injectable.
+    """
+
+    def __init__(self, growing: Growing, *, idle_timeout: float, start: int = 0, poll_s: float = POLL_S,
+                 widefield_frames: int = 0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.growing, self.idle_timeout, self.start = growing, float(idle_timeout), int(start)
+        self.widefield_frames = int(widefield_frames)
+        self._sum: np.ndarray | None = None
+        self._summed = 0
+        self.poll_s, self.clock, self.sleep = poll_s, clock, sleep
+        self.available = 0
+        self.ended = False
+        self.ended_by = ""  # 'idle' once the writer was quiet for idle_timeout
+        self.arrivals: deque[tuple[int, float]] = deque()  # (frames complete, when first seen), increasing
+        self._lock = threading.Lock()
+        self._activity: Any = None
+        self._last_change = clock()
+
+    # -- the writer -------------------------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Look once: frames complete now (records when new frames were first seen)."""
+        if self.ended:
+            return self.available
+        n = self.growing.poll()
+        now = self.clock()
+        activity = self.growing.activity()
+        if activity != self._activity or n != self.available:
+            self._activity, self._last_change = activity, now
+        self._seen(n, now)
+        if now - self._last_change >= self.idle_timeout:
+            self._seen(self.growing.poll(final=True), now)
+            self.ended, self.ended_by = True, "idle"
+        return self.available
+
+    def wait_for(self, n: int) -> int:
+        """Frames complete once at least ``n`` are, or the acquisition ended (then: all there are)."""
+        while self.poll() < n and not self.ended:
+            self.sleep(self.poll_s)
+        return self.available
+
+    def _seen(self, n: int, now: float) -> None:
+        with self._lock:
+            if n > self.available:
+                self.arrivals.append((n, now))
+                self.available = n
+                if len(self.arrivals) > ARRIVALS:  # keep the newest half, every other of the older half
+                    items = list(self.arrivals)
+                    half = len(items) // 2
+                    self.arrivals = deque(items[:half:2] + items[half:])
+
+    def seen_at(self, frame: int) -> float | None:
+        """When frame ``frame`` (0-based) was first seen complete (None: not yet, or forgotten)."""
+        with self._lock:
+            for n, t in self.arrivals:
+                if n > frame:
+                    return t
+        return None
+
+    def camera_rate(self, window_s: float = 10.0) -> float | None:
+        """Frames per second the writer delivered over the last ``window_s`` seconds of arrivals."""
+        with self._lock:
+            if len(self.arrivals) < 2:
+                return None
+            n1, t1 = self.arrivals[-1]
+            old = [(n, t) for n, t in self.arrivals if t <= t1 - window_s] or [self.arrivals[0]]
+            n0, t0 = old[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else None
+
+    def forget_before(self, frame: int) -> None:
+        """Drop what is kept of frames before ``frame`` (read already)."""
+        self.growing.release(frame)
+        with self._lock:
+            while len(self.arrivals) > 1 and self.arrivals[1][0] <= frame:
+                self.arrivals.popleft()
+
+    # -- the engine's frame source ----------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        if self.growing.frame_shape is None:
+            raise StackError(f"{self.growing.path}: no complete frame yet")
+        return (UNKNOWN_LENGTH, *self.growing.frame_shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.growing.dtype)
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        return self.growing.read(lo, hi)
+
+    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+        """``(t0, frames)`` as ``edge_blocks`` gives them for the finished stack, from ``start`` on, each as soon as
+        its frames and the next context frames are complete; ``t0`` is the stack's frame number."""
+        t0 = self.start
+        while True:
+            n = self.wait_for(t0 + length + context)
+            if n <= t0:
+                return
+            t1 = min(t0 + length, n)
+            lo, hi = max(t0 - context, 0), min(t1 + context, n)
+            frames = self.read(lo, hi)
+            self._add_widefield(frames[t0 - lo: t1 - lo])
+            pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
+            if pad_lo or pad_hi:  # only at the stack's own ends: repeat the edge frame
+                frames = np.concatenate([frames[:1].repeat(pad_lo, 0), frames, frames[-1:].repeat(pad_hi, 0)])
+            self.forget_before(max(t1 - context, 0))
+            yield t0, frames
+            t0 = t1
+
+    def _add_widefield(self, core: np.ndarray) -> None:
+        take = core[: max(0, self.widefield_frames - self._summed)]
+        if len(take):
+            total = take.sum(axis=0, dtype=np.float64)
+            with self._lock:
+                self._sum = total if self._sum is None else self._sum + total
+                self._summed += len(take)
+
+    def widefield(self) -> tuple[np.ndarray | None, int]:
+        """(mean of the first frames read, how many), or (None, 0) before any."""
+        with self._lock:
+            return (None, 0) if self._sum is None else ((self._sum / self._summed).astype(np.float32), self._summed)
+
+    def close(self) -> None:
+        self.growing.close()

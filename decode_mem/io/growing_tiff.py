@@ -1,0 +1,245 @@
+"""A TIFF (classic or BigTIFF, OME-TIFF included) that a camera is still writing, read page by page as pages complete.
+
+tifffile parses finished files; while a file grows its IFD chain is being written (the last page's next-IFD
+offset is 0, or points past the end of the file, or the page's pixels are only partly there). This reader walks
+the chain itself, one IFD at a time, and keeps a safety margin of one page: a page counts as complete only when
+its IFD and all its pixel bytes are in the file *and* the writer has linked the next page (a sequential writer
+starts page k+1 only after page k), or when the acquisition is over (``poll(final=True)``: the writer stopped or
+rolled over to the next file). A half-written last page is therefore waited for, never read.
+
+Micro-Manager rolls an acquisition over to ``<name>_1.ome.tif``, ``<name>_2.ome.tif``, ... at about 4 GB: when
+the current file's chain ends and the next file of that name exists, the current file is finished and reading
+goes on in the next one. Every full-resolution page is one frame (single-channel, single-position
+acquisitions); reduced-resolution pages (thumbnails) are skipped. Pages must be uncompressed and striped, as
+camera software writes them. Only the offsets of frames not yet read are kept (``release``): flat memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from decode_mem.errors import StackError
+
+_FORMATS = {1: "B", 2: "B", 3: "H", 4: "I", 6: "b", 7: "B", 8: "h", 9: "i", 11: "f", 12: "d", 13: "I", 16: "Q",
+            17: "q", 18: "Q"}
+_WANTED = {254, 256, 257, 258, 259, 273, 277, 279, 322, 324, 339}
+_KINDS = {1: "u", 2: "i", 3: "f"}
+_SUFFIX = re.compile(r"^(?P<base>.*?)(?:_(?P<index>\d+))?(?P<ext>\.ome\.tiff?|\.tiff?)$", re.IGNORECASE)
+MAX_TAGS = 4096
+
+
+@dataclass(frozen=True)
+class _Page:
+    strips: tuple[tuple[int, int], ...]  # (offset, bytes) of the pixel data
+    shape: tuple[int, int]
+    dtype: np.dtype
+    reduced: bool  # a thumbnail / reduced-resolution page, not a frame
+    next_pos: int  # where this IFD's next-IFD offset is stored
+
+    @property
+    def data_end(self) -> int:
+        return max((o + n for o, n in self.strips), default=0)
+
+
+class _File:
+    """One file of the series: its IFD chain, walked as far as it is complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+        self.order: str | None = None  # '<' or '>' once the header is there
+        self.big = False
+        self.ptr_pos = 0  # where the offset of the next IFD to parse is stored
+        self.current: _Page | None = None  # parsed, not yet accepted
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def read(self, n: int, offset: int) -> bytes:
+        return os.pread(self.fd, n, offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def header(self, size: int) -> bool:
+        """Parse the header once it is there; False while the file is shorter than a header."""
+        if self.order is not None:
+            return True
+        head = self.read(16, 0) if size >= 4 else b""
+        if len(head) >= 4 and head[:4] not in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+"):
+            raise StackError(f"{self.path}: not a TIFF file (it starts with {head[:4]!r})")
+        big = head[2:4] in (b"+\0", b"\0+")
+        if len(head) < (16 if big else 8):
+            return False
+        self.order, self.big = ("<" if head[:2] == b"II" else ">"), big
+        self.ptr_pos = 8 if big else 4
+        return True
+
+    def pointer(self, pos: int, size: int) -> int | None:
+        n = 8 if self.big else 4
+        if pos + n > size:
+            return None
+        return struct.unpack(self.order + ("Q" if self.big else "I"), self.read(n, pos))[0]
+
+    def parse(self, offset: int, size: int) -> _Page | None:
+        """The IFD at ``offset``, or None while it (or a value it points to) is not completely in the file."""
+        o, big = self.order, self.big
+        count_size, entry, ptr = (8, 20, 8) if big else (2, 12, 4)
+        if offset + count_size > size:
+            return None
+        count = struct.unpack(o + ("Q" if big else "H"), self.read(count_size, offset))[0]
+        if not 0 < count <= MAX_TAGS:
+            return None  # not written yet (zeros) or being written
+        if offset + count_size + count * entry + ptr > size:
+            return None
+        raw = self.read(count * entry, offset + count_size)
+        tags: dict[int, tuple] = {}
+        for i in range(count):
+            e = raw[i * entry:(i + 1) * entry]
+            tag, typ = struct.unpack(o + "HH", e[:4])
+            if tag not in _WANTED or typ not in _FORMATS:
+                continue
+            n = struct.unpack(o + ("Q" if big else "I"), e[4:12] if big else e[4:8])[0]
+            inline = e[12:] if big else e[8:]
+            nbytes = n * struct.calcsize(_FORMATS[typ])
+            if nbytes <= len(inline):
+                data = inline[:nbytes]
+            else:
+                at = struct.unpack(o + ("Q" if big else "I"), inline)[0]
+                if at + nbytes > size:
+                    return None
+                data = self.read(nbytes, at)
+            tags[tag] = struct.unpack(f"{o}{n}{_FORMATS[typ]}", data)
+        return self._page(tags, offset + count_size + count * entry, offset)
+
+    def _page(self, tags: dict[int, tuple], next_pos: int, offset: int) -> _Page:
+        where = f"{self.path}: page at byte {offset}"
+        if 322 in tags or 324 in tags:
+            raise StackError(f"{where} is tiled; --follow reads striped pages (as cameras write them)")
+        compression = tags.get(259, (1,))[0]
+        if compression != 1:
+            raise StackError(f"{where} is compressed (TIFF compression {compression}); --follow reads "
+                             "uncompressed pages (as cameras write them)")
+        if tags.get(277, (1,))[0] != 1:
+            raise StackError(f"{where} has {tags[277][0]} samples per pixel; decode_mem needs one value per pixel")
+        if 256 not in tags or 257 not in tags or 273 not in tags or 279 not in tags:
+            raise StackError(f"{where} lacks its size or strip tags")
+        bits, kind = tags.get(258, (16,))[0], _KINDS.get(tags.get(339, (1,))[0])
+        if kind is None or bits not in (8, 16, 32, 64):
+            raise StackError(f"{where}: unsupported pixel type ({bits} bits, sample format {tags.get(339)})")
+        dtype = np.dtype(f"{self.order}{kind}{bits // 8}")
+        shape = (int(tags[257][0]), int(tags[256][0]))
+        strips = tuple(zip(tags[273], tags[279], strict=False))
+        if sum(n for _, n in strips) != shape[0] * shape[1] * dtype.itemsize:
+            raise StackError(f"{where}: its strips hold {sum(n for _, n in strips)} bytes, not the "
+                             f"{shape[0]}x{shape[1]} {dtype.name} pixels")
+        return _Page(strips, shape, dtype, bool(tags.get(254, (0,))[0] & 1), next_pos)
+
+
+def successor(path: Path, k: int) -> Path:
+    """The ``k``-th file a Micro-Manager acquisition rolls over to: ``x.ome.tif`` -> ``x_1.ome.tif``."""
+    m = _SUFFIX.match(path.name)
+    if m is None:
+        return path.with_name(f"{path.stem}_{k}{path.suffix}")
+    return path.with_name(f"{m['base']}_{k}{m['ext']}")
+
+
+class GrowingTiff:
+    """``poll()`` -> frames complete so far; ``read(lo, hi)`` reads complete frames only."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.files = [_File(self.path)]
+        self.frames: dict[int, tuple[int, _Page]] = {}  # frame -> (file index, page), frames not yet released
+        self.n = 0
+        self.frame_shape: tuple[int, int] | None = None
+        self.dtype: np.dtype | None = None
+        self.warnings: list[str] = []
+
+    def activity(self) -> tuple[int, int]:
+        """Changes whenever the writer wrote anything (file count, size of the last file)."""
+        return len(self.files), self.files[-1].size()
+
+    def poll(self, final: bool = False) -> int:
+        """Accept every page complete now; ``final``: the writer has stopped, so a last page whose bytes are all
+        there is complete too (and a last page that is not is reported in ``warnings``)."""
+        while True:
+            f = self.files[-1]
+            rolled = successor(self.path, len(self.files))
+            more = rolled.exists()
+            self._walk(f, final or more)
+            if more and self._chain_ended(f):
+                self.files.append(_File(rolled))
+                continue
+            break
+        return self.n
+
+    def _chain_ended(self, f: _File) -> bool:
+        size = f.size()
+        return f.order is not None and f.current is None and f.pointer(f.ptr_pos, size) == 0
+
+    def _walk(self, f: _File, final: bool) -> None:
+        size = f.size()
+        if not f.header(size):
+            if final and size:
+                raise StackError(f"{f.path}: not a TIFF file (only {size} bytes)")
+            return
+        while True:
+            if f.current is None:
+                offset = f.pointer(f.ptr_pos, size)
+                if not offset:
+                    return
+                f.current = f.parse(offset, size)
+                if f.current is None:
+                    if final:
+                        self.warnings.append(f"{f.path}: the last page is incomplete (its IFD at byte {offset} "
+                                             f"is not all in the {size}-byte file); its frame was left out")
+                    return
+            page = f.current
+            if page.data_end > size:
+                if final:
+                    self.warnings.append(f"{f.path}: the last page is incomplete (its pixels end at byte "
+                                         f"{page.data_end}, the file has {size}); its frame was left out")
+                return
+            nxt = f.pointer(page.next_pos, size)
+            if nxt is None or (nxt == 0 and not final):
+                return
+            self._accept(f, page)
+            if nxt == 0:
+                return
+
+    def _accept(self, f: _File, page: _Page) -> None:
+        f.ptr_pos, f.current = page.next_pos, None
+        if page.reduced:
+            return
+        if self.frame_shape is None:
+            self.frame_shape, self.dtype = page.shape, page.dtype
+        elif (page.shape, page.dtype) != (self.frame_shape, self.dtype):
+            raise StackError(f"{f.path}: frame {self.n} is {page.shape[0]}x{page.shape[1]} {page.dtype.name}, the "
+                             f"first was {self.frame_shape[0]}x{self.frame_shape[1]} {self.dtype.name}")
+        self.frames[self.n] = (len(self.files) - 1, page)
+        self.n += 1
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        """Frames ``lo .. hi-1`` (complete, not released) as a native-endian ``(hi - lo, H, W)`` array."""
+        out = np.empty((hi - lo, *self.frame_shape), self.dtype.newbyteorder("="))
+        for i, t in enumerate(range(lo, hi)):
+            k, page = self.frames[t]
+            buf = b"".join(self.files[k].read(n, o) for o, n in page.strips)
+            out[i] = np.frombuffer(buf, self.dtype).reshape(self.frame_shape)
+        return out
+
+    def release(self, before: int) -> None:
+        """Forget the offsets of frames before ``before`` (they will not be read again)."""
+        for t in [t for t in self.frames if t < before]:
+            del self.frames[t]
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
