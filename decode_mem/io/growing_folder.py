@@ -33,6 +33,7 @@ class FrameFolder:
         self.path = Path(path)
         self.frames: dict[int, tuple[Path, int]] = {}  # frame -> (file, index in the file), not yet released
         self.last: tuple | None = None  # natural key of the last file taken
+        self.last_name = ""
         self.n = 0
         self.frame_shape: tuple[int, int] | None = None
         self.dtype: np.dtype | None = None
@@ -50,9 +51,8 @@ class FrameFolder:
         new = [n for n in names if self.last is None or natural_key(n) > self.last]
         late = len(names) - len(new) - self.files
         if late > self.late:
-            old = [n for n in names if n not in new][-1]
-            self.warnings.append(f"{self.path}: {late - self.late} file(s) arrived after files that sort later "
-                                 f"(e.g. {old}); skipped")
+            self.warnings.append(f"{self.path}: {late - self.late} file(s) arrived after {self.last_name}, which "
+                                 "sorts after them (frames must arrive in name order); skipped")
             self.late = late
         growing = 0
         for i, name in enumerate(new):
@@ -66,7 +66,7 @@ class FrameFolder:
 
     def _take(self, path: Path, last: bool) -> bool:
         self.files += 1
-        self.last = natural_key(path.name)
+        self.last, self.last_name = natural_key(path.name), path.name
         try:
             with open_stack(path) as stack:
                 shape, dtype = tuple(stack.shape), stack.dtype

@@ -68,7 +68,7 @@ def start_writer(kind: str, frames: np.ndarray, root: Path, **kw: float) -> tupl
     proc = subprocess.Popen(cmd)
     deadline = time.monotonic() + 20
     while not target.exists():  # the run starts on an existing (perhaps still empty) stack
-        assert proc.poll() is None or proc.returncode == 0 and target.exists(), "the writer failed to start"
+        assert proc.poll() is None or (proc.returncode == 0 and target.exists()), "the writer failed to start"
         assert time.monotonic() < deadline
         time.sleep(0.01)
     return proc, target
