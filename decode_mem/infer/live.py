@@ -8,7 +8,9 @@ off, since the stack's length is unknown). While it runs, every ``refresh`` seco
 closed as a part (``infer.live_parts``: valid files in ``<stem>.live/``), ``<stem>.json`` says ``"status":
 "running"`` with frames done, frames and seconds behind the writer and both rates, and ``report.html`` shows
 that, the super-resolution image and (with ``drift``) the drift so far, and localizations per frame and lag
-over time. When the device cannot keep up, one warning says so (frames/s needed and done); no frame is dropped.
+over time (a refresh that takes longer than ``REFRESH_SHARE`` of its interval stretches the interval, so
+the report never slows the localization down much). When the device cannot keep up, one warning says so
+(frames/s needed and done); no frame is dropped.
 At the end the final files are written from the parts (the offline run's files), then the drift correction,
 ``<stem>.json`` and the report, as in a batch run. ``resume`` after a kill continues after the last part.
 """
@@ -39,6 +41,7 @@ from decode_mem.memory import read_host_memory
 from decode_mem.tiling import block_length
 
 LIVE_BLOCK = 16  # 'auto' block of a followed stack: at most this many frames (the lag of a block)
+REFRESH_SHARE = 0.1  # refreshes (parts, JSON, report) take at most this share of the time: slower ones come rarer
 BEHIND_BLOCKS = 4  # frames behind (in blocks) from which a device slower than the camera is reported
 
 
@@ -114,7 +117,7 @@ class _FollowRun:
         obs.run_started(1)
         obs.stack_started(stem, None)
         results: list[Any] = []
-        last_refresh = time.monotonic()
+        last_refresh, interval = time.monotonic(), cfg.refresh
         try:
             for table in stream_emitters(self.followed, settings, on_block=results.append, on_plan=self._plan):
                 result = results.pop()
@@ -124,10 +127,12 @@ class _FollowRun:
                 obs.block_done(stem, result.n_frames, result)
                 self._peak()
                 self._check_pace()
-                if time.monotonic() - last_refresh >= cfg.refresh:
+                if time.monotonic() - last_refresh >= interval:
+                    began = time.monotonic()
                     self.parts.close_part(status.frames_done)
                     self._refresh(running=True)
                     last_refresh = time.monotonic()
+                    interval = max(cfg.refresh, (last_refresh - began) / REFRESH_SHARE)
         except BaseException:
             self.parts.abort()
             raise
