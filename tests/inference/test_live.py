@@ -173,7 +173,8 @@ def test_a_device_slower_than_the_camera_says_so_once_and_drops_nothing(frames, 
 
 
 def test_sigkill_then_resume_gives_the_offline_result(frames, offline, shipped_model, tmp_path):
-    proc, target = start_writer("tiff", frames, tmp_path, rate=10.0, pause_at=-1, pause_s=0)
+    # the camera pauses 16 frames in: the run is killed mid-acquisition, after its first part
+    proc, target = start_writer("tiff", frames, tmp_path, rate=20.0, pause_at=16, pause_s=8.0)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "decode_mem.infer", str(target), "--out", str(out), "--model", str(shipped_model),
            "--follow", "--idle_timeout", "30", "--refresh", "0.2", "--block", str(BLOCK), "--chunk_size", "32",
@@ -182,7 +183,7 @@ def test_sigkill_then_resume_gives_the_offline_result(frames, offline, shipped_m
     run = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)})
     manifest = live_dir(out, "movie") / "parts.json"
     deadline = time.monotonic() + 60
-    while not (manifest.is_file() and json.loads(manifest.read_text())["stop"] >= 2 * BLOCK):
+    while not (manifest.is_file() and json.loads(manifest.read_text())["stop"] >= BLOCK):
         assert run.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     run.send_signal(signal.SIGKILL)
