@@ -209,7 +209,8 @@ class _FollowRun:
         camera, done = self.followed.camera_rate(), status.done_rate()
         numbers = {"frames_done": status.frames_done, "frames_seen": self.followed.available,
                    "frames_behind": self.followed.available - status.frames_done,
-                   "seconds_behind": round(self._lag_s(), 3),
+                   "seconds_behind": round(self._lag_s(), 3), "max_frames_behind": status.max_behind,
+                   "max_seconds_behind": round(status.max_behind_s, 3),
                    "camera_frames_per_s": None if camera is None else round(camera, 2),
                    "frames_per_s": None if done is None else round(done, 2),
                    "localizations": status.localizations, "block": self.parts.block,

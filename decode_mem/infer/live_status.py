@@ -65,6 +65,7 @@ class LiveStatus:
         self.done: deque[tuple[float, int]] = deque()  # (time, frames done) over the last RATE_WINDOW_S
         self.frames_done = 0
         self.localizations = 0
+        self.max_behind, self.max_behind_s = 0, 0.0  # the largest lag seen after any block
         self.positions: list[np.ndarray] = []  # (3, k) frame, x nm, y nm, every `stride`-th localization
         self.stride, self._kept, self._offset = 1, 0, 0
         self.t0 = time.monotonic()
@@ -99,6 +100,8 @@ class LiveStatus:
         """Record the lag now (``seen``: frames the writer completed; ``lag_s``: age of the newest result)."""
         now = time.monotonic()
         self.lag.append((now - self.t0, seen - self.frames_done, float("nan") if lag_s is None else lag_s))
+        self.max_behind = max(self.max_behind, seen - self.frames_done)
+        self.max_behind_s = max(self.max_behind_s, lag_s or 0.0)
         if len(self.lag) > 2 * BINS:
             items = list(self.lag)
             self.lag = deque(items[: BINS: 2] + items[BINS:])

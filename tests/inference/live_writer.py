@@ -6,7 +6,9 @@ KIND: ``tiff``, ``bigtiff``, ``ome`` (OME-XML in the first page), ``mm`` (Micro-
 ``<name>_1.ome.tif``, ... every ``--per_file`` pages), ``zarr`` (chunks along time, appended), ``folder`` (one
 TIFF file per frame). The TIFF writers link each new page before writing it (the previous next-IFD offset points
 past the end of the file until the IFD is there) and write the page ``--split_at`` in two parts, ``--split_s``
-apart: its first half, then the rest. ``--pause_at`` frames in, the writer stops for ``--pause_s`` seconds.
+apart: its first half, then the rest. ``--pause_at`` frames in, the writer stops for ``--pause_s`` seconds;
+``--hold_at`` frames in, it waits until the file ``--hold_file`` exists (a benchmark starts the timed camera
+phase once the run is going).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class TiffAppender:
 
 
 def write(kind: str, frames: np.ndarray, target: Path, rate: float, pause_at: int, pause_s: float,
-          split_at: int, split_s: float, per_file: int, chunk: int) -> None:
+          split_at: int, split_s: float, per_file: int, chunk: int, hold_at: int = -1,
+          hold_file: Path | None = None) -> None:
     n, h, w = frames.shape
     t_next = time.monotonic()
     appender: TiffAppender | None = None
@@ -109,6 +112,10 @@ def write(kind: str, frames: np.ndarray, target: Path, rate: float, pause_at: in
     while t < n:
         if t == pause_at:
             time.sleep(pause_s)
+            t_next = time.monotonic()
+        if t == hold_at and hold_file is not None:
+            while not hold_file.exists():
+                time.sleep(0.01)
             t_next = time.monotonic()
         step = chunk if kind == "zarr" else 1
         t0 = t
@@ -174,9 +181,11 @@ def main() -> None:
     p.add_argument("--split_s", type=float, default=0.0)
     p.add_argument("--per_file", type=int, default=10)
     p.add_argument("--chunk", type=int, default=4)
+    p.add_argument("--hold_at", type=int, default=-1)
+    p.add_argument("--hold_file")
     a = p.parse_args()
     write(a.kind, np.load(a.frames), Path(a.target), a.rate, a.pause_at, a.pause_s, a.split_at, a.split_s,
-          a.per_file, a.chunk)
+          a.per_file, a.chunk, a.hold_at, None if a.hold_file is None else Path(a.hold_file))
 
 
 if __name__ == "__main__":
