@@ -8,8 +8,9 @@ by page into a growing TIFF by the tests' camera stand-in (``tests/inference/liv
 then its IFD and pixels): ``WARM_FRAMES`` at once, then, once the run reports its first block, at the set rate,
 while ``python -m decode_mem.infer MOVIE --follow`` (shipped model,
 default sizes, CSV, ``--refresh 1``, ``--idle_timeout 20``) runs in another process. Every 0.5 s this script reads
-the run's ``<stem>.json`` (frames done, frames seen, frames and seconds behind the camera) and the run's RssAnon
-(``/proc/<pid>/status``). Reported per rate: the largest lag while the camera wrote and after, how long the run
+the run's ``<stem>.json`` (to start the camera once the run is going) and the run's RssAnon
+(``/proc/<pid>/status``); the lag (frames and seconds behind the camera, after every block) is the run's own,
+from its final ``<stem>.json``. Reported per rate: the largest lag while the camera wrote and after, how long the run
 needed after the camera's last frame (less the idle timeout), the frames/s localized, whether the run said it is
 slower than the camera, and RssAnon at the first sample, at its peak and at the end. GPU rows: not measured
 unless this runs on a GPU. Writes benchmarks/results/live.md and live.png.
@@ -73,7 +74,7 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
         time.sleep(0.01)
     cmd = [sys.executable, "-m", "decode_mem.infer", str(target), "--out", str(out), "--follow", "--idle_timeout",
            str(IDLE_S), "--refresh", "1", "--format", "csv", "--threads", str(threads), "--quiet", "--device", device]
-    t0 = time.monotonic()
+    t0, wall0 = time.monotonic(), time.time()
     run = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     samples: list[dict] = []
     writer_end = camera_start = None
@@ -91,8 +92,6 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
         if camera_start is None and state.get("status") == "running":  # the run is going: the camera starts
             go.touch()
             camera_start = now
-        if state.get("status") == "running":
-            sample.update({k: state[k] for k in ("frames_done", "frames_seen", "frames_behind", "seconds_behind")})
         samples.append(sample)
     stderr = run.stderr.read()
     end = time.monotonic() - t0
@@ -101,15 +100,18 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
     writer.wait()
     writer_end = end if writer_end is None else writer_end
     final = json.loads((out / "movie.json").read_text())
-    lagged = [s for s in samples if "frames_behind" in s]
-    during = [s for s in lagged if s["writing"]]
+    live = final["live"]
+    offset = live["started_at"] - wall0  # the run's clock on this script's
+    timeline = [(offset + t, behind, secs) for t, behind, secs in live["lag_timeline"]["rows"]]
+    after = [x for x in timeline if x[0] > writer_end][:1]  # the first block done after the camera's last frame
+    during = [x for x in timeline if camera_start is not None and camera_start <= x[0] <= writer_end] + after
     rss = [s["rss_anon_mb"] for s in samples if s["rss_anon_mb"] is not None]
     return {"rate": rate, "frames": len(movie), "camera_s": (len(movie) - WARM_FRAMES) / rate,
             "camera_start_s": camera_start, "writer_end_s": writer_end,
             "end_s": end, "after_camera_s": max(0.0, end - writer_end - IDLE_S), "localized_frames": final["frames"],
             "frames_per_s": final["live"]["frames_per_s"], "localizations": final["localizations"],
-            "max_behind_writing": max((s["frames_behind"] for s in during), default=None),
-            "max_seconds_writing": max((s["seconds_behind"] for s in during), default=None),
+            "max_behind_writing": max((x[1] for x in during), default=None),
+            "max_seconds_writing": max((x[2] for x in during), default=None), "timeline": timeline,
             "max_behind": final["live"]["max_frames_behind"], "max_seconds": final["live"]["max_seconds_behind"],
             "slower_warning": "no frame is dropped" in stderr, "rss_first": rss[0] if rss else None,
             "rss_peak": max(rss, default=None), "rss_last": rss[-1] if rss else None,
@@ -135,8 +137,7 @@ def plot(rows: list[dict], path: Path) -> None:
     FigureCanvasAgg(fig)
     lag, mem = fig.subplots(2, 1, sharex=True)
     for r in rows:
-        s = [x for x in r["samples"] if "frames_behind" in x]
-        line, = lag.plot([x["t"] for x in s], [x["frames_behind"] for x in s], label=f"{r['rate']:g} frames/s")
+        line, = lag.plot([x[0] for x in r["timeline"]], [x[1] for x in r["timeline"]], label=f"{r['rate']:g} frames/s")
         for when in (r["camera_start_s"], r["writer_end_s"]):
             lag.axvline(when, color=line.get_color(), linestyle=":", linewidth=1)
         m = [x for x in r["samples"] if x["rss_anon_mb"] is not None]
@@ -159,9 +160,8 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
              f"its first block (planning, model load), the timed camera phase at the set rate; the run: the "
              f"shipped model, default sizes "
              f"('auto' block with --follow: {rows[0]['block']} frames), CSV, `--refresh 1 --idle_timeout "
-             f"{IDLE_S:g}`. Lag 'while writing': sampled every {SAMPLE_S:g} s from the run's `movie.json` "
-             "(refreshed every second or less often: a refresh takes at most 10 % of the time), the run's own "
-             "maximum: after every block; "
+             f"{IDLE_S:g}`. Lag: the run's own, after every block (the `lag_timeline` of its final `movie.json`); "
+             "'while writing': from the camera's first timed frame to the first block done after its last; "
              "RssAnon from /proc. 'localized frames/s': the run's own rate over its last 10 s of blocks. "
              "'after camera' is the time the run needed after the camera's last frame, less "
              "the idle timeout.", "",

@@ -123,7 +123,7 @@ class _FollowRun:
                 result = results.pop()
                 self.parts.write(table)
                 status.add(table, result.t0, result.n_frames)
-                status.sample(self.followed.available, self._lag_s())
+                status.sample(self.followed.poll(), self._lag_s())  # the engine's reader polls only when it waits
                 obs.block_done(stem, result.n_frames, result)
                 self._peak()
                 self._check_pace()
@@ -215,8 +215,11 @@ class _FollowRun:
                    "frames_per_s": None if done is None else round(done, 2),
                    "localizations": status.localizations, "block": self.parts.block,
                    "peak_rss_anon_mb": self.peak, "slower_than_camera": self.slow_warned}
-        if ended_by:
+        if ended_by:  # the end: how the lag went (at most 2 * BINS samples, one after each block, thinned)
             numbers["ended_by"] = ended_by
+            numbers["started_at"] = round(status.started_at, 3)
+            numbers["lag_timeline"] = {"columns": ["run_s", "frames_behind", "seconds_behind"],
+                                       "rows": [[round(t, 3), int(b), round(s, 3)] for t, b, s in status.lag]}
         return numbers
 
     def _refresh(self, running: bool, files: list[Path] | None = None, drift_info: Any = None) -> None:

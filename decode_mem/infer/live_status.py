@@ -68,7 +68,7 @@ class LiveStatus:
         self.max_behind, self.max_behind_s = 0, 0.0  # the largest lag seen after any block
         self.positions: list[np.ndarray] = []  # (3, k) frame, x nm, y nm, every `stride`-th localization
         self.stride, self._kept, self._offset = 1, 0, 0
-        self.t0 = time.monotonic()
+        self.t0, self.started_at = time.monotonic(), time.time()
 
     def add(self, table: EmitterTable, frame0: int, frames: int) -> None:
         from decode_mem.render.image import render_counted

@@ -85,26 +85,29 @@ class FollowedStack:
         self.ended = False
         self.ended_by = ""  # 'idle' once the writer was quiet for idle_timeout
         self.arrivals: deque[tuple[int, float]] = deque()  # (frames complete, when first seen), increasing
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the arrivals and the widefield sum, read by another thread
+        self._io = threading.RLock()  # the reader: polled by the engine's prefetch thread and, for the lag, the caller
         self._activity: Any = None
         self._last_change = clock()
 
     # -- the writer -------------------------------------------------------------------------------------
 
     def poll(self) -> int:
-        """Look once: frames complete now (records when new frames were first seen)."""
-        if self.ended:
+        """Look once: frames complete now (records when new frames were first seen). Thread-safe: the engine's
+        reading thread polls while it waits for frames, the caller polls for the lag while the engine computes."""
+        with self._io:
+            if self.ended:
+                return self.available
+            n = self.growing.poll()
+            now = self.clock()
+            activity = self.growing.activity()
+            if activity != self._activity or n != self.available:
+                self._activity, self._last_change = activity, now
+            self._seen(n, now)
+            if now - self._last_change >= self.idle_timeout:
+                self._seen(self.growing.poll(final=True), now)
+                self.ended, self.ended_by = True, "idle"
             return self.available
-        n = self.growing.poll()
-        now = self.clock()
-        activity = self.growing.activity()
-        if activity != self._activity or n != self.available:
-            self._activity, self._last_change = activity, now
-        self._seen(n, now)
-        if now - self._last_change >= self.idle_timeout:
-            self._seen(self.growing.poll(final=True), now)
-            self.ended, self.ended_by = True, "idle"
-        return self.available
 
     def wait_for(self, n: int) -> int:
         """Frames complete once at least ``n`` are, or the acquisition ended (then: all there are)."""
@@ -142,7 +145,8 @@ class FollowedStack:
 
     def forget_before(self, frame: int) -> None:
         """Drop what is kept of frames before ``frame`` (read already)."""
-        self.growing.release(frame)
+        with self._io:
+            self.growing.release(frame)
         with self._lock:
             while len(self.arrivals) > 1 and self.arrivals[1][0] <= frame:
                 self.arrivals.popleft()
@@ -160,7 +164,8 @@ class FollowedStack:
         return np.dtype(self.growing.dtype)
 
     def read(self, lo: int, hi: int) -> np.ndarray:
-        return self.growing.read(lo, hi)
+        with self._io:
+            return self.growing.read(lo, hi)
 
     def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
         """``(t0, frames)`` as ``edge_blocks`` gives them for the finished stack, from ``start`` on, each as soon as
@@ -195,4 +200,5 @@ class FollowedStack:
             return (None, 0) if self._sum is None else ((self._sum / self._summed).astype(np.float32), self._summed)
 
     def close(self) -> None:
-        self.growing.close()
+        with self._io:
+            self.growing.close()

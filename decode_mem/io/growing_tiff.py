@@ -11,7 +11,7 @@ Micro-Manager rolls an acquisition over to ``<name>_1.ome.tif``, ``<name>_2.ome.
 the current file's chain ends and the next file of that name exists, the current file is finished and reading
 goes on in the next one. Every full-resolution page is one frame (single-channel, single-position
 acquisitions); reduced-resolution pages (thumbnails) are skipped. Pages must be uncompressed and striped, as
-camera software writes them. Only the offsets of frames not yet read are kept (``release``): flat memory.
+camera software writes them. Only the offsets of frames not yet read are kept (``release``), 28 bytes a frame.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,7 +157,10 @@ class GrowingTiff:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.files = [_File(self.path)]
-        self.frames: dict[int, tuple[int, _Page]] = {}  # frame -> (file index, page), frames not yet released
+        # frames not yet released, compactly (28 bytes a frame: a long lag of many frames stays small): the file
+        # of each, the index of its first strip, and the strips' offsets and byte counts
+        self._file, self._first, self._off, self._count = array("i"), array("q"), array("q"), array("q")
+        self._base = self._strip_base = 0  # frame / strip number of the first entry kept
         self.n = 0
         self.frame_shape: tuple[int, int] | None = None
         self.dtype: np.dtype | None = None
@@ -223,22 +227,36 @@ class GrowingTiff:
         elif (page.shape, page.dtype) != (self.frame_shape, self.dtype):
             raise StackError(f"{f.path}: frame {self.n} is {page.shape[0]}x{page.shape[1]} {page.dtype.name}, the "
                              f"first was {self.frame_shape[0]}x{self.frame_shape[1]} {self.dtype.name}")
-        self.frames[self.n] = (len(self.files) - 1, page)
+        self._file.append(len(self.files) - 1)
+        self._first.append(self._strip_base + len(self._off))
+        for offset, count in page.strips:
+            self._off.append(offset)
+            self._count.append(count)
         self.n += 1
 
     def read(self, lo: int, hi: int) -> np.ndarray:
         """Frames ``lo .. hi-1`` (complete, not released) as a native-endian ``(hi - lo, H, W)`` array."""
         out = np.empty((hi - lo, *self.frame_shape), self.dtype.newbyteorder("="))
         for i, t in enumerate(range(lo, hi)):
-            k, page = self.frames[t]
-            buf = b"".join(self.files[k].read(n, o) for o, n in page.strips)
+            j = t - self._base
+            if not 0 <= j < len(self._file):
+                raise StackError(f"{self.path}: frame {t} is not complete or was released")
+            a = self._first[j] - self._strip_base
+            b = self._first[j + 1] - self._strip_base if j + 1 < len(self._first) else len(self._off)
+            f = self.files[self._file[j]]
+            buf = b"".join(f.read(self._count[s], self._off[s]) for s in range(a, b))
             out[i] = np.frombuffer(buf, self.dtype).reshape(self.frame_shape)
         return out
 
     def release(self, before: int) -> None:
         """Forget the offsets of frames before ``before`` (they will not be read again)."""
-        for t in [t for t in self.frames if t < before]:
-            del self.frames[t]
+        drop = min(before - self._base, len(self._file))
+        if drop < max(1024, len(self._file) // 2):  # compact now and then, not at every block
+            return
+        strips = self._first[drop] - self._strip_base if drop < len(self._first) else len(self._off)
+        del self._file[:drop], self._first[:drop], self._off[:strips], self._count[:strips]
+        self._base += drop
+        self._strip_base += strips
 
     def close(self) -> None:
         for f in self.files:
