@@ -102,14 +102,20 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
     final = json.loads((out / "movie.json").read_text())
     live = final["live"]
     offset = live["started_at"] - wall0  # the run's clock on this script's
-    timeline = [(offset + t, behind, secs) for t, behind, secs in live["lag_timeline"]["rows"]]
+    timeline = [(offset + t, behind, secs, done) for t, done, behind, secs in live["lag_timeline"]["rows"]]
     after = [x for x in timeline if x[0] > writer_end][:1]  # the first block done after the camera's last frame
     during = [x for x in timeline if camera_start is not None and camera_start <= x[0] <= writer_end] + after
-    rss = [s["rss_anon_mb"] for s in samples if s["rss_anon_mb"] is not None]
+    rss = [s["rss_anon_mb"] for s in samples if s["rss_anon_mb"] is not None and camera_start is not None
+           and s["t"] >= camera_start]
+    # the device's own pace: frames done per second between the camera's start and the last block before the
+    # final one (which waits for the idle timeout), while frames were waiting
+    busy = [x for x in timeline if camera_start is not None and x[0] >= camera_start][:-1]
+    pace = (busy[-1][3] - busy[0][3]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] \
+        else None
     return {"rate": rate, "frames": len(movie), "camera_s": (len(movie) - WARM_FRAMES) / rate,
             "camera_start_s": camera_start, "writer_end_s": writer_end,
             "end_s": end, "after_camera_s": max(0.0, end - writer_end - IDLE_S), "localized_frames": final["frames"],
-            "frames_per_s": final["live"]["frames_per_s"], "localizations": final["localizations"],
+            "frames_per_s": pace, "localizations": final["localizations"],
             "max_behind_writing": max((x[1] for x in during), default=None),
             "max_seconds_writing": max((x[2] for x in during), default=None), "timeline": timeline,
             "max_behind": final["live"]["max_frames_behind"], "max_seconds": final["live"]["max_seconds_behind"],
@@ -162,12 +168,14 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
              f"('auto' block with --follow: {rows[0]['block']} frames), CSV, `--refresh 1 --idle_timeout "
              f"{IDLE_S:g}`. Lag: the run's own, after every block (the `lag_timeline` of its final `movie.json`); "
              "'while writing': from the camera's first timed frame to the first block done after its last; "
-             "RssAnon from /proc. 'localized frames/s': the run's own rate over its last 10 s of blocks. "
+             "RssAnon of the run from /proc, from the camera's start on (the run has loaded the model and done a "
+             "block). 'localized frames/s': frames done per second from the camera's start to the last block "
+             "before the final one (which waits for the idle timeout). "
              "'after camera' is the time the run needed after the camera's last frame, less "
              "the idle timeout.", "",
              "| device | camera frames/s | timed frames | camera s | localized frames/s | max frames behind "
              "(while writing) | max s behind (while writing) | max frames behind | after camera s | said slower "
-             "| RssAnon first / peak / last MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| RssAnon at the camera's start / peak / last MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| CPU | {r['rate']:g} | {r['frames'] - WARM_FRAMES} | {r['camera_s']:.1f} | "
                      f"{num(r['frames_per_s'], '{:.1f}')} | {num(r['max_behind_writing'])} | "

@@ -42,7 +42,7 @@ from decode_mem.tiling import block_length
 
 LIVE_BLOCK = 16  # 'auto' block of a followed stack: at most this many frames (the lag of a block)
 REFRESH_SHARE = 0.1  # refreshes (parts, JSON, report) take at most this share of the time: slower ones come rarer
-BEHIND_BLOCKS = 4  # frames behind (in blocks) from which a device slower than the camera is reported
+BEHIND_BLOCKS = 3  # frames behind (in blocks) from which a device slower than the camera is reported
 
 
 def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, command: str | None,
@@ -218,8 +218,9 @@ class _FollowRun:
         if ended_by:  # the end: how the lag went (at most 2 * BINS samples, one after each block, thinned)
             numbers["ended_by"] = ended_by
             numbers["started_at"] = round(status.started_at, 3)
-            numbers["lag_timeline"] = {"columns": ["run_s", "frames_behind", "seconds_behind"],
-                                       "rows": [[round(t, 3), int(b), round(s, 3)] for t, b, s in status.lag]}
+            numbers["lag_timeline"] = {"columns": ["run_s", "frames_done", "frames_behind", "seconds_behind"],
+                                       "rows": [[round(t, 3), int(d), int(b), round(s, 3)]
+                                                for t, d, b, s in status.lag]}
         return numbers
 
     def _refresh(self, running: bool, files: list[Path] | None = None, drift_info: Any = None) -> None:
@@ -233,7 +234,9 @@ class _FollowRun:
                 tmp.write_text(json.dumps(state, indent=2, default=str) + "\n")
         if not self.cfg.report:
             return
-        rows = [("status", "running" if running else f"done ({self.followed.ended_by or 'end'} of acquisition)"),
+        ended = (f"no new byte for {self.cfg.idle_timeout:g} s" if self.followed.ended_by == "idle"
+                 else "the stack's end")
+        rows = [("status", "running" if running else f"done (the acquisition ended: {ended})"),
                 ("stack", str(self.path)), ("model", str(self.cfg.model_path)),
                 ("device", str(self.cfg.device or "auto")), ("frames done", str(numbers["frames_done"])),
                 ("frames written by the camera", str(numbers["frames_seen"])),

@@ -61,7 +61,7 @@ class LiveStatus:
         self.superres = np.zeros(render_shape(self.frame_shape, self.pixel_size, self.render_pixel), np.float32)
         self.n_in_image = 0
         self.per_frame = Bins(block)
-        self.lag: deque[tuple[float, int, float]] = deque()  # (elapsed s, frames behind, seconds behind)
+        self.lag: deque[tuple[float, int, int, float]] = deque()  # (elapsed s, done, frames behind, seconds behind)
         self.done: deque[tuple[float, int]] = deque()  # (time, frames done) over the last RATE_WINDOW_S
         self.frames_done = 0
         self.localizations = 0
@@ -99,7 +99,8 @@ class LiveStatus:
     def sample(self, seen: int, lag_s: float | None) -> None:
         """Record the lag now (``seen``: frames the writer completed; ``lag_s``: age of the newest result)."""
         now = time.monotonic()
-        self.lag.append((now - self.t0, seen - self.frames_done, float("nan") if lag_s is None else lag_s))
+        self.lag.append((now - self.t0, self.frames_done, seen - self.frames_done,
+                         float("nan") if lag_s is None else lag_s))
         self.max_behind = max(self.max_behind, seen - self.frames_done)
         self.max_behind_s = max(self.max_behind_s, lag_s or 0.0)
         if len(self.lag) > 2 * BINS:
@@ -144,7 +145,7 @@ def timeline_png(status: LiveStatus) -> bytes:
     top.set_xlabel("frame")
     top.set_ylabel("localizations / frame")
     if status.lag:
-        t, behind, seconds = np.array(list(status.lag)).T
+        t, _, behind, seconds = np.array(list(status.lag)).T
         bottom.plot(t, behind, color="#b00020", label="frames behind")
         bottom.set_ylabel("frames behind")
         twin = bottom.twinx()

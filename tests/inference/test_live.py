@@ -83,6 +83,7 @@ class MidRunReader(threading.Thread):
         self.stop = threading.Event()
         self.parts_read = 0
         self.running_json = 0
+        self.running_report = 0
         self.errors: list[str] = []
 
     def run(self) -> None:
@@ -107,6 +108,11 @@ class MidRunReader(threading.Thread):
                 pass
             except Exception as e:
                 self.errors.append(f"{summary.name}: {type(e).__name__}: {e}")
+            try:
+                html = (self.out / "report.html").read_text()
+                self.running_report += "<td>running</td>" in html and html.rstrip().endswith("</html>")
+            except FileNotFoundError:
+                pass
             time.sleep(0.05)
 
 
@@ -151,7 +157,8 @@ def test_follow_equals_offline_and_files_are_valid_mid_run(kind, frames, offline
     assert summary["status"] == "done" and summary["live"]["ended_by"] == "idle"
     assert summary["live"]["frames_behind"] == 0
     assert not reader.errors, reader.errors
-    assert reader.parts_read > 0 and reader.running_json > 0  # files were there to be read while it ran
+    # files were there to be read while it ran: parts, <stem>.json "running", a whole report.html saying so
+    assert reader.parts_read > 0 and reader.running_json > 0 and reader.running_report > 0
     assert not live_dir(out, stem).exists() and "running" not in (out / "report.html").read_text()
     # the run ended by its idle timeout (not hanging on): the writer's last byte + IDLE + the last block, the
     # final files and the report (tests/io/test_follow.py times the idle timeout itself)
