@@ -186,10 +186,13 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
         assert r["localized_frames"] == r["frames"], "the run left frames out"
     for r in rows:
         lines.append(f"| GPU | {r['rate']:g} | not measured (no GPU in this run) | | | | | | | | |")
-    lines += ["", "Every run localized every frame the camera wrote (checked). A rate the device cannot follow "
-              "leaves the lag growing by (camera − localized) frames/s while the camera writes; the run says so once "
-              "and catches up afterwards, without dropping frames. RssAnon stays within the first/peak/last values "
-              "above however many frames are behind: frames wait on disk, not in memory.", "",
+    growth = "; ".join(f"{r['rate']:g} frames/s: +{r['rss_peak'] - r['rss_first']:.0f} MiB while up to "
+                       f"{r['max_behind']} frames ({r['max_behind'] * SIDE * SIDE * 2 / 2**20:.0f} MiB of raw frames) "
+                       "waited" for r in rows if r["rss_first"] is not None and r["max_behind"] is not None)
+    said = sum(r["slower_warning"] for r in rows)
+    lines += ["", f"Every run localized every frame the camera wrote (checked: frames in the final `movie.json` = "
+              f"frames written). {said} of {len(rows)} runs said once that the device is slower than the camera. "
+              f"RssAnon from the camera's start to its peak: {growth}. Frames that wait stay in the file.", "",
               f"![lag and memory]({out.with_suffix('.png').name})", ""]
     return "\n".join(lines)
 
