@@ -11,7 +11,7 @@ default sizes, CSV, ``--refresh 1``, ``--idle_timeout 20``) runs in another proc
 the run's ``<stem>.json`` (to start the camera once the run is going) and the run's RssAnon
 (``/proc/<pid>/status``); the lag (frames and seconds behind the camera, after every block) is the run's own,
 from its final ``<stem>.json``. Reported per rate: the largest lag while the camera wrote and after, how long the run
-needed after the camera's last frame (less the idle timeout), the frames/s localized, whether the run said it is
+needed after the camera's last frame to catch up, the frames/s localized, whether the run said it is
 slower than the camera, and RssAnon at the first sample, at its peak and at the end. GPU rows: not measured
 unless this runs on a GPU. Writes benchmarks/results/live.md and live.png.
 """
@@ -114,7 +114,9 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
         else None
     return {"rate": rate, "frames": len(movie), "camera_s": (len(movie) - WARM_FRAMES) / rate,
             "camera_start_s": camera_start, "writer_end_s": writer_end,
-            "end_s": end, "after_camera_s": max(0.0, end - writer_end - IDLE_S), "localized_frames": final["frames"],
+            "end_s": end,
+            "after_camera_s": max(0.0, busy[-1][0] - writer_end) if busy else None,
+            "localized_frames": final["frames"],
             "frames_per_s": pace, "localizations": final["localizations"],
             "max_behind_writing": max((x[1] for x in during), default=None),
             "max_seconds_writing": max((x[2] for x in during), default=None), "timeline": timeline,
@@ -171,8 +173,8 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
              "RssAnon of the run from /proc, from the camera's start on (the run has loaded the model and done a "
              "block). 'localized frames/s': frames done per second from the camera's start to the last block "
              "before the final one (which waits for the idle timeout). "
-             "'after camera' is the time the run needed after the camera's last frame, less "
-             "the idle timeout.", "",
+             "'caught up': seconds from the camera's last frame to the run's last block "
+             "before the final one (then at most one block, which waits for the idle timeout, is left).", "",
              "| device | camera frames/s | timed frames | camera s | localized frames/s | max frames behind "
              "(while writing) | max s behind (while writing) | max frames behind | after camera s | said slower "
              "| RssAnon at the camera's start / peak / last MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -180,7 +182,8 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
         lines.append(f"| CPU | {r['rate']:g} | {r['frames'] - WARM_FRAMES} | {r['camera_s']:.1f} | "
                      f"{num(r['frames_per_s'], '{:.1f}')} | {num(r['max_behind_writing'])} | "
                      f"{num(r['max_seconds_writing'], '{:.1f}')} | "
-                     f"{num(r['max_behind'])} / {num(r['max_seconds'], '{:.1f}')} | {r['after_camera_s']:.1f} | "
+                     f"{num(r['max_behind'])} / {num(r['max_seconds'], '{:.1f}')} | "
+                     f"{num(r['after_camera_s'], '{:.1f}')} | "
                      f"{'yes' if r['slower_warning'] else 'no'} "
                      f"| {num(r['rss_first'])} / {num(r['rss_peak'])} / {num(r['rss_last'])} |")
         assert r["localized_frames"] == r["frames"], "the run left frames out"
