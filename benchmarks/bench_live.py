@@ -176,8 +176,9 @@ def report(rows: list[dict], cmd: str, machine: str, out: Path) -> str:
              "'caught up': seconds from the camera's last frame to the run's last block "
              "before the final one (then at most one block, which waits for the idle timeout, is left).", "",
              "| device | camera frames/s | timed frames | camera s | localized frames/s | max frames behind "
-             "(while writing) | max s behind (while writing) | max frames behind | after camera s | said slower "
-             "| RssAnon at the camera's start / peak / last MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(while writing) | max s behind (while writing) | max frames / s behind (whole run) | caught up s "
+             "| said slower | RssAnon at the camera's start / peak / last MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| CPU | {r['rate']:g} | {r['frames'] - WARM_FRAMES} | {r['camera_s']:.1f} | "
                      f"{num(r['frames_per_s'], '{:.1f}')} | {num(r['max_behind_writing'])} | "
