@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from decode_mem import threads as _threads  # noqa: F401  (before torch loads: idle OpenMP threads sleep)
 from decode_mem._lazy import lazy_exports
 
 __version__ = "0.1.0"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
+from decode_mem.config import check_output_file, check_output_folder
 from decode_mem.errors import DecodeMemError
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
@@ -41,12 +43,19 @@ def progress_bars(quiet: bool | None = False) -> bool:
         return False
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one ``error:`` line (exit 2), like every other bad setting."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_SETTINGS, f"error: {message} (see {self.prog} --help)\n")
+
+
 def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks and loses the
     reStructuredText double backticks of a module docstring (``--help`` is plain text)."""
-    p = argparse.ArgumentParser(prog=f"python -m {prog}",
-                                description=description.replace("``", "") if description else description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog=f"python -m {prog}",
+                description=description.replace("``", "") if description else description,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quiet", action="store_true", default=None,
                    help="no progress bars or summary lines (bars are drawn only when stderr is a terminal)")
     p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -63,15 +72,22 @@ def add(group: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, *
 
 
 def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int | None],
-        argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run ``body(args)``; map the outcome to the exit-code convention (module docstring)."""
+        argv: Sequence[str] | None = None, outputs: Mapping[str, str] | None = None) -> int:
+    """Parse ``argv`` and run ``body(args)``; map the outcome to the exit-code convention (module docstring).
+
+    ``outputs``: the flags' destinations that name outputs, ``'folder'``, ``'file'`` or ``'path'`` (a file or a
+    folder such as a zarr store: only the folder it goes into is checked): each given one is checked (writable,
+    a folder or a file as named) before ``body`` starts, so that a read-only folder or ``--out`` naming a file is
+    one error line, exit 2, with nothing written.
+    """
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0) or a usage error (2, message already printed by argparse)
+        args = parser.parse_args(_attach_negative_values(parser, sys.argv[1:] if argv is None else list(argv)))
+    except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
         return int(e.code or 0)
-    # idle OpenMP threads sleep instead of spinning: on a shared machine a spinning pool slowed torch 2-3x
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch's OpenMP starts, i.e. after parsing
     try:
+        for dest, kind in (outputs or {}).items():
+            if getattr(args, dest, None) is not None:
+                _check_output(kind, str(getattr(args, dest)))
         code = body(args)
     except DecodeMemError as e:
         if args.debug:
@@ -82,3 +98,30 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         print("interrupted", file=sys.stderr)
         return 130
     return EXIT_OK if code is None else int(code)
+
+
+def _check_output(kind: str, value: str) -> None:
+    if kind == "folder":
+        check_output_folder(value)
+    elif kind == "file":
+        check_output_file(value)
+    else:
+        check_output_folder(os.path.dirname(value) or ".")
+
+
+def _attach_negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--flag -2GiB`` -> ``--flag=-2GiB`` for flags that take a value: argparse would read ``-2GiB`` as an
+    unknown option and print the usage; attached, the value reaches the flag's own check (one clear line)."""
+    takes_value = {s for a in parser._actions if a.nargs is None and a.option_strings and not
+                   isinstance(a, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction))
+                   for s in a.option_strings if s.startswith("--")}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in takes_value and i + 1 < len(argv) and re.match(r"-[0-9.]", argv[i + 1]):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out

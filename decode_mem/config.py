@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,33 @@ def resolve_device(name: Any = "auto") -> Any:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {str(device)!r}: CUDA is not available here (use 'cpu' or 'auto')")
     return device
+
+
+def check_output_folder(path: str | os.PathLike) -> Path:
+    """ConfigError (naming the folder) unless ``path`` is a folder this process can write into, or one it can
+    create; checked before any work. The check writes a probe file and removes it: nothing is left behind."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"output folder {folder}: is a file, not a folder")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"output folder {folder}: cannot be made, {existing} is a file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".decode_mem_write_check_", dir=existing)
+    except OSError as e:
+        where = "there" if existing == folder else f"into {existing}"
+        raise ConfigError(f"output folder {folder}: cannot write {where} ({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return folder
+
+
+def check_output_file(path: str | os.PathLike) -> Path:
+    """ConfigError unless ``path`` names a file that can be written (not a folder; its folder writable)."""
+    file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"output file {file}: is a folder, give a file name")
+    check_output_folder(file.parent if str(file.parent) else Path("."))
+    return file

@@ -151,7 +151,7 @@ def _seam_logits(t: int, h: int, w: int, chunk: int) -> tuple[np.ndarray, set]:
 def test_emitters_on_tile_seams_are_neither_lost_nor_duplicated() -> None:
     net, chunk = RenderNet(), 8
     logits, placed = _seam_logits(4, 37, 53, chunk)
-    tiled = EmitterTable.concat(predict_stack(logits, net, chunk_size=chunk, batch_size=3, block=2,
+    tiled = EmitterTable.concat(predict_stack(logits, net, amp="off", chunk_size=chunk, batch_size=3, block=2,
                                               postprocess=PP))
     whole = _whole_table(net, logits)
     _assert_tables_equal(tiled, whole, exact=True)
@@ -167,7 +167,7 @@ def test_predict_stack_equals_whole_frame_pipeline(dense: DecodeNet, dense_shall
     net = dense if depth == 2 else dense_shallow
     stack = _frames(5, h, w, seed=h)
     seen: list[BlockResult] = []
-    tables = list(predict_stack(stack, net, chunk_size=chunk, batch_size=4, block=2, postprocess=PP,
+    tables = list(predict_stack(stack, net, amp="off", chunk_size=chunk, batch_size=4, block=2, postprocess=PP,
                                 on_block=seen.append))
     assert [b.t0 for b in seen] == [0, 2, 4] and len(tables) == 3
     assert len(seen[0].results) == n_tiles  # candidates per (tile, run); one run of 2 windows per block
@@ -211,7 +211,7 @@ def test_trained_model_reads_raw_adu_from_a_tiff_stack(dense: DecodeNet, tmp_pat
     model = TrainedModel(net=dense, camera=camera, simulation={}, receptive_field=dense.receptive_field(), step=0,
                          path=tmp_path / "model.pt", envelope={})
     with open_stack(tmp_path / "movie.tif") as stack:
-        tiled = EmitterTable.concat(predict_stack(stack, model, chunk_size=8, batch_size=8, postprocess=PP))
+        tiled = EmitterTable.concat(predict_stack(stack, model, amp="off", chunk_size=8, batch_size=8, postprocess=PP))
     whole = _whole_table(dense, camera.to_photons(adu).astype(np.float32), camera.read_variance_photons)
     _assert_tables_equal(tiled, whole, exact=False)
 
@@ -222,19 +222,19 @@ def test_process_large_image_returns_the_whole_output_map(tiny: DecodeNet) -> No
     with torch.no_grad():
         ref_window = tiny(torch.from_numpy(image[None]))[0]
         ref_single = tiny(torch.from_numpy(image[1][None, None].repeat(3, 1)))[0]
-    window = process_large_image(image, tiny, 16, batch_size=4)
-    single = process_large_image(torch.from_numpy(image[1]), tiny, chunk_size=24)
+    window = process_large_image(image, tiny, 16, amp="off", batch_size=4)
+    single = process_large_image(torch.from_numpy(image[1]), tiny, amp="off", chunk_size=24)
     assert isinstance(window, np.ndarray) and window.shape == (10, 130, 70)
     assert isinstance(single, torch.Tensor) and single.shape == (10, 130, 70)
     assert float(((torch.from_numpy(window) - ref_window) / scales).abs().max()) <= 1e-5
     assert float(((single - ref_single) / scales).abs().max()) <= 1e-5
     with pytest.raises(ConfigError, match=r"\(3, H, W\) window"):
-        process_large_image(image[:2], tiny)
+        process_large_image(image[:2], tiny, amp="off")
 
 
 def test_cpu_bf16_path_runs(dense: DecodeNet) -> None:
     stack = _frames(3, 40, 36, seed=6)
-    fp32 = process_large_image(stack, dense, 16)
+    fp32 = process_large_image(stack, dense, 16, amp="off")
     bf16 = process_large_image(stack, dense, 16, amp="bf16")
     assert np.isfinite(bf16).all() and not np.array_equal(fp32, bf16)
     assert np.abs(bf16[0] - fp32[0]).max() < 1.0  # p-logits of a bf16 pass: close, not equal
@@ -245,6 +245,6 @@ def test_cpu_bf16_path_runs(dense: DecodeNet) -> None:
 def test_setup_errors_are_raised_before_iteration(dense: DecodeNet) -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="CUDA is not available"):
-            predict_stack(_frames(2, 8, 8), dense, device="cuda")
+            predict_stack(_frames(2, 8, 8), dense, amp="off", device="cuda")
     with pytest.raises(ConfigError, match="amp"):
         predict_stack(_frames(2, 8, 8), dense, amp="int8")

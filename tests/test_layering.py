@@ -11,7 +11,7 @@ import decode_mem
 PACKAGE = Path(decode_mem.__file__).parent
 # rank of each first-level package or module, low -> high; a module may import its own rank or lower
 RANK = {
-    "errors": 0, "config": 0, "cli": 0, "_lazy": 0,
+    "errors": 0, "config": 0, "cli": 0, "_lazy": 0, "threads": 0,
     "io": 1, "memory": 1,
     "simulate": 2,
     "calibrate": 3,

@@ -132,7 +132,7 @@ def check_camera(camera: Camera, *, frames: int, zero_frames: int, below_baselin
     warnings = _warnings(camera, frames=frames, zero_frames=zero_frames, below=below_baseline,
                          expected_below=expected_below, level=float(np.nanmedian(level)), noise_ratio=noise_ratio,
                          slope_ratio=slope_ratio, zero_adu=zero_adu, implied_baseline=implied_baseline,
-                         implied_e=implied_e)
+                         implied_e=implied_e, measured_variance=v, read_var=rv)
     return CameraCheck(frames, zero_frames, float(below_baseline), expected_below, float(noise_ratio), slope_ratio,
                        slope_se, zero_adu, float(implied_baseline), float(implied_e), s0, rv, curve, tuple(warnings))
 
@@ -147,7 +147,7 @@ def _expected_below(level: np.ndarray, s0: float, rv: float) -> float:
 
 def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, expected_below: float, level: float,
               noise_ratio: float, slope_ratio: float | None, zero_adu: float | None, implied_baseline: float,
-              implied_e: float) -> list[str]:
+              implied_e: float, measured_variance: float = np.nan, read_var: float = np.nan) -> list[str]:
     out = []
     if zero_frames:
         out.append(f"{zero_frames} of {frames} sampled frames are all zero (dropped or blank frames)")
@@ -157,7 +157,13 @@ def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, ex
                    f"(noise alone explains ~{100 * expected_below:.1f} %): the baseline is too high{maps}; the "
                    f"noise suggests ~{implied_baseline:.0f} ADU")
     lo, hi = NOISE_RATIO_OK
-    if np.isfinite(noise_ratio) and not lo <= noise_ratio <= hi and level > 0:
+    if np.isfinite(noise_ratio) and noise_ratio <= 0 and level > 0:  # less noise than the read noise alone
+        at_most = np.sqrt(max(measured_variance, 0.0)) * camera.qe * camera.em_gain
+        out.append(f"the pixels are less noisy than the camera's read noise alone predicts (read noise "
+                   f"{camera.read_noise:g} e- gives {read_var:.3g} photons² of variance, the background pixels have "
+                   f"{measured_variance:.3g} photons² in all): the read noise is set too high (these pixels allow at "
+                   f"most ~{at_most:.3g} e-; check --read_noise, or em_gain / e_per_adu / the camera kind)")
+    elif np.isfinite(noise_ratio) and not lo <= noise_ratio <= hi and level > 0:
         gain_ok = slope_ratio is not None and lo <= slope_ratio <= hi
         if gain_ok and zero_adu is not None:
             out.append(f"the pixel noise is {noise_ratio:.2f}x what the camera settings predict, while its growth "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from decode_mem.io.camera import Camera
+from decode_mem.io.camera import Camera, camera_fields, preset, with_fields
 
 NM_PER_UNIT = {"nm": 1.0, "nanometer": 1.0, "um": 1e3, "µm": 1e3, "μm": 1e3, "micron": 1e3, "microns": 1e3,
                "micrometer": 1e3, "\\u00b5m": 1e3, "mm": 1e6, "millimeter": 1e6, "cm": 1e7, "m": 1e9,
@@ -145,31 +145,26 @@ def _micromanager(tif: Any) -> dict[str, Any]:
 def resolve_camera(metadata: MovieMetadata | None = None, *, camera_file: Mapping[str, Any] | None = None,
                    flags: Mapping[str, Any] | None = None) -> tuple[Camera, dict[str, str]]:
     """The camera for a movie and where each field came from ('flag', 'camera file', 'metadata (<format>)',
-    'default (<kind>)'): flags > camera file > metadata > the defaults of the camera kind."""
+    'default (<kind>)'): flags > camera file > metadata > the preset of the camera kind (``io.camera.with_fields``,
+    which also says what ``em_gain`` 1 on an EMCCD means)."""
     metadata = metadata or MovieMetadata()
     layers = [(f"metadata ({metadata.source})", metadata.values), ("camera file", camera_file or {}),
               ("flag", {k: v for k, v in (flags or {}).items() if v is not None})]
-    kind = "emccd"
-    for _, values in layers:
-        kind = values.get("kind", kind)
-    base = Camera.scmos() if kind == "scmos" else Camera.emccd()
-    params = base.to_dict()
-    sources = dict.fromkeys(params, f"default ({kind})")
+    given: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for label, values in layers:
         for key, value in values.items():
-            params[key] = value
-            sources[key] = label
-    return Camera.from_dict(params), sources
+            given[key], sources[key] = value, label
+    kind = given.get("kind", "emccd")
+    camera = with_fields(preset(kind), given)
+    for key in camera.to_dict():
+        sources.setdefault(key, f"default ({camera.kind})")
+    if camera.kind != kind:
+        sources["kind"] = "em_gain 1: no EM register"
+    return camera, sources
 
 
 def camera_file_fields(value: str | None) -> dict[str, Any]:
-    """The fields a ``--camera`` value sets: a camera YAML (map paths made absolute) or a preset name."""
-    from decode_mem.config import load_yaml
-
-    if value is None:
-        return {}
-    if value in ("emccd", "scmos") and not Path(value).exists():
-        return {"kind": value}
-    fields = load_yaml(value, section="camera")
-    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
-    return {k: resolved[k] for k in fields}
+    """The fields a ``--camera`` value sets: a camera YAML (map paths made absolute) or a preset name
+    (``io.camera.camera_fields``, the same in every job)."""
+    return camera_fields(value)

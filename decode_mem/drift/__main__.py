@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from decode_mem.cli import add, new_parser, run
 from decode_mem.drift.config import METHODS, DriftConfig
+from decode_mem.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
         from decode_mem.drift.files import correct_file
 
+        if args.pixel_size is not None and not args.pixel_size > 0:
+            raise ConfigError(f"--pixel_size must be > 0 nm, got {args.pixel_size}")
+
         cfg = DriftConfig(method=args.method, segments=args.segments, locs_per_segment=args.locs_per_segment,
                           render_px=args.render_px, blur=args.blur)
         res = correct_file(args.locs, args.out, cfg, pixel_size=args.pixel_size, truth=args.truth)
@@ -42,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.locs}: {res.localizations} localizations, {len(res.estimate.centers)} segments; drift span "
                   f"{span[0]:.1f} nm (x), {span[1]:.1f} nm (y) -> {res.corrected}, {res.table}, {res.plot}")
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "folder"})
 
 
 if __name__ == "__main__":

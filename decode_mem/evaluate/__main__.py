@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             write_metrics_json(metrics, args.json)
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"json": "file"})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print(f"wrote {model_path} and {card_path}")
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "path"})
 
 
 if __name__ == "__main__":

@@ -100,10 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"model: {report.model} ({report.decision}: {'; '.join(report.reasons)})")
             for name, m in report.validation.items():
                 print(f"  held-out matched windows, {name}: Jaccard {m['jaccard']:.3f}, RMSE {m['rmse_lat']:.1f} nm")
-            print(f"results in {Path(args.out)} (fit.json, calib.yaml, localizations)")
+            done = [st for st in report.inference.stacks if not st.skipped] if report.inference is not None else []
+            files = [n for n in ("fit.json", "calib.yaml", "model.pt", "model.md") if (Path(args.out) / n).is_file()]
+            print(f"results in {Path(args.out)} ({', '.join(files)}; localizations of {len(done)} of "
+                  f"{len(args.movies)} movie(s))")
         return EXIT_SOME_FAILED if report.inference is not None and report.inference.failures else 0
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "folder"})
 
 
 if __name__ == "__main__":

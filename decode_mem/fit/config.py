@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
@@ -53,6 +54,15 @@ class FitConfig:
             raise ConfigError(f"fit: budget must be > 0 minutes, got {self.budget_minutes!r}")
         if self.calib_frames < 1 or self.val_windows < 1:
             raise ConfigError("fit: calib_frames and val_windows must be >= 1")
+        self.infer_config()  # the localization's settings are checked now, not after the training
+
+    def infer_config(self, model: str | None = None, camera: Camera | None = None) -> Any:  # -> InferConfig
+        """The ``InferConfig`` of the last stage (localizing every movie into ``out`` with ``model``)."""
+        from decode_mem.infer.config import InferConfig
+
+        return InferConfig(inputs=self.movies, out=str(self.out), model=model, camera=camera, formats=self.formats,
+                           chunk_size=self.chunk_size, batch_size=self.batch_size, memory_limit=self.memory_limit,
+                           device=self.device, threads=self.threads)
 
     @property
     def out_dir(self) -> Path:

@@ -18,18 +18,21 @@ trained from scratch with ``python -m decode_mem.train --config calib.yaml`` ins
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
 from decode_mem.calibrate.match import simulation_from_estimates
-from decode_mem.config import resolve_device
+from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.export.card import export_model
-from decode_mem.infer import InferConfig, run_inference
+from decode_mem.infer import run_inference
+from decode_mem.infer.domain import MODEL_FIX
 from decode_mem.infer.observe import InferObserver
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
@@ -74,7 +77,7 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
                observer: InferObserver | None = None) -> FitReport:
     """Run the five stages of the module docstring for ``cfg`` (a ``FitConfig``); see there."""
     progress = on_progress or (lambda stage, details: None)
-    out = cfg.out_dir
+    out = check_output_folder(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -101,10 +104,8 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
 
     # 5. localize every movie with the chosen model
     progress("localize", {"model": report.model, "movies": len(cfg.movies)})
-    inference = run_inference(InferConfig(inputs=cfg.movies, out=str(out), model=report.model, camera=camera,
-                                          formats=cfg.formats, chunk_size=cfg.chunk_size, batch_size=cfg.batch_size,
-                                          memory_limit=cfg.memory_limit, device=cfg.device, threads=cfg.threads),
-                              observer)
+    inference = run_inference(cfg.infer_config(model=report.model, camera=camera),
+                              _AfterFit(observer or InferObserver(), report.decision))
     report = FitReport(report.decision, report.reasons, report.model, report.validation, report.train_minutes,
                        report.train_steps, inference)
     with atomic_output(out / "fit.json") as tmp:
@@ -131,9 +132,8 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
     minutes = (time.perf_counter() - t0) / 60
-    export_model(run_dir, cfg.out_dir / "model", n_eval=64)
-    tuned_path = str(cfg.out_dir / "model.pt")
-    tuned = load_model(tuned_path)
+    tuned_pt, tuned_md = export_model(run_dir, run_dir / "fine_tuned", n_eval=64)
+    tuned = load_model(tuned_pt)
 
     # 4. validate both on the same held-out matched windows
     progress("validate", {"windows": cfg.val_windows})
@@ -145,6 +145,56 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
                      pixel_size=camera.pixel_size)
         scores[name] = {k: round(float(m[k]), 4) for k in ("jaccard", "recall", "precision", "rmse_lat")}
     better = scores["fine-tuned"]["jaccard"] >= scores["base"]["jaccard"]
-    model = tuned_path if better else base_path
     decision = "fine-tuned model" if better else "base model (fine-tuning did not beat it on held-out windows)"
+    model = _place_winner(cfg.out_dir, (tuned_pt, tuned_md) if better else (Path(base_path),
+                          Path(base_path).with_suffix(".md")), decision, scores, tuned_pt)
     return FitReport(decision, tuple(gaps) or ("--train always",), model, scores, minutes, tuned.step)
+
+
+def _place_winner(out: Path, winner: tuple[Path, Path], decision: str, scores: dict[str, dict[str, float]],
+                  tuned_pt: Path) -> str:
+    """The validation's winner as ``out/model.pt`` with its card ``out/model.md``, whose first lines say which
+    model it is and why; the fine-tuned weights stay in ``out/training/fine_tuned.pt`` (+ ``.md``) either way."""
+    weights, card = winner
+    with atomic_output(out / "model.pt") as tmp:
+        shutil.copyfile(weights, tmp)
+    scored = "; ".join(f"{name}: Jaccard {m['jaccard']:.3f}, RMSE {m['rmse_lat']:.1f} nm" for name, m in scores.items())
+    head = (f"> Chosen by `decode_mem.fit`: the {decision}, copied from `{weights}`. Held-out matched windows: "
+            f"{scored}. The fine-tuned weights are `{tuned_pt.relative_to(out)}` (card beside them).\n\n")
+    with atomic_output(out / "model.md") as tmp:
+        tmp.write_text(head + (card.read_text() if card.is_file() else ""))
+    return str(out / "model.pt")
+
+
+class _AfterFit(InferObserver):
+    """``observer``, except that a domain warning's advice to fit a model is left out: this is that fit; the
+    warning names the model it chose instead."""
+
+    def __init__(self, observer: InferObserver, decision: str) -> None:
+        self.inner, self.decision = observer, decision
+
+    def warning(self, line: str) -> None:
+        line = line.replace(", " + MODEL_FIX, "").replace(
+            "Fix: " + MODEL_FIX.removeprefix("or "), f"decode_mem.fit localized it with the {self.decision}")
+        self.inner.warning(line)
+
+    def run_started(self, n_stacks: int) -> None:
+        self.inner.run_started(n_stacks)
+
+    def message(self, line: str) -> None:
+        self.inner.message(line)
+
+    def stack_started(self, stem: str, frames: int) -> None:
+        self.inner.stack_started(stem, frames)
+
+    def block_done(self, stem: str, frames: int, result: Any | None) -> None:
+        self.inner.block_done(stem, frames, result)
+
+    def stack_finished(self, stem: str) -> None:
+        self.inner.stack_finished(stem)
+
+    def run_finished(self) -> None:
+        self.inner.run_finished()
+
+    def memory_history(self) -> Any:
+        return self.inner.memory_history()

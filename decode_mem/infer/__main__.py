@@ -17,10 +17,9 @@ import argparse
 import shlex
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
-from decode_mem.config import AMP_CHOICES, load_yaml, resolve_device
+from decode_mem.config import AMP_CHOICES, resolve_device
 
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
 
@@ -62,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float,
                      help="detection probability threshold (default 0.4, the shipped post-processing's)")
-    det.add_argument("--camera", help="camera YAML (keys of decode_mem.io.camera.Camera; sCMOS maps by path); "
-                                      "default: the model's")
+    det.add_argument("--camera", help="emccd | scmos (presets) or a camera YAML (keys of decode_mem.io.camera.Camera; "
+                                      "sCMOS maps by path); default: the model's")
     for flag in CAMERA_FLAGS:
         add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
     add(det, "--prob_map", action="store_true",
@@ -93,12 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
     from decode_mem.infer import InferConfig
-    from decode_mem.io.camera import Camera
+    from decode_mem.io.camera import camera_fields, preset, with_fields
     from decode_mem.plan.choose import parse_bytes
 
-    camera = None
-    if args.camera:
-        camera = Camera.from_dict(load_yaml(args.camera, section="camera"), base_dir=Path(args.camera).parent)
+    fields = camera_fields(args.camera)  # a preset or a YAML: the preset fills what the YAML leaves out
+    camera = with_fields(preset(fields.get("kind", "emccd")), fields) if fields else None
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
@@ -134,14 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print(f"{len(done)} stack(s) done, {len(report.stacks) - len(done)} skipped (--resume), "
                   f"{len(report.failures)} failed; {report.frames} frames in {report.wall_s:.1f} s -> {args.out}")
-        if report.failures:
-            print(f"error: {len(report.failures)} input(s) failed:", file=sys.stderr)
-            for f in report.failures:
-                print(f"  {f.line()}", file=sys.stderr)
+        if report.failures:  # each was a warning line when it happened
+            print(f"error: {len(report.failures)} of {len(report.failures) + len(report.stacks)} input(s) failed "
+                  "(the warnings above name them); the others are done", file=sys.stderr)
             return EXIT_SOME_FAILED
         return 0
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "folder", "memory_log_file": "file"})
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ class InferConfig:
     workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
     scheduler       address of an existing dask scheduler (instead of ``workers``)
     frames_per_task frames per dask task (rounded up to a multiple of the block length)
-    threads         torch CPU threads per process (None: torch's default)
+    threads         torch CPU threads per process (None: torch's default; the idle cores where torch was
+                    imported before decode_mem, ``decode_mem.threads``)
     follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
                     page, a zarr array growing along time or a folder receiving frame files; ends after
                     ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed
@@ -112,6 +113,13 @@ class InferConfig:
             raise ConfigError(f"threshold is a probability in [0, 1], got {self.threshold}")
         if self.streams < 1:
             raise ConfigError(f"streams must be >= 1, got {self.streams}")
+        for name, words in (("chunk_size", ("auto", "whole")), ("batch_size", ("auto",)), ("block", ("auto",))):
+            value = getattr(self, name)
+            if value in words:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer or {' or '.join(map(repr, words))}, "
+                                  f"got {value!r}")
         if self.streams > 1 and (self.write_probability_map or self.compile is True):
             raise ConfigError(f"streams {self.streams}: not with " + ("write_probability_map (written one block at a "
                               "time)" if self.write_probability_map else "compile on (not measured from several "

@@ -39,6 +39,7 @@ from decode_mem.postprocess import (
     candidates_to_emitters,
     detect_candidates,
 )
+from decode_mem.threads import cpu_threads
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
 
 Size = int | Literal["auto"]
@@ -57,7 +58,7 @@ def predict_stack(
     chunk_size: Chunk = "auto",
     batch_size: Size = "auto",
     block: Size = "auto",
-    amp: Amp = "off",
+    amp: Amp = "auto",
     device: str | torch.device | None = None,
     postprocess: PostprocessConfig = DEFAULT_POSTPROCESS,
     camera: Camera | None = None,
@@ -68,6 +69,7 @@ def predict_stack(
     prob_map: ProbabilityMap | None = None,
     on_plan: Callable[[SizeChoice], None] | None = None,
     on_block: Callable[[BlockResult], None] | None = None,
+    threads: int | None = None,
 ) -> Iterator[EmitterTable]:
     """Localize emitters in every frame of ``stack``; yields one ``EmitterTable`` per block, in frame order.
 
@@ -76,6 +78,8 @@ def predict_stack(
     by tile. ``camera`` converts raw frames to photons; by default a ``TrainedModel``'s camera is used and
     a bare ``DecodeNet`` is given photons (pass ``model.net`` to feed photons to a trained model).
     ``device``: where to run (default: where the model is); the model is moved there and put in eval mode.
+    ``amp``: 'auto' (the default, as in the CLI: bf16 on CUDA and on CPUs with native bf16, else fp32), 'bf16',
+    'fp16' or 'off' (fp32).
     ``chunk_size='whole'``: whole frames (one tile per frame; an out-of-memory error still backs off to tiles).
     ``prob_map``: also write each frame's detection probability (``ProbabilityMap``). ``compile``: run the
     network through ``torch.compile`` ('auto': on a CPU for stacks of at least ``COMPILE_MIN_WORK`` pixels of work,
@@ -90,7 +94,9 @@ def predict_stack(
     on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
-    ``MemoryTracker.update`` there). Set-up errors are raised here, before the first block is read.
+    ``MemoryTracker.update`` there). ``threads``: torch CPU threads for this run (None: torch's; where torch
+    was imported before decode_mem, the idle cores, ``decode_mem.threads``). Set-up errors are raised here,
+    before the first block is read.
     """
     net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
@@ -119,12 +125,13 @@ def predict_stack(
         return detect_candidates(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
 
     def stream() -> Iterator[EmitterTable]:
-        for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
-            if prob_map is not None:
-                prob_map.flush(result.t0, result.n_frames)
-            if on_block is not None:
-                on_block(result)
-            yield block_emitters(result.results, postprocess, (h, w))
+        with cpu_threads(threads):
+            for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
+                if prob_map is not None:
+                    prob_map.flush(result.t0, result.n_frames)
+                if on_block is not None:
+                    on_block(result)
+                yield block_emitters(result.results, postprocess, (h, w))
 
     return stream()
 
@@ -143,16 +150,18 @@ def process_large_image(
     chunk_size: Size = "auto",
     *,
     batch_size: Size = "auto",
-    amp: Amp = "off",
+    amp: Amp = "auto",
     device: str | torch.device | None = None,
     camera: Camera | None = None,
     memory_limit: int | None = None,
+    threads: int | None = None,
 ) -> np.ndarray | torch.Tensor:
     """Network output ``(10, H, W)`` (``OUTPUT_CHANNELS``, physical units) of one image, computed tile by tile.
 
     ``frames``: an ``(H, W)`` image (its own t-1 and t+1 context, as at the ends of a stack) or a
     ``(3, H, W)`` window (t-1, t, t+1). Returns a numpy array for numpy input, a CPU tensor for a tensor.
     Equal to ``net(window[None])[0]`` up to float rounding; only this map is ever full-frame sized.
+    ``amp``, ``threads``: as for ``predict_stack``.
     """
     is_tensor = isinstance(frames, torch.Tensor)
     image = frames.detach().cpu().numpy() if is_tensor else np.asarray(frames)
@@ -178,8 +187,9 @@ def process_large_image(
         cy, cx = tile.core_in_keep
         out[0][:, tile.core[0], tile.core[1]] = output[0, :, cy, cx].float().cpu().numpy()
 
-    for _ in executor.run(source, consume, prefetch_depth=0):
-        pass
+    with cpu_threads(threads):
+        for _ in executor.run(source, consume, prefetch_depth=0):
+            pass
     return torch.from_numpy(out[0]) if is_tensor else out[0]
 
 

@@ -12,6 +12,7 @@ the same writers, so the files are those of a single-process run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from decode_mem.config import check_output_folder
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
@@ -31,6 +32,7 @@ from decode_mem.infer.live_parts import summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
+from decode_mem.io.camera import with_fields
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
@@ -110,17 +112,13 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     """
     obs = observer or InferObserver()
     t_start = time.perf_counter()
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
+    check_output_folder(cfg.out)
     model_path = cfg.model_path
     # CheckpointError here, before any work; with dask the workers load their own copy, this one stays on the CPU
     model = cached_model(str(model_path), "cpu" if cfg.distributed else cfg.device)
     camera = cfg.camera or model.camera
-    if cfg.camera_overrides:
-        try:
-            camera = dataclasses.replace(camera, **cfg.camera_overrides)
-        except TypeError as e:
-            raise ConfigError(f"camera: {e}") from None
+    if cfg.camera_overrides:  # em_gain 1 on an EMCCD: see io.camera.with_fields
+        camera = with_fields(camera, cfg.camera_overrides)
     if cfg.follow:  # one stack that is still being written
         from decode_mem.infer.live import follow_stack
 
@@ -128,8 +126,6 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     found = find_stacks(cfg.inputs)
     check_stems(found.stacks)
     failures = [StackFailure(item, reason) for item, reason in found.missing]
-    for f in failures:
-        obs.warning(f"skipped {f.line()}")
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
     base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
             "amp": cfg.amp, "memory_limit": cfg.memory_limit, "compile": cfg.compile, "streams": cfg.streams,
@@ -155,7 +151,6 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                 domain = check_domain(stack, camera, model.envelope)
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), _reason(e)))
-            obs.warning(f"skipped {failures[-1].line()}")
             continue
         if not domain.ok:
             obs.warning(domain.message(str(path)))
@@ -163,11 +158,17 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         if cfg.distributed and "auto" in (settings.chunk_size, settings.batch_size):
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
         jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))
+    if failures and not jobs and not summaries:  # nothing to do: a bad input, not a batch with failures
+        raise StackError(failures[0].line() if len(failures) == 1 else
+                         f"none of the {len(failures)} inputs can be read: " + "; ".join(f.line() for f in failures))
+    for f in failures:
+        obs.warning(f"skipped {f.line()}")
     outside = [job for job in jobs if not job.domain.ok]
     if cfg.strict and outside:
         raise ConfigError(f"--strict: {len(outside)} stack(s) outside the model's domain, nothing written: "
                           + " | ".join(job.domain.message(str(job.path)) for job in outside))
 
+    out_existed = Path(cfg.out).exists()
     obs.run_started(len(jobs))
     superres: ReportImage | None = None  # the report's image: of the first stack done with localizations
     with _Backend(cfg, jobs) as backend:
@@ -179,6 +180,14 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             try:
                 summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image)
             except Exception as e:  # e.g. a corrupt frame in the middle of a file
+                if isinstance(e, ConfigError) and not any(not s.skipped for s in summaries):
+                    # settings that cannot apply (sizes beyond --memory_limit), found before any stack was done:
+                    # a bad setting, exit 2 with nothing written, rather than a bad stack
+                    remove_partials(cfg.out, job.stem, cfg.formats)
+                    if not out_existed:
+                        with contextlib.suppress(OSError):
+                            Path(cfg.out).rmdir()  # made by this run, empty
+                    raise
                 failures.append(StackFailure(str(job.path), _reason(e)))
                 obs.warning(f"skipped {failures[-1].line()}")
             else:

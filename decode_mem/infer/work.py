@@ -88,15 +88,13 @@ def stream_emitters(stack: Any, settings: EngineSettings, on_block: Callable[[Bl
                     on_plan: Callable[[SizeChoice], None] | None = None,
                     prob_map: Any = None) -> Iterator[EmitterTable]:
     """``predict_stack`` with these settings, one table per block, in frame order."""
-    if settings.threads is not None and torch.get_num_threads() != settings.threads:
-        torch.set_num_threads(settings.threads)
     model = cached_model(settings.model, settings.device)
     return predict_stack(stack, model, chunk_size=settings.chunk_size, batch_size=settings.batch_size,
                          block=settings.block, amp=settings.amp, device=settings.device,
                          postprocess=settings.postprocess, camera=settings.camera,
                          memory_limit=settings.memory_limit, compile=settings.compile,
                          streams=settings.streams, prob_map=prob_map,
-                         on_plan=on_plan, on_block=on_block)
+                         on_plan=on_plan, on_block=on_block, threads=settings.threads)
 
 
 def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -> RangeResult:

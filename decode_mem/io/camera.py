@@ -13,6 +13,7 @@ from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 
 MAP_FIELDS = ("offset_map", "e_per_adu_map", "variance_map")
+PRESETS = ("emccd", "scmos")  # what ``--camera`` takes besides a camera YAML, in every job
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,46 @@ def _read_map(path: str, shape: tuple[int, int]) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ConfigError(f"{p}: camera map holds NaN or infinite values")
     return array
+
+
+def preset(kind: str) -> Camera:
+    """The preset camera of a kind: ``Camera.emccd()`` (read noise 74.4 e-) or ``Camera.scmos()`` (1.6 e-)."""
+    if kind not in PRESETS:
+        raise ConfigError(f"camera kind must be one of {', '.join(PRESETS)}, got {kind!r}")
+    return Camera.emccd() if kind == "emccd" else Camera.scmos()
+
+
+def camera_fields(value: str | os.PathLike | None) -> dict[str, Any]:
+    """The fields a ``--camera`` value sets, the same in every job: a preset name (``emccd``, ``scmos``: its
+    ``kind``, the preset fills the rest) or a camera YAML (its keys, validated; map paths made absolute)."""
+    from decode_mem.config import load_yaml
+
+    if value is None:
+        return {}
+    if str(value) in PRESETS and not Path(value).exists():
+        return {"kind": str(value)}
+    if not Path(value).is_file():
+        raise ConfigError(f"--camera {value}: neither a preset ({' or '.join(PRESETS)}) nor a camera YAML file")
+    fields = load_yaml(value, section="camera")
+    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
+    return {k: resolved[k] for k in fields}
+
+
+def with_fields(camera: Camera, fields: dict[str, Any]) -> Camera:
+    """``camera`` with ``fields`` (``camera_fields`` or camera flags) set; the fields not given come from
+    ``camera``, or from the preset of a ``kind`` that the fields change. ``em_gain`` 1 on an EMCCD without a
+    ``kind``: a read-out without EM register, so no excess noise (kind ``scmos``) and, unless ``read_noise`` is
+    given, the sCMOS preset's read noise (1.6 e-) rather than the 74.4 e- of an EMCCD's EM register."""
+    fields = {k: v for k, v in fields.items() if v is not None}
+    check_keys(Camera, fields, "camera")
+    if fields.get("kind", camera.kind) != camera.kind:
+        camera = preset(fields["kind"])
+    params = {**camera.to_dict(), **fields}
+    if params["em_gain"] == 1 and params["kind"] == "emccd" and "kind" not in fields:
+        params["kind"] = "scmos"
+        if "read_noise" not in fields:
+            params["read_noise"] = Camera.scmos().read_noise
+    return Camera(**params)
 
 
 def _as_float(a: Any) -> Any:

@@ -78,6 +78,11 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save writes a zip archive (older ones: a pickle)
+        raise CheckpointError(f"{path}: not a decode_mem checkpoint (not a PyTorch checkpoint file: "
+                              + ("it is empty)" if not head else "a model is a .pt file saved by decode_mem)"))
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files: the error says it
             warnings.simplefilter("ignore")

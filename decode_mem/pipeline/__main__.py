@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_pipeline(args.pipeline, out=args.out, quick=args.quick, overrides=overrides,
                      echo=(lambda _: None) if args.quiet else print, command=command)
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "folder"})
 
 
 if __name__ == "__main__":

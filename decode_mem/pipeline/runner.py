@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from decode_mem.config import resolve_device
+from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.localizations import iter_localizations, read_localizations
@@ -43,6 +43,7 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         config = path_or_config
     else:
         config = load_pipeline(path_or_config, quick=quick, out=out, overrides=overrides)
+    check_output_folder(config.out)
     config.out.mkdir(parents=True, exist_ok=True)
     if config.threads is not None:
         torch.set_num_threads(config.threads)

@@ -59,6 +59,8 @@ def parse_bytes(text: str | int | float | None) -> int | None:
     """``'2GiB'``, ``'800MiB'``, ``'512M'`` (binary), ``'1.5 GB'`` (decimal) or a number of bytes -> bytes."""
     if text is None or isinstance(text, (int, float)):
         return None if text is None else int(text)
+    if str(text).strip().startswith("-"):
+        raise ConfigError(f"memory_limit must be a positive size such as '2GiB', got {text!r}")
     m = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*", str(text))
     if not m or m.group(1).count(".") > 1:
         raise ConfigError(f"memory_limit: expected e.g. '2GiB', '800MB' or a number of bytes, got {text!r}")

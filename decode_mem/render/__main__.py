@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rendered {n} localizations inside the field -> {args.out}: {image.shape[1]} x {image.shape[0]} "
                   f"px (width x height) of {args.pixel:g} nm over {field}")
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "file"})
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from typing import Any
 from decode_mem.cli import add, new_parser, progress_bars, run
 from decode_mem.config import load_yaml
 from decode_mem.errors import ConfigError
-from decode_mem.io.camera import Camera
+from decode_mem.io.camera import camera_fields, preset, with_fields
 from decode_mem.simulate.config import SimulationConfig
 
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--sigma", "--psf_sigma", dest="sigma", type=float, help="PSF σ0 in px (default 1.0)")
     add(p, "--z_range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="z range in nm for astig3d "
                                                                             "(default -750 750)")
-    p.add_argument("--camera", help="emccd (default: challenge-like EMCCD) or scmos")
+    p.add_argument("--camera", help="emccd (default: challenge-like EMCCD), scmos or a camera YAML")
     add(p, "--pixel_size", type=float, help="camera pixel in nm")
     p.add_argument("--photons", type=float, nargs=2, metavar=("MEAN", "STD"),
                    help="emitter flux in photons per full frame (default 5000 1500)")
@@ -86,11 +86,9 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         params["bg"] = args.bg if len(args.bg) == 2 else args.bg[0]
     if args.camera is not None or args.pixel_size is not None:
         camera = params.get("camera", "emccd") if args.camera is None else args.camera
-        if isinstance(camera, str):
-            if camera not in ("emccd", "scmos"):
-                raise ConfigError(f"--camera must be 'emccd' or 'scmos', got {camera!r}")
-            camera = Camera.emccd() if camera == "emccd" else Camera.scmos()
-            camera = camera.to_dict()
+        if isinstance(camera, str):  # a preset or a camera YAML, as in every job
+            fields = camera_fields(camera)
+            camera = with_fields(preset(fields.get("kind", "emccd")), fields).to_dict()
         camera = dict(camera)
         if args.pixel_size is not None:
             camera["pixel_size"] = args.pixel_size
@@ -103,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         if args.threads is not None and args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+        if args.frames < 1:  # before the progress bar: a bad setting is one line
+            raise ConfigError(f"--frames must be >= 1, got {args.frames}")
+        if args.block is not None and args.block < 1:
+            raise ConfigError(f"--block must be >= 1, got {args.block}")
         import torch  # heavy imports after parsing: --help and usage errors stay fast
         from tqdm.auto import tqdm
 
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; camera {result.camera}" if result.camera else "")
                   + (f"; true drift {result.drift}" if result.drift else ""))
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "path", "gt": "file", "camera_out": "file"})
 
 
 if __name__ == "__main__":

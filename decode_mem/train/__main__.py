@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not cfg.quiet:
             print(f"model written to {model_path}")
 
-    return run(build_parser(), body, argv)
+    return run(build_parser(), body, argv, outputs={"out": "folder", "memory_log_file": "file"})
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@ class TrainConfig:
                      "checkpoint_every", "lr_step"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.threads is not None and int(self.threads) < 1:
+            raise ConfigError(f"train.threads must be >= 1 or null, got {self.threads!r}")
         if isinstance(self.size_jitter, bool) or not isinstance(self.size_jitter, int) or self.size_jitter < 0:
             raise ConfigError(f"train.size_jitter must be an integer >= 0 px, got {self.size_jitter!r}")
         if not self.level_jitter >= 0:

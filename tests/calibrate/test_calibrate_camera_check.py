@@ -114,3 +114,14 @@ def test_bleaching_background_is_no_camera_noise() -> None:
     assert cal.value("background_time_ratio") > 2.5  # 100 -> ~26 photons over the sampled runs
     low, high = cal.to_yaml_dict()["train"]["simulation"]["bg"]
     assert low < 35 and high > 80
+
+
+def test_a_read_noise_above_the_measured_noise_is_a_sentence_about_the_read_noise() -> None:
+    adu = movie(1.0, 100.0, "emccd", seed=5)[0]
+    too_noisy = Camera.emccd(read_noise=6000.0)  # 6000 e- alone predict ~490 photons², the pixels have ~220
+    cal = calibrate_movie(adu, too_noisy, frames=60)
+    assert cal.camera_check.noise_ratio < 0  # the ratio itself is not shown to the user
+    line = next(w for w in cal.camera_check.warnings if "read noise" in w)
+    assert "less noisy than the camera's read noise alone predicts" in line and "set too high" in line
+    assert "6000 e-" in line
+    assert not any("x what the camera settings predict" in w for w in cal.camera_check.warnings)

@@ -10,6 +10,7 @@ import pytest
 import tifffile
 
 from decode_mem.fit.__main__ import main
+from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate import SimulationConfig, simulate_movie
 
 
@@ -35,12 +36,42 @@ def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, t
     assert set(report["validation"]) == {"fine-tuned", "base"}
     for scores in report["validation"].values():
         assert 0 <= scores["jaccard"] <= 1
-    assert report["model"].endswith("model.pt") or "default_2d" in report["model"]
+    assert report["model"] == str(out / "model.pt")  # the winner, at the top of the folder
     for name in ("calib.yaml", "calib.png", "model.pt", "model.md", "cells.csv", "cells.json"):
         assert (out / name).is_file(), name
     assert (out / "training" / "checkpoint.pt").is_file()  # a later run with the same --out continues from it
-    printed = capsys.readouterr().out
-    assert "held-out matched windows, fine-tuned" in printed and "calibrated" in printed
+    tuned = out / "training" / "fine_tuned.pt"
+    assert tuned.is_file() and (out / "training" / "fine_tuned.md").is_file()  # the fine-tuned weights, always
+    won = report["decision"] == "fine-tuned model"
+    winner = tuned if won else SHIPPED_MODEL  # the weights at the top are the winner's, byte for byte
+    assert (out / "model.pt").read_bytes() == winner.read_bytes()
+    card = (out / "model.md").read_text()
+    assert card.startswith(f"> Chosen by `decode_mem.fit`: the {report['decision']}") and "fine_tuned.pt" in card
+    captured = capsys.readouterr()
+    assert "held-out matched windows, fine-tuned" in captured.out and "calibrated" in captured.out
+    assert "decode_mem.fit MOVIE" not in captured.err  # no advice to run the fit that just ran
+
+
+def test_after_fitting_the_domain_warning_names_the_fit_not_a_fit_to_run() -> None:
+    from decode_mem.fit.core import _AfterFit
+    from decode_mem.infer.domain import DomainCheck
+    from decode_mem.infer.observe import InferObserver
+
+    class Lines(InferObserver):
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def warning(self, line: str) -> None:
+            self.lines.append(line)
+
+    lines = Lines()
+    after = _AfterFit(lines, "base model (fine-tuning did not beat it on held-out windows)")
+    after.warning(DomainCheck(("background 2000 photons/px outside the model's [3, 1500]",)).message("m.tif"))
+    after.warning(DomainCheck(("the pixel noise is 3x ...",), camera_suspect=True).message("m.tif"))
+    assert all("python -m decode_mem.fit" not in line for line in lines.lines)
+    assert lines.lines[0].endswith("[3, 1500]. decode_mem.fit localized it with the base model (fine-tuning did "
+                                   "not beat it on held-out windows)")
+    assert lines.lines[1].endswith("--pixel_size)")  # the camera advice stays
 
 
 def test_fit_never_uses_the_base_model_as_it_is(movie: Path, tmp_path: Path) -> None:

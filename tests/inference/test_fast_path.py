@@ -136,7 +136,7 @@ def test_auto_compiles_a_cpu_stack_from_its_work_in_pixels(shipped_model, monkey
     model = load_model(shipped_model)
     for frames in (500, 5000):
         plans = []
-        predict_stack(_LongStack(frames, side), model, chunk_size=side, batch_size=1, compile="auto",
+        predict_stack(_LongStack(frames, side), model, amp="off", chunk_size=side, batch_size=1, compile="auto",
                       on_plan=plans.append)
         work = frames * plans[0].plan.work_px_per_frame
         assert seen[-1] == (work >= predict_module.COMPILE_MIN_WORK), (frames, work)
@@ -170,12 +170,12 @@ def test_streams_are_planned_and_checked(shipped_model, tmp_path) -> None:
     assert two.as_dict()["streams"] == 2
     frames = np.zeros((4, 64, 64), np.uint16)
     with pytest.raises(ConfigError, match="streams must be a positive integer"):
-        predict_stack(frames, model, streams=0)
+        predict_stack(frames, model, amp="off", streams=0)
     with ProbabilityMap(tmp_path / "p.zarr", (4, 64, 64), 4) as prob, \
             pytest.raises(ConfigError, match="probability map is written one block at a time"):
-        predict_stack(frames, model, streams=2, prob_map=prob)
+        predict_stack(frames, model, amp="off", streams=2, prob_map=prob)
     with pytest.raises(ConfigError, match=r"torch\.compile is not measured from several threads"):
-        predict_stack(frames, model, streams=2, compile=True)
+        predict_stack(frames, model, amp="off", streams=2, compile=True)
     with pytest.raises(ConfigError, match="streams 2: not with write_probability_map"):
         InferConfig(inputs=("a.tif",), out=str(tmp_path), streams=2, write_probability_map=True)
 

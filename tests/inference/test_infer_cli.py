@@ -23,7 +23,8 @@ def test_corrupt_stack_is_reported_and_skipped(shipped_model, sample_frames, tmp
     rc = main([str(tmp_path / "in"), "--model", str(shipped_model), "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 1
-    assert "broken.tif" in err and "1 input(s) failed" in err
+    assert "broken.tif" in err and "1 of 3 input(s) failed" in err
+    assert sum("broken.tif" in line for line in err.splitlines()) == 1  # named once
     done = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert done == ["report.html", "s0.csv", "s0.json", "s1.csv", "s1.json"]  # the report lists the failure too
     report = (tmp_path / "out" / "report.html").read_text()

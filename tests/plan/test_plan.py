@@ -86,10 +86,10 @@ def test_a_whole_run_holds_no_more_tensors_than_its_traced_unit(small: DecodeNet
                      photometric="minisblack")
     plans, counter = [], LiveBytes()
     with open_stack(path) as stack:
-        for _ in predict_stack(stack, small, chunk_size=32, batch_size=4):  # the traces are remembered now:
+        for _ in predict_stack(stack, small, amp="off", chunk_size=32, batch_size=4):  # the traces are remembered now:
             pass  # the run below plans without fake tensors, which the counter would count
         with counter:
-            for _ in predict_stack(stack, small, chunk_size=32, batch_size=4, on_plan=plans.append):
+            for _ in predict_stack(stack, small, amp="off", chunk_size=32, batch_size=4, on_plan=plans.append):
                 pass
     plan = plans[0].plan
     assert plan.n_tiles > 1 and plan.margin == MARGIN  # the executor's margin makes its tiles larger

@@ -1,0 +1,66 @@
+"""torch's CPU threads on a shared machine: OpenMP's wait policy and, where that came too late, the thread count.
+
+torch's OpenMP runtime (libgomp) reads ``OMP_WAIT_POLICY`` once, when torch is loaded. Left unset, its idle
+threads spin at every barrier; on a machine whose cores are busy with other work the spinning threads take turns
+with the working ones, and the library ran 10-16x slower than the command line
+(``benchmarks/results/library_speed.md``). So ``import decode_mem`` asks for ``PASSIVE`` (idle threads sleep)
+when torch is not loaded yet — a user's own ``OMP_WAIT_POLICY`` is kept. That is the one thing decided at import
+time: later would be too late. Where torch was loaded first (a notebook that imports torch, then decode_mem),
+the policy is fixed already; then ``cpu_threads`` runs the library's work on as many threads as the machine has
+idle cores (at least 1: a single thread has no barrier to spin at), measured when the work starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def _prefer_passive_wait() -> bool:
+    """Ask for sleeping idle OpenMP threads if torch is not loaded yet; whether torch's threads sleep."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+
+
+WAITS_PASSIVELY = _prefer_passive_wait()  # a fact fixed when torch loads; see the module docstring
+
+
+def idle_cores(interval: float = 0.1) -> float:
+    """Cores of this process's CPU set not used by other processes, measured over ``interval`` seconds."""
+    import psutil
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = psutil.cpu_percent(interval=interval) / 100 * (psutil.cpu_count() or cores)
+    return max(0.0, min(cores, cores - busy))
+
+
+def auto_threads(requested: int | None, passive: bool | None = None) -> int | None:
+    """The thread count for a piece of work: ``requested`` if given; None (torch's, unchanged) where idle
+    threads sleep; else the idle cores, at least 1 and at most torch's current count."""
+    if requested is not None:
+        return requested
+    if WAITS_PASSIVELY if passive is None else passive:
+        return None
+    import torch
+
+    return max(1, min(torch.get_num_threads(), int(idle_cores() + 0.5)))
+
+
+@contextmanager
+def cpu_threads(requested: int | None) -> Iterator[int]:
+    """Run the block with ``auto_threads(requested)`` torch threads, then restore the count; yields the count."""
+    import torch
+
+    before = torch.get_num_threads()
+    n = auto_threads(requested)
+    if n is None or n == before:
+        yield before
+        return
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,51 @@
+"""Library calls get the CLI's speed on a busy machine: ``import decode_mem`` asks for sleeping idle OpenMP
+threads before torch loads; where torch came first, the work runs on the idle cores (``decode_mem.threads``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from decode_mem import threads
+from decode_mem.infer import predict_stack
+from decode_mem.model.checkpoint import load_model
+
+PROBE = ("import json, os, sys\n{first}\nimport decode_mem.threads as t\n"
+         "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), t.WAITS_PASSIVELY]))")
+
+
+def _probe(first: str, **env: str) -> list:
+    clean = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    done = subprocess.run([sys.executable, "-c", PROBE.format(first=first)], capture_output=True, text=True,
+                          env={**clean, **env}, check=True)
+    return json.loads(done.stdout)
+
+
+def test_import_before_torch_asks_for_sleeping_threads_and_keeps_a_users_choice() -> None:
+    assert _probe("") == ["PASSIVE", True]
+    assert _probe("import torch") == [None, False]  # too late to choose: the work picks the thread count
+    assert _probe("", OMP_WAIT_POLICY="ACTIVE") == ["ACTIVE", False]
+
+
+def test_the_thread_count_follows_the_idle_cores_only_where_threads_spin(monkeypatch) -> None:
+    assert 0 <= threads.idle_cores(0.05) <= len(os.sched_getaffinity(0))
+    assert threads.auto_threads(3) == 3  # asked for: given
+    assert threads.auto_threads(None, passive=True) is None  # sleeping threads: torch's count stays
+    monkeypatch.setattr(threads, "idle_cores", lambda interval=0.1: 0.2)
+    assert threads.auto_threads(None, passive=False) == 1  # every core busy: one thread, no barrier to spin at
+    monkeypatch.setattr(threads, "idle_cores", lambda interval=0.1: 64.0)
+    assert threads.auto_threads(None, passive=False) == torch.get_num_threads()  # never more than torch's
+
+
+def test_predict_stack_runs_on_the_threads_it_is_given_and_restores_them() -> None:
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    frames = np.full((2, 32, 32), 120, np.uint16)
+    tables = list(predict_stack(frames, load_model(), chunk_size=32, batch_size=2, threads=1,
+                                on_block=lambda _: seen.append(torch.get_num_threads())))
+    assert tables and seen == [1] and torch.get_num_threads() == before
