@@ -16,7 +16,8 @@ The tree is the data flow; each job is a package with its CLI in ``__main__`` (`
     memory     MemoryTracker and readings: an observer of every stage
 
 ``import decode_mem as dm`` gives the entry points below, imported on first use so that ``import decode_mem``
-and every ``--help`` stay fast::
+and every ``--help`` stay fast. The one thing importing does: ask torch's OpenMP threads to sleep when idle
+(``OMP_WAIT_POLICY=PASSIVE``, if torch is not loaded yet and the variable is unset; ``decode_mem.threads``)::
 
     with dm.open_stack("movie.tif") as stack:
         for table in dm.predict_stack(stack, dm.load_model()):   # the shipped model without a path

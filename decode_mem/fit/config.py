@@ -18,7 +18,8 @@ class FitConfig:
     """One ``fit`` run (``python -m decode_mem.fit``).
 
     movies          stacks of one setup (same camera and optics); the first is calibrated
-    out             output folder: calib.yaml/.png, model.pt + model.md (when trained), localizations, fit.json
+    out             output folder: calib.yaml/.png, localizations, fit.json; after fine-tuning the validation's
+                    winner as model.pt + model.md (the fine-tuned weights in training/fine_tuned.pt either way)
     camera          the camera that recorded them (None: from the first movie's metadata, else the defaults)
     budget_minutes  training time (wall clock) for fine-tuning
     train           'auto' (train when the base model's envelope does not cover the movie), 'always', 'never'

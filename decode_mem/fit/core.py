@@ -8,7 +8,8 @@
    band around the measured physics) for ``budget_minutes`` of wall time on whatever device is there —
    checkpoints in ``<out>/training``, so Ctrl-C or a kill leaves a state the next run continues from;
 4. **validate** the fine-tuned and the base model on the same held-out matched simulations (another seed):
-   Jaccard, RMSE and efficiency side by side; the better one localizes;
+   Jaccard, RMSE and efficiency side by side; the better one localizes, and is copied to ``<out>/model.pt``
+   with a card saying which it is (the fine-tuned weights stay in ``<out>/training/fine_tuned.pt``);
 5. **localize** every movie (``decode_mem.infer``: the same outputs and summaries), write ``fit.json``.
 
 Fine-tuning keeps the base model's architecture; a model of another kind (3D, other PSF model) would be
