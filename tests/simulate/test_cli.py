@@ -80,7 +80,7 @@ def test_cli_options_and_yaml_config(tmp_path: Path) -> None:
         (["--density", "-1"], "simulation.density must be >= 0"),
         (["--size", "0", "8"], "simulation.frame_size must be two positive integers"),
         (["--psf", "airy"], "simulation.psf must be one of"),
-        (["--camera", "ccd"], "--camera must be 'emccd' or 'scmos'"),
+        (["--camera", "ccd"], "--camera ccd: neither a preset (emccd or scmos) nor a camera YAML"),
         (["--frames", "0"], "frames must be >= 1"),
         (["--block", "0"], "block must be >= 1"),
         (["--seed", "-1"], "seed must be >= 0"),
