@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from decode_mem.config import resolve_device
+from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
@@ -53,7 +53,7 @@ def fit(cfg: TrainConfig, *, on_step: OnStep | None = None) -> Path:
     the validation metrics): hook a progress bar or ``MemoryTracker.update`` there.
     """
     rank = rank_from_environment()  # torchrun: one of several data-parallel processes
-    out = cfg.out_dir
+    out = check_output_folder(cfg.out_dir)  # a read-only or file --out: one line before any work
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     if rank.distributed:
