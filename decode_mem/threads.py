@@ -2,7 +2,7 @@
 
 torch's OpenMP runtime (libgomp) reads ``OMP_WAIT_POLICY`` once, when torch is loaded. Left unset, its idle
 threads spin at every barrier; on a machine whose cores are busy with other work the spinning threads take turns
-with the working ones, and the library ran 4 to more than 8 times slower than the command line
+with the working ones, and the library ran several times slower than the command line
 (``benchmarks/results/library_speed.md``). So ``import decode_mem`` asks for ``PASSIVE`` (idle threads sleep)
 when torch is not loaded yet — a user's own ``OMP_WAIT_POLICY`` is kept. That is the one thing decided at import
 time: later would be too late. Where torch was loaded first (a notebook that imports torch, then decode_mem),
