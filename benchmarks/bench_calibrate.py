@@ -77,19 +77,8 @@ def run_case(sigma: float, bg: float, kind: str, density: float, frames: int, se
     }
 
 
-def cell_field(h: int, w: int, lo: float = 80.0, hi: float = 900.0) -> np.ndarray:
-    """(H, W) photons/px: glass (``lo``) on the left, a smooth rise to the cell body and a nucleus on the right
-    (``hi`` at its top); the field of ``tests/calibrate/calibrate_helpers.cell_field``."""
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    ramp = np.clip((x - 0.15 * w) / (0.7 * w), 0, 1)
-    ramp = ramp * ramp * (3 - 2 * ramp)
-    nucleus = np.exp(-((x - 0.7 * w) ** 2 + (y - 0.5 * h) ** 2) / (2 * (0.15 * w) ** 2))
-    f = 0.55 * ramp + 0.45 * nucleus * ramp
-    return (lo + (hi - lo) * f / f.max()).astype(np.float32)
-
-
 def run_cell_case(sigma: float, density: float, frames: int, seed: int) -> dict:
-    """Bright spots on ``cell_field`` (the simulator's noise model, our background); truths as in ``run_case``,
+    """Bright spots on ``cell_on_glass`` (the simulator's noise model, our background); truths as in ``run_case``,
     the background's against the field's median."""
     import torch
 
@@ -97,6 +86,7 @@ def run_cell_case(sigma: float, density: float, frames: int, seed: int) -> dict:
     from decode_mem.io.camera import Camera
     from decode_mem.io.table import EmitterTable
     from decode_mem.simulate import SimulationConfig
+    from decode_mem.simulate.cell_on_glass import cell_on_glass
     from decode_mem.simulate.movie import MovieSimulator
 
     mean, std = 8000.0, 2400.0
@@ -105,7 +95,7 @@ def run_cell_case(sigma: float, density: float, frames: int, seed: int) -> dict:
                            photons_std=std, on_time=ON_TIME, bg=(100.0, 100.0), psf_sigma=(sigma, sigma),
                            camera=camera)
     sim = MovieSimulator(cfg, seed, "cpu")
-    field = cell_field(64, 64)
+    field = cell_on_glass(64, 64)
     sim.bg = torch.from_numpy(field)
     adu = np.empty((frames, 64, 64), np.uint16)
     tables = []

@@ -39,7 +39,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -346,30 +345,19 @@ def end_to_end(report: Report, work: Path, sizes: dict) -> None:
 
 def _timed(cmd: list[str], timeout: float) -> tuple[float, float | None, int, str]:
     """(wall s, peak RssAnon MiB sampled every 10 ms, exit status, stderr) of a command."""
+    from decode_mem.memory import ProcessPeak
+
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = [0.0]
-
-    def sample() -> None:
-        while proc.poll() is None:
-            try:
-                text = Path(f"/proc/{proc.pid}/status").read_text()
-                anon = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("RssAnon"))
-                peak[0] = max(peak[0], anon / 1024)
-            except (OSError, StopIteration, ValueError):
-                pass
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    watcher = ProcessPeak(proc)
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
         err = (err or "") + "\n(timed out)"
-    sampler.join()
-    return time.perf_counter() - t0, peak[0] or None, proc.returncode, err or ""
+    peak = watcher.join()
+    return time.perf_counter() - t0, peak or None, proc.returncode, err or ""
 
 
 def _load_net(device: str):

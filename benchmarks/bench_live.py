@@ -53,13 +53,9 @@ def simulate(folder: Path) -> np.ndarray:
 
 
 def rss_anon_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    from decode_mem.memory import read_host_memory
+
+    return read_host_memory(pid)["rss_anon_mb"]
 
 
 def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device: str) -> dict:

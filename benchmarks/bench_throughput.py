@@ -30,7 +30,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -51,38 +50,23 @@ CUDA_GRID = [("256x256", 512, "fp16", True), ("2048x2048", 512, "bf16", True), (
              ("2048x2048", 1024, "bf16", True)]
 
 
-def sample_peak(proc: subprocess.Popen, peak: list[float], cap_mib: float | None = None) -> None:
-    """Max RssAnon (MiB) of a running process, read from /proc every 10 ms; kills it above ``cap_mib``."""
-    while proc.poll() is None:
-        try:
-            text = Path(f"/proc/{proc.pid}/status").read_text()
-            anon = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("RssAnon"))
-            peak[0] = max(peak[0], anon / 1024)
-            if cap_mib is not None and peak[0] > cap_mib:
-                proc.kill()
-                return
-        except (OSError, StopIteration):
-            pass
-        time.sleep(0.01)
-
-
 def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT,
           cap_mib: float | None = None) -> tuple[float, float, str | None]:
     """(wall seconds, peak RssAnon MiB, stdout) of a command; stdout is None when it was stopped for passing
     ``cap_mib`` of RssAnon (so that one run cannot take the machine down with it)."""
-    peak = [0.0]
+    from decode_mem.memory import ProcessPeak
+
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=sample_peak, args=(proc, peak, cap_mib), daemon=True)
-    watcher.start()
+    watcher = ProcessPeak(proc, cap_mb=cap_mib)
     out, err = proc.communicate()
     seconds = time.perf_counter() - t0
-    watcher.join()
-    if cap_mib is not None and peak[0] > cap_mib:
-        return seconds, peak[0], None
+    peak = watcher.join() or 0.0
+    if watcher.capped:
+        return seconds, peak, None
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed:\n{err[-3000:]}")
-    return seconds, peak[0], out
+    return seconds, peak, out
 
 
 def same_emitters(new_csv: Path, old_csv: Path, pixel_size: float) -> dict:

@@ -26,6 +26,7 @@ from decode_mem.memory import (
     MemoryLeakWarning,
     MemoryTracker,
     PeakSampler,
+    ProcessPeak,
     measure_phase,
     read_gpu_memory,
     read_host_memory,
@@ -417,3 +418,20 @@ def test_real_cuda_readings_and_phase_peak() -> None:
         del y
     assert peak.cuda_delta_mb >= 500 and peak.cuda_allocated_start_mb >= 256
     del x
+
+
+CHILD_HOLDS_200_MIB = "import numpy as np, time; a = np.ones(200 * 2**20 // 8); time.sleep(0.5)"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs /proc to read RssAnon")
+def test_process_peak_reads_a_child_and_stops_it_above_its_cap() -> None:
+    """The child's own anonymous memory (200 MiB of ones) is seen; with a cap below it, the child is killed."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_HOLDS_200_MIB])
+    watcher = ProcessPeak(proc, interval=0.005)
+    proc.wait()
+    peak = watcher.join()
+    assert peak is not None and 200 <= peak < 400 and not watcher.capped
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_HOLDS_200_MIB])
+    watcher = ProcessPeak(proc, interval=0.005, cap_mb=100)
+    assert proc.wait(timeout=30) != 0
+    assert watcher.capped and watcher.join() > 100

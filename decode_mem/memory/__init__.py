@@ -22,7 +22,7 @@ MB means MiB (2**20 bytes) throughout. Nothing here calls ``torch.cuda.empty_cac
 """
 
 from decode_mem.memory.leak import LeakReport, LeakTrend, MemoryLeakWarning
-from decode_mem.memory.peaks import PeakSampler, PhasePeak, measure_phase, reset_vm_hwm
+from decode_mem.memory.peaks import PeakSampler, PhasePeak, ProcessPeak, measure_phase, reset_vm_hwm
 from decode_mem.memory.readings import (
     CUDA_KEYS,
     HOST_KEYS,
@@ -36,6 +36,6 @@ from decode_mem.memory.tracker import CSV_COLUMNS, MemoryTracker
 
 __all__ = [
     "CSV_COLUMNS", "CUDA_KEYS", "HOST_KEYS", "MB", "NVML_KEYS", "READING_KEYS",
-    "LeakReport", "LeakTrend", "MemoryLeakWarning", "MemoryTracker", "PeakSampler", "PhasePeak",
+    "LeakReport", "LeakTrend", "MemoryLeakWarning", "MemoryTracker", "PeakSampler", "PhasePeak", "ProcessPeak",
     "measure_phase", "read_gpu_memory", "read_host_memory", "reset_vm_hwm",
 ]

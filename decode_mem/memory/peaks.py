@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from decode_mem.errors import ConfigError
 from decode_mem.memory.readings import MB, cuda_in_use, cuda_stats, parse_device, read_host_memory
@@ -119,6 +120,36 @@ class PeakSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ProcessPeak:
+    """Peak RssAnon (MiB) of another running process (a child started with ``subprocess.Popen``), read from
+    /proc every ``interval`` s in a daemon thread until it exits; above ``cap_mb`` it is killed (``capped``),
+    so that one measured run cannot take the machine down. ``ProcessPeak(proc).join()`` after the process
+    ended gives the peak (``None`` where no reading could be taken, e.g. without /proc)."""
+
+    def __init__(self, proc: Any, interval: float = 0.01, cap_mb: float | None = None) -> None:
+        self.proc, self.interval, self.cap_mb = proc, interval, cap_mb
+        self.peak_mb: float | None = None
+        self.capped = False
+        self._thread = threading.Thread(target=self._run, name="decode_mem-process-peak", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self.proc.poll() is None:
+            anon = read_host_memory(self.proc.pid).get("rss_anon_mb")
+            if anon is not None:
+                self.peak_mb = anon if self.peak_mb is None else max(self.peak_mb, anon)
+                if self.cap_mb is not None and self.peak_mb > self.cap_mb:
+                    self.capped = True
+                    self.proc.kill()
+                    return
+            time.sleep(self.interval)
+
+    def join(self) -> float | None:
+        """Wait for the sampling thread (it ends with the process) and return the peak."""
+        self._thread.join()
+        return self.peak_mb
 
 
 @dataclass

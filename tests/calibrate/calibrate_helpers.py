@@ -9,6 +9,7 @@ from scipy.spatial import cKDTree
 
 from decode_mem.io.camera import Camera
 from decode_mem.simulate import SimulationConfig, simulate_movie
+from decode_mem.simulate.cell_on_glass import cell_on_glass
 
 PHOTONS_MEAN, PHOTONS_STD = 3000.0, 900.0  # lognormal flux (photons per full frame on)
 FRAMES = 150
@@ -31,20 +32,9 @@ def movie(sigma: float = 1.0, bg: float = 100.0, kind: str = "emccd", seed: int 
     return adu, gt, bg_map, cfg
 
 
-def cell_field(h: int, w: int, lo: float = 80.0, hi: float = 900.0) -> np.ndarray:
-    """(H, W) photons/px of a cell on glass: ``lo`` on the left, a smooth rise over the middle of the frame to
-    the cell body and a bright nucleus on the right, ``hi`` at its top."""
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    ramp = np.clip((x - 0.15 * w) / (0.7 * w), 0, 1)
-    ramp = ramp * ramp * (3 - 2 * ramp)
-    nucleus = np.exp(-((x - 0.7 * w) ** 2 + (y - 0.5 * h) ** 2) / (2 * (0.15 * w) ** 2))
-    f = 0.55 * ramp + 0.45 * nucleus * ramp
-    return (lo + (hi - lo) * f / f.max()).astype(np.float32)
-
-
 @functools.cache
 def cell_movie(sigma: float = 1.5, photons: float = 8000.0, frames: int = 60, seed: int = 0):
-    """(adu, ground truth, bg map, config) of bright spots (lognormal, ``photons`` ± 30 %) on ``cell_field``
+    """(adu, ground truth, bg map, config) of bright spots (lognormal, ``photons`` ± 30 %) on ``cell_on_glass``
     seen by the sCMOS preset: the movie of a user whose calibration once read photons 1.6x too high."""
     import torch
 
@@ -53,7 +43,7 @@ def cell_movie(sigma: float = 1.5, photons: float = 8000.0, frames: int = 60, se
 
     cfg = config(sigma, 100.0, "scmos", photons_mean=photons, photons_std=0.3 * photons)
     sim = MovieSimulator(cfg, seed, "cpu")
-    sim.bg = torch.from_numpy(cell_field(*cfg.frame_size))  # the simulator's noise on our background
+    sim.bg = torch.from_numpy(cell_on_glass(*cfg.frame_size))  # the simulator's noise on our background
     adu = np.empty((frames, *cfg.frame_size), np.uint16)
     tables = []
     for blk in sim.blocks(frames, None):

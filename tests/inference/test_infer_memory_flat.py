@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import tifffile
 from infer_helpers import REPO
+
+from decode_mem.memory import ProcessPeak
 
 MARGIN_MIB = 20.0
 RUN = """
@@ -34,25 +34,13 @@ run_inference(InferConfig(inputs=(stack,), out=out, model=model, formats=("csv",
 
 def _peak_rss_anon_mib(cmd: list[str], env: dict[str, str]) -> float:
     """Peak RssAnon (MiB) of a process, read from /proc every 5 ms."""
-    peak = [0.0]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def sample() -> None:
-        while proc.poll() is None:
-            try:
-                text = Path(f"/proc/{proc.pid}/status").read_text()
-                anon = next(int(line.split()[1]) for line in text.splitlines() if line.startswith("RssAnon"))
-                peak[0] = max(peak[0], anon / 1024)
-            except (OSError, StopIteration):
-                pass
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=sample)
-    watcher.start()
+    watcher = ProcessPeak(proc, interval=0.005)
     out, _ = proc.communicate()
-    watcher.join()
+    peak = watcher.join()
     assert proc.returncode == 0, out
-    return peak[0]
+    assert peak is not None, "no RssAnon reading of the child"
+    return peak
 
 
 def test_whole_process_peak_is_flat_in_the_stack_length(tmp_path: Path, sample_frames: np.ndarray) -> None:
