@@ -14,7 +14,7 @@ RANK = {
     "errors": 0, "config": 0, "cli": 0, "_lazy": 0, "threads": 0,
     "io": 1, "memory": 1,
     "simulate": 2,
-    "calibrate": 3,
+    "calibrate": 3, "psf": 3,
     "model": 4,
     "tiling": 5,
     "postprocess": 6, "plan": 6,

@@ -17,7 +17,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.structures import StructureConfig
 
-PSFS = ("gauss2d", "astig3d")
+PSFS = ("gauss2d", "astig3d", "spline")
 BG_MODES = ("uniform", "smooth", "cell", "mixed")
 RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
@@ -108,6 +108,9 @@ class SimulationConfig:
     - ``psf``: 'gauss2d' (pixel-integrated Gaussian, z = 0) or 'astig3d' (astigmatic Gaussian, z uniform in
       ``z_range`` nm); ``psf_sigma`` is σ0 in px (one value or (σx0, σy0)); ``psf_sigma_range`` (low, high)
       draws one σ0 per movie uniformly instead; ``psf_sigma_jitter`` is the relative per-emitter spread of σ.
+      'spline': the measured cubic-spline PSF in ``psf_file`` (``python -m decode_mem.psf``), z uniform in
+      ``z_range``, which must lie inside the file's valid range; ``psf_sigma``/``_range`` do not apply, the
+      jitter scales the spline's lateral size.
     - ``margin``: emitters are placed uniformly over the frame extended by this many px on every side, so
       that emitters just outside contribute light at the edges. Ground truth lists only emitters whose
       centre is inside the frame.
@@ -146,6 +149,7 @@ class SimulationConfig:
     psf_sigma: tuple[float, float] = (1.0, 1.0)
     psf_sigma_range: tuple[float, float] | None = None
     psf_sigma_jitter: float = 0.0
+    psf_file: str | None = None
     density_range: tuple[float, float] | None = None
     density_dist: str = "loguniform"
     pixel_size_range: tuple[float, float] | None = None
@@ -230,6 +234,7 @@ class SimulationConfig:
         if z_range[0] > z_range[1]:
             raise ConfigError(f"simulation.z_range must be (low, high) nm with low <= high, got {self.z_range!r}")
         fix("z_range", z_range)
+        self._check_psf_file()
         if self.margin < 0:
             raise ConfigError(f"simulation.margin must be >= 0 px, got {self.margin!r}")
         if self.max_emitters is not None:
@@ -250,6 +255,41 @@ class SimulationConfig:
                 raise ConfigError("simulation.sensor_variation_range must be (low, high) with 0 <= low <= high < 1, "
                                   f"got {self.sensor_variation_range!r}")
             fix("sensor_variation_range", spread)
+
+    def _check_psf_file(self) -> None:
+        """psf 'spline' needs a readable ``psf_file`` whose valid z range holds ``z_range``; others take none."""
+        if self.psf != "spline":
+            if self.psf_file is not None:
+                raise ConfigError(f"simulation.psf_file is for psf 'spline', not {self.psf!r}")
+            return
+        if not self.psf_file:
+            raise ConfigError("simulation.psf 'spline' needs simulation.psf_file (a psf.h5 from python -m "
+                              "decode_mem.psf)")
+        from pathlib import Path
+
+        from decode_mem.io.psf_file import psf_header
+
+        path = str(Path(self.psf_file).expanduser().resolve())
+        object.__setattr__(self, "psf_file", path)
+        header = psf_header(path)
+        lo, hi = header["z_range"]
+        if self.z_range[0] < lo - 1e-6 or self.z_range[1] > hi + 1e-6:
+            raise ConfigError(f"simulation.z_range {list(self.z_range)} nm is outside the range {path} is valid "
+                              f"for ({lo:g} to {hi:g} nm)")
+        if self.psf_sigma_range is not None:
+            raise ConfigError("simulation.psf_sigma_range does not apply to psf 'spline' (the file sets the width)")
+        object.__setattr__(self, "_psf_header", header)
+
+    def spline_psf(self):
+        """The spline PSF of ``psf_file``, loaded once per config (CPU; ``.to(device)`` caches copies)."""
+        cached = self.__dict__.get("_spline")
+        if cached is None:
+            from decode_mem.io.psf_file import read_psf
+            from decode_mem.simulate.spline import SplinePSF
+
+            cached = SplinePSF(read_psf(self.psf_file))
+            object.__setattr__(self, "_spline", cached)
+        return cached
 
     # ---- YAML -----------------------------------------------------------------------------------------
     @classmethod
@@ -285,7 +325,7 @@ class SimulationConfig:
 
     @property
     def is_3d(self) -> bool:
-        return self.psf == "astig3d"
+        return self.psf in ("astig3d", "spline")
 
     @property
     def um2_per_px(self) -> float:
@@ -365,6 +405,8 @@ class SimulationConfig:
         spread = (1 - 3 * self.psf_sigma_jitter, 1 + 3 * self.psf_sigma_jitter)
         if not self.is_3d:
             return min(x_lo, y_lo) * spread[0], max(x_hi, y_hi) * spread[1]
+        if self.psf == "spline":
+            return self._spline_width_range(spread)
         z = np.linspace(self.z_range[0], self.z_range[1], 2001)
         sx, sy = self.astigmatism.sigma_scale(z)
         lo = min(sx.min() * x_lo, sy.min() * y_lo) * spread[0]
@@ -396,10 +438,33 @@ class SimulationConfig:
             "on_time_frames": list(self.on_time_range or (self.on_time, self.on_time)),
         }
 
+    def _spline_width_range(self, spread: tuple[float, float]) -> tuple[float, float]:
+        """(smallest, largest) RMS width in px of the spline PSF over ``z_range`` (the file's width curves)."""
+        header = self.__dict__["_psf_header"]
+        if "widths" not in header:
+            return 0.5, float(self._spline_half_width()) / PATCH_SIGMAS
+        z, sx, sy = (np.asarray(a, np.float64) for a in header["widths"])
+        inside = (z >= self.z_range[0] - 1e-6) & (z <= self.z_range[1] + 1e-6)
+        if not inside.any():
+            inside = np.abs(z - np.clip(z, *self.z_range)) == np.abs(z - np.clip(z, *self.z_range)).min()
+        lo = float(min(sx[inside].min(), sy[inside].min())) * spread[0]
+        hi = float(max(sx[inside].max(), sy[inside].max())) * spread[1]
+        return lo, hi
+
+    def _spline_half_width(self) -> int:
+        h = self.__dict__["_psf_header"]
+        _nz, ny, nx = h["shape"]
+        half = min(h["x0"], nx - h["x0"], h["y0"], ny - h["y0"]) / h["upsample"] - 0.5
+        return max(0, math.floor(half))
+
     @property
     def patch_size(self) -> int:
-        """Edge of the square patch a spot is rendered into: ``2·ceil(4·σ_max) + 1`` px."""
-        return 2 * math.ceil(PATCH_SIGMAS * self.sigma_range()[1]) + 1
+        """Edge of the square patch a spot is rendered into: ``2·ceil(4·σ_max) + 1`` px (for a spline PSF at
+        most the spline's own extent)."""
+        size = 2 * math.ceil(PATCH_SIGMAS * self.sigma_range()[1]) + 1
+        if self.psf == "spline":
+            size = min(size, 2 * self._spline_half_width() + 1)
+        return size
 
 
 def _camera(value: Any) -> Camera:

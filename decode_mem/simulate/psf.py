@@ -131,6 +131,10 @@ def render(shape: tuple[int, int, int], frame: torch.Tensor, x: torch.Tensor, y:
 def render_emitters(config: SimulationConfig, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor,
                     y: torch.Tensor, z: torch.Tensor, photons: torch.Tensor, sigma0: torch.Tensor | None = None,
                     width: torch.Tensor | None = None) -> torch.Tensor:
-    """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place (see ``psf_sigmas``)."""
+    """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place (see ``psf_sigmas``;
+    a spline PSF takes no ``sigma0``: its file sets the width)."""
+    if config.psf == "spline":
+        spline = config.spline_psf()
+        return spline.render_spots(canvas, frame, x, y, z, photons, width, config.patch_size)
     sx, sy = psf_sigmas(config, z.to(canvas.dtype), sigma0, width)
     return render_spots(canvas, frame, x, y, photons, sx, sy, config.patch_size)

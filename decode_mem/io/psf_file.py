@@ -1,0 +1,147 @@
+"""The PSF file (``psf.h5``): a cubic-spline PSF over x, y, z, as ``python -m decode_mem.psf`` writes it.
+
+Layout (HDF5, one group per file, datasets at the root):
+
+- ``coeff`` float32 (Nz−1, Ny−1, Nx−1, 64): per voxel the 64 coefficients of ``Σ c[16i+4j+k]·w^i·v^j·u^k``,
+  ``u, v, w`` in [0, 1) the fractional position in the voxel along x (column), y (row) and z;
+- attributes ``upsample`` (voxels per camera pixel laterally, 1 like SMAP), ``x0``, ``y0`` (spline coordinate of
+  the emitter's centre, in voxels), ``z0``
+  (spline coordinate of z = 0 nm, the focal position), ``dz`` (nm per z voxel), ``z_range`` (low, high) nm the
+  spline is valid for, ``pixel_size`` (nm, 0 when unknown), ``source`` (how it was made);
+- optional ``width_z``, ``width_x``, ``width_y`` (nm, px, px): the PSF's RMS width against z, for plots and for
+  the simulator's width bounds.
+
+A spline pixel value is the fraction of the emitter's photons in that camera pixel: the spline samples a
+pixelated PSF, as SMAP's cspline does. Rendering an emitter at (x, y, z) puts into pixel (row r, column c) the
+spline at ``(x0 + (c − x)·upsample, y0 + (r − y)·upsample, z0 + z/dz)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.atomic import atomic_output
+
+FORMAT = "decode_mem spline psf"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SplineData:
+    """A cubic-spline PSF (see the module docstring for the meaning of every field)."""
+
+    coeff: np.ndarray
+    x0: float
+    y0: float
+    z0: float
+    dz: float
+    z_range: tuple[float, float]
+    pixel_size: float = 0.0
+    source: str = ""
+    upsample: int = 1
+    width_z: np.ndarray | None = None
+    width_x: np.ndarray | None = None
+    width_y: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        c = np.asarray(self.coeff)
+        if c.ndim != 4 or c.shape[-1] != 64 or min(c.shape[:3]) < 1:
+            raise ConfigError(f"spline PSF: coefficients must be (Nz-1, Ny-1, Nx-1, 64), got shape {c.shape}")
+        if not np.isfinite(c).all():
+            raise ConfigError("spline PSF: coefficients contain NaN or infinity")
+        if int(self.upsample) != self.upsample or self.upsample < 1:
+            raise ConfigError(f"spline PSF: upsample must be a positive integer, got {self.upsample!r}")
+        object.__setattr__(self, "upsample", int(self.upsample))
+        if not self.dz > 0:
+            raise ConfigError(f"spline PSF: dz must be > 0 nm, got {self.dz!r}")
+        lo, hi = (float(v) for v in self.z_range)
+        if not lo <= hi:
+            raise ConfigError(f"spline PSF: z_range must be (low, high), got {self.z_range!r}")
+        object.__setattr__(self, "coeff", c.astype(np.float32, copy=False))
+        object.__setattr__(self, "z_range", (lo, hi))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(Nz−1, Ny−1, Nx−1): voxels of the spline."""
+        return tuple(int(v) for v in self.coeff.shape[:3])  # type: ignore[return-value]
+
+    @property
+    def domain_z(self) -> tuple[float, float]:
+        """(low, high) nm that the spline's voxels cover (the valid ``z_range`` lies inside)."""
+        return (-self.z0 * self.dz, (self.shape[0] - self.z0) * self.dz)
+
+    def half_width(self) -> int:
+        """The largest h such that a (2h+1)-px patch around an emitter's pixel stays inside the spline."""
+        _nz, ny, nx = self.shape
+        h = min(self.x0, nx - self.x0, self.y0, ny - self.y0) / self.upsample - 0.5
+        return max(0, int(np.floor(h)))
+
+
+def write_psf(path: str | os.PathLike, psf: SplineData) -> None:
+    """Write ``psf`` to ``path`` atomically (``.partial`` then rename)."""
+    import h5py
+
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as f:
+        f.create_dataset("coeff", data=psf.coeff)
+        f.attrs.update({"format": FORMAT, "version": FORMAT_VERSION, "x0": psf.x0, "y0": psf.y0, "z0": psf.z0,
+                        "dz": psf.dz, "z_range": np.asarray(psf.z_range, np.float64),
+                        "pixel_size": psf.pixel_size, "source": psf.source, "upsample": psf.upsample})
+        for name in ("width_z", "width_x", "width_y"):
+            value = getattr(psf, name)
+            if value is not None:
+                f.create_dataset(name, data=np.asarray(value, np.float64))
+
+
+def read_psf(path: str | os.PathLike) -> SplineData:
+    """Read a PSF file; a missing, unreadable or foreign file is a ConfigError naming it."""
+    import h5py
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: PSF file not found")
+    try:
+        with h5py.File(p, "r") as f:
+            if f.attrs.get("format") != FORMAT:
+                raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
+            a = f.attrs
+            widths = {n: f[n][()] if n in f else None for n in ("width_z", "width_x", "width_y")}
+            return SplineData(coeff=f["coeff"][()], x0=float(a["x0"]), y0=float(a["y0"]), z0=float(a["z0"]),
+                              dz=float(a["dz"]), z_range=tuple(float(v) for v in a["z_range"]),
+                              pixel_size=float(a.get("pixel_size", 0.0)), source=str(a.get("source", "")),
+                              upsample=int(a.get("upsample", 1)), **widths)
+    except ConfigError as e:
+        if str(e).startswith(str(p)):
+            raise
+        raise ConfigError(f"{p}: {e}") from e
+    except (OSError, KeyError) as e:
+        raise ConfigError(f"{p}: cannot read the PSF file ({e})") from e
+
+
+def psf_header(path: str | os.PathLike) -> dict:
+    """The cheap part of a PSF file (no coefficients): shape, x0, y0, z0, dz, z_range, pixel_size and
+    ``widths`` (z nm, σx px, σy px) when stored."""
+    import h5py
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: PSF file not found")
+    try:
+        with h5py.File(p, "r") as f:
+            if f.attrs.get("format") != FORMAT:
+                raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
+            a = f.attrs
+            out = {k: float(a[k]) for k in ("x0", "y0", "z0", "dz")}
+            out["upsample"] = int(a.get("upsample", 1))
+            out["z_range"] = tuple(float(v) for v in a["z_range"])
+            out["pixel_size"] = float(a.get("pixel_size", 0.0))
+            out["shape"] = tuple(int(v) for v in f["coeff"].shape[:3])
+            if "width_x" in f:
+                out["widths"] = tuple(f[n][()] for n in ("width_z", "width_x", "width_y"))
+            return out
+    except (OSError, KeyError) as e:
+        raise ConfigError(f"{p}: cannot read the PSF file ({e})") from e

@@ -1,0 +1,57 @@
+"""From a sampled PSF volume to cubic-spline coefficients in the SMAP/DECODE cspline layout.
+
+The volume (Nz, Ny, Nx) is interpolated by a C² cubic B-spline (``scipy.ndimage.spline_filter``, mirror
+boundaries), and each voxel's B-spline weights are expanded into the 64 monomial coefficients that
+``decode_mem.simulate.spline`` evaluates: in one voxel along one axis the spline is
+``Σ_a c[i−1+a]·B_a(t)``, ``B_a`` the four cubic B-spline pieces, so the coefficient of ``t^p`` is
+``Σ_a M[p, a]·c[i−1+a]`` with the fixed matrix ``M`` below; the three axes multiply.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+# t^p coefficient (rows p = 0..3) of the B-spline pieces weighting c[i-1], c[i], c[i+1], c[i+2] (columns)
+_M = np.array([[1.0, 4.0, 1.0, 0.0],
+               [-3.0, 0.0, 3.0, 0.0],
+               [3.0, -6.0, 3.0, 0.0],
+               [-1.0, 3.0, -3.0, 1.0]]) / 6.0
+
+
+def _expand_axis(c: np.ndarray, axis: int) -> np.ndarray:
+    """``c`` padded by one on ``axis`` (length n + 2) -> the 4 polynomial coefficients per interval, stacked
+    on a new last axis: length n − 1 on ``axis``."""
+    n = c.shape[axis] - 3  # intervals
+    pieces = [np.take(c, np.arange(a, a + n), axis=axis) for a in range(4)]
+    return np.stack([sum(_M[p, a] * pieces[a] for a in range(4)) for p in range(4)], axis=-1)
+
+
+def spline_coefficients(volume: np.ndarray) -> np.ndarray:
+    """Cubic-spline coefficients (Nz−1, Ny−1, Nx−1, 64) interpolating ``volume`` (Nz, Ny, Nx) at its nodes.
+
+    Coefficient ``16i + 4j + k`` multiplies ``w^i·v^j·u^k`` (z, y, x fractions in the voxel).
+    """
+    v = np.asarray(volume, dtype=np.float64)
+    if v.ndim != 3 or min(v.shape) < 2:
+        raise ValueError(f"spline_coefficients: volume must be (Nz, Ny, Nx) with every size >= 2, got {v.shape}")
+    c = ndimage.spline_filter(v, order=3, mode="mirror")
+    c = np.pad(c, 1, mode="reflect")  # the mirror extension that spline_filter assumed
+    out = _expand_axis(c, 0)  # (Nz-1, Ny+2, Nx+2, 4z)
+    out = _expand_axis(out, 1)  # (Nz-1, Ny-1, Nx+2, 4z, 4y)
+    out = _expand_axis(out, 2)  # (Nz-1, Ny-1, Nx-1, 4z, 4y, 4x)
+    return out.reshape(*out.shape[:3], 64).astype(np.float32)
+
+
+def rms_widths(volume: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """σx, σy (px) per z plane of a PSF volume (Nz, Ny, Nx): RMS widths of the row and column sums
+    (negative values, i.e. noise below the background, clipped to 0)."""
+    v = np.clip(np.asarray(volume, dtype=np.float64), 0.0, None)
+    out = []
+    for axis in (1, 2):  # profile along x: sum over rows (axis 1); along y: sum over columns (axis 2)
+        prof = v.sum(axis=axis)  # (Nz, N)
+        pos = np.arange(prof.shape[1], dtype=np.float64)
+        total = np.maximum(prof.sum(1), 1e-30)
+        mean = (prof * pos).sum(1) / total
+        out.append(np.sqrt(np.maximum((prof * (pos[None] - mean[:, None]) ** 2).sum(1) / total, 0.0)))
+    return out[0], out[1]

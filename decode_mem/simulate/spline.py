@@ -1,0 +1,136 @@
+"""Cubic-spline PSF rendering (SMAP/DECODE cspline layout, see ``decode_mem.io.psf_file``), batched on any device.
+
+An emitter's patch is ``size × size`` px around its centre pixel. All its pixels share the same fractional
+position inside their spline voxel, so the 64 monomials ``w^i·v^j·u^k`` are computed once per emitter and the
+patch is one gather of the voxels' coefficients and one product: ``(n, size, size, 64) · (n, 64)``. Emitters go
+in chunks that bound the gathered coefficients to ~16 MB. Pixels outside the spline get 0; z outside the
+spline's voxels is clamped to its first or last z plane (the simulation config keeps z inside the valid range).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from decode_mem.io.psf_file import SplineData
+
+_CHUNK_ELEMENTS = 1 << 22  # gathered coefficients per chunk (float32: 16 MB)
+
+
+class SplinePSF:
+    """A spline PSF's coefficients on one device; ``to(device)`` returns a copy there (cached per device)."""
+
+    def __init__(self, data: SplineData, device: torch.device | str = "cpu") -> None:
+        self.data = data
+        self.device = torch.device(device)
+        self.coeff = torch.as_tensor(data.coeff, dtype=torch.float32, device=self.device)
+        self.shape = data.shape
+        self._copies: dict[torch.device, SplinePSF] = {self.device: self}
+
+    def to(self, device: torch.device | str) -> SplinePSF:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device not in self._copies:
+            copy = SplinePSF.__new__(SplinePSF)
+            copy.data, copy.device, copy.shape, copy._copies = self.data, device, self.shape, self._copies
+            copy.coeff = self.coeff.to(device)
+            self._copies[device] = copy
+        return self._copies[device]
+
+    @property
+    def patch_size(self) -> int:
+        """The largest odd patch that stays inside the spline around any sub-pixel position."""
+        return 2 * self.data.half_width() + 1
+
+    def __getstate__(self) -> dict:
+        return {"data": self.data}  # tensors are rebuilt on the CPU on unpickling
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["data"])
+
+    def patches(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, size: int,
+                width: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Unit-flux spline patches: ``(patches (N, size, size), col0 (N,), row0 (N,))`` as ``gaussian_patches``.
+
+        ``x``, ``y`` px, ``z`` nm; ``width`` (N,) optional relative lateral scale (1 = the PSF as measured;
+        a pixel at offset d from the emitter takes the spline value at d/width, renormalised by 1/width²).
+        """
+        d = self.data
+        nz, ny, nx = self.shape
+        dtype = self.coeff.dtype
+        x, y, z = x.to(dtype), y.to(dtype), z.to(dtype)
+        half = size // 2
+        col0 = torch.round(x).long() - half
+        row0 = torch.round(y).long() - half
+        offs = torch.arange(size, device=x.device, dtype=dtype)
+        step = d.upsample  # voxels per camera pixel
+        w = (z / d.dz + d.z0).clamp(0.0, nz - 1e-4)
+        iz = w.floor()
+        fz = w - iz
+        if width is None:
+            # all pixels of a patch share the fractional position: one set of monomials per emitter
+            u0 = d.x0 + (col0.to(dtype) - x) * step
+            v0 = d.y0 + (row0.to(dtype) - y) * step
+            iu0, iv0 = u0.floor(), v0.floor()
+            fu, fv = (u0 - iu0)[:, None, None], (v0 - iv0)[:, None, None]
+            iu = (iu0[:, None] + offs * step)[:, None, :].expand(-1, size, -1)
+            iv = (iv0[:, None] + offs * step)[:, :, None].expand(-1, -1, size)
+            scale = None
+        else:
+            wd = width.to(dtype)
+            u = d.x0 + (col0.to(dtype)[:, None] + offs - x[:, None]) * step / wd[:, None]  # (N, size)
+            v = d.y0 + (row0.to(dtype)[:, None] + offs - y[:, None]) * step / wd[:, None]
+            iu_, iv_ = u.floor(), v.floor()
+            fu, fv = (u - iu_)[:, None, :], (v - iv_)[:, :, None]
+            iu = iu_[:, None, :].expand(-1, size, -1)
+            iv = iv_[:, :, None].expand(-1, -1, size)
+            scale = 1.0 / (wd * wd)
+        inside = (iu >= 0) & (iu < nx) & (iv >= 0) & (iv < ny)
+        index = (iz.long()[:, None, None] * ny + iv.long().clamp(0, ny - 1)) * nx + iu.long().clamp(0, nx - 1)
+        powers = torch.arange(4, device=x.device, dtype=dtype)
+        pz = fz[:, None] ** powers  # (N, 4)
+        pv = fv.unsqueeze(-1) ** powers  # (N, size|1, 1, 4)
+        pu = fu.unsqueeze(-1) ** powers  # (N, 1, size|1, 4)
+        # monomial w^i v^j u^k at index 16i + 4j + k
+        mono = (pz[:, None, None, :, None, None] * pv[..., None, :, None] * pu[..., None, None, :])
+        n = x.shape[0]
+        gathered = self.coeff.view(-1, 64).index_select(0, index.reshape(-1)).view(n, size * size, 64)
+        if mono.shape[1] == 1:  # one set of monomials per emitter: a batched matrix-vector product
+            values = torch.bmm(gathered, mono.reshape(n, 64, 1)).view(n, size, size)
+        else:
+            values = (gathered.view(n, size, size, 64) * mono.reshape(n, size, size, 64)).sum(-1)
+        values = values.masked_fill(~inside, 0.0)
+        if scale is not None:
+            values = values * scale[:, None, None]
+        return values, col0, row0
+
+    def render_spots(self, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                     z: torch.Tensor, photons: torch.Tensor, width: torch.Tensor | None = None,
+                     size: int | None = None) -> torch.Tensor:
+        """Add spline spots into ``canvas`` (T, H, W) in place and return it (``psf.render_spots`` semantics)."""
+        if canvas.dim() != 3:
+            raise ValueError(f"render_spots: canvas must be (T, H, W), got shape {tuple(canvas.shape)}")
+        n = frame.numel()
+        if n == 0:
+            return canvas
+        psf = self.to(canvas.device)
+        size = psf.patch_size if size is None else size
+        t, h, w = canvas.shape
+        flat = canvas.view(-1)
+        offs = torch.arange(size, device=canvas.device)
+        step = max(1, _CHUNK_ELEMENTS // (size * size * 64))
+        for s in range(0, n, step):
+            sl = slice(s, min(n, s + step))
+            patches, col0, row0 = psf.patches(x[sl], y[sl], z[sl], size, None if width is None else width[sl])
+            values = (patches * photons[sl].to(patches.dtype)[:, None, None]).to(canvas.dtype)
+            cols = col0[:, None] + offs
+            rows = row0[:, None] + offs
+            f = frame[sl].long()
+            valid = (((cols >= 0) & (cols < w))[:, None, :] & ((rows >= 0) & (rows < h))[:, :, None]
+                     & ((f >= 0) & (f < t))[:, None, None])
+            index = (f[:, None, None] * h + rows[:, :, None]) * w + cols[:, None, :]
+            invalid = ~valid
+            index.masked_fill_(invalid, 0)
+            values.masked_fill_(invalid, 0.0)
+            flat.index_add_(0, index.reshape(-1), values.reshape(-1))
+        return canvas

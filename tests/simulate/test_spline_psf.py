@@ -1,0 +1,114 @@
+"""The simulator renders a spline PSF file (``psf: spline``) in movies and training windows, device-agnostic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.psf_file import write_psf
+from decode_mem.psf import spline_from_volume
+from decode_mem.simulate import SimulationConfig, simulate_movie
+from decode_mem.simulate.spline import SplinePSF
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "psf"))
+from psf_helpers import analytic_volume
+
+DZ = 50.0
+Z = np.arange(-750.0, 750.0 + DZ, DZ)
+
+
+@pytest.fixture(scope="module")
+def psf_file(tmp_path_factory) -> str:
+    spline = spline_from_volume(analytic_volume(Z, 20, 2), dz=DZ, z0=float(np.flatnonzero(Z == 0)[0]), upsample=2,
+                                z_range=(-700.0, 700.0), pixel_size=100.0)
+    path = tmp_path_factory.mktemp("psf") / "psf.h5"
+    write_psf(path, spline)
+    return str(path)
+
+
+def _config(psf_file: str, **kw) -> SimulationConfig:
+    params = {"frame_size": (24, 24), "psf": "spline", "psf_file": psf_file, "z_range": (-600.0, 600.0),
+              "density": 2.0, "bg": 10.0, **kw}
+    return SimulationConfig.from_dict(params)
+
+
+def test_config_reads_the_file_and_checks_the_z_range(psf_file: str, tmp_path) -> None:
+    cfg = _config(psf_file)
+    assert cfg.is_3d and cfg.psf_file == psf_file
+    lo, hi = cfg.sigma_range()
+    assert 0.9 < lo < 1.2 and 2.0 < hi < 3.5  # RMS widths of the pixelated astigmatic PSF over ±600 nm
+    assert cfg.patch_size <= 2 * 9 + 1  # inside the spline (20 nodes = 10 px each side)
+    with pytest.raises(ConfigError, match="outside the range"):
+        _config(psf_file, z_range=(-900.0, 600.0))
+    with pytest.raises(ConfigError, match=r"needs simulation\.psf_file"):
+        SimulationConfig(psf="spline")
+    with pytest.raises(ConfigError, match=r"nope\.h5: PSF file not found"):
+        _config(str(tmp_path / "nope.h5"))
+    with pytest.raises(ConfigError, match="psf_file is for psf 'spline'"):
+        SimulationConfig(psf="astig3d", psf_file=psf_file)
+
+
+def test_movie_with_the_spline_psf_has_z_and_conserves_photons(psf_file: str) -> None:
+    cfg = _config(psf_file, bg=0.0, camera={"kind": "emccd", "em_gain": 1.0, "e_per_adu": 1.0, "baseline": 0.0,
+                                            "read_noise": 0.0, "qe": 1.0})
+    adu, gt, _ = simulate_movie(cfg, 20, seed=1)
+    z = np.asarray(gt["z"])
+    assert len(z) > 20 and z.min() >= -600 and z.max() <= 600 and z.std() > 200
+    # noise-free photons: the frames hold the emitters' light (less what falls outside the frame / margin)
+    assert adu.sum() > 0.5 * float(np.asarray(gt["photons"]).sum())
+
+
+def test_training_windows_match_the_gaussian_the_spline_was_made_from(psf_file: str) -> None:
+    """The spline made from the astigmatic Gaussian renders (noise-free) what ``psf: astig3d`` renders for the
+    same draws: the same emitters, z in the same range, the same light to 1 % of the brightest pixel."""
+    from psf_helpers import CAL
+
+    from decode_mem.simulate.dataset import simulate_windows
+
+    spline = simulate_windows(_config(psf_file), 4, torch.Generator().manual_seed(0))
+    gauss_cfg = SimulationConfig.from_dict({"frame_size": (24, 24), "psf": "astig3d", "z_range": (-600.0, 600.0),
+                                            "density": 2.0, "bg": 10.0, "astigmatism": CAL.to_dict()})
+    gauss = simulate_windows(gauss_cfg, 4, torch.Generator().manual_seed(0))
+    assert torch.equal(spline.em, gauss.em) and spline.mask.sum() > 4
+    assert spline.em[..., 2][spline.mask].abs().max() <= 600
+    diff = (spline.expected - gauss.expected).abs().max()
+    assert diff < 0.01 * (gauss.expected - 10.0).max()
+
+
+def test_chunked_scatter_equals_the_patches_and_width_one_equals_none(psf_file: str) -> None:
+    from decode_mem.io.psf_file import read_psf
+
+    spline = SplinePSF(read_psf(psf_file))
+    g = torch.Generator().manual_seed(3)
+    n = 700  # more than one chunk of the scatter loop
+    x, y = torch.rand(n, generator=g) * 40 + 4, torch.rand(n, generator=g) * 40 + 4
+    z = (torch.rand(n, generator=g) - 0.5) * 1200
+    frame = torch.randint(0, 5, (n,), generator=g)
+    photons = torch.rand(n, generator=g) * 1000 + 100
+    canvas = spline.render_spots(torch.zeros(5, 48, 48), frame, x, y, z, photons, size=15)
+    patches, col0, row0 = spline.patches(x, y, z, 15)
+    want = torch.zeros(5, 64, 64)
+    for i in range(n):  # one emitter at a time, on a canvas with room for every patch
+        want[frame[i], row0[i] + 8:row0[i] + 23, col0[i] + 8:col0[i] + 23] += patches[i] * photons[i]
+    assert torch.allclose(canvas, want[:, 8:56, 8:56], rtol=1e-4, atol=1e-3)
+    wide, _, _ = spline.patches(x, y, z, 15, width=torch.ones(n))
+    assert torch.allclose(wide, patches, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_cuda_renders_what_the_cpu_renders(psf_file: str) -> None:
+    cfg = _config(psf_file)
+    spline = cfg.spline_psf()
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.rand(300, generator=g) * 20 + 2, torch.rand(300, generator=g) * 20 + 2
+    z = (torch.rand(300, generator=g) - 0.5) * 1200
+    frame = torch.randint(0, 3, (300,), generator=g)
+    photons = torch.full((300,), 1000.0)
+    cpu = spline.render_spots(torch.zeros(3, 24, 24), frame, x, y, z, photons)
+    gpu = spline.render_spots(torch.zeros(3, 24, 24, device="cuda"), *(t.cuda() for t in (frame, x, y, z, photons)))
+    assert torch.allclose(cpu, gpu.cpu(), rtol=1e-4, atol=1e-2)
