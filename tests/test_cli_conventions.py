@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit",
-        "drift")
+        "drift", "psf")
 ROOT = Path(__file__).resolve().parents[1]
 
 

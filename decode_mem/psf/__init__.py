@@ -12,12 +12,12 @@ from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from decode_mem.psf.build import spline_from_smap, spline_from_volume
-    from decode_mem.psf.spline_fit import rms_widths, spline_coefficients
+    from decode_mem.psf.spline_fit import gauss_widths, spline_coefficients
 
-__all__ = ["rms_widths", "spline_coefficients", "spline_from_smap", "spline_from_volume"]
+__all__ = ["gauss_widths", "spline_coefficients", "spline_from_smap", "spline_from_volume"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "spline_from_smap": "build",
     "spline_from_volume": "build",
-    "rms_widths": "spline_fit",
+    "gauss_widths": "spline_fit",
     "spline_coefficients": "spline_fit",
 })

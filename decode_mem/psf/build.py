@@ -9,7 +9,7 @@ import numpy as np
 
 from decode_mem.io.psf_file import SplineData
 from decode_mem.psf.smap import read_smap, smap_to_layout
-from decode_mem.psf.spline_fit import rms_widths, spline_coefficients
+from decode_mem.psf.spline_fit import gauss_widths, spline_coefficients
 
 
 def _finish(coeff: np.ndarray, *, x0: float, y0: float, z0: float, dz: float, z_range: tuple[float, float],
@@ -23,7 +23,7 @@ def _finish(coeff: np.ndarray, *, x0: float, y0: float, z0: float, dz: float, z_
     if not total > 0:
         raise ValueError("the PSF's focal plane sums to <= 0: no PSF to normalise")
     coeff = coeff / total
-    sx, sy = rms_widths(nodes)
+    sx, sy = gauss_widths(nodes)
     z = (np.arange(nz) - z0) * dz
     return SplineData(coeff=coeff.astype(np.float32), x0=x0, y0=y0, z0=z0, dz=dz, z_range=z_range,
                       pixel_size=pixel_size, source=source, upsample=upsample, width_z=z,

@@ -43,15 +43,31 @@ def spline_coefficients(volume: np.ndarray) -> np.ndarray:
     return out.reshape(*out.shape[:3], 64).astype(np.float32)
 
 
-def rms_widths(volume: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """σx, σy (px) per z plane of a PSF volume (Nz, Ny, Nx): RMS widths of the row and column sums
-    (negative values, i.e. noise below the background, clipped to 0)."""
-    v = np.clip(np.asarray(volume, dtype=np.float64), 0.0, None)
-    out = []
-    for axis in (1, 2):  # profile along x: sum over rows (axis 1); along y: sum over columns (axis 2)
-        prof = v.sum(axis=axis)  # (Nz, N)
+def _gauss1d(pos: np.ndarray, amp: float, mu: float, sigma: float, offset: float) -> np.ndarray:
+    return amp * np.exp(-0.5 * ((pos - mu) / sigma) ** 2) + offset
+
+
+def gauss_widths(volume: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """σx, σy (px) per z plane of a PSF volume (Nz, Ny, Nx): σ of a Gaussian + offset least-squares fitted to the
+    plane's column sums (x) and row sums (y). Robust to noise in the tails, unlike second moments."""
+    from scipy.optimize import curve_fit
+
+    v = np.asarray(volume, dtype=np.float64)
+    out = np.full((2, v.shape[0]), np.nan)
+    for a, axis in enumerate((1, 2)):  # profile along x: sum over rows (axis 1); along y: over columns (axis 2)
+        prof = v.sum(axis=axis)
         pos = np.arange(prof.shape[1], dtype=np.float64)
-        total = np.maximum(prof.sum(1), 1e-30)
-        mean = (prof * pos).sum(1) / total
-        out.append(np.sqrt(np.maximum((prof * (pos[None] - mean[:, None]) ** 2).sum(1) / total, 0.0)))
+        for k, p in enumerate(prof):
+            pk = np.clip(p - np.median(p), 0, None)
+            total = pk.sum()
+            if not total > 0:
+                continue
+            mu = (pk * pos).sum() / total
+            s0 = max(np.sqrt((pk * (pos - mu) ** 2).sum() / total), 0.5)
+            try:
+                popt = curve_fit(_gauss1d, pos, p, p0=(p.max() - np.median(p), mu, s0, np.median(p)),
+                                 bounds=([0, pos[0], 0.2, -np.inf], [np.inf, pos[-1], pos[-1], np.inf]))[0]
+                out[a, k] = popt[2]
+            except (RuntimeError, ValueError):
+                out[a, k] = s0
     return out[0], out[1]

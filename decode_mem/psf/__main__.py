@@ -1,0 +1,95 @@
+"""``python -m decode_mem.psf``: a cubic-spline PSF (``psf.h5``) from bead z-stacks, or from a SMAP calibration.
+
+Examples: ``python -m decode_mem.psf beads1.tif beads2.tif --z_step 20 --out psf.h5`` (frame k at
+``z = z_start + k·z_step`` nm; ``--z_start`` default: the middle frame is z = 0; a negative ``--z_step`` for
+stacks recorded top-down), writing ``psf.png`` beside it; ``python -m decode_mem.psf --from_smap 3dcal.mat
+--out psf.h5``. Then ``simulation: {psf: spline, psf_file: psf.h5}`` in a training config. Exit codes: 0 done,
+2 bad settings or unusable beads (too few, saturated, out of range: one line naming the files and why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from decode_mem.cli import add, new_parser, run
+from decode_mem.infer.__main__ import CAMERA_FLAGS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.psf", __doc__)
+    p.add_argument("beads", nargs="*", metavar="BEADS", help="bead z-stacks (TIFF, zarr, .npy), same frame count")
+    add(p, "--out", required=True, help="PSF file to write (.h5)")
+    add(p, "--z_step", type=float, help="nm between frames (negative: recorded top-down)")
+    add(p, "--z_start", type=float, help="z of the first frame in nm (default: the middle frame is z = 0)")
+    add(p, "--from_smap", help="import a SMAP/DECODE 3dcal.mat (MATLAB v5 or v7.3) instead of fitting beads")
+    add(p, "--png", help="figure to write (default: the --out path with .png)")
+    add(p, "--roi", type=int, default=25, help="bead region in px, odd (25)")
+    add(p, "--min_beads", type=int, default=3, help="fewest usable beads (3)")
+    add(p, "--threshold", type=float, default=10.0,
+        help="bead detection: robust standard deviations above the median of the max projection (10)")
+    add(p, "--saturation", type=float, help="ADU at which a pixel is saturated (default: the integer type's max)")
+    add(p, "--upsample", type=int, default=2, help="spline nodes per camera pixel laterally (2; SMAP uses 1)")
+    cam = p.add_argument_group("camera")
+    add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
+    for flag in CAMERA_FLAGS:
+        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
+    return p
+
+
+def _body(args: argparse.Namespace) -> int:
+    from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
+    from decode_mem.errors import ConfigError
+    from decode_mem.io.psf_file import write_psf
+
+    out = Path(args.out)
+    if out.suffix not in (".h5", ".hdf5"):
+        raise ConfigError(f"--out must be an .h5 file, got {out}")
+    flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
+    if args.from_smap:
+        from decode_mem.psf import spline_from_smap
+
+        if args.beads or args.z_step is not None:
+            raise ConfigError("--from_smap takes no bead stacks and no --z_step (the calibration holds them)")
+        spline = spline_from_smap(args.from_smap, pixel_size=float(flags.get("pixel_size", 0.0)))
+        write_psf(out, spline)
+        if not args.quiet:
+            print(f"{args.from_smap}: spline {spline.shape[2]}x{spline.shape[1]} px x {spline.shape[0]} planes, "
+                  f"dz {spline.dz:g} nm, valid z {spline.z_range[0]:g} to {spline.z_range[1]:g} nm -> wrote {out}")
+        return 0
+    from decode_mem.psf.beads import BeadSettings, calibrate_beads
+    from decode_mem.psf.plot import plot_psf
+
+    if not args.beads:
+        raise ConfigError("give bead z-stacks (BEADS...) or --from_smap 3dcal.mat")
+    if args.z_step is None:
+        raise ConfigError("--z_step (nm between the frames of the bead stacks) is required")
+    missing = [b for b in args.beads if not Path(b).exists()]
+    if missing:
+        raise ConfigError(f"{missing[0]}: bead stack not found")
+    settings = BeadSettings(z_step=args.z_step, z_start=args.z_start, roi=args.roi, min_beads=args.min_beads,
+                            threshold=args.threshold, saturation=args.saturation, upsample=args.upsample)
+    camera, _ = resolve_camera(read_metadata(args.beads[0]), camera_file=camera_file_fields(args.camera),
+                               flags=flags)
+    cal = calibrate_beads(args.beads, camera, settings)
+    write_psf(out, cal.spline)
+    png = plot_psf(cal, args.png or out.with_suffix(".png"))
+    if not args.quiet:
+        s = cal.spline
+        res = sorted(b["residual"] for b in cal.beads)
+        dropped = ", ".join(f"{v} {k}" for k, v in cal.rejected.items() if v) or "none"
+        print(f"{len(cal.beads)} beads (dropped: {dropped}); residual per bead median "
+              f"{100 * res[len(res) // 2]:.1f} %, max {100 * res[-1]:.1f} %")
+        print(f"spline {s.shape[2]}x{s.shape[1]} nodes ({s.upsample} per px) x {s.shape[0] + 1} planes, "
+              f"dz {s.dz:g} nm, valid z {s.z_range[0]:g} to {s.z_range[1]:g} nm -> wrote {out} and {png}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

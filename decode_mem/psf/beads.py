@@ -1,0 +1,246 @@
+"""Beads in z-stacks -> one averaged, registered PSF volume -> a spline PSF.
+
+Frame k of a bead stack is at ``z = z_start + k·z_step`` nm (a negative step: recorded top-down; the stack is
+reversed so that z increases). Steps, each bounded in memory by the beads' regions, never the whole stack:
+
+1. find: the maximum over frames (one pass, frame by frame) is smoothed; local maxima brighter than the
+   median by ``threshold`` robust standard deviations are candidates. A candidate is dropped when it is
+   saturated (a pixel of its region at ``saturation`` ADU), its region leaves the frame, another bead is
+   within one region, or its focus (the frame of its brightest smoothed pixel) is within ``edge_frames``
+   of the stack's ends (the stack does not cover its PSF).
+2. cut: a second pass reads each frame once and cuts every bead's ``roi × roi`` region (photons); each bead's
+   background (the median of its regions' border pixels over all frames) is subtracted and each bead is scaled
+   to a mean of 1 photon per frame.
+3. register: each bead's sub-voxel 3-D shift to a reference (the brightest bead, then the first average) by
+   upsampled cross-correlation (``skimage.registration.phase_cross_correlation``); beads are moved by Fourier
+   shifts (``scipy.ndimage.fourier_shift``, padded against wrap-around) and averaged; the mean shift is kept, so
+   z stays the stacks' own axis, and the average is centred laterally on its centroid.
+4. the average's planes are scaled to sum 1 (bleaching during the stack does not dim the PSF), upsampled
+   laterally ``upsample``× by Fourier interpolation (the PSF is band-limited, pixels sample it near Nyquist) and
+   interpolated by the cubic spline (``spline_fit``); residual per bead = RMS(bead − fitted model)/RMS(bead).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import ndimage
+
+from decode_mem.errors import ConfigError
+from decode_mem.io.camera import Camera
+from decode_mem.io.psf_file import SplineData
+from decode_mem.psf.build import spline_from_volume
+
+
+@dataclass(frozen=True)
+class BeadSettings:
+    """How beads are found and averaged (module docstring)."""
+
+    z_step: float
+    z_start: float | None = None
+    roi: int = 25
+    min_beads: int = 3
+    threshold: float = 10.0
+    saturation: float | None = None
+    edge_frames: int = 2
+    upsample: int = 2
+    iterations: int = 2
+
+    def __post_init__(self) -> None:
+        if not np.isfinite(self.z_step) or self.z_step == 0:
+            raise ConfigError(f"--z_step must be a non-zero number of nm, got {self.z_step!r}")
+        if self.roi < 7 or self.roi % 2 == 0:
+            raise ConfigError(f"--roi must be an odd number of px >= 7, got {self.roi!r}")
+        if self.min_beads < 1:
+            raise ConfigError(f"--min_beads must be >= 1, got {self.min_beads!r}")
+        if self.upsample not in (1, 2, 3, 4):
+            raise ConfigError(f"--upsample must be 1, 2, 3 or 4, got {self.upsample!r}")
+        if not self.threshold > 0:
+            raise ConfigError(f"--threshold must be > 0, got {self.threshold!r}")
+
+
+@dataclass
+class BeadCalibration:
+    """The result: the spline, the averaged volume (1 node per px) and what happened to every bead."""
+
+    spline: SplineData
+    volume: np.ndarray
+    z: np.ndarray
+    beads: list[dict] = field(default_factory=list)
+    rejected: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+def _saturation_level(dtype: np.dtype, settings: BeadSettings) -> float:
+    if settings.saturation is not None:
+        return float(settings.saturation)
+    return float(np.iinfo(dtype).max) if np.issubdtype(dtype, np.integer) else np.inf
+
+
+def find_beads(stack, settings: BeadSettings, name: str) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
+    """Bead candidates ``(row, col, focus frame)`` of one stack and how many were dropped per reason."""
+    from skimage.feature import peak_local_max
+
+    t, h, w = stack.shape
+    proj = np.full((h, w), -np.inf, np.float32)
+    brightest = np.zeros((h, w), np.int32)
+    raw_max = np.full((h, w), -np.inf, np.float32)
+    for k in range(t):
+        frame = np.asarray(stack[k], dtype=np.float32)
+        raw_max = np.maximum(raw_max, frame)
+        smooth = ndimage.gaussian_filter(frame, 1.0)
+        higher = smooth > proj
+        brightest[higher] = k
+        proj = np.maximum(proj, smooth)
+    med = float(np.median(proj))
+    noise = 1.4826 * float(np.median(np.abs(proj - med))) or 1e-6
+    floor = med + settings.threshold * noise
+    peaks = peak_local_max(proj, min_distance=3, threshold_abs=floor, exclude_border=False)
+    level = _saturation_level(stack.dtype, settings)
+    half = settings.roi // 2
+    rejected = {"saturated": 0, "too close to the edge": 0, "overlapping": 0, "focus outside the stack": 0}
+    kept = []
+    for r, c in peaks:
+        others = [(r2, c2) for r2, c2 in peaks if (r2, c2) != (r, c)]
+        if any(abs(r2 - r) <= 2 * half and abs(c2 - c) <= 2 * half and proj[r2, c2] > 0.2 * proj[r, c]
+               for r2, c2 in others):
+            rejected["overlapping"] += 1
+        elif r < half or c < half or r >= h - half or c >= w - half:
+            rejected["too close to the edge"] += 1
+        elif raw_max[r - half:r + half + 1, c - half:c + half + 1].max() >= level:
+            rejected["saturated"] += 1
+        elif not settings.edge_frames <= brightest[r, c] < t - settings.edge_frames:
+            rejected["focus outside the stack"] += 1
+        else:
+            kept.append((int(r), int(c), int(brightest[r, c])))
+    return kept, rejected
+
+
+def _cut(stack, centres: list[tuple[int, int, int]], roi: int, camera: Camera) -> np.ndarray:
+    """(beads, T, roi, roi) photons of the regions around ``centres`` (one read per frame)."""
+    half = roi // 2
+    out = np.empty((len(centres), stack.shape[0], roi, roi), np.float32)
+    for k in range(stack.shape[0]):
+        frame = camera.to_photons(np.asarray(stack[k]))
+        for b, (r, c, _) in enumerate(centres):
+            out[b, k] = frame[r - half:r + half + 1, c - half:c + half + 1]
+    return out
+
+
+def _prepare(rois: np.ndarray) -> np.ndarray:
+    """Subtract each bead's background (median border pixel over all frames), scale to a mean of 1 per frame."""
+    border = np.concatenate([rois[:, :, 0, :], rois[:, :, -1, :], rois[:, :, 1:-1, 0], rois[:, :, 1:-1, -1]], axis=2)
+    bg = np.median(border.reshape(len(rois), -1), axis=1)
+    out = rois - bg[:, None, None, None]
+    totals = out.sum(axis=(2, 3)).mean(axis=1)
+    if (totals <= 0).any():
+        raise ConfigError("a bead has no light above its background: raise --threshold")
+    return out / totals[:, None, None, None]
+
+
+def shift_volume(volume: np.ndarray, shift: np.ndarray | tuple[float, ...]) -> np.ndarray:
+    """``volume`` moved by ``shift`` voxels (sub-voxel; Fourier shift on an edge-padded copy, no wrap-around)."""
+    pad = [(int(np.ceil(abs(s))) + 2,) * 2 for s in shift]
+    padded = np.pad(volume, pad, mode="edge")
+    moved = np.fft.ifftn(ndimage.fourier_shift(np.fft.fftn(padded), shift)).real
+    return moved[tuple(slice(p[0], p[0] + n) for p, n in zip(pad, volume.shape, strict=True))]
+
+
+def _register(beads: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """(average (T, R, R), shifts (beads, 3)) with the mean shift removed (module docstring)."""
+    from skimage.registration import phase_cross_correlation
+
+    ref = beads[int(np.argmax(beads.max(axis=(1, 2, 3))))]
+    shifts = np.zeros((len(beads), 3))
+    for _ in range(max(1, iterations)):
+        for b, bead in enumerate(beads):
+            shifts[b] = phase_cross_correlation(ref, bead, upsample_factor=20, normalization=None)[0]
+        shifts -= shifts.mean(axis=0)
+        ref = np.mean([shift_volume(bead, s) for bead, s in zip(beads, shifts, strict=True)], axis=0)
+    return ref, shifts
+
+
+def _centre(volume: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    """The volume moved laterally so that the centroid of its z-sum sits on the middle pixel."""
+    img = np.clip(volume.sum(axis=0), 0, None)
+    n = img.shape[0]
+    pos = np.arange(n) - (n - 1) / 2
+    cy = float((img.sum(1) * pos).sum() / img.sum())
+    cx = float((img.sum(0) * pos).sum() / img.sum())
+    return shift_volume(volume, (0.0, -cy, -cx)), (cy, cx)
+
+
+def fourier_upsample(volume: np.ndarray, factor: int) -> np.ndarray:
+    """(T, R, R) -> (T, factor·(R−1)+1, …): band-limited interpolation onto a grid ``1/factor`` px apart that
+    keeps the original pixels as every ``factor``-th node."""
+    if factor == 1:
+        return volume
+    t, r, c = volume.shape
+    out = np.empty((t, factor * r, factor * c))
+    for i in range(factor):
+        for j in range(factor):
+            out[:, i::factor, j::factor] = shift_volume(volume, (0.0, -i / factor, -j / factor))
+    return out[:, :factor * (r - 1) + 1, :factor * (c - 1) + 1]
+
+
+def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: BeadSettings) -> BeadCalibration:
+    """Find, register and average the beads of ``paths`` and fit the spline PSF (module docstring).
+
+    Every stack is opened and checked (same number of frames, enough usable beads) before any fitting; too few
+    beads is a ConfigError that says how many were dropped and why.
+    """
+    from decode_mem.io.stack import open_stack
+
+    stacks = [open_stack(p) for p in paths]
+    lengths = {s.shape[0] for s in stacks}
+    if len(lengths) != 1:
+        raise ConfigError(f"bead stacks must have the same number of frames, got {sorted(lengths)} "
+                          f"({', '.join(str(p) for p in paths)})")
+    t = lengths.pop()
+    if t < 2 * settings.edge_frames + 4:
+        raise ConfigError(f"{paths[0]}: {t} frames is too few for a bead z-stack "
+                          f"(need >= {2 * settings.edge_frames + 4})")
+    found, rejected = [], {}
+    for path, stack in zip(paths, stacks, strict=True):
+        kept, dropped = find_beads(stack, settings, str(path))
+        found.append(kept)
+        for k, v in dropped.items():
+            rejected[k] = rejected.get(k, 0) + v
+    n = sum(len(f) for f in found)
+    if n < settings.min_beads:
+        reasons = ", ".join(f"{v} {k}" for k, v in rejected.items() if v) or "no bright spots found"
+        names = ", ".join(str(p) for p in paths)
+        raise ConfigError(f"{names}: {n} usable bead(s), need at least {settings.min_beads} (dropped: {reasons})")
+    rois = np.concatenate([_cut(s, f, settings.roi, camera) for s, f in zip(stacks, found, strict=True) if f])
+    for s in stacks:
+        s.close()
+    step = abs(float(settings.z_step))
+    z_start = settings.z_start if settings.z_start is not None else -(t - 1) / 2 * settings.z_step
+    z = z_start + np.arange(t) * float(settings.z_step)
+    if settings.z_step < 0:  # recorded top-down: make z increase along the first axis
+        rois, z = rois[:, ::-1].copy(), z[::-1].copy()
+    beads = _prepare(rois)
+    average, shifts = _register(beads, settings.iterations)
+    average, (cy, cx) = _centre(average)
+    planes = average.sum(axis=(1, 2))
+    if (planes <= 0).any():
+        raise ConfigError(f"{paths[0]}: the averaged PSF has no light in some planes (beads too dim?)")
+    average = average / planes[:, None, None]
+    margin = settings.edge_frames + int(np.ceil(np.abs(shifts[:, 0]).max()))
+    z_range = (float(z[margin]), float(z[t - 1 - margin]))
+    spline = spline_from_volume(fourier_upsample(average, settings.upsample), dz=step, z0=float(-z[0] / step),
+                                upsample=settings.upsample, z_range=z_range, pixel_size=camera.pixel_size,
+                                source=f"{n} beads in {len(paths)} stack(s), z step {settings.z_step:g} nm")
+    info = []
+    names = [str(p) for p, f in zip(paths, found, strict=True) for _ in f]
+    centres = [c for f in found for c in f]
+    for b, bead in enumerate(beads):
+        model = shift_volume(average * planes[:, None, None], -shifts[b] + np.array([0.0, cy, cx]))
+        model *= (bead * model).sum() / max((model * model).sum(), 1e-30)
+        res = float(np.sqrt(((bead - model) ** 2).mean()) / np.sqrt((bead**2).mean()))
+        info.append({"file": names[b], "row": centres[b][0], "col": centres[b][1], "shift_z_nm": shifts[b, 0] * step,
+                     "shift_y_px": shifts[b, 1], "shift_x_px": shifts[b, 2], "residual": res})
+    return BeadCalibration(spline=spline, volume=average, z=z, beads=info, rejected=rejected,
+                           files=[str(p) for p in paths])
