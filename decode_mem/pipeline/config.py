@@ -8,6 +8,7 @@ Layout (every step optional; see ``pipelines/quickstart.yaml``)::
     threads: null                 # torch CPU threads (null: torch's default)
     device: auto                  # auto | cpu | cuda | cuda:N
     simulate: {frames, stack, gt, block, simulation: {SimulationConfig keys}}
+    psf: {beads, z_step, z_start, planes, n_beads, photons, bg, roi, upsample, frame_size, out}   # 3-D: beads -> psf.h5
     train: {TrainConfig keys}     # out defaults to <out>/train; simulation defaults to simulate.simulation
     infer: {model, stack, chunk_size, batch_size, amp, threshold, formats}
     drift: {method, segments, locs_per_segment, render_px, blur}   # decode_mem.drift.DriftConfig keys
@@ -32,7 +33,7 @@ from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
 
-SECTIONS = ("simulate", "train", "infer", "drift", "evaluate", "render")
+SECTIONS = ("simulate", "psf", "train", "infer", "drift", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
 FORMATS = ("csv", "picasso", "parquet")
 BLURS = ("none", "gaussian", "precision")
@@ -71,6 +72,37 @@ class SimulateStep:
         if isinstance(self.simulation, dict):
             object.__setattr__(self, "simulation", SimulationConfig.from_dict(self.simulation,
                                                                               source="simulate.simulation"))
+
+
+@dataclass(frozen=True)
+class PsfStep:
+    """Calibrate a spline PSF to ``<out>/<out>`` (``decode_mem.psf``) from bead z-stacks: ``beads`` (input paths),
+    or, when null, a stack simulated with the simulate step's PSF and camera: ``n_beads`` beads of ``photons`` over
+    ``bg`` photons/px on ``frame_size`` frames, ``planes`` planes ``z_step`` nm apart centred on z = 0. A train
+    step whose simulation says ``psf: spline`` without a ``psf_file`` trains on this file."""
+
+    beads: tuple[str, ...] | None = None
+    z_step: float = 40.0
+    z_start: float | None = None
+    planes: int = 41
+    n_beads: int = 10
+    photons: float = 20000.0
+    bg: float = 20.0
+    roi: int = 21
+    upsample: int = 2
+    frame_size: tuple[int, int] = (96, 128)
+    out: str = "psf.h5"
+
+    def __post_init__(self) -> None:
+        if self.beads is not None:
+            object.__setattr__(self, "beads", (self.beads,) if isinstance(self.beads, str) else tuple(self.beads))
+        for key in ("planes", "n_beads"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"psf.{key} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.z_step, (int, float)) or self.z_step == 0:
+            raise ConfigError(f"psf.z_step must be a non-zero number of nm, got {self.z_step!r}")
+        object.__setattr__(self, "frame_size", tuple(int(v) for v in self.frame_size))
 
 
 @dataclass(frozen=True)
@@ -145,7 +177,9 @@ class PipelineConfig:
     threads: int | None = None
     device: str = "auto"
     simulate: SimulateStep | None = None
+    psf: PsfStep | None = None
     train: TrainConfig | None = None
+    train_deferred: dict[str, Any] | None = None  # train settings that need the psf step's file (see resolve_train)
     infer: InferStep | None = None
     drift: DriftConfig | None = None
     evaluate: EvaluateStep | None = None
@@ -212,7 +246,10 @@ def _build(raw: dict[str, Any], source: str, base: Path) -> PipelineConfig:
     simulate = None
     if "simulate" in raw:
         simulate = _step(SimulateStep, raw["simulate"], "simulate")
-    train = None
+    psf = _step(PsfStep, raw["psf"], "psf") if "psf" in raw else None
+    if psf is not None and psf.beads is None and simulate is None:
+        raise ConfigError("psf.beads (bead z-stacks) is required when there is no simulate step to simulate them")
+    train, deferred = None, None
     if "train" in raw:
         params = _mapping(raw["train"], "train")
         params.setdefault("out", str(out / "train"))
@@ -223,7 +260,16 @@ def _build(raw: dict[str, Any], source: str, base: Path) -> PipelineConfig:
         params.setdefault("device", raw.get("device", "auto"))
         if threads is not None:
             params.setdefault("threads", threads)
-        train = TrainConfig.from_dict(params, source="train")
+        sim = params["simulation"]
+        wants_psf = isinstance(sim, dict) and sim.get("psf") == "spline" and not sim.get("psf_file")
+        if wants_psf and psf is None:
+            raise ConfigError("train.simulation: psf 'spline' needs psf_file (or a psf step that makes it)")
+        if wants_psf:  # the file is made by the psf step: check every other key now, build after that step
+            deferred = {**params, "simulation": {**sim, "psf_file": str(out / psf.out)}}
+            TrainConfig.from_dict({**params, "simulation": {**sim, "psf": "astig3d"}}, source="train")
+            train = None
+        else:
+            train = TrainConfig.from_dict(params, source="train")
     for name, cls in (("infer", InferStep), ("drift", DriftConfig), ("evaluate", EvaluateStep), ("render", RenderStep)):
         if name in raw:
             steps[name] = _step(cls, raw[name], name)
@@ -234,7 +280,21 @@ def _build(raw: dict[str, Any], source: str, base: Path) -> PipelineConfig:
     if ("evaluate" in steps or "render" in steps or "drift" in steps) and "infer" not in steps:
         raise ConfigError("drift, evaluate and render need an infer step")
     return PipelineConfig(out=out, seed=seed, threads=threads, device=str(raw.get("device", "auto")),
-                          simulate=simulate, train=train, base=base, source=source, **steps)
+                          simulate=simulate, psf=psf, train=train, train_deferred=deferred, base=base, source=source,
+                          **steps)
+
+
+def resolve_train(config: PipelineConfig) -> PipelineConfig:
+    """The config with its deferred train step built (after the psf step wrote the PSF file it trains on)."""
+    if config.train_deferred is None:
+        return config
+    from dataclasses import replace
+
+    try:
+        train = TrainConfig.from_dict(dict(config.train_deferred), source="train")
+    except ConfigError as e:
+        raise ConfigError(f"{config.source}: {e}") from e
+    return replace(config, train=train, train_deferred=None)
 
 
 def default_model(config: PipelineConfig) -> Path:
@@ -246,4 +306,6 @@ def default_model(config: PipelineConfig) -> Path:
         return config.input_path(config.infer.model)
     if config.train is not None:
         return config.train.out_dir / "model.pt"
+    if config.train_deferred is not None:
+        return Path(str(config.train_deferred["out"])) / "model.pt"
     return SHIPPED_MODEL

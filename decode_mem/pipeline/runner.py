@@ -25,7 +25,7 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.localizations import iter_localizations, read_localizations
 from decode_mem.memory import MemoryTracker
-from decode_mem.pipeline.config import SHIPPED_MODEL, PipelineConfig, default_model, load_pipeline
+from decode_mem.pipeline.config import SHIPPED_MODEL, PipelineConfig, default_model, load_pipeline, resolve_train
 
 SUFFIX = {"csv": ".csv", "picasso": ".hdf5", "parquet": ".parquet"}
 
@@ -57,6 +57,10 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         if config.simulate is not None:
             with _phase(tracker, "simulate"):
                 produced.update(_simulate(config, device, echo, parts))
+        if config.psf is not None:
+            with _phase(tracker, "psf"):
+                produced.update(_psf(config, echo, parts))
+            config = resolve_train(config)
         if config.train is not None:
             with _phase(tracker, "train"):
                 produced.update(_train(config, echo))
@@ -124,6 +128,64 @@ def _simulate(config: PipelineConfig, device: torch.device, echo: Callable[[str]
     if result.drift is not None:
         produced["true_drift"] = result.drift
     return produced  # type: ignore[return-value]
+
+
+def _psf(config: PipelineConfig, echo: Callable[[str], object], parts: dict[str, Any]) -> dict[str, Path]:
+    """Bead z-stacks -> ``<out>/<psf.out>`` (+ its figure); simulated beads when none are given."""
+    import numpy as np
+    import tifffile
+
+    from decode_mem.io.psf_file import write_psf
+    from decode_mem.psf.beads import BeadSettings, calibrate_beads
+    from decode_mem.psf.plot import plot_psf
+
+    step = config.psf
+    assert step is not None
+    produced: dict[str, Path] = {}
+    if step.beads is None:
+        from dataclasses import replace
+
+        from decode_mem.simulate.beads import simulate_bead_stack
+
+        assert config.simulate is not None
+        sim = config.simulate.simulation
+        truth = replace(sim, frame_size=step.frame_size)
+        h, w = step.frame_size
+        rng = np.random.default_rng(config.seed)
+        half = step.roi // 2  # beads on a grid one region + 3 px apart, away from the edges
+        gx, gy = np.meshgrid(np.arange(half + 3, w - half - 3, step.roi + 3), np.arange(half + 3, h - half - 3,
+                                                                                          step.roi + 3))
+        n = min(step.n_beads, gx.size)
+        x = gx.ravel()[:n] + rng.uniform(-0.5, 0.5, n)
+        y = gy.ravel()[:n] + rng.uniform(-0.5, 0.5, n)
+        z = (np.arange(step.planes) - (step.planes - 1) / 2) * abs(step.z_step)
+        adu = simulate_bead_stack(truth, x, y, z, photons=step.photons, bg=step.bg,
+                                  offset=rng.normal(0.0, 10.0, n), seed=config.seed + 7)
+        beads = [config.out / "beads.tif"]
+        tifffile.imwrite(beads[0], adu)
+        produced["bead_stack"] = beads[0]
+        echo(f"[psf] simulated a bead z-stack: {n} beads, {step.planes} planes {abs(step.z_step):g} nm apart, "
+             f"{sim.psf} PSF -> {_rel(beads[0])}")
+        camera = sim.camera
+    else:
+        from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+
+        beads = [config.input_path(b) for b in step.beads]
+        camera = (config.simulate.simulation.camera if config.simulate is not None
+                  else resolve_camera(read_metadata(beads[0]))[0])
+    t0 = time.perf_counter()
+    settings = BeadSettings(z_step=step.z_step, z_start=step.z_start, roi=step.roi, upsample=step.upsample)
+    cal = calibrate_beads([str(b) for b in beads], camera, settings)
+    out = config.out / step.out
+    write_psf(out, cal.spline)
+    png = plot_psf(cal, out.with_suffix(".png"))
+    s = cal.spline
+    res = float(np.median([b["residual"] for b in cal.beads]))
+    parts["psf"] = (f"{len(cal.beads)} beads, valid z {s.z_range[0]:g} to {s.z_range[1]:g} nm, median residual "
+                    f"per bead {100 * res:.1f} %")
+    echo(f"[psf] {parts['psf']} -> {_rel(out)} in {time.perf_counter() - t0:.1f} s")
+    produced.update({"psf": out, "psf_plot": png})
+    return produced
 
 
 def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, Path]:
@@ -267,7 +329,7 @@ def _report(config: PipelineConfig, device: torch.device, parts: dict[str, Any],
 
     summary = [("pipeline", config.source), ("output folder", str(config.out)), ("device", str(device)),
                ("wall time", f"{wall:.1f} s")]
-    summary += [(key, parts[key]) for key in ("simulation", "model") if key in parts]
+    summary += [(key, parts[key]) for key in ("simulation", "psf", "model") if key in parts]
     drift = parts.get("drift")
     if drift is None and "true_drift" in produced:
         frames, dxdy = read_drift_csv(produced["true_drift"])

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from decode_mem.psf.build import spline_from_smap, spline_from_volume
-    from decode_mem.psf.spline_fit import gauss_widths, spline_coefficients
+    from decode_mem.psf.build import spline_from_smap
+    from decode_mem.simulate.spline_fit import gauss_widths, spline_coefficients, spline_from_volume
 
 __all__ = ["gauss_widths", "spline_coefficients", "spline_from_smap", "spline_from_volume"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "spline_from_smap": "build",
-    "spline_from_volume": "build",
-    "gauss_widths": "spline_fit",
-    "spline_coefficients": "spline_fit",
+    "spline_from_volume": "decode_mem.simulate.spline_fit",
+    "gauss_widths": "decode_mem.simulate.spline_fit",
+    "spline_coefficients": "decode_mem.simulate.spline_fit",
 })

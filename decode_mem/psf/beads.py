@@ -31,7 +31,7 @@ from scipy import ndimage
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.io.psf_file import SplineData
-from decode_mem.psf.build import spline_from_volume
+from decode_mem.simulate.spline_fit import spline_from_volume
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate.structures import StructureConfig
 
-PSFS = ("gauss2d", "astig3d", "spline")
+PSFS = ("gauss2d", "astig3d", "spline", "pupil")
 BG_MODES = ("uniform", "smooth", "cell", "mixed")
 RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
@@ -83,6 +83,37 @@ class AstigmatismCalibration:
 
 
 @dataclass(frozen=True)
+class PupilConfig:
+    """A scalar pupil-function PSF (``decode_mem.simulate.pupil``): numerical aperture, emission wavelength (nm),
+    immersion index, and aberrations in waves RMS: ``astigmatism`` Z(2,2) (a cylindrical lens), ``spherical``
+    Z(4,0), ``coma`` Z(3,1)."""
+
+    na: float = 1.45
+    wavelength: float = 670.0
+    n_immersion: float = 1.518
+    astigmatism: float = 0.12
+    spherical: float = 0.0
+    coma: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, _float(getattr(self, f.name), f"pupil.{f.name}"))
+        if not 0 < self.na < self.n_immersion:
+            raise ConfigError(f"simulation.pupil.na must be in (0, n_immersion), got {self.na!r}")
+        if not self.wavelength > 0:
+            raise ConfigError(f"simulation.pupil.wavelength must be > 0 nm, got {self.wavelength!r}")
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> PupilConfig:
+        params = dict(params or {})
+        check_keys(cls, params, "simulation.pupil")
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class SimulationConfig:
     """What to simulate. Construct directly, or ``SimulationConfig.from_dict(yaml_mapping)``.
 
@@ -110,7 +141,8 @@ class SimulationConfig:
       draws one σ0 per movie uniformly instead; ``psf_sigma_jitter`` is the relative per-emitter spread of σ.
       'spline': the measured cubic-spline PSF in ``psf_file`` (``python -m decode_mem.psf``), z uniform in
       ``z_range``, which must lie inside the file's valid range; ``psf_sigma``/``_range`` do not apply, the
-      jitter scales the spline's lateral size.
+      jitter scales the spline's lateral size. 'pupil': an aberrated pupil-function PSF (``pupil``, a mapping of
+      ``PupilConfig``), rendered through a spline made on first use.
     - ``margin``: emitters are placed uniformly over the frame extended by this many px on every side, so
       that emitters just outside contribute light at the edges. Ground truth lists only emitters whose
       centre is inside the frame.
@@ -150,6 +182,7 @@ class SimulationConfig:
     psf_sigma_range: tuple[float, float] | None = None
     psf_sigma_jitter: float = 0.0
     psf_file: str | None = None
+    pupil: PupilConfig = field(default_factory=PupilConfig)
     density_range: tuple[float, float] | None = None
     density_dist: str = "loguniform"
     pixel_size_range: tuple[float, float] | None = None
@@ -234,6 +267,10 @@ class SimulationConfig:
         if z_range[0] > z_range[1]:
             raise ConfigError(f"simulation.z_range must be (low, high) nm with low <= high, got {self.z_range!r}")
         fix("z_range", z_range)
+        if isinstance(self.pupil, dict):
+            fix("pupil", PupilConfig.from_dict(self.pupil))
+        elif not isinstance(self.pupil, PupilConfig):
+            raise ConfigError(f"simulation.pupil must be a mapping, got {self.pupil!r}")
         self._check_psf_file()
         if self.margin < 0:
             raise ConfigError(f"simulation.margin must be >= 0 px, got {self.margin!r}")
@@ -258,6 +295,8 @@ class SimulationConfig:
 
     def _check_psf_file(self) -> None:
         """psf 'spline' needs a readable ``psf_file`` whose valid z range holds ``z_range``; others take none."""
+        if self.psf == "pupil" and self.psf_sigma_range is not None:
+            raise ConfigError("simulation.psf_sigma_range does not apply to psf 'pupil'")
         if self.psf != "spline":
             if self.psf_file is not None:
                 raise ConfigError(f"simulation.psf_file is for psf 'spline', not {self.psf!r}")
@@ -284,12 +323,29 @@ class SimulationConfig:
         """The spline PSF of ``psf_file``, loaded once per config (CPU; ``.to(device)`` caches copies)."""
         cached = self.__dict__.get("_spline")
         if cached is None:
-            from decode_mem.io.psf_file import read_psf
             from decode_mem.simulate.spline import SplinePSF
 
-            cached = SplinePSF(read_psf(self.psf_file))
+            cached = SplinePSF(self._spline_data())
             object.__setattr__(self, "_spline", cached)
         return cached
+
+    def _spline_data(self):
+        if self.psf == "pupil":
+            from decode_mem.simulate.pupil import pupil_spline
+
+            return pupil_spline(self.pupil, self.z_range, self.camera.pixel_size)
+        from decode_mem.io.psf_file import read_psf
+
+        return read_psf(self.psf_file)
+
+    def _header(self) -> dict[str, Any]:
+        """The spline's shape, centre and width curves (psf 'spline': the file's header; 'pupil': built)."""
+        if self.psf == "pupil" and "_psf_header" not in self.__dict__:
+            d = self._spline_data()
+            object.__setattr__(self, "_psf_header", {
+                "x0": d.x0, "y0": d.y0, "upsample": d.upsample, "shape": d.shape, "z_range": d.z_range,
+                "widths": (d.width_z, d.width_x, d.width_y)})
+        return self.__dict__["_psf_header"]
 
     # ---- YAML -----------------------------------------------------------------------------------------
     @classmethod
@@ -325,7 +381,7 @@ class SimulationConfig:
 
     @property
     def is_3d(self) -> bool:
-        return self.psf in ("astig3d", "spline")
+        return self.psf in ("astig3d", "spline", "pupil")
 
     @property
     def um2_per_px(self) -> float:
@@ -405,7 +461,7 @@ class SimulationConfig:
         spread = (1 - 3 * self.psf_sigma_jitter, 1 + 3 * self.psf_sigma_jitter)
         if not self.is_3d:
             return min(x_lo, y_lo) * spread[0], max(x_hi, y_hi) * spread[1]
-        if self.psf == "spline":
+        if self.psf in ("spline", "pupil"):
             return self._spline_width_range(spread)
         z = np.linspace(self.z_range[0], self.z_range[1], 2001)
         sx, sy = self.astigmatism.sigma_scale(z)
@@ -426,10 +482,16 @@ class SimulationConfig:
                        self.photons_mean + 2 * self.photons_std)
         kinds = ["uniform", "smooth", "cell"] if self.bg_mode == "mixed" else [self.bg_mode]
         (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
+        sigma = [min(x_lo, y_lo), max(x_hi, y_hi)]
+        extra: dict[str, Any] = {}
+        if self.psf in ("spline", "pupil"):  # the spot widths over the z range (what a movie's spots measure)
+            sigma = [round(v, 4) for v in self.sigma_range()]
+            extra = {"psf_file": self.psf_file, "z_range_nm": list(self.z_range)}
         return {
             "psf": self.psf,
+            **extra,
             "pixel_size_nm": list(self.pixel_size_bounds),
-            "psf_sigma_px": [min(x_lo, y_lo), max(x_hi, y_hi)],
+            "psf_sigma_px": sigma,
             "photons": [float(photons[0]), float(photons[1])],
             "background_photons": list(self.bg),
             "background_kinds": kinds,
@@ -440,7 +502,7 @@ class SimulationConfig:
 
     def _spline_width_range(self, spread: tuple[float, float]) -> tuple[float, float]:
         """(smallest, largest) RMS width in px of the spline PSF over ``z_range`` (the file's width curves)."""
-        header = self.__dict__["_psf_header"]
+        header = self._header()
         if "widths" not in header:
             return 0.5, float(self._spline_half_width()) / PATCH_SIGMAS
         z, sx, sy = (np.asarray(a, np.float64) for a in header["widths"])
@@ -452,7 +514,7 @@ class SimulationConfig:
         return lo, hi
 
     def _spline_half_width(self) -> int:
-        h = self.__dict__["_psf_header"]
+        h = self._header()
         _nz, ny, nx = h["shape"]
         half = min(h["x0"], nx - h["x0"], h["y0"], ny - h["y0"]) / h["upsample"] - 0.5
         return max(0, math.floor(half))
@@ -462,7 +524,7 @@ class SimulationConfig:
         """Edge of the square patch a spot is rendered into: ``2·ceil(4·σ_max) + 1`` px (for a spline PSF at
         most the spline's own extent)."""
         size = 2 * math.ceil(PATCH_SIGMAS * self.sigma_range()[1]) + 1
-        if self.psf == "spline":
+        if self.psf in ("spline", "pupil"):
             size = min(size, 2 * self._spline_half_width() + 1)
         return size
 

@@ -133,7 +133,7 @@ def render_emitters(config: SimulationConfig, canvas: torch.Tensor, frame: torch
                     width: torch.Tensor | None = None) -> torch.Tensor:
     """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place (see ``psf_sigmas``;
     a spline PSF takes no ``sigma0``: its file sets the width)."""
-    if config.psf == "spline":
+    if config.psf in ("spline", "pupil"):
         spline = config.spline_psf()
         return spline.render_spots(canvas, frame, x, y, z, photons, width, config.patch_size)
     sx, sy = psf_sigmas(config, z.to(canvas.dtype), sigma0, width)

@@ -52,14 +52,29 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
     assert {"simulate", "infer", "drift", "evaluate", "render"} <= phases
 
 
-def test_astig3d_quick_trains_then_localizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_astig3d_quick_calibrates_the_psf_trains_on_it_then_localizes_in_3d(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from decode_mem.io.psf_file import read_psf
+    from decode_mem.model.checkpoint import load_checkpoint
+
     produced = run_pipeline(ASTIG3D, quick=True, out=tmp_path / "a3", overrides={"threads": 1})
     printed = capsys.readouterr().out
-    assert "training a small model" in printed
+    assert "training a small model" in printed and "[psf]" in printed
     assert produced["model"] == tmp_path / "a3" / "train" / "model.pt"
-    for key in ("stack", "ground_truth", "model", "localizations_csv", "metrics", "image", "memory_png"):
+    for key in ("stack", "ground_truth", "bead_stack", "psf", "psf_plot", "model", "localizations_csv", "metrics",
+                "image", "memory_png"):
         assert produced[key].is_file(), key
-    assert json.loads(produced["metrics"].read_text())["n_gt"] > 0
+    psf = read_psf(produced["psf"])
+    assert psf.z_range[0] <= -400 and psf.z_range[1] >= 400  # covers the movie's z range
+    meta = load_checkpoint(produced["model"])["meta"]
+    assert meta["simulation"]["psf"] == "spline" and Path(meta["simulation"]["psf_file"]) == produced["psf"]
+    assert meta["envelope"]["psf"] == "spline" and meta["envelope"]["z_range_nm"] == [-400.0, 400.0]
+    metrics = json.loads(produced["metrics"].read_text())
+    assert metrics["n_gt"] > 0 and "rmse_ax" in metrics
+    gt = read_localizations(produced["ground_truth"], pixel_size=100.0)
+    assert np.ptp(gt["z"]) > 200  # the movie is 3-D
+    report = produced["report"].read_text(encoding="utf-8")
+    assert "valid z" in report  # the psf step's line in the summary
 
 
 def test_shipped_pipelines_parse() -> None:
@@ -67,7 +82,11 @@ def test_shipped_pipelines_parse() -> None:
     assert qs.train is None and qs.infer is not None and qs.simulate is not None
     assert qs.simulate.simulation.frame_size[0] > qs.infer.chunk_size  # chunking matters in the full run
     a3 = load_pipeline(ASTIG3D)
-    assert a3.train is not None and a3.train.simulation.psf == "astig3d" and a3.train.model.use_z
+    assert a3.simulate.simulation.psf == "pupil" and a3.psf is not None
+    # the train step waits for the psf step's file
+    assert a3.train is None and a3.train_deferred["simulation"]["psf"] == "spline"
+    assert a3.train_deferred["simulation"]["psf_file"] == str(a3.out / "psf.h5")
+    assert a3.train_deferred["model"]["use_z"]
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -10,9 +10,9 @@ from psf_helpers import CAL, analytic_volume
 from decode_mem.io.psf_file import read_psf
 from decode_mem.psf.__main__ import main
 from decode_mem.psf.beads import BeadSettings, calibrate_beads
-from decode_mem.psf.spline_fit import gauss_widths
 from decode_mem.simulate import SimulationConfig
 from decode_mem.simulate.beads import simulate_bead_stack
+from decode_mem.simulate.spline_fit import gauss_widths
 
 Z = np.arange(-800.0, 801.0, 40.0)
 ROI = 21

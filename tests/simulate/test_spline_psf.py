@@ -112,3 +112,30 @@ def test_cuda_renders_what_the_cpu_renders(psf_file: str) -> None:
     cpu = spline.render_spots(torch.zeros(3, 24, 24), frame, x, y, z, photons)
     gpu = spline.render_spots(torch.zeros(3, 24, 24, device="cuda"), *(t.cuda() for t in (frame, x, y, z, photons)))
     assert torch.allclose(cpu, gpu.cpu(), rtol=1e-4, atol=1e-2)
+
+
+def test_pupil_psf_is_astigmatic_and_not_gaussian() -> None:
+    """The pupil model's foci in x and y sit on opposite sides of z = 0, and its defocused spots are far from a
+    Gaussian (rings), unlike the astigmatic Gaussian made into a spline."""
+    from scipy.optimize import curve_fit
+
+    from decode_mem.simulate.config import PupilConfig
+    from decode_mem.simulate.pupil import pupil_volume
+
+    cfg = SimulationConfig.from_dict({"psf": "pupil", "pupil": {"astigmatism": 0.1, "spherical": 0.04, "coma": 0.02},
+                                      "z_range": (-400.0, 400.0)})
+    d = cfg.spline_psf().data
+    inside = (d.width_z >= -400) & (d.width_z <= 400)
+    zx, zy = d.width_z[inside][np.argmin(d.width_x[inside])], d.width_z[inside][np.argmin(d.width_y[inside])]
+    assert zx * zy < 0 and abs(zx - zy) > 200
+    assert cfg.is_3d and 1 < cfg.sigma_range()[1] < 6
+
+    def misfit(profile: np.ndarray) -> float:
+        pos = np.arange(len(profile), dtype=float)
+        gauss = lambda p, a, m, s, o: a * np.exp(-0.5 * ((p - m) / s) ** 2) + o  # noqa: E731
+        popt = curve_fit(gauss, pos, profile, p0=(profile.max(), pos.mean(), 3.0, 0.0))[0]
+        return float(np.sqrt(np.mean((gauss(pos, *popt) - profile) ** 2)) / profile.max())
+
+    pupil = pupil_volume(PupilConfig(astigmatism=0.1, spherical=0.04, coma=0.02), np.array([350.0]), 100.0, 10)[0]
+    gauss = analytic_volume(np.array([350.0]), 20, 2)[0]
+    assert misfit(pupil.sum(axis=1)) > 3 * misfit(gauss.sum(axis=1))
