@@ -1,10 +1,11 @@
-"""``python -m decode_mem.fit MOVIE... --out DIR [--budget MINUTES] [--train auto|always|never]``.
+"""``python -m decode_mem.fit MOVIE... --out DIR [--budget MINUTES] [--train auto|always|never] [--psf psf.h5]``.
 
 Calibrates the first movie, uses the shipped generalist where its training envelope covers it, otherwise
 fine-tunes it on matching simulations for ``--budget`` minutes (progress and remaining time shown; Ctrl-C or a
 kill leaves a state that the same command continues from), validates the new model against the shipped one
 on held-out matched simulations, localizes every movie (outputs as ``decode_mem.infer``) and writes
 ``fit.json``. Give the camera that recorded the movies (``--camera CAM.yaml`` or the camera flags of infer).
+With ``--psf psf.h5`` (``python -m decode_mem.psf``) the movies are 3-D: a 3-D model is trained on that PSF.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train", choices=("auto", "always", "never"), default="auto",
                    help="auto (default): fine-tune only when the shipped model does not cover the movie")
     p.add_argument("--model", help="base model to use or fine-tune (default: the shipped generalist)")
+    p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it for --budget minutes")
     cam = p.add_argument_group("camera")
     cam.add_argument("--camera", help="camera YAML, or emccd / scmos presets")
     for flag in CAMERA_FLAGS:
@@ -58,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),
                                    flags=flags)
         cfg = FitConfig(movies=tuple(args.movies), out=args.out, camera=camera, budget_minutes=args.budget,
-                        train=args.train, base_model=args.model, calib_frames=args.calib_frames,
+                        train=args.train, base_model=args.model, psf=args.psf, calib_frames=args.calib_frames,
                         val_windows=args.val_windows,
                         device=args.device, threads=args.threads, seed=args.seed,
                         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
@@ -72,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if stage == "train":
                 t_train[0] = time.perf_counter()
                 if not args.quiet:
-                    print(f"fine-tuning for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
+                    what = "training" if args.psf else "fine-tuning"
+                    print(f"{what} for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
                           f"{details['accumulation_steps']} accumulated): " + "; ".join(details["why"]))
                 bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune",
                            disable=not progress_bars(args.quiet))
@@ -99,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print(f"model: {report.model} ({report.decision}: {'; '.join(report.reasons)})")
             for name, m in report.validation.items():
-                print(f"  held-out matched windows, {name}: Jaccard {m['jaccard']:.3f}, RMSE {m['rmse_lat']:.1f} nm")
+                ax = f", axial {m['rmse_ax']:.1f} nm" if "rmse_ax" in m else ""
+                print(f"  held-out matched windows, {name}: Jaccard {m['jaccard']:.3f}, "
+                      f"RMSE {m['rmse_lat']:.1f} nm{ax}")
             done = [st for st in report.inference.stacks if not st.skipped] if report.inference is not None else []
             files = [n for n in ("fit.json", "calib.yaml", "model.pt", "model.md") if (Path(args.out) / n).is_file()]
             print(f"results in {Path(args.out)} ({', '.join(files)}; localizations of {len(done)} of "

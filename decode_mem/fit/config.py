@@ -24,6 +24,8 @@ class FitConfig:
     budget_minutes  training time (wall clock) for fine-tuning
     train           'auto' (train when the base model's envelope does not cover the movie), 'always', 'never'
     base_model      the model to use or fine-tune (None: the shipped generalist)
+    psf             a PSF file (``python -m decode_mem.psf``): train a 3-D model from scratch on simulations
+                    rendered with it, over its valid z range (the shipped model is 2-D)
     calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation
     device, threads, seed, formats, chunk_size, batch_size, memory_limit   as for training and inference
     """
@@ -34,6 +36,7 @@ class FitConfig:
     budget_minutes: float = 15.0
     train: str = "auto"
     base_model: str | None = None
+    psf: str | None = None
     calib_frames: int = 200
     val_windows: int = 256
     device: str = "auto"
@@ -53,6 +56,12 @@ class FitConfig:
             raise ConfigError(f"fit: train must be one of {TRAIN_POLICIES}, got {self.train!r}")
         if not self.budget_minutes > 0:
             raise ConfigError(f"fit: budget must be > 0 minutes, got {self.budget_minutes!r}")
+        if self.psf is not None:
+            from decode_mem.io.psf_file import psf_header
+
+            psf_header(self.psf)  # a missing or foreign file fails here, before any work
+            if self.train == "never":
+                raise ConfigError("fit: --psf trains a 3-D model (there is no shipped one); drop --train never")
         if self.calib_frames < 1 or self.val_windows < 1:
             raise ConfigError("fit: calib_frames and val_windows must be >= 1")
         self.infer_config()  # the localization's settings are checked now, not after the training

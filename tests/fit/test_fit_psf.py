@@ -1,0 +1,62 @@
+"""``fit MOVIE --psf psf.h5``: a 3-D movie gets a 3-D model trained on the user's PSF within the budget."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+
+from decode_mem.fit.__main__ import main
+from decode_mem.io.psf_file import write_psf
+from decode_mem.model.checkpoint import load_checkpoint
+from decode_mem.psf import spline_from_volume
+from decode_mem.simulate import SimulationConfig, simulate_movie
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "psf"))
+from psf_helpers import analytic_volume
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("fit3d")
+    z = np.arange(-700.0, 701.0, 50.0)
+    spline = spline_from_volume(analytic_volume(z, 20, 2), dz=50.0, z0=14.0, upsample=2, z_range=(-600.0, 600.0),
+                                pixel_size=100.0)
+    psf = root / "psf.h5"
+    write_psf(psf, spline)
+    cfg = SimulationConfig.from_dict({"frame_size": [48, 48], "density": 0.5, "psf": "spline", "psf_file": str(psf),
+                                      "z_range": [-500.0, 500.0], "bg": 40.0, "photons_mean": 4000.0,
+                                      "photons_std": 1000.0, "camera": "emccd", "margin": 6.0})
+    adu, _, _ = simulate_movie(cfg, 40, seed=3)
+    movie = root / "beads3d.tif"
+    tifffile.imwrite(movie, adu)
+    return movie, psf
+
+
+@pytest.mark.slow  # ~50 s on 2 busy cores: the default-size 3-D network trains, is scored, validated and localizes
+def test_fit_with_a_psf_trains_a_3d_model_and_writes_z(setup, tmp_path: Path, capsys) -> None:
+    movie, psf = setup
+    out = tmp_path / "fit"
+    rc = main([str(movie), "--out", str(out), "--camera", "emccd", "--psf", str(psf), "--budget", "0.05",
+               "--calib_frames", "40", "--val_windows", "8", "--chunk_size", "48", "--batch_size", "2",
+               "--threads", "1"])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads((out / "fit.json").read_text())
+    assert report["decision"] == "3-D model trained from scratch" and report["train_steps"] >= 1
+    assert set(report["validation"]) == {"3-D model"} and "rmse_ax" in report["validation"]["3-D model"]
+    state = load_checkpoint(out / "model.pt")
+    assert state["model_config"]["use_z"] and state["meta"]["simulation"]["psf"] == "spline"
+    assert state["meta"]["envelope"]["z_range_nm"] == [-600.0, 600.0]  # the PSF file's valid range
+    header = (out / "beads3d.csv").read_text().splitlines()[0]
+    assert '"z [nm]"' in header
+
+
+def test_fit_psf_errors_before_any_work(setup, tmp_path: Path, capsys) -> None:
+    movie, _ = setup
+    assert main([str(movie), "--out", str(tmp_path / "o"), "--psf", str(tmp_path / "none.h5")]) == 2
+    assert "none.h5: PSF file not found" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
