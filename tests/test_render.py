@@ -262,3 +262,24 @@ def test_histogram_filled_table_by_table_equals_the_rendered_image() -> None:
     assert hist.image.shape == whole.shape and hist.image.dtype == np.float32
     np.testing.assert_array_equal(hist.image, whole)
     assert hist.n == n_in == int(whole.sum()) < n
+
+
+def test_render_depth_colours_by_z_and_shows_density() -> None:
+    """Two clusters at z = −300 and +300 nm get the two ends of the colour map; empty pixels stay black."""
+    from matplotlib import colormaps
+
+    from decode_mem.render import render_depth
+
+    n = 200
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(5, 0.05, n), rng.normal(15, 0.05, n)])
+    y = np.full(2 * n, 10.0) + rng.normal(0, 0.05, 2 * n)
+    z = np.concatenate([np.full(n, -300.0), np.full(n, 300.0)])
+    table = EmitterTable.from_arrays(frame=np.zeros(2 * n, np.int64), x=x, y=y, z=z, photons=np.ones(2 * n))
+    rgb, z_range, drawn = render_depth(table, shape_px=(20, 20), pixel_size=100.0, render_pixel=10.0, sigma=10.0)
+    assert drawn == 2 * n and z_range == (-300.0, 300.0) and rgb.shape == (200, 200, 3)
+    low, high = rgb[105, 55], rgb[105, 155]  # the two cluster centres (render px = 10 nm)
+    turbo = colormaps["turbo"]
+    assert np.allclose(low / low.max(), np.asarray(turbo(0.0)[:3]) / max(turbo(0.0)[:3]), atol=0.05)
+    assert np.allclose(high / high.max(), np.asarray(turbo(1.0)[:3]) / max(turbo(1.0)[:3]), atol=0.05)
+    assert rgb[20, 20].max() == 0.0

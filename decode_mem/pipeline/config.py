@@ -13,7 +13,7 @@ Layout (every step optional; see ``pipelines/quickstart.yaml``)::
     infer: {model, stack, chunk_size, batch_size, amp, threshold, formats}
     drift: {method, segments, locs_per_segment, render_px, blur}   # decode_mem.drift.DriftConfig keys
     evaluate: {gt, tolerance_lat, tolerance_ax, json}
-    render: {pixel, blur, sigma, image, widefield, side_by_side, zoom}
+    render: {pixel, blur, sigma, image, widefield, side_by_side, zoom, depth_image}
     quick: {same sections, merged over the above with --quick}
 
 Paths of *inputs* (``infer.model``, ``infer.stack``, ``evaluate.gt``) are relative to the YAML file's folder;
@@ -150,7 +150,8 @@ class EvaluateStep:
 class RenderStep:
     """Super-resolution image of the localizations (``image``), the widefield image (the stack's mean frame,
     ``widefield``) and the two side by side over the same field (``side_by_side``), with a third panel zoomed
-    into the densest ``zoom`` × ``zoom`` µm of the super-resolution image (null: no zoom panel)."""
+    into the densest ``zoom`` × ``zoom`` µm of the super-resolution image (null: no zoom panel). A 3-D run (a
+    simulation with z) also gets ``depth_image``: the localizations coloured by z."""
 
     pixel: float = 10.0
     blur: str = "gaussian"
@@ -159,6 +160,7 @@ class RenderStep:
     widefield: str = "widefield.png"
     side_by_side: str = "side_by_side.png"
     zoom: float | None = 2.0
+    depth_image: str = "render_z.png"
 
     def __post_init__(self) -> None:
         if self.blur not in BLURS:

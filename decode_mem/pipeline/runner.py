@@ -185,6 +185,7 @@ def _psf(config: PipelineConfig, echo: Callable[[str], object], parts: dict[str,
                     f"per bead {100 * res:.1f} %")
     echo(f"[psf] {parts['psf']} -> {_rel(out)} in {time.perf_counter() - t0:.1f} s")
     produced.update({"psf": out, "psf_plot": png})
+    parts.setdefault("figures", []).append(("PSF calibration from beads", png.read_bytes()))
     return produced
 
 
@@ -315,6 +316,14 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
     save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=step.pixel,
                       n_frames=n_frames, n_locs=n, zoom=step.zoom)
     parts["images"] = Images(px, widefield, image, step.pixel, n_frames, n, step.zoom)
+    if _is_3d(config):
+        from decode_mem.render import render_depth, save_depth_png
+
+        rgb, z_range, _ = render_depth(iter_localizations(locs, pixel_size=px), shape_px=shape, pixel_size=px,
+                                       render_pixel=step.pixel, sigma=step.sigma or 2 * step.pixel)
+        out["depth_image"] = save_depth_png(rgb, z_range, config.out / step.depth_image, render_pixel=step.pixel)
+        parts.setdefault("figures", []).append(("Localizations coloured by z", out["depth_image"].read_bytes()))
+        echo(f"[render] coloured by z ({z_range[0]:.0f} to {z_range[1]:.0f} nm) -> {out['depth_image'].name}")
     echo(f"[render] {n} localizations inside the field -> {image.shape[1]} x {image.shape[0]} px (width x height) of "
          f"{step.pixel:g} nm, blur {step.blur}; "
          f"widefield (mean of {n_frames} frames) beside it in {out['side_by_side'].name}")
@@ -338,9 +347,19 @@ def _report(config: PipelineConfig, device: torch.device, parts: dict[str, Any],
     files = [(name, p) for name, p in produced.items() if name != "report"] + [("report", path)]
     data = ReportData(title=f"decode_mem pipeline: {Path(config.source).name}", summary=summary,
                       metrics=parts.get("metrics", ()), images=parts.get("images"), drift=drift, memory=memory,
-                      stacks=parts.get("stacks", ()), warnings=parts.get("warnings", ()), files=files,
+                      stacks=parts.get("stacks", ()), warnings=parts.get("warnings", ()),
+                      figures=parts.get("figures", ()), files=files,
                       command=command)
     return write_report(path, data)
+
+
+def _is_3d(config: PipelineConfig) -> bool:
+    """Whether the localizations have a z: the simulation is 3-D, or the model predicts z."""
+    if config.simulate is not None:
+        return config.simulate.simulation.is_3d
+    from decode_mem.model.checkpoint import load_model
+
+    return bool(load_model(default_model(config)).net.config.use_z)
 
 
 def _pixel_size(config: PipelineConfig) -> float:

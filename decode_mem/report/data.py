@@ -96,6 +96,8 @@ class ReportData:
     - ``memory``: a memory history, ``MemoryTracker.history`` (``elapsed_s``, ``phase`` and the reading keys,
       one array each);
     - ``stacks``: one :class:`StackRow` per stack of a batch; ``warnings``: lines to show prominently;
+    - ``figures``: (title, PNG bytes) shown as sections of their own after the images (e.g. the z-coloured image
+      of a 3-D run, the PSF calibration);
     - ``files``: (label, path) of the run's outputs (listed, linked relative to the report);
     - ``figures``: (title, PNG bytes) of further figures, each its own section after the drift (a followed
       run's localizations per frame and lag);
@@ -110,6 +112,7 @@ class ReportData:
     memory: Mapping[str, np.ndarray] | None = None
     stacks: Sequence[StackRow] = ()
     warnings: Sequence[str] = ()
+    figures: Sequence[tuple[str, bytes]] = ()
     files: Sequence[tuple[str, str | os.PathLike]] = ()
     command: str | None = None
     versions: Sequence[tuple[str, str]] | None = field(default=None)

@@ -63,6 +63,8 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
     if data.images is not None:
         parts.append(_section("Widefield and super-resolution", _img(images_png(data.images),
                                                                      "widefield and super-resolution images")))
+    for title, png in data.figures:
+        parts.append(_section(title, _img(png, title)))
     if data.metrics:
         parts.append(_section("Accuracy against the ground truth", _kv_table(data.metrics)))
     if data.drift is not None:

@@ -75,6 +75,8 @@ def test_astig3d_quick_calibrates_the_psf_trains_on_it_then_localizes_in_3d(
     assert np.ptp(gt["z"]) > 200  # the movie is 3-D
     report = produced["report"].read_text(encoding="utf-8")
     assert "valid z" in report  # the psf step's line in the summary
+    assert "<h2>Localizations coloured by z</h2>" in report and "<h2>PSF calibration from beads</h2>" in report
+    assert produced["depth_image"].read_bytes()[:8] == PNG_MAGIC
 
 
 def test_shipped_pipelines_parse() -> None:
