@@ -86,7 +86,8 @@ class AstigmatismCalibration:
 class PupilConfig:
     """A scalar pupil-function PSF (``decode_mem.simulate.pupil``): numerical aperture, emission wavelength (nm),
     immersion index, and aberrations in waves RMS: ``astigmatism`` Z(2,2) (a cylindrical lens), ``spherical``
-    Z(4,0), ``coma`` Z(3,1)."""
+    Z(4,0), ``coma`` Z(3,1); ``helix_zones`` > 0 adds a double-helix phase mask (Fresnel zones of vortices
+    (2n+1)·θ in ρ² zones), whose two lobes turn with z."""
 
     na: float = 1.45
     wavelength: float = 670.0
@@ -94,10 +95,15 @@ class PupilConfig:
     astigmatism: float = 0.12
     spherical: float = 0.0
     coma: float = 0.0
+    helix_zones: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            object.__setattr__(self, f.name, _float(getattr(self, f.name), f"pupil.{f.name}"))
+            if f.name != "helix_zones":
+                object.__setattr__(self, f.name, _float(getattr(self, f.name), f"pupil.{f.name}"))
+        object.__setattr__(self, "helix_zones", _int(self.helix_zones, "pupil.helix_zones"))
+        if self.helix_zones < 0:
+            raise ConfigError(f"simulation.pupil.helix_zones must be >= 0, got {self.helix_zones!r}")
         if not 0 < self.na < self.n_immersion:
             raise ConfigError(f"simulation.pupil.na must be in (0, n_immersion), got {self.na!r}")
         if not self.wavelength > 0:

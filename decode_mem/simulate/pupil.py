@@ -2,10 +2,10 @@
 
 The pupil (radius NA/λ in spatial frequency) carries the defocus phase ``2π·z·sqrt((n/λ)² − f²)`` and Zernike
 aberrations in waves RMS (``PupilConfig``: vertical astigmatism Z(2,2) — the cylindrical lens —, primary
-spherical Z(4,0) and coma Z(3,1)). The intensity ``|FFT(pupil)|²`` is computed on a grid of pixel/6, integrated
-over camera pixels (trapezoid rule over the 6 sub-samples) at every half-pixel offset, and interpolated by the
-cubic spline (``spline_fit``, 2 nodes per pixel, z every ``dz`` nm). A Gaussian describes it poorly: its rings and
-the aberrations' asymmetry are what calibrating with beads is for.
+spherical Z(4,0) and coma Z(3,1); optionally a double-helix phase mask). The intensity ``|FFT(pupil)|²`` is
+computed on a grid of pixel/6, integrated over camera pixels (trapezoid rule over the 6 sub-samples) at every
+half-pixel offset, and interpolated by the cubic spline (``spline_fit``, 2 nodes per pixel, z every ``dz`` nm).
+A Gaussian describes it poorly: its rings and the aberrations' asymmetry are what calibrating with beads is for.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int
     waves = (pupil.astigmatism * np.sqrt(6) * rho**2 * np.cos(2 * theta)
              + pupil.spherical * np.sqrt(5) * (6 * rho**4 - 6 * rho**2 + 1)
              + pupil.coma * np.sqrt(8) * (3 * rho**3 - 2 * rho) * np.cos(theta))
+    if pupil.helix_zones > 0:  # double helix: vortex (2n+1)·θ in the n-th of helix_zones equal-area rings
+        zone = np.minimum(np.floor(rho**2 * pupil.helix_zones), pupil.helix_zones - 1)
+        waves = waves + (2 * zone + 1) * theta / (2 * np.pi)
     kz = np.sqrt(np.maximum((pupil.n_immersion / pupil.wavelength) ** 2 - fx**2 - fy**2, 0.0))
     taps = np.ones(2 * _SUB + 1)
     taps[[0, -1]] = 0.5

@@ -146,3 +146,20 @@ def test_drifting_structure_pipeline_reports_the_true_drift(tmp_path: Path) -> N
     report = produced["report"].read_text(encoding="utf-8")
     assert "<h2>Stage drift</h2>" in report and "true drift (simulated; not corrected)" in report
     assert "<h2>Accuracy against the ground truth</h2>" not in report  # no evaluate step: no metrics section
+
+
+def test_spline_training_needs_a_psf_file_or_a_psf_step(tmp_path: Path) -> None:
+    from decode_mem.pipeline.config import pipeline_from_dict
+
+    raw = {"out": str(tmp_path / "o"), "simulate": {"frames": 4, "simulation": {"psf": "astig3d"}},
+           "train": {"steps": 2, "simulation": {"psf": "spline"}}}
+    with pytest.raises(ConfigError, match="needs psf_file"):
+        pipeline_from_dict(raw)
+    raw = {"out": str(tmp_path / "o"), "psf": {"z_step": 20.0}}
+    with pytest.raises(ConfigError, match=r"psf\.beads"):
+        pipeline_from_dict(raw)
+    # a psf step makes the file: every other train key is still checked at load time
+    raw = {"out": str(tmp_path / "o"), "simulate": {"frames": 4, "simulation": {"psf": "astig3d"}}, "psf": {},
+           "train": {"steps": 2, "simulation": {"psf": "spline", "densty": 1.0}}}
+    with pytest.raises(ConfigError, match="densty"):
+        pipeline_from_dict(raw)

@@ -139,3 +139,21 @@ def test_pupil_psf_is_astigmatic_and_not_gaussian() -> None:
     pupil = pupil_volume(PupilConfig(astigmatism=0.1, spherical=0.04, coma=0.02), np.array([350.0]), 100.0, 10)[0]
     gauss = analytic_volume(np.array([350.0]), 20, 2)[0]
     assert misfit(pupil.sum(axis=1)) > 3 * misfit(gauss.sum(axis=1))
+
+
+def test_double_helix_pupil_turns_its_lobes_with_z() -> None:
+    from decode_mem.simulate.config import PupilConfig
+    from decode_mem.simulate.pupil import pupil_volume
+
+    vol = pupil_volume(PupilConfig(astigmatism=0.0, helix_zones=4), np.array([-400.0, 0.0, 400.0]), 100.0, 8)
+    n = vol.shape[1]
+    yy, xx = np.mgrid[:n, :n] - n // 2
+    angles = []
+    for p in vol:
+        w = p / p.sum()
+        cxx, cyy, cxy = (w * xx * xx).sum(), (w * yy * yy).sum(), (w * xx * yy).sum()
+        angles.append(np.degrees(0.5 * np.arctan2(2 * cxy, cxx - cyy)))
+        small, large = np.linalg.eigvalsh([[cxx, cxy], [cxy, cyy]])
+        assert large > 2 * small  # two lobes: elongated
+    turn = np.diff(np.unwrap(np.radians(2 * np.array(angles))) / 2)
+    assert (np.abs(np.degrees(turn)) > 25).all() and np.sign(turn[0]) == np.sign(turn[1])  # one way round
