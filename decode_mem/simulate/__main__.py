@@ -31,9 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--size", "--frame_size", dest="size", type=int, nargs=2, metavar=("H", "W"),
         help="frame size in px (default 64 64)")
     p.add_argument("--density", type=float, help="emitters visible per frame per µm² (default 1.0)")
-    p.add_argument("--psf", help="gauss2d (default) or astig3d")
+    p.add_argument("--psf", help="gauss2d (default), astig3d, spline (with --psf_file) or pupil (settings: --config)")
+    add(p, "--psf_file", help="PSF file for --psf spline (python -m decode_mem.psf)")
     add(p, "--sigma", "--psf_sigma", dest="sigma", type=float, help="PSF σ0 in px (default 1.0)")
-    add(p, "--z_range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="z range in nm for astig3d "
+    add(p, "--z_range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="z range in nm for 3-D PSFs "
                                                                             "(default -750 750)")
     p.add_argument("--camera", help="emccd (default: challenge-like EMCCD), scmos or a camera YAML")
     add(p, "--pixel_size", type=float, help="camera pixel in nm")
@@ -63,7 +64,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
     params: dict[str, Any] = {}
     if args.config:
         params = load_yaml(args.config, section="simulation")
-    direct = {"size": "frame_size", "density": "density", "psf": "psf", "sigma": "psf_sigma",
+    direct = {"size": "frame_size", "density": "density", "psf": "psf", "psf_file": "psf_file", "sigma": "psf_sigma",
               "z_range": "z_range", "bg_mode": "bg_mode", "on_time": "on_time", "margin": "margin",
               "drift_nm": "drift_nm", "drift_frames": "drift_frames"}
     for arg, key in direct.items():

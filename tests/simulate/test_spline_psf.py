@@ -157,3 +157,16 @@ def test_double_helix_pupil_turns_its_lobes_with_z() -> None:
         assert large > 2 * small  # two lobes: elongated
     turn = np.diff(np.unwrap(np.radians(2 * np.array(angles))) / 2)
     assert (np.abs(np.degrees(turn)) > 25).all() and np.sign(turn[0]) == np.sign(turn[1])  # one way round
+
+
+def test_simulate_cli_renders_a_psf_file(psf_file: str, tmp_path) -> None:
+    import tifffile
+
+    from decode_mem.io.localizations import read_localizations
+    from decode_mem.simulate.__main__ import main
+
+    out, gt = tmp_path / "m.tif", tmp_path / "gt.csv"
+    assert main(["--frames", "5", "--size", "24", "24", "--psf", "spline", "--psf_file", psf_file, "--z_range",
+                 "-500", "500", "--out", str(out), "--gt", str(gt), "--quiet"]) == 0
+    assert tifffile.imread(out).shape == (5, 24, 24)
+    assert np.ptp(read_localizations(gt, pixel_size=100.0)["z"]) > 100
