@@ -4,7 +4,8 @@ Frame k of a bead stack is at ``z = z_start + k·z_step`` nm (a negative step: r
 reversed so that z increases). Steps, each bounded in memory by the beads' regions, never the whole stack:
 
 1. find: the maximum over frames (one pass, frame by frame) is smoothed; local maxima brighter than the
-   median by ``threshold`` robust standard deviations are candidates. A candidate is dropped when it is
+   median by ``threshold`` robust standard deviations, at least half a region apart and moved to the centroid of
+   their light, are candidates. A candidate is dropped when it is
    saturated (a pixel of its region at ``saturation`` ADU), its region leaves the frame, another bead is
    within one region, or its focus (the frame of its brightest smoothed pixel) is within ``edge_frames``
    of the stack's ends (the stack does not cover its PSF).
@@ -97,9 +98,12 @@ def find_beads(stack, settings: BeadSettings, name: str) -> tuple[list[tuple[int
     med = float(np.median(proj))
     noise = 1.4826 * float(np.median(np.abs(proj - med))) or 1e-6
     floor = med + settings.threshold * noise
-    peaks = peak_local_max(proj, min_distance=3, threshold_abs=floor, exclude_border=False)
-    level = _saturation_level(stack.dtype, settings)
     half = settings.roi // 2
+    # one peak per bead: a PSF with several lobes (a double helix) has a maximum per lobe, up to half a region
+    # apart; each bead is then centred on the centroid of its light in the projection
+    peaks = peak_local_max(proj, min_distance=max(3, half), threshold_abs=floor, exclude_border=False)
+    peaks = np.array([_centroid(proj - med, int(r), int(c), half) for r, c in peaks], dtype=np.int64).reshape(-1, 2)
+    level = _saturation_level(stack.dtype, settings)
     rejected = {"saturated": 0, "too close to the edge": 0, "overlapping": 0, "focus outside the stack": 0}
     kept = []
     for r, c in peaks:
@@ -116,6 +120,20 @@ def find_beads(stack, settings: BeadSettings, name: str) -> tuple[list[tuple[int
         else:
             kept.append((int(r), int(c), int(brightest[r, c])))
     return kept, rejected
+
+
+def _centroid(image: np.ndarray, r: int, c: int, half: int) -> tuple[int, int]:
+    """The pixel nearest the centroid of the positive ``image`` within ``half`` px of (r, c) (twice)."""
+    h, w = image.shape
+    for _ in range(2):
+        r0, r1, c0, c1 = max(0, r - half), min(h, r + half + 1), max(0, c - half), min(w, c + half + 1)
+        win = np.clip(image[r0:r1, c0:c1], 0, None)
+        total = win.sum()
+        if not total > 0:
+            break
+        rows, cols = np.mgrid[r0:r1, c0:c1]
+        r, c = round(float((win * rows).sum() / total)), round(float((win * cols).sum() / total))
+    return r, c
 
 
 def _cut(stack, centres: list[tuple[int, int, int]], roi: int, camera: Camera) -> np.ndarray:
