@@ -73,8 +73,8 @@ class SplinePSF:
             v0 = d.y0 + (row0.to(dtype) - y) * step
             iu0, iv0 = u0.floor(), v0.floor()
             fu, fv = (u0 - iu0)[:, None, None], (v0 - iv0)[:, None, None]
-            iu = (iu0[:, None] + offs * step)[:, None, :].expand(-1, size, -1)
-            iv = (iv0[:, None] + offs * step)[:, :, None].expand(-1, -1, size)
+            iu = (iu0[:, None] + offs * step).long()  # (N, size): voxel column of each patch column
+            iv = (iv0[:, None] + offs * step).long()
             scale = None
         else:
             wd = width.to(dtype)
@@ -82,11 +82,12 @@ class SplinePSF:
             v = d.y0 + (row0.to(dtype)[:, None] + offs - y[:, None]) * step / wd[:, None]
             iu_, iv_ = u.floor(), v.floor()
             fu, fv = (u - iu_)[:, None, :], (v - iv_)[:, :, None]
-            iu = iu_[:, None, :].expand(-1, size, -1)
-            iv = iv_[:, :, None].expand(-1, -1, size)
+            iu, iv = iu_.long(), iv_.long()
             scale = 1.0 / (wd * wd)
-        inside = (iu >= 0) & (iu < nx) & (iv >= 0) & (iv < ny)
-        index = (iz.long()[:, None, None] * ny + iv.long().clamp(0, ny - 1)) * nx + iu.long().clamp(0, nx - 1)
+        # rows and columns separately (N, size), combined once into the (N, size, size) voxel index
+        inside = ((iv >= 0) & (iv < ny))[:, :, None] & ((iu >= 0) & (iu < nx))[:, None, :]
+        row_index = (iz.long()[:, None] * ny + iv.clamp(0, ny - 1)) * nx  # (N, size)
+        index = row_index[:, :, None] + iu.clamp(0, nx - 1)[:, None, :]
         powers = torch.arange(4, device=x.device, dtype=dtype)
         pz = fz[:, None] ** powers  # (N, 4)
         pv = fv.unsqueeze(-1) ** powers  # (N, size|1, 1, 4)
