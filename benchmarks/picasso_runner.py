@@ -121,7 +121,7 @@ def tuned_picasso(python: str, tune: tuple[Path, Any], test: Path, camera: dict,
 def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict, threaded: bool) -> None:
     """In Picasso's interpreter: identify + LQ fit for each box; save the localizations and timings."""
     import tifffile
-    from picasso import gausslq, localize
+    from picasso import localize
 
     movie = tifffile.imread(stack)
     warm = movie[:4]  # numba compiles on first use: keep that out of the timing
@@ -133,13 +133,32 @@ def _worker(stack: str, out: str, boxes: list[int], min_ng: float, camera: dict,
         ids = localize.identify(movie, min_ng, box, threaded=threaded, return_info=False)
         spots = localize.get_spots(movie, ids, box, camera)
         # least squares (LQ) on the CPU; the threaded fitter spreads the spots over every core
-        theta = gausslq.fit_spots_parallel(spots, asynch=False) if threaded else localize.fit_spots_gauss(spots)
+        theta = _fit_threaded(spots) if threaded else localize.fit_spots_gauss(spots)
         locs = localize.locs_from_fits_gauss(ids, theta, box, em=camera["Gain"] > 1)
         seconds = time.perf_counter() - t0
         for col in ("frame", "x", "y", "photons", "bg", "sx", "sy", "net_gradient"):
             result[f"{box}_{col}"] = np.asarray(locs[col])
         result[f"{box}_seconds"] = np.array(seconds)
     np.savez(out, **result)
+
+
+def _fit_threaded(spots: np.ndarray) -> np.ndarray:
+    """``localize.fit_spots_gauss`` (LQ, elliptic) on one thread per core: the same seeds, schedule and
+    parameter layout, through ``gaussfit.fit_spots_async``. (``gausslq.fit_spots_parallel`` returns the old
+    layout, [x, y, photons, bg, sx, sy], which ``locs_from_fits_gauss`` misreads.)"""
+    from picasso import localize
+    from picasso.fitting import gaussfit, seeds
+
+    tolerance, max_iterations = localize.gauss_schedule(False, False, None, None)
+    start = seeds.initial_parameters_gauss(spots, spots.shape[1], rotated=False, spherical=False)
+    job = gaussfit.fit_spots_async(gaussfit.ELLIPTIC, spots, start.astype(np.float64), tolerance=tolerance,
+                                   max_iterations=max_iterations, n_threads=os.cpu_count())
+    while not job.finished():
+        time.sleep(0.002)
+    job.raise_errors()
+    theta = job.results()[0].astype(np.float32)
+    theta[:, 0] *= 2.0 * np.pi * theta[:, 3] * theta[:, 4]  # peak height -> photons, as fit_spots_gauss does
+    return theta
 
 
 def run_undrift(python: str, locs: Path, segmentation: int, work: Path) -> tuple[np.ndarray, float]:
