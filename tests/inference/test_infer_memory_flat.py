@@ -28,7 +28,7 @@ from decode_mem.infer import InferConfig, run_inference
 from decode_mem.infer.console import ConsoleObserver
 stack, out, model = sys.argv[1:]
 run_inference(InferConfig(inputs=(stack,), out=out, model=model, formats=("csv",), chunk_size="whole", batch_size=4,
-                          block=16, threads=1, compile=False), ConsoleObserver(quiet=True))
+                          block=16, threads=1, compile=False, device="cpu"), ConsoleObserver(quiet=True))
 """
 
 

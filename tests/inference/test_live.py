@@ -38,7 +38,7 @@ PAUSE_AT, PAUSE_S = 12, 1.0  # a pause of 40 frames' time: ten blocks
 SPLIT_AT, SPLIT_S = 6, 0.4
 IDLE = 2.5  # > the pause + scheduling delays of a loaded machine: the run must not end in the pause
 ENGINE = {"block": BLOCK, "chunk_size": 32, "batch_size": 8, "amp": "off", "threads": 1, "compile": False,
-          "formats": ("csv", "parquet", "picasso")}
+          "device": "cpu", "formats": ("csv", "parquet", "picasso")}
 TARGETS = {"tiff": "movie.tif", "bigtiff": "movie.tif", "ome": "movie.ome.tif", "mm": "movie.ome.tif",
            "zarr": "movie.zarr", "folder": "movie"}
 
@@ -195,7 +195,8 @@ def test_sigkill_then_resume_gives_the_offline_result(frames, offline, shipped_m
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "decode_mem.infer", str(target), "--out", str(out), "--model", str(shipped_model),
            "--follow", "--idle_timeout", "30", "--refresh", "0.2", "--block", str(BLOCK), "--chunk_size", "32",
-           "--batch_size", "8", "--amp", "off", "--threads", "1", "--compile", "off", "--format", "csv,parquet,picasso",
+           "--batch_size", "8", "--amp", "off", "--device", "cpu", "--threads", "1", "--compile", "off",
+           "--format", "csv,parquet,picasso",
            "--quiet"]
     run = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)})
     manifest = live_dir(out, "movie") / "parts.json"
