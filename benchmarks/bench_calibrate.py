@@ -49,10 +49,10 @@ def matched_photons(locs: dict, gt) -> np.ndarray:
 
 def run_case(sigma: float, bg: float, kind: str, density: float, frames: int, seed: int) -> dict:
     from decode_mem.calibrate import calibrate_movie
-    from decode_mem.io.camera import Camera
+    from decode_mem.io.camera import preset
     from decode_mem.simulate import SimulationConfig, simulate_movie
 
-    camera = Camera.emccd() if kind == "emccd" else Camera.scmos()
+    camera = preset(kind)
     cfg = SimulationConfig(frame_size=(64, 64), density=density, photons_dist="lognormal", photons_mean=PHOTONS_MEAN,
                            photons_std=PHOTONS_STD, on_time=ON_TIME, bg=(bg, bg), psf_sigma=(sigma, sigma),
                            camera=camera)
