@@ -43,7 +43,13 @@ def edge_blocks(read: Read, n_frames: int, length: int, context: int = 1, *, sta
                 frames, rest = carry[lo - c0: hi - c0], carry[hi - c0:]
             c0 = max(t1 - context, 0)  # where the next block starts
             carry = np.concatenate([frames[c0 - lo:], rest])  # a copy: the caller may modify `frames`
-        pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
-        if pad_lo or pad_hi:  # only at the stack's own ends: repeat the edge frame
-            frames = np.concatenate([frames[:1].repeat(pad_lo, 0), frames, frames[-1:].repeat(pad_hi, 0)])
-        yield t0 - start, frames
+        yield t0 - start, pad_edges(frames, t0, t1, lo, hi, context)
+
+
+def pad_edges(frames: np.ndarray, t0: int, t1: int, lo: int, hi: int, context: int) -> np.ndarray:
+    """Frames ``lo .. hi - 1`` (read for the block ``t0 .. t1 - 1``) with the edge frame repeated where the
+    stack has fewer than ``context`` frames before ``t0`` or after ``t1 - 1``; unchanged elsewhere."""
+    pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
+    if pad_lo or pad_hi:  # only at the stack's own ends: repeat the edge frame
+        frames = np.concatenate([frames[:1].repeat(pad_lo, 0), frames, frames[-1:].repeat(pad_hi, 0)])
+    return frames

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from decode_mem.errors import StackError
+from decode_mem.io.blocks import pad_edges
 
 UNKNOWN_LENGTH = 2**31 - 1  # ``shape[0]`` of a followed stack: its length is not known until it ends
 POLL_S = 0.05
@@ -179,11 +180,8 @@ class FollowedStack:
             lo, hi = max(t0 - context, 0), min(t1 + context, n)
             frames = self.read(lo, hi)
             self._add_widefield(frames[t0 - lo: t1 - lo])
-            pad_lo, pad_hi = context - (t0 - lo), context - (hi - t1)
-            if pad_lo or pad_hi:  # only at the stack's own ends: repeat the edge frame
-                frames = np.concatenate([frames[:1].repeat(pad_lo, 0), frames, frames[-1:].repeat(pad_hi, 0)])
             self.forget_before(max(t1 - context, 0))
-            yield t0, frames
+            yield t0, pad_edges(frames, t0, t1, lo, hi, context)
             t0 = t1
 
     def _add_widefield(self, core: np.ndarray) -> None:
