@@ -105,13 +105,13 @@ class StackOutputs:
 
     def write(self, table: EmitterTable) -> None:
         """Append one block of emitters (frames must not go backwards) to every file."""
+        if self._behind is None:  # checked first: a refused call leaves ``last_frame`` as it was
+            raise RuntimeError("StackOutputs.write outside its with block")
         if len(table):
             first = int(table["frame"].min())
             if first < self.last_frame:
                 raise ValueError(f"{self.stem}: emitters of frame {first} after frame {self.last_frame}")
             self.last_frame = int(table["frame"].max())
-        if self._behind is None:
-            raise RuntimeError("StackOutputs.write outside its with block")
         self._behind.put(table)
         self.n_localizations += len(table)
 
