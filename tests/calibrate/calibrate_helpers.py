@@ -7,7 +7,7 @@ import functools
 import numpy as np
 from scipy.spatial import cKDTree
 
-from decode_mem.io.camera import Camera
+from decode_mem.io.camera import preset
 from decode_mem.simulate import SimulationConfig, simulate_movie
 from decode_mem.simulate.cell_on_glass import cell_on_glass
 
@@ -16,7 +16,7 @@ FRAMES = 150
 
 
 def config(sigma: float = 1.0, bg: float = 100.0, kind: str = "emccd", **extra) -> SimulationConfig:
-    camera = Camera.emccd() if kind == "emccd" else Camera.scmos()
+    camera = preset(kind)
     params = dict(frame_size=(64, 64), density=0.5, photons_dist="lognormal", photons_mean=PHOTONS_MEAN,
                   photons_std=PHOTONS_STD, on_time=2.0, bg=(bg, bg), psf_sigma=(sigma, sigma), camera=camera)
     params.update(extra)
