@@ -19,8 +19,11 @@ spline at ``(x0 + (c − x)·upsample, y0 + (r − y)·upsample, z0 + z/dz)``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,49 +102,46 @@ def write_psf(path: str | os.PathLike, psf: SplineData) -> None:
 
 def read_psf(path: str | os.PathLike) -> SplineData:
     """Read a PSF file; a missing, unreadable or foreign file is a ConfigError naming it."""
-    import h5py
-
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: PSF file not found")
-    try:
-        with h5py.File(p, "r") as f:
-            if f.attrs.get("format") != FORMAT:
-                raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
-            a = f.attrs
-            widths = {n: f[n][()] if n in f else None for n in ("width_z", "width_x", "width_y")}
+    with _open_psf(p) as f:
+        a = f.attrs
+        widths = {n: f[n][()] if n in f else None for n in ("width_z", "width_x", "width_y")}
+        try:
             return SplineData(coeff=f["coeff"][()], x0=float(a["x0"]), y0=float(a["y0"]), z0=float(a["z0"]),
                               dz=float(a["dz"]), z_range=tuple(float(v) for v in a["z_range"]),
                               pixel_size=float(a.get("pixel_size", 0.0)), source=str(a.get("source", "")),
                               upsample=int(a.get("upsample", 1)), **widths)
-    except ConfigError as e:
-        if str(e).startswith(str(p)):
-            raise
-        raise ConfigError(f"{p}: {e}") from e
-    except (OSError, KeyError) as e:
-        raise ConfigError(f"{p}: cannot read the PSF file ({e})") from e
+        except ConfigError as e:  # SplineData's own checks: name the file
+            raise ConfigError(f"{p}: {e}") from e
 
 
 def psf_header(path: str | os.PathLike) -> dict:
     """The cheap part of a PSF file (no coefficients): shape, x0, y0, z0, dz, z_range, pixel_size and
     ``widths`` (z nm, σx px, σy px) when stored."""
+    with _open_psf(Path(path)) as f:
+        a = f.attrs
+        out = {k: float(a[k]) for k in ("x0", "y0", "z0", "dz")}
+        out["upsample"] = int(a.get("upsample", 1))
+        out["z_range"] = tuple(float(v) for v in a["z_range"])
+        out["pixel_size"] = float(a.get("pixel_size", 0.0))
+        out["shape"] = tuple(int(v) for v in f["coeff"].shape[:3])
+        if "width_x" in f:
+            out["widths"] = tuple(f[n][()] for n in ("width_z", "width_x", "width_y"))
+        return out
+
+
+@contextmanager
+def _open_psf(p: Path) -> Iterator[Any]:
+    """An open decode_mem PSF file (h5py.File); missing, foreign or unreadable (also inside the ``with``) is a
+    ConfigError naming it. Shared by ``read_psf`` and ``psf_header``."""
     import h5py
 
-    p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: PSF file not found")
     try:
         with h5py.File(p, "r") as f:
             if f.attrs.get("format") != FORMAT:
                 raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
-            a = f.attrs
-            out = {k: float(a[k]) for k in ("x0", "y0", "z0", "dz")}
-            out["upsample"] = int(a.get("upsample", 1))
-            out["z_range"] = tuple(float(v) for v in a["z_range"])
-            out["pixel_size"] = float(a.get("pixel_size", 0.0))
-            out["shape"] = tuple(int(v) for v in f["coeff"].shape[:3])
-            if "width_x" in f:
-                out["widths"] = tuple(f[n][()] for n in ("width_z", "width_x", "width_y"))
-            return out
+            yield f
     except (OSError, KeyError) as e:
         raise ConfigError(f"{p}: cannot read the PSF file ({e})") from e
