@@ -347,7 +347,7 @@ class SimulationConfig:
     def _header(self) -> dict[str, Any]:
         """The spline's shape, centre and width curves (psf 'spline': the file's header; 'pupil': built)."""
         if self.psf == "pupil" and "_psf_header" not in self.__dict__:
-            d = self._spline_data()
+            d = self.spline_psf().data  # the pupil spline is built once, shared with rendering
             object.__setattr__(self, "_psf_header", {
                 "x0": d.x0, "y0": d.y0, "upsample": d.upsample, "shape": d.shape, "z_range": d.z_range,
                 "widths": (d.width_z, d.width_x, d.width_y)})
