@@ -126,6 +126,7 @@ def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Te
     qe, gain = column([c.qe for c in cams]), column([c.em_gain for c in cams])
     e_per_adu, read_noise, baseline = (column([c.e_per_adu for c in cams]), column([c.read_noise for c in cams]),
                                        column([c.baseline for c in cams]))
+    told = (baseline, e_per_adu, read_noise)  # the camera's scalars: what the network is told without known maps
     with_maps = [i for i, (c, v) in enumerate(zip(cams, spread, strict=True)) if c.kind == "scmos" and v > 0]
     if with_maps:  # per-pixel maps (B, 1, H, W): the camera's scalars where a sample has none
         index = torch.tensor(with_maps, device=dev)
@@ -147,10 +148,8 @@ def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Te
     # back to photons with what the network is told: the per-pixel maps where known, else the camera's scalars
     converts = column([1.0 if i in with_maps and known[i] else 0.0 for i in range(b)]) > 0
     photons_per_e = 1.0 / (qe * gain)
-    scalar = [(c.baseline, c.e_per_adu, c.read_noise) for c in cams]
-    told_baseline = torch.where(converts, baseline, column([s[0] for s in scalar]))
-    told_e_per_adu = torch.where(converts, e_per_adu, column([s[1] for s in scalar]))
-    told_read = torch.where(converts, read_noise, column([s[2] for s in scalar]))
+    told_baseline, told_e_per_adu, told_read = (torch.where(converts, actual, scalar) for actual, scalar in
+                                                 zip((baseline, e_per_adu, read_noise), told, strict=True))
     frames = (adu - told_baseline) * (told_e_per_adu * photons_per_e)
     read_var = (told_read * photons_per_e) ** 2
     return adu, frames.float(), read_var[:, 0].expand(b, h, w).contiguous()
