@@ -88,7 +88,7 @@ def _body(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(build_parser(), _body, argv)
+    return run(build_parser(), _body, argv, outputs={"out": "file", "png": "file"})
 
 
 if __name__ == "__main__":
