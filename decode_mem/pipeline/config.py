@@ -22,7 +22,7 @@ outputs are relative to ``out``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,11 @@ SECTIONS = ("simulate", "psf", "train", "infer", "drift", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
 FORMATS = ("csv", "picasso", "parquet")
 BLURS = ("none", "gaussian", "precision")
+
+
+def _is_count(value: Any) -> bool:
+    """Whether ``value`` is an integer >= 1 (a YAML bool is not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
@@ -67,7 +72,7 @@ class SimulateStep:
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.frames, int) or isinstance(self.frames, bool) or self.frames < 1:
+        if not _is_count(self.frames):
             raise ConfigError(f"simulate.frames must be an integer >= 1, got {self.frames!r}")
         if isinstance(self.simulation, dict):
             object.__setattr__(self, "simulation", SimulationConfig.from_dict(self.simulation,
@@ -98,7 +103,7 @@ class PsfStep:
             object.__setattr__(self, "beads", (self.beads,) if isinstance(self.beads, str) else tuple(self.beads))
         for key in ("planes", "n_beads"):
             value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not _is_count(value):
                 raise ConfigError(f"psf.{key} must be an integer >= 1, got {value!r}")
         if not isinstance(self.z_step, (int, float)) or self.z_step == 0:
             raise ConfigError(f"psf.z_step must be a non-zero number of nm, got {self.z_step!r}")
@@ -123,7 +128,7 @@ class InferStep:
     def __post_init__(self) -> None:
         for key in ("chunk_size", "batch_size"):
             value = getattr(self, key)
-            if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            if value != "auto" and not _is_count(value):
                 raise ConfigError(f"infer.{key} must be a positive integer or 'auto', got {value!r}")
         formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
         bad = [f for f in formats if f not in FORMATS]
@@ -290,8 +295,6 @@ def resolve_train(config: PipelineConfig) -> PipelineConfig:
     """The config with its deferred train step built (after the psf step wrote the PSF file it trains on)."""
     if config.train_deferred is None:
         return config
-    from dataclasses import replace
-
     try:
         train = TrainConfig.from_dict(dict(config.train_deferred), source="train")
     except ConfigError as e:
