@@ -36,14 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
-        from decode_mem.io.localizations import file_format, localization_meta
+        from decode_mem.io.localizations import localization_meta
         from decode_mem.render import render_file
 
         image, n = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
                                shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,
                                cmap=args.cmap)
         if not args.quiet:
-            file_format(args.locs)
             meta = localization_meta(args.locs)
             field = ("the given --shape" if args.shape else "the camera's field" if meta.width and meta.height
                      else "the localizations' extent (the file records no frame size: --shape H W)")
