@@ -43,6 +43,7 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         config = path_or_config
     else:
         config = load_pipeline(path_or_config, quick=quick, out=out, overrides=overrides)
+    _check_inputs(config)
     check_output_folder(config.out)
     config.out.mkdir(parents=True, exist_ok=True)
     if config.threads is not None:
@@ -92,6 +93,21 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
     for name, path in produced.items():
         echo(f"  {name:<{width}}  {path}")
     return produced
+
+
+def _check_inputs(config: PipelineConfig) -> None:
+    """Every input the YAML names exists, before any step runs (not after the simulation and the training)."""
+    named: list[tuple[str, str | None]] = []
+    if config.psf is not None:
+        named += [("psf.beads", b) for b in config.psf.beads or ()]
+    if config.infer is not None:
+        named += [("infer.stack", config.infer.stack),
+                  ("infer.model", None if config.infer.model == "shipped" else config.infer.model)]
+    if config.evaluate is not None:
+        named.append(("evaluate.gt", config.evaluate.gt))
+    for key, value in named:
+        if value is not None and not config.input_path(value).exists():
+            raise ConfigError(f"{config.source}: {key}: {config.input_path(value)}: no such file or folder")
 
 
 def _mb(value: float | None) -> str:
