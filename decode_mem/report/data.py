@@ -97,10 +97,8 @@ class ReportData:
       one array each);
     - ``stacks``: one :class:`StackRow` per stack of a batch; ``warnings``: lines to show prominently;
     - ``figures``: (title, PNG bytes) shown as sections of their own after the images (e.g. the z-coloured image
-      of a 3-D run, the PSF calibration);
+      of a 3-D run, the PSF calibration, a followed run's localizations per frame and lag);
     - ``files``: (label, path) of the run's outputs (listed, linked relative to the report);
-    - ``figures``: (title, PNG bytes) of further figures, each its own section after the drift (a followed
-      run's localizations per frame and lag);
     - ``command``: the command line; ``versions``: (package, version) rows (default: :func:`collect_versions`).
     """
 
@@ -116,7 +114,6 @@ class ReportData:
     files: Sequence[tuple[str, str | os.PathLike]] = ()
     command: str | None = None
     versions: Sequence[tuple[str, str]] | None = field(default=None)
-    figures: Sequence[tuple[str, bytes]] = ()
 
 
 def collect_versions(packages: Sequence[str] = VERSION_PACKAGES) -> list[tuple[str, str]]:

@@ -69,8 +69,6 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
         parts.append(_section("Accuracy against the ground truth", _kv_table(data.metrics)))
     if data.drift is not None:
         parts.append(_section("Stage drift", _drift_note(data.drift) + _img(drift_png(data.drift), "drift curve")))
-    for title, png in data.figures:
-        parts.append(_section(title, _img(png, title)))
     if data.memory is not None and len(data.memory.get("elapsed_s", ())) > 0:
         parts.append(_section("Memory", _memory_peaks(data.memory) + _img(memory_png(data.memory), "memory history")))
     if data.stacks:

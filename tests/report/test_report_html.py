@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib.image import imread
+from matplotlib.image import imread, imsave
 
 from decode_mem.errors import DecodeMemError
 from decode_mem.infer.runner import StackSummary
@@ -66,6 +66,15 @@ def test_missing_sections_are_left_out(tmp_path: Path) -> None:
     assert re.findall(r"<h2>([^<]+)</h2>", html) == ["Command and versions"]
     assert "numpy" in html and "python" in html  # versions collected when not given
     assert "data:image" not in html
+
+
+def test_each_extra_figure_is_one_section(tmp_path: Path) -> None:
+    png = tmp_path / "f.png"
+    imsave(png, np.zeros((4, 4)))
+    html = write_report(tmp_path / "r.html", ReportData(figures=[("PSF calibration from beads", png.read_bytes())])
+                        ).read_text()
+    assert html.count("<h2>PSF calibration from beads</h2>") == 1
+    assert html.count("data:image/png;base64") == 1
 
 
 def test_stack_rows_from_infer_summaries() -> None:
