@@ -17,7 +17,7 @@ from pathlib import Path
 
 from decode_mem.cli import EXIT_SOME_FAILED, add, new_parser, run
 from decode_mem.errors import StackError
-from decode_mem.infer.__main__ import CAMERA_FLAGS
+from decode_mem.io.camera import CAMERA_FLAGS
 
 CAMERA_PRESETS = ("emccd", "scmos")
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, progress_bars, run
-from decode_mem.infer.__main__ import CAMERA_FLAGS
+from decode_mem.io.camera import CAMERA_FLAGS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 
 from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES, resolve_device
-
-CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")
+from decode_mem.io.camera import CAMERA_FLAGS
 
 
 def build_parser() -> argparse.ArgumentParser:

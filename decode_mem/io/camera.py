@@ -14,6 +14,7 @@ from decode_mem.errors import ConfigError
 
 MAP_FIELDS = ("offset_map", "e_per_adu_map", "variance_map")
 PRESETS = ("emccd", "scmos")  # what ``--camera`` takes besides a camera YAML, in every job
+CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")  # ``--<field>`` in every job
 
 
 @dataclass(frozen=True)

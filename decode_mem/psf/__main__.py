@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from decode_mem.cli import add, new_parser, run
-from decode_mem.infer.__main__ import CAMERA_FLAGS
+from decode_mem.io.camera import CAMERA_FLAGS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -132,7 +132,7 @@ def test_coverage_by_the_shipped_model_is_reported(movie_path: Path, tmp_path: P
 
 
 def test_help_lists_the_camera_flags_of_infer(capsys) -> None:
-    from decode_mem.infer.__main__ import CAMERA_FLAGS
+    from decode_mem.io.camera import CAMERA_FLAGS
 
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
