@@ -53,3 +53,11 @@ def test_a_foreign_file_is_one_short_line_naming_it(tmp_path) -> None:
         assert "foreign.pt" in text and "\n" not in text and "weights_only" not in text, text
     else:
         raise AssertionError("no CheckpointError")
+
+
+def test_the_old_name_of_the_shipped_model_still_imports() -> None:
+    """``decode_mem.infer.DEFAULT_MODEL``, the old second name of ``SHIPPED_MODEL``, still works in scripts."""
+    from decode_mem.infer import DEFAULT_MODEL
+    from decode_mem.model.checkpoint import SHIPPED_MODEL
+
+    assert DEFAULT_MODEL == SHIPPED_MODEL and DEFAULT_MODEL.name == "default_2d.pt"

@@ -40,10 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _envelope(model: str | None) -> tuple[str, dict | None, str | None]:
     """(checkpoint path, its envelope or None, a note when there is none)."""
-    from decode_mem.infer.config import DEFAULT_MODEL
-    from decode_mem.model.checkpoint import load_checkpoint
+    from decode_mem.model.checkpoint import SHIPPED_MODEL, load_checkpoint
 
-    path = Path(model) if model else DEFAULT_MODEL
+    path = Path(model) if model else SHIPPED_MODEL
     if model is None and not path.is_file():
         return str(path), None, "no shipped model found: coverage not checked"
     envelope = load_checkpoint(path)["meta"].get("envelope")

@@ -11,23 +11,31 @@ block. ``workers``/``scheduler`` run frame ranges on dask.distributed with the s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from decode_mem.infer.config import DEFAULT_MODEL, FORMATS, InferConfig, find_stacks, stem_of
+    from decode_mem.infer.config import FORMATS, InferConfig, find_stacks, stem_of
     from decode_mem.infer.predict import predict_stack, process_large_image
     from decode_mem.infer.ranges import FrameRange, split_frames
     from decode_mem.infer.runner import InferReport, StackFailure, StackSummary, run_inference
 
 __all__ = [
-    "DEFAULT_MODEL", "FORMATS", "FrameRange", "InferConfig", "InferReport", "StackFailure", "StackSummary",
-    "find_stacks", "predict_stack", "process_large_image", "run_inference", "split_frames", "stem_of",
+    "FORMATS", "FrameRange", "InferConfig", "InferReport", "StackFailure", "StackSummary", "find_stacks",
+    "predict_stack", "process_large_image", "run_inference", "split_frames", "stem_of",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "DEFAULT_MODEL": "config", "FORMATS": "config", "InferConfig": "config", "find_stacks": "config",
-    "stem_of": "config", "predict_stack": "predict", "process_large_image": "predict", "FrameRange": "ranges",
+_exported, __dir__ = lazy_exports(__name__, {
+    "FORMATS": "config", "InferConfig": "config", "find_stacks": "config", "stem_of": "config",
+    "predict_stack": "predict", "process_large_image": "predict", "FrameRange": "ranges",
     "split_frames": "ranges", "InferReport": "runner", "StackFailure": "runner", "StackSummary": "runner",
     "run_inference": "runner",
 })
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_MODEL":  # the old name of decode_mem.model.checkpoint.SHIPPED_MODEL, kept for scripts
+        from decode_mem.model.checkpoint import SHIPPED_MODEL
+
+        return SHIPPED_MODEL
+    return _exported(name)

@@ -17,7 +17,6 @@ from decode_mem.model.checkpoint import SHIPPED_MODEL
 FORMATS = ("csv", "picasso", "parquet")
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
 STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy")  # what a folder given as input contributes
-DEFAULT_MODEL = SHIPPED_MODEL
 FRAMES_PER_TASK = 4096
 
 Size = int | Literal["auto"]
@@ -143,7 +142,7 @@ class InferConfig:
 
     @property
     def model_path(self) -> Path:
-        return Path(self.model) if self.model is not None else DEFAULT_MODEL
+        return Path(self.model) if self.model is not None else SHIPPED_MODEL
 
     @property
     def distributed(self) -> bool:

@@ -63,13 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
         from decode_mem.config import resolve_device
-        from decode_mem.infer.config import DEFAULT_MODEL
         from decode_mem.model.checkpoint import load_model
         from decode_mem.plan.choose import choose_sizes_here, parse_bytes
         from decode_mem.plan.speed import frames_per_second, remembered_seconds
 
         device = resolve_device(args.device)
-        model = load_model(args.model or DEFAULT_MODEL, device=device)
+        model = load_model(args.model, device=device)  # None: the shipped model
         itemsize = np.dtype(args.dtype or "uint16").itemsize
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
                                    amp=args.amp or "off", device=device, itemsize=itemsize,
