@@ -2,8 +2,8 @@
 
 * ``ModelConfig`` and the output channels (``config``); ``DecodeNet`` (``net``): frames in photons
   (N, 3, H, W) -> output (N, 10, H, W) in physical units, tile-exact, with its parts (``normalize``, ``pad``,
-  ``frame_features``, ``temporal``) exposed for the tiled executor; ``measure_receptive_field``
-  (``receptive_field``): the halo the executor needs, by impulse response.
+  ``frame_features``, ``temporal``) exposed for the tiled executor; ``measure_receptive_field``: the halo the
+  executor needs, by the impulse response of a probe network (``receptive_field``: the technique).
 * ``decode_loss`` / ``DecodeLoss`` / ``LossConfig`` / ``LossTerms`` (``loss``): count + GMM localization +
   background loss.
 * ``UNet2d`` (``unet``): the tile-exact U-Net building block; ``precision``: autocast dtypes, ``amp='auto'``;
@@ -14,8 +14,7 @@ Imports ``decode_mem.io`` (camera) and ``decode_mem.simulate`` (the envelope of 
 
 from decode_mem.model.config import CHANNEL_INDEX, CONTEXT_FRAMES, N_OUTPUT_CHANNELS, OUTPUT_CHANNELS, ModelConfig
 from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
-from decode_mem.model.net import DecodeNet
-from decode_mem.model.receptive_field import measure_receptive_field
+from decode_mem.model.net import DecodeNet, measure_receptive_field
 from decode_mem.model.unet import UNet2d
 
 __all__ = [

@@ -46,6 +46,7 @@ pointwise by constants per frame (the level is computed once from the whole fram
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -63,9 +64,11 @@ from decode_mem.model.config import (
     OUTPUT_CHANNELS,
     ModelConfig,
 )
+from decode_mem.model.receptive_field import impulse_radius, probe_of
 from decode_mem.model.unet import UNet2d, make_activation
 
-__all__ = ["CHANNEL_INDEX", "CONTEXT_FRAMES", "N_OUTPUT_CHANNELS", "OUTPUT_CHANNELS", "DecodeNet", "ModelConfig"]
+__all__ = ["CHANNEL_INDEX", "CONTEXT_FRAMES", "N_OUTPUT_CHANNELS", "OUTPUT_CHANNELS", "DecodeNet", "ModelConfig",
+           "measure_receptive_field"]
 
 class _Head(nn.Sequential):
     def __init__(self, channels: int, out_channels: int, activation: str) -> None:
@@ -133,20 +136,14 @@ class DecodeNet(nn.Module):
         ``max(|dr|, |dc|) <= receptive_field()``, whatever the pixel's position modulo the down-sampling
         factor. Measured by an impulse response (see ``measure_receptive_field``); cached per architecture.
         """
-        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
-
         return measure_receptive_field(self.config, "total")
 
     def frame_unet_receptive_field(self) -> int:
         """Receptive-field radius in px of ``frame_features`` alone."""
-        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
-
         return measure_receptive_field(self.config, "frame")
 
     def temporal_receptive_field(self) -> int:
         """Receptive-field radius in px of ``temporal`` (temporal U-Net + heads) w.r.t. the features."""
-        from decode_mem.model.receptive_field import measure_receptive_field  # it builds probe DecodeNets
-
         return measure_receptive_field(self.config, "temporal")
 
     # ------------------------------------------------------------------ parts
@@ -219,7 +216,7 @@ class DecodeNet(nn.Module):
 
         The output is float32 in physical units (``OUTPUT_CHANNELS``), also under autocast.
         """
-        return self.activate(self._temporal_raw(f_prev, f_mid, f_next))
+        return self.activate(self.temporal_raw(f_prev, f_mid, f_next))
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
         """Raw head outputs ``(N, 10, ...)`` -> physical units, computed in float32 (autocast disabled)."""
@@ -274,8 +271,9 @@ class DecodeNet(nn.Module):
         out = self.temporal(feats[:, 0], feats[:, 1], feats[:, 2])
         return out[..., :h, :w]
 
-    # ------------------------------------------------------------------ internals
-    def _temporal_raw(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+    def temporal_raw(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        """``temporal`` before ``activate``: the heads' raw outputs ``(N, 10, H', W')`` (what the receptive field
+        of the temporal part is measured on: no saturating sigmoid between an input pixel and the output)."""
         if not (f_prev.shape == f_mid.shape == f_next.shape) or f_mid.ndim != 4:
             raise ValueError(
                 f"temporal expects three equal (N, C, H', W') tensors, got "
@@ -284,6 +282,7 @@ class DecodeNet(nn.Module):
         h = self._run(self.temporal_unet, torch.cat([f_prev, f_mid, f_next], dim=1))
         return torch.cat([_head_fp32_out(head, h) for head in self.heads.values()], dim=1)
 
+    # ------------------------------------------------------------------ internals
     def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.config.grad_checkpointing and self.training and torch.is_grad_enabled():
             # no dropout / randomness in the network, so the RNG state need not be stashed
@@ -309,3 +308,45 @@ def _anscombe(x: torch.Tensor) -> torch.Tensor:
     return 2.0 * torch.sqrt(x.clamp_min(0) + 0.375)
 
 
+def measure_receptive_field(config: ModelConfig, part: str = "total") -> int:
+    """Receptive-field radius (px) of ``part`` in {"total", "frame", "temporal"} of a ``DecodeNet(config)``,
+    by the impulse response of a probe network of the same architecture (``decode_mem.model.receptive_field``)."""
+    if part not in ("total", "frame", "temporal"):
+        raise ValueError(f"part must be 'total', 'frame' or 'temporal', got {part!r}")
+    return _measure_cached(config.depth, config.activation, config.upsample, part)
+
+
+@functools.lru_cache(maxsize=64)
+def _measure_cached(depth: int, activation: str, upsample: str, part: str) -> int:
+    # independent of the caller's context: no inference mode / autocast, and the global RNG is left untouched
+    with (
+        torch.inference_mode(False),
+        torch.enable_grad(),
+        torch.autocast("cpu", enabled=False),
+        torch.random.fork_rng(devices=[]),
+    ):
+        return _measure(depth, activation, upsample, part)
+
+
+def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
+    probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample)
+    probe = probe_of(DecodeNet(probe_cfg))
+    c = probe_cfg.inter_features
+    c_in = probe_cfg.input_channels
+    if part == "frame":
+        fn, in_ch = probe.frame_features, c_in
+    elif part == "temporal":
+
+        def fn(f: torch.Tensor) -> torch.Tensor:
+            return probe.temporal_raw(f[:, :c], f[:, c : 2 * c], f[:, 2 * c :])
+
+        in_ch = CONTEXT_FRAMES * c
+    else:
+
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            n, _, h, w = x.shape
+            feats = probe.frame_features(x.reshape(n * CONTEXT_FRAMES, c_in, h, w)).view(n, CONTEXT_FRAMES, -1, h, w)
+            return probe.temporal_raw(feats[:, 0], feats[:, 1], feats[:, 2])
+
+        in_ch = CONTEXT_FRAMES * c_in
+    return impulse_radius(fn, in_ch, probe_cfg.downsample_factor)

@@ -158,7 +158,7 @@ def test_receptive_field_values() -> None:
 
 
 def test_receptive_field_measurement_ignores_the_callers_context() -> None:
-    from decode_mem.model import receptive_field as net_module
+    from decode_mem.model import net as net_module
 
     net_module._measure_cached.cache_clear()
     torch.manual_seed(123)
