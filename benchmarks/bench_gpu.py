@@ -374,8 +374,8 @@ def _network_fps(device: str, plan: dict, frames: int) -> float | None:
     are not used: this one is measured now)."""
     import torch
 
-    from decode_mem.plan.inference import plan_inference
-    from decode_mem.plan.speed import frames_per_second, time_unit
+    from decode_mem.footprint.inference import plan_inference
+    from decode_mem.footprint.speed import frames_per_second, time_unit
 
     if not plan:
         return None
@@ -389,7 +389,7 @@ def memory_rows(report: Report, work: Path, sizes: dict) -> None:
     """The planner's network working set beside a real unit's peak, a few sizes at 256² and 2048²."""
     import torch
 
-    from decode_mem.plan import peak_bytes, plan_inference
+    from decode_mem.footprint import peak_bytes, plan_inference
     from decode_mem.tiling import TileConfig, TiledExecutor
 
     dev = torch.device(report.device)

@@ -1,19 +1,25 @@
 """decode_mem: DECODE-style single-molecule localization with memory bounded by design.
 
-The tree is the data flow; each job is a package with its CLI in ``__main__`` (``python -m decode_mem.<job>``)::
+The tree is the data flow, in layers from the bottom up. A module imports only from its own layer and the layers
+before it, a job's CLI (``__main__``) included, and no two packages import each other (``tests/test_layering.py``
+reads this list). Each job is a package with its CLI in ``__main__`` (``python -m decode_mem.<job>``)::
 
-    io         open_stack (TIFF memmap / zarr / npy, lazy), Camera (+ sCMOS maps), localization files
-     -> simulate   per-movie physics, blinking emitters, PSFs, backgrounds, camera noise, training windows
-     -> calibrate  the physics of a movie measured from its frames
-     -> model      DecodeNet, its loss, checkpoints with the training envelope, precision
-     -> tiling     exact tiled executor over blocks of frames (knows no files)
-     -> plan       predicted memory, 'auto' sizes within a budget
-     -> postprocess network output -> emitter table
-     -> evaluate, render, drift   metrics; super-resolution images; drift correction
-     -> infer      predict_stack / process_large_image, batch runs over files, domain check
-     -> train      the training loop;  export: a run as a shipped model + card
-     -> fit        calibrate -> matched model -> localize;  pipeline: YAML pipelines
-    memory     MemoryTracker and readings: an observer of every stage
+    errors, config, cli, threads, _lazy   exceptions, YAML settings and checks, the CLI conventions
+    io, memory      open_stack (TIFF memmap / zarr / npy, lazy), Camera (+ sCMOS maps), localization files;
+                    MemoryTracker and readings: an observer of every stage
+    simulate        per-movie physics, blinking emitters, PSFs, backgrounds, camera noise, training windows
+    model           DecodeNet, its loss, checkpoints with the training envelope, precision
+    calibrate, psf  the physics of a movie measured from its frames (and whether a model covers it);
+                    a spline PSF from bead z-stacks
+    tiling          exact tiled executor over blocks of frames (knows no files)
+    postprocess     network output -> emitter table
+    footprint       predicted memory of inference and training, 'auto' sizes within a budget
+    evaluate, render, drift, report   metrics; super-resolution images; drift correction; HTML reports
+    infer           predict_stack / process_large_image, batch runs over files, domain check
+    train           the training loop
+    plan, export, fit   a run's memory before it runs (as infer or train would size it); a run as a shipped
+                    model + card; calibrate -> matched model -> localize
+    pipeline        YAML pipelines
 
 ``import decode_mem as dm`` gives the entry points below, imported on first use so that ``import decode_mem``
 and every ``--help`` stay fast. The one thing importing does: ask torch's OpenMP threads to sleep when idle
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
     from decode_mem.calibrate import calibrate_movie
     from decode_mem.drift import DriftConfig, correct_file, estimate_drift
     from decode_mem.evaluate import evaluate_files
+    from decode_mem.footprint import choose_sizes, plan_inference
     from decode_mem.infer import InferConfig, predict_stack, process_large_image, run_inference
     from decode_mem.io import open_stack
     from decode_mem.io.camera import Camera
@@ -44,7 +51,6 @@ if TYPE_CHECKING:
     from decode_mem.memory import MemoryTracker
     from decode_mem.model.checkpoint import load_model
     from decode_mem.pipeline import run_pipeline
-    from decode_mem.plan import choose_sizes, plan_inference
     from decode_mem.render import render_file
     from decode_mem.simulate import SimulationConfig, simulate_movie, simulate_stack
     from decode_mem.train import TrainConfig, load_train_config
@@ -59,8 +65,8 @@ _EXPORTS = {
     "simulate_stack": "decode_mem.simulate",
     "calibrate_movie": "decode_mem.calibrate",
     "load_model": "decode_mem.model.checkpoint",
-    "plan_inference": "decode_mem.plan",
-    "choose_sizes": "decode_mem.plan",
+    "plan_inference": "decode_mem.footprint",
+    "choose_sizes": "decode_mem.footprint",
     "predict_stack": "decode_mem.infer",
     "process_large_image": "decode_mem.infer",
     "InferConfig": "decode_mem.infer",

@@ -1,42 +1,38 @@
-"""The tree is the data flow: io -> simulate -> model -> tiling -> postprocess -> infer -> train -> pipeline.
-No package imports a higher one (absolute or relative imports); a job's CLI (``__main__``) sits on top."""
+"""The tree is layered as ``decode_mem/__init__.py``'s docstring lists it (the one place the order is written):
+no module imports a higher layer (absolute or relative imports, inside functions too, a job's ``__main__``
+included) and no two packages import each other, directly or around a loop."""
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 from pathlib import Path
 
 import decode_mem
 
 PACKAGE = Path(decode_mem.__file__).parent
-# rank of each first-level package or module, low -> high; a module may import its own rank or lower
-RANK = {
-    "errors": 0, "config": 0, "cli": 0, "_lazy": 0, "threads": 0,
-    "io": 1, "memory": 1,
-    "simulate": 2,
-    "calibrate": 3, "psf": 3,
-    "model": 4,
-    "tiling": 5,
-    "postprocess": 6, "plan": 6,
-    "evaluate": 7, "render": 7, "drift": 7, "report": 7,
-    "infer": 8,
-    "train": 9,
-    "export": 10, "fit": 10,
-    "pipeline": 11,
-}
-TOP = 12  # CLIs (``__main__``) and the package's own ``__init__``
 
 
-def module_parts(path: Path) -> list[str]:
+def layers(package: Path = PACKAGE) -> dict[str, int]:
+    """Layer of each first-level package or module, low -> high, read from the package docstring's first literal
+    block (after its first ``::``): a line there that starts a layer names it, comma-separated, before two spaces."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    block = doc.split("::\n", 1)[1] if "::\n" in doc else ""
+    rank: dict[str, int] = {}
+    for line in block.lstrip("\n").splitlines():
+        if not line.startswith("    "):
+            break  # the end of the block
+        m = re.match(r" {4}(\w[\w, ]*?)(?: {2,}|$)", line)
+        if m:
+            rank.update(dict.fromkeys((name.strip() for name in m.group(1).split(",")), len(set(rank.values()))))
+    return rank
+
+
+def module_parts(path: Path, package: Path = PACKAGE) -> list[str]:
     """``decode_mem/infer/runner.py`` -> ``['infer', 'runner']`` (a package's ``__init__`` is the package)."""
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    parts = list(path.relative_to(package).with_suffix("").parts)
     return parts[:-1] if parts[-1] == "__init__" else parts
-
-
-def rank(parts: list[str]) -> int:
-    if not parts or parts[-1] == "__main__":
-        return TOP
-    return RANK.get(parts[0], TOP)
 
 
 def imported(source: str, parts: list[str], is_package: bool) -> list[list[str]]:
@@ -45,6 +41,8 @@ def imported(source: str, parts: list[str], is_package: bool) -> list[list[str]]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [a.name.split(".") for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "decode_mem":
+            names = [["decode_mem", a.name] for a in node.names]  # ``from decode_mem import io``
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module.split(".")]
         elif isinstance(node, ast.ImportFrom) and node.level > 0:
@@ -57,31 +55,100 @@ def imported(source: str, parts: list[str], is_package: bool) -> list[list[str]]
     return found
 
 
-def violations(source: str, parts: list[str], is_package: bool = False) -> list[str]:
-    here = rank(parts)
-    return [f"decode_mem.{'.'.join(parts)} imports decode_mem.{'.'.join(t)}"
-            for t in imported(source, parts, is_package) if rank(t) > here]
+def check(package: Path = PACKAGE) -> list[str]:
+    """Every layering problem of the tree at ``package``: upward imports, imports of another job's CLI (what CLIs
+    share lives below them) and package loops (empty: none)."""
+    rank = layers(package)
+    top = max(rank.values(), default=0) + 1  # the package's own ``__init__``: the facade over every layer
+    problems, edges = [], {}
+    for path in sorted(package.rglob("*.py")):
+        parts = module_parts(path, package)
+        here = rank.get(parts[0], top) if parts else top
+        for target in imported(path.read_text(), parts, path.name == "__init__.py"):
+            if target and target[-1] == "__main__" and target[0] != parts[0]:
+                problems.append(f"decode_mem.{'.'.join(parts)} imports another job's CLI: "
+                                f"decode_mem.{'.'.join(target)}")
+            if target and rank.get(target[0], top) > here:
+                problems.append(f"decode_mem.{'.'.join(parts)} (layer {parts[0]}) imports a higher layer: "
+                                f"decode_mem.{'.'.join(target)}")
+            if parts and target and target[0] != parts[0]:
+                edges.setdefault(parts[0], set()).add(target[0])
+    return problems + [f"package loop: {' -> '.join(loop)}" for loop in loops(edges)]
 
 
-def test_every_layer_imports_only_itself_or_lower_layers() -> None:
-    found = []
-    for path in PACKAGE.rglob("*.py"):
-        found += violations(path.read_text(), module_parts(path), path.name == "__init__.py")
-    assert not found, "upward imports:\n" + "\n".join(found)
+def loops(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One loop ``[a, b, ..., a]`` through each package that lies on one (depth-first search)."""
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            loop = [*path[path.index(node):], node]
+            if not set(loop) <= done:
+                found.append(loop)
+                done.update(loop)
+            return
+        for nxt in sorted(edges.get(node, ())):
+            visit(nxt, [*path, node])
+
+    for start in sorted(edges):
+        visit(start, [])
+    return found
 
 
-def test_every_package_has_a_rank() -> None:
+def test_every_layer_imports_only_itself_or_lower_layers_and_no_package_loops() -> None:
+    problems = check()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_package_has_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
-    assert packages | modules <= set(RANK), f"unranked: {sorted((packages | modules) - set(RANK))}"
+    named = set(layers())
+    assert packages | modules <= named, f"not in decode_mem/__init__'s layer list: {sorted(packages | modules - named)}"
+    assert named <= packages | modules, f"listed but absent: {sorted(named - packages - modules)}"
 
 
-def test_the_check_catches_upward_imports_absolute_and_relative() -> None:
-    assert violations("from decode_mem.infer import predict_stack\n", ["model", "net"])
-    assert violations("import decode_mem.train.loop\n", ["tiling", "plan"])
-    # relative: decode_mem/io/stack.py doing `from ..simulate import x` reaches a higher layer
-    assert violations("from ..simulate import config\n", ["io", "stack"])
-    assert violations("from .. import pipeline\n", ["io", "stack"])
-    # allowed: same package, lower layers, and any import from a CLI
-    assert not violations("from .plan import TilePlan\nfrom decode_mem.io import open_stack\n", ["tiling", "executor"])
-    assert not violations("from decode_mem.pipeline import run_pipeline\n", ["infer", "__main__"])
+def test_the_layers_are_read_in_the_docstring_order() -> None:
+    rank = layers()
+    assert rank["errors"] == rank["cli"] == 0 and rank["io"] == rank["memory"] == 1
+    assert rank["model"] < rank["calibrate"] == rank["psf"] < rank["tiling"] < rank["postprocess"] < rank["footprint"]
+    assert rank["footprint"] < rank["infer"] < rank["train"] < rank["plan"] == rank["fit"] < rank["pipeline"]
+
+
+def _copy(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(PACKAGE, tmp_path / "decode_mem", ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def _plant(package: Path, module: str, line: str) -> None:
+    path = package / module
+    path.write_text(path.read_text() + f"\n\ndef _planted() -> None:\n    {line}\n")
+
+
+def test_an_upward_import_planted_in_a_cli_is_reported(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    assert check(tree) == []
+    _plant(tree, "calibrate/__main__.py", "from decode_mem.infer.__main__ import CAMERA_FLAGS")  # was in the tree
+    assert check(tree) == ["decode_mem.calibrate.__main__ imports another job's CLI: decode_mem.infer.__main__",
+                           "decode_mem.calibrate.__main__ (layer calibrate) imports a higher layer: "
+                           "decode_mem.infer.__main__", "package loop: calibrate -> infer -> calibrate"]
+
+
+def test_an_import_of_another_jobs_cli_is_reported(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    _plant(tree, "fit/__main__.py", "from decode_mem.infer.__main__ import CAMERA_FLAGS")  # fit sits above infer
+    assert check(tree) == ["decode_mem.fit.__main__ imports another job's CLI: decode_mem.infer.__main__"]
+
+
+def test_a_relative_upward_import_and_a_loop_within_one_layer_are_reported(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    _plant(tree, "io/stack.py", "from ..simulate import config")
+    _plant(tree, "calibrate/core.py", "import decode_mem.psf.beads")  # psf imports calibrate: a loop in one layer
+    assert set(check(tree)) == {"decode_mem.io.stack (layer io) imports a higher layer: decode_mem.simulate",
+                                "package loop: calibrate -> psf -> calibrate", "package loop: io -> simulate -> io"}
+
+
+def test_imports_are_resolved_absolute_relative_and_from_the_package() -> None:
+    assert imported("from .plan import TilePlan\nfrom decode_mem.io import open_stack\n", ["tiling", "executor"],
+                    False) == [["tiling", "plan"], ["io"]]
+    assert imported("from decode_mem import io\nfrom .. import train\n", ["plan", "__main__"], False) == [
+        ["io"], ["train"]]

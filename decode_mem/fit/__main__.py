@@ -53,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
         from decode_mem.fit import FitConfig, fit_movies
+        from decode_mem.footprint.choose import parse_bytes
         from decode_mem.infer.console import ConsoleObserver
-        from decode_mem.plan.choose import parse_bytes
 
         flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
         camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),

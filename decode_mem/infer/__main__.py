@@ -90,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
+    from decode_mem.footprint.choose import parse_bytes
     from decode_mem.infer import InferConfig
     from decode_mem.io.camera import camera_fields, preset, with_fields
-    from decode_mem.plan.choose import parse_bytes
 
     fields = camera_fields(args.camera)  # a preset or a YAML: the preset fills what the YAML leaves out
     camera = with_fields(preset(fields.get("kind", "emccd")), fields) if fields else None

@@ -33,7 +33,7 @@ class InferConfig:
     chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` (chunk_size 'whole': no tiles;
                     'auto' sizes: the fastest that fit
                     ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')
-    memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.plan's modest default)
+    memory_limit    bytes: host RssAnon on a CPU, device memory on CUDA (None: decode_mem.footprint's modest default)
     compile         torch.compile the network: True, False, or 'auto' (CPU, long stacks; ``predict_stack``)
     streams         blocks computed at once on a CPU, each with a share of the threads (``predict_stack``)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)

@@ -25,13 +25,13 @@ import torch
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.choose import SizeChoice, choose_sizes_here
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.model.checkpoint import TrainedModel
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import emulated_bf16
-from decode_mem.plan.choose import SizeChoice, choose_sizes_here
 from decode_mem.postprocess import (
     CANDIDATE_WIDTH,
     MARGIN,
@@ -91,7 +91,7 @@ def predict_stack(
     ``benchmarks/results/streams.md``); memory is planned for all of them. Not on CUDA, and not with
     ``prob_map`` (its buffer holds one block).
     Sizes ``'auto'`` are the fastest that fit ``memory_limit`` (bytes: host RssAnon on a CPU, device memory
-    on CUDA; default ``decode_mem.plan.choose``'s modest budget); given sizes that cannot fit an explicit
+    on CUDA; default ``decode_mem.footprint.choose``'s modest budget); given sizes that cannot fit an explicit
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
     ``MemoryTracker.update`` there). ``threads``: torch CPU threads for this run (None: torch's; where torch
@@ -196,7 +196,7 @@ def process_large_image(
 def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
                amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None,
                margin: int = MARGIN, streams: int = 1) -> SizeChoice:
-    """``decode_mem.plan.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved;
+    """``decode_mem.footprint.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved;
     ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps)."""
     if chunk_size == "whole":
         chunk_size = max(shape[1:])

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from decode_mem.errors import CheckpointError
+from decode_mem.footprint.choose import SizeChoice
 from decode_mem.infer.domain import DomainCheck
 from decode_mem.infer.predict import predict_stack
 from decode_mem.infer.ranges import FrameRange
@@ -25,7 +26,6 @@ from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
 from decode_mem.model.checkpoint import TrainedModel, load_model
-from decode_mem.plan.choose import SizeChoice
 from decode_mem.postprocess import PostprocessConfig
 from decode_mem.tiling import BlockResult
 

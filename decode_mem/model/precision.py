@@ -53,7 +53,7 @@ def resolve_amp(amp: str | None, device: torch.device) -> torch.dtype | None:
 
 def emulated_bf16(dtype: torch.dtype | str | None, device: torch.device) -> bool:
     """True for bf16 (a dtype or 'bf16') on a CPU without native bf16: torch then emulates it, slower than
-    fp32 and with fp32 buffers beside the bf16 tensors (``decode_mem.plan`` plans for them)."""
+    fp32 and with fp32 buffers beside the bf16 tensors (``decode_mem.footprint`` plans for them)."""
     is_bf16 = dtype in (torch.bfloat16, "bf16")
     return is_bf16 and device.type == "cpu" and not cpu_has_native_bf16()
 

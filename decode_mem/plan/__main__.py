@@ -63,9 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
         from decode_mem.config import resolve_device
+        from decode_mem.footprint.choose import choose_sizes_here, parse_bytes
+        from decode_mem.footprint.speed import frames_per_second, remembered_seconds
         from decode_mem.model.checkpoint import load_model
-        from decode_mem.plan.choose import choose_sizes_here, parse_bytes
-        from decode_mem.plan.speed import frames_per_second, remembered_seconds
 
         device = resolve_device(args.device)
         model = load_model(args.model, device=device)  # None: the shipped model
@@ -123,8 +123,8 @@ def plan_training_here(args: argparse.Namespace) -> str:
     import torch
 
     from decode_mem.config import resolve_device
+    from decode_mem.footprint.inference import MiB
     from decode_mem.model.net import DecodeNet
-    from decode_mem.plan.inference import MiB
     from decode_mem.train.config import load_train_config
     from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
 

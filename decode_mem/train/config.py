@@ -8,9 +8,9 @@ from typing import Any
 
 from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.choose import parse_bytes
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
-from decode_mem.plan.choose import parse_bytes
 from decode_mem.simulate.config import SimulationConfig
 
 NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}

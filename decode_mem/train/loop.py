@@ -41,7 +41,7 @@ from decode_mem.train.validation import validate
 
 CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
 MODEL = "model.pt"  # the trained model, for inference (load_model)
-PLAN = "memory_plan.json"  # the planned peak memory of this run (decode_mem.plan.training)
+PLAN = "memory_plan.json"  # the planned peak memory of this run (decode_mem.footprint.training)
 
 OnStep = Callable[[int, dict[str, Any]], object]  # (optimizer steps done, the step's row) -> ignored
 
@@ -94,7 +94,7 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     if rank.distributed:  # gradients averaged over the ranks: the step of one process with the global batch
         model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
 
-    # -- memory: the planned peak (decode_mem.plan) chooses 'auto' crops and refuses what cannot fit
+    # -- memory: the planned peak (decode_mem.footprint) chooses 'auto' crops and refuses what cannot fit
     val_size = cfg.val_size if rank.is_main else 0
     chunk = resolve_chunk_size(cfg, net, device, val_size=val_size)
     if rank.distributed:  # every rank must cut the same crops (the same number of micro-batches)

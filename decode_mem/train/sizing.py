@@ -1,5 +1,5 @@
 """Training sizes against memory: ``chunk_size='auto'`` (the largest aligned crop whose planned peak fits the
-budget) and the check that refuses settings that cannot fit, both from ``decode_mem.plan``'s training plan.
+budget) and the check that refuses settings that cannot fit, both from ``decode_mem.footprint``'s training plan.
 
 Sizes chosen here keep ``PLAN_HEADROOM`` of the budget free, as inference's automatic sizes do: identical training
 runs peak differently (glibc's heap; the training rows of ``benchmarks/results/memory_table.md`` show the error).
@@ -12,10 +12,10 @@ from dataclasses import replace
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.choose import memory_budget, parse_bytes, rss_anon_bytes, with_headroom
+from decode_mem.footprint.inference import MiB
+from decode_mem.footprint.training import TrainingPlan, plan_training
 from decode_mem.model.net import DecodeNet
-from decode_mem.plan.choose import memory_budget, parse_bytes, rss_anon_bytes, with_headroom
-from decode_mem.plan.inference import MiB
-from decode_mem.plan.training import TrainingPlan, plan_training
 from decode_mem.train.config import TrainConfig
 
 CHUNKS = (1024, 512, 256, 128, 64, 32)  # crop sides tried below the frame, largest first

@@ -159,9 +159,9 @@ def test_streams_are_planned_and_checked(shipped_model, tmp_path) -> None:
     """Memory is planned for every stream (a network working set and a block each); settings they cannot
     serve are refused before anything runs."""
     from decode_mem.errors import ConfigError
+    from decode_mem.footprint.inference import STREAM_ARENA_SLACK, plan_inference
     from decode_mem.infer import InferConfig
     from decode_mem.infer.probmap import ProbabilityMap
-    from decode_mem.plan.inference import STREAM_ARENA_SLACK, plan_inference
 
     model = load_model(shipped_model)
     kw = dict(chunk_size=128, batch_size=2, block=8, itemsize=2)

@@ -14,10 +14,10 @@ import tifffile
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.footprint import LiveBytes, choose_sizes, heap, parse_bytes, plan_inference, trace
+from decode_mem.footprint.choose import PLAN_HEADROOM
 from decode_mem.model import DecodeNet, ModelConfig
-from decode_mem.plan import LiveBytes, choose_sizes, heap, parse_bytes, plan_inference, trace
 from decode_mem.plan.__main__ import main
-from decode_mem.plan.choose import PLAN_HEADROOM
 from decode_mem.tiling import TileConfig, TiledExecutor
 
 CPU = torch.device("cpu")
@@ -132,7 +132,7 @@ def test_a_short_stack_holds_only_the_blocks_it_has(small: DecodeNet) -> None:
 
 
 def test_bf16_without_native_support_is_planned_with_its_fp32_buffers(small: DecodeNet, monkeypatch) -> None:
-    import decode_mem.plan.inference as inference
+    import decode_mem.footprint.inference as inference
     from decode_mem.model import precision
 
     plan = plan_inference(small, (256, 256), chunk_size=128, batch_size=2, amp="bf16", block=4)
@@ -158,7 +158,7 @@ def test_sizes_are_chosen_again_when_planning_left_memory_behind(small: DecodeNe
                                                                  left_behind_mib: int) -> None:
     """Planning can leave RssAnon behind that the run keeps (the first fake-tensor trace); automatic sizes must
     still fit."""
-    import decode_mem.plan.choose as choose
+    import decode_mem.footprint.choose as choose
 
     baseline = 200 * 2**20
     largest = choose_sizes(small, (512, 512), memory_limit=2**31, baseline_bytes=baseline, probe=False).plan
@@ -187,7 +187,7 @@ def test_auto_times_candidates_and_remembers_them(small: DecodeNet) -> None:
 def test_smaller_tiles_with_more_halo_work_are_neither_traced_nor_timed(small: DecodeNet, monkeypatch) -> None:
     """At one batch, tiles that multiply the network work per frame cannot be the fastest: a frame that fits one
     tile is not cut into four for timing (the first run of a new user pays every trace and timing)."""
-    import decode_mem.plan.choose as choose
+    import decode_mem.footprint.choose as choose
 
     timed: list[int] = []
     monkeypatch.setattr(choose, "time_unit", lambda net, plan, device: timed.append(plan.chunk_size) or 0.1)
@@ -211,10 +211,10 @@ def test_smaller_tiles_with_more_halo_work_are_neither_traced_nor_timed(small: D
 def test_timing_a_unit_leaves_no_freed_working_set_behind() -> None:
     """glibc kept a timed unit's freed working set in the heap, which the run that followed carried to its end;
     it is handed back after timing."""
+    from decode_mem.footprint.choose import rss_anon_bytes
+    from decode_mem.footprint.inference import warm_up
+    from decode_mem.footprint.speed import time_unit
     from decode_mem.model.checkpoint import load_model
-    from decode_mem.plan.choose import rss_anon_bytes
-    from decode_mem.plan.inference import warm_up
-    from decode_mem.plan.speed import time_unit
 
     net = load_model().net
     warm_up(net, CPU, "off")
@@ -304,8 +304,8 @@ def test_the_default_host_budget_is_counted_above_the_process_baseline(small: De
     the whole process, the default refused CPU work there. The same situation at a smaller scale: the allowance is
     256 MiB and the process holds more than that before it plans (300 MB of numpy pages written, so RssAnon);
     planning and a run with the default budget are not refused, and what the run adds stays within the allowance."""
+    from decode_mem.footprint import choose
     from decode_mem.infer import predict_stack
-    from decode_mem.plan import choose
 
     monkeypatch.setattr(choose, "DEFAULT_HOST_ALLOWANCE", 256 * 2**20)
     ballast = np.ones(300 * 10**6 // 8, dtype=np.float64)  # written: RssAnon of this process
@@ -333,7 +333,7 @@ def test_on_cuda_batches_are_timed_until_throughput_stops_growing(small: DecodeN
     The device's timing and trace are stand-ins here (no GPU): a measured-like curve that peaks at batch 8."""
     import time as clock
 
-    from decode_mem.plan import choose, inference
+    from decode_mem.footprint import choose, inference
 
     curve = {1: 800.0, 2: 1400.0, 4: 2200.0, 8: 2600.0, 16: 2500.0, 32: 1800.0, 64: 1000.0}  # frames/s
     timed: list[int] = []

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.footprint import LiveBytes
+from decode_mem.footprint.training import plan_training, planned_slots
 from decode_mem.model import DecodeNet, ModelConfig
 from decode_mem.model.loss import DecodeLoss
-from decode_mem.plan import LiveBytes
 from decode_mem.plan.__main__ import main as plan_main
-from decode_mem.plan.training import plan_training, planned_slots
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.__main__ import main as train_main
 from decode_mem.train.config import TrainConfig
@@ -102,7 +102,7 @@ def test_plan_cli_refuses_flags_the_chosen_mode_would_ignore(capsys) -> None:
 
 
 def test_a_job_choosing_its_own_batch_halves_it_until_the_plan_fits(tiny: DecodeNet) -> None:
-    from decode_mem.plan.choose import PLAN_HEADROOM
+    from decode_mem.footprint.choose import PLAN_HEADROOM
     from decode_mem.train.sizing import fitting_batch, plan_for
 
     cfg = TrainConfig(batch_size=16, accumulation_steps=1, val_size=2, simulation=SimulationConfig(frame_size=(48, 48)))

@@ -281,7 +281,7 @@ def test_cuda_out_of_memory_on_a_full_device_backs_off_and_finishes(tiny: Decode
     finishes, and gives the output of the same run on an empty device."""
     import copy
 
-    from decode_mem.plan import peak_bytes
+    from decode_mem.footprint import peak_bytes
 
     net = copy.deepcopy(tiny).cuda()
     stack = _stack(18, 512, 512, seed=5)

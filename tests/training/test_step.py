@@ -111,7 +111,7 @@ def test_crops_pack_their_targets_and_keep_the_loss() -> None:
 def test_auto_chunk_size_is_the_largest_crop_whose_plan_fits() -> None:
     from dataclasses import replace
 
-    from decode_mem.plan.choose import PLAN_HEADROOM
+    from decode_mem.footprint.choose import PLAN_HEADROOM
     from decode_mem.train.config import TrainConfig
     from decode_mem.train.sizing import plan_for, resolve_chunk_size
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import torch
 
+from decode_mem.footprint.inference import ALLOCATOR_SLACK, MiB, executor_amp
+from decode_mem.footprint.trace import fake_network, remembered_trace
 from decode_mem.model.loss import DecodeLoss
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import autocast, resolve_amp
-from decode_mem.plan.inference import ALLOCATOR_SLACK, MiB, executor_amp
-from decode_mem.plan.trace import fake_network, remembered_trace
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.dataset import WINDOW
 

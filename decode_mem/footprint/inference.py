@@ -27,9 +27,9 @@ from typing import Any
 
 import torch
 
+from decode_mem.footprint.trace import GLIBC_MMAP_THRESHOLD_MAX, fake_network, remembered_trace
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
-from decode_mem.plan.trace import GLIBC_MMAP_THRESHOLD_MAX, fake_network, remembered_trace
 from decode_mem.postprocess import MARGIN
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
+from decode_mem.footprint.heap import release_free_heap
+from decode_mem.footprint.inference import InferencePlan
+from decode_mem.footprint.trace import source_fingerprint
 from decode_mem.io.atomic import atomic_output
-from decode_mem.plan.heap import release_free_heap
-from decode_mem.plan.inference import InferencePlan
-from decode_mem.plan.trace import source_fingerprint
 from decode_mem.tiling import TileConfig, TiledExecutor
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit

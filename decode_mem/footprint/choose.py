@@ -36,10 +36,10 @@ import psutil
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.inference import MARGIN, InferencePlan, MiB, plan_inference, warm_up
+from decode_mem.footprint.speed import frames_per_second, remembered_seconds, time_unit
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
-from decode_mem.plan.inference import MARGIN, InferencePlan, MiB, plan_inference, warm_up
-from decode_mem.plan.speed import frames_per_second, remembered_seconds, time_unit
 
 DEFAULT_HOST_ALLOWANCE = 768 << 20  # bytes of RssAnon a run may add above its process's baseline (docstring): 1 GiB
 # less 256 MiB, about what a CPU process holds after importing torch and the shipped model (244 MiB measured with
