@@ -13,7 +13,7 @@ leaves a report, the steps not reached marked so):
    a new user pays), then the repeats with the sizes it remembered. Frames/s of the stack (``<stem>.json``'s
    ``frames_per_s``: from choosing the sizes to the files closed, the process's start-up and the report not
    included) and of the whole command, beside the network alone at the sizes the run chose
-   (``plan.speed.time_unit`` on the same unit of work in this process), and peak RssAnon of the command.
+   (``footprint.speed.time_unit`` on the same unit of work in this process), and peak RssAnon of the command.
 4. **Device memory, predicted vs measured**: ``plan_inference``'s prediction of the network's working set beside
    ``peak_bytes`` of a real unit (CUDA: ``torch.cuda.max_memory_allocated``; a CPU: live tensor bytes), and
    ``<stem>.json``'s measured device peak of each end-to-end run beside its plan.
