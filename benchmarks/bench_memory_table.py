@@ -7,7 +7,7 @@
 1. **Planner vs measured** (``predict_stack`` with the shipped model, fresh process per row, 1 torch thread):
    frame size × tile core (``chunk_size``) × batch × precision; peak host RssAnon (the larger of RssAnon sampled
    every 2 ms and VmHWM, reset at the start, less the file-backed pages: a peak between samples is not missed;
-   on CUDA also the device peak) beside ``decode_mem.footprint``'s prediction for the same settings, and the relative
+   on CUDA also the device peak) beside ``decode_mem.plan``'s prediction for the same settings, and the relative
    error.
 2. **Training, planner vs measured** (``decode_mem.train``'s ``fit`` with the default network, fresh process per
    row, 1 torch thread: two optimizer steps and one validation of 16 windows, simulated frames at density 1/µm²):
