@@ -61,3 +61,13 @@ def test_the_old_name_of_the_shipped_model_still_imports() -> None:
     from decode_mem.model.checkpoint import SHIPPED_MODEL
 
     assert DEFAULT_MODEL == SHIPPED_MODEL and DEFAULT_MODEL.name == "default_2d.pt"
+
+
+def test_the_planners_names_still_import_from_decode_mem_plan() -> None:
+    """The planner moved to ``decode_mem.footprint`` (below infer and train); ``decode_mem.plan`` keeps its names."""
+    import decode_mem.footprint as footprint
+    import decode_mem.plan as plan
+
+    for name in plan.__all__:
+        assert getattr(plan, name) is getattr(footprint, name), name
+    assert set(plan.__all__) == set(footprint.__all__)
