@@ -11,7 +11,7 @@
    error.
 2. **Training, planner vs measured** (``decode_mem.train``'s ``fit`` with the default network, fresh process per
    row, 1 torch thread: two optimizer steps and one validation of 16 windows, simulated frames at density 1/µm²):
-   frame size × crop (``--use_chunking --chunk_size``) × batch; the peak as in part 1 (device peak on CUDA)
+   frame size × crop (``--use_chunking --crop_size``) × batch; the peak as in part 1 (device peak on CUDA)
    beside the prediction the run itself wrote (``<out>/memory_plan.json``).
 3. **The defaults** (``python -m decode_mem.infer STACK --out DIR`` with no size flags, 3-frame uint16 stacks, the
    user's command, with an empty plan cache as on a new user's first run, so its timed candidates count too):
@@ -85,7 +85,7 @@ from decode_mem.train.config import TrainConfig
 from decode_mem.train.loop import PLAN, fit
 a = json.loads(sys.argv[1])
 cfg = TrainConfig(out=a["out"], steps=2, batch_size=a["batch"], accumulation_steps=1, val_every=2, val_size=16,
-                  use_chunking=a["chunk"] > 0, chunk_size=a["chunk"] or 512, memory_tracking=False, quiet=True,
+                  use_chunking=a["chunk"] > 0, crop_size=a["chunk"] or 512, memory_tracking=False, quiet=True,
                   amp=a["amp"], device=a["device"], size_jitter=0,
                   simulation=SimulationConfig(frame_size=(a["frame"], a["frame"]), density=1.0), model=ModelConfig())
 if a["device"] == "cuda":

@@ -1,7 +1,8 @@
 """What every command-line tool shares: one parser shape, one flag spelling, one exit-code convention.
 
 Every ``python -m decode_mem.<job>`` builds its parser with ``new_parser`` (``--debug`` and ``--quiet`` on
-every tool), adds flags with ``add`` (``--chunk_size`` is also accepted as ``--chunk-size``) and runs its
+every tool), adds flags with ``add`` (``--chunk_size`` is also accepted as ``--chunk-size``; a renamed flag keeps
+its old spelling as a hidden alias) and runs its
 body through ``run``: exit 0 done, 1 some inputs failed (the body returns 1), 2 bad settings or input
 (a ``DecodeMemError``, printed as one ``error: ...`` line; ``--debug`` shows the traceback instead).
 """
@@ -20,6 +21,16 @@ from decode_mem.errors import DecodeMemError
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
 DEVICE_HELP = "auto | cpu | cuda | cuda:N (default auto: CUDA when present, else the CPU)"
+# One meaning per flag name in every job: a job's help for these flags starts with these words (its own details
+# follow); tests/test_cli_conventions.py checks it.
+MEANINGS = {
+    "--chunk_size": "tile core side in px (inference; each tile adds the network's halo)",
+    "--crop_size": "training crop side in px (large training frames are cut into crops, no halo)",
+    "--batch_size": "windows (3-frame network inputs) per network call",
+    "--accumulation_steps": "micro-batches per optimizer step",
+    "--memory_limit": "memory budget in bytes, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)",
+    "--budget_minutes": "training time in minutes (wall clock)",
+}
 
 
 def int_or_auto(value: str) -> int | str:
@@ -62,13 +73,27 @@ def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     return p
 
 
-def add(group: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, **kwargs: Any) -> argparse.Action:
-    """``group.add_argument`` with a dashed alias for every underscored long flag (``--a_b`` and ``--a-b``)."""
+def add(group: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, old: Sequence[str] = (),
+        **kwargs: Any) -> argparse.Action:
+    """``group.add_argument`` with a dashed alias for every underscored long flag (``--a_b`` and ``--a-b``).
+
+    ``old``: former spellings of a renamed flag, still accepted (scripts keep working) but not shown by
+    ``--help``: a second action with the same destination, no default of its own and suppressed help.
+    """
+    action = group.add_argument(*_dashed(flags), **kwargs)
+    if old:
+        same = {k: v for k, v in kwargs.items() if k not in ("help", "default", "dest", "required")}
+        group.add_argument(*_dashed(old), dest=action.dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                           **same)
+    return action
+
+
+def _dashed(flags: Sequence[str]) -> list[str]:
     names = list(flags)
     for flag in flags:
         if flag.startswith("--") and "_" in flag[2:] and flag.replace("_", "-") not in names:
             names.append(flag.replace("_", "-"))
-    return group.add_argument(*names, **kwargs)
+    return names
 
 
 def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int | None],

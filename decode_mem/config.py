@@ -18,14 +18,31 @@ AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision everywhere (dec
 CONFIG_VERSION = 1  # the `version` key of every decode_mem YAML (optional; a newer version is refused)
 
 
-def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: str) -> None:
-    """Raise ConfigError for the first key of ``params`` not in ``known`` (a dataclass or a list of names)."""
+def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: str,
+               renamed: Mapping[str, str] | None = None) -> None:
+    """Raise ConfigError for the first key of ``params`` not in ``known`` (a dataclass or a list of names).
+    ``renamed`` (old key -> new key): a key close to an old name suggests the new one."""
     known = [f.name for f in dataclasses.fields(known)] if isinstance(known, type) else list(known)
+    renamed = renamed or {}
     for key in params:
         if key not in known:
-            hint = difflib.get_close_matches(str(key), known, n=1)
-            suffix = f" (did you mean {hint[0]!r}?)" if hint else f"; known keys are {sorted(known)}"
+            hint = difflib.get_close_matches(str(key), known + list(renamed), n=1)
+            suffix = (f" (did you mean {renamed.get(hint[0], hint[0])!r}?)" if hint
+                      else f"; known keys are {sorted(known)}")
             raise ConfigError(f"{source}: unknown key {key!r}{suffix}")
+
+
+def renamed_keys(params: Mapping[str, Any], renamed: Mapping[str, str], source: str) -> dict[str, Any]:
+    """``params`` with keys renamed in a later version (old -> new) read as their new names, so that older YAML
+    files keep working; an old and a new spelling of one key together are a ConfigError."""
+    out = dict(params)
+    for old, new in renamed.items():
+        if old in out:
+            if new in out:
+                raise ConfigError(f"{source}: {old!r} and {new!r} are one setting ({old!r} is its old name); "
+                                  f"give {new!r} only")
+            out[new] = out.pop(old)
+    return out
 
 
 def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, Any]:

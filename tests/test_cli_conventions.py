@@ -3,7 +3,9 @@ dashed and underscored spellings are both accepted, and bad settings exit with 2
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +75,82 @@ def test_pipeline_description_names_every_step() -> None:
     text = build_parser().description
     for step in ("simulate", "train", "infer", "drift", "evaluate", "render", "report"):
         assert step in text
+
+
+# Flags that several jobs share but that take different kinds of value: named here with the reason, so that a new
+# clash fails the test below (and this list shrinks when one is renamed).
+KNOWN_CLASHES = {
+    "--train": "plan: a switch (plan a training run); fit: when to fine-tune (auto, always, never)",
+    "--blur": "render: a blur mode; drift: a blur width in nm",
+}
+# Spellings renamed for one meaning per name; still accepted, not shown by --help: (job, old, new, value)
+RENAMED_FLAGS = (
+    ("plan", "--chunk", "--chunk_size", "128"), ("plan", "--batch", "--batch_size", "4"),
+    ("plan", "--accumulation", "--accumulation_steps", "2"), ("train", "--chunk_size", "--crop_size", "64"),
+    ("fit", "--budget", "--budget_minutes", "5"),
+)
+
+
+def _visible_flags() -> dict[str, dict[str, argparse.Action]]:
+    """flag -> {job: action} for every flag that some job's --help shows."""
+    flags: dict[str, dict[str, argparse.Action]] = {}
+    for job in JOBS:
+        for action in importlib.import_module(f"decode_mem.{job}.__main__").build_parser()._actions:
+            if action.help != argparse.SUPPRESS:
+                for flag in action.option_strings:
+                    if flag.startswith("--") and "-" not in flag[2:]:
+                        flags.setdefault(flag, {})[job] = action
+    return flags
+
+
+def _kind(action: argparse.Action) -> tuple:
+    """What a flag takes: its action class, value type (an integer or 'auto' counts as an integer), count, choices."""
+    name = getattr(action.type, "__name__", None)
+    value = "int" if name in ("int", "int_or_auto", "crop_arg") else "float" if name == "float" else "text"
+    return type(action).__name__, value, action.nargs, bool(action.choices)
+
+
+def test_a_flag_name_means_one_thing_in_every_job() -> None:
+    """A flag shared by several jobs takes the same kind of value everywhere, and the size and budget flags start
+    their help with the one sentence of ``cli.MEANINGS`` (a tile core is never called a crop, minutes never bytes)."""
+    from decode_mem.cli import MEANINGS
+
+    flags = _visible_flags()
+    clashes = {flag for flag, jobs in flags.items() if len({_kind(a) for a in jobs.values()}) > 1}
+    assert clashes == set(KNOWN_CLASHES), {f: {j: _kind(a) for j, a in flags[f].items()} for f in clashes}
+    for flag, meaning in MEANINGS.items():
+        assert flag in flags, f"{flag}: in cli.MEANINGS but no job has it"
+        for job, action in flags[flag].items():
+            assert action.help.startswith(meaning), f"{job} {flag}: {action.help!r} does not start {meaning!r}"
+    for jobs in flags.values():
+        for job, action in jobs.items():  # 'budget' alone is memory (bytes); time is --budget_minutes
+            if re.search(r"\bbudget\b", action.help):
+                assert "minute" not in action.help, f"{job} {action.option_strings[0]}: {action.help!r}"
+    assert "--chunk_size" not in flags or "train" not in flags["--chunk_size"]  # train's crops are --crop_size
+    for _, old, _, _ in RENAMED_FLAGS:
+        assert old not in flags or old == "--chunk_size", f"{old} is shown by --help"
+
+
+@pytest.mark.parametrize(("job", "old", "new", "value"), RENAMED_FLAGS)
+def test_old_flag_spellings_still_parse(job: str, old: str, new: str, value: str) -> None:
+    parser = importlib.import_module(f"decode_mem.{job}.__main__").build_parser()
+    required = {"plan": ["--frame", "64", "64"], "train": [], "fit": ["movie.tif", "--out", "o"]}[job]
+    as_new = parser.parse_args([*required, new, value])
+    assert vars(parser.parse_args([*required, old, value])) == vars(as_new)
+    assert vars(parser.parse_args([*required, old.replace("_", "-"), value])) == vars(as_new)
+    shown = {flag for a in parser._actions if a.help != argparse.SUPPRESS for flag in a.option_strings}
+    assert new in shown and old not in shown
+
+
+def test_plan_train_reads_the_old_chunk_as_the_crop_side(capsys) -> None:
+    """``plan --train --chunk N`` (the old spelling) plans crops of N px, as ``--crop_size N`` does; the two
+    together are one clear error."""
+    from decode_mem.plan.__main__ import main
+
+    args = ["--train", "--frame", "64", "64", "--batch_size", "2", "--val_size", "2", "--device", "cpu"]
+    assert main([*args, "--crop_size", "32"]) == 0
+    new = capsys.readouterr().out.splitlines()[0]  # the sizes (the memory lines measure this process's baseline)
+    assert main([*args, "--chunk", "32"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == new and "crops of 32x32 px" in new
+    assert main([*args, "--chunk_size", "32", "--crop_size", "32"]) == 2
+    assert "give --crop_size only" in capsys.readouterr().err

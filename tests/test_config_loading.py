@@ -53,3 +53,19 @@ def test_version_key_is_checked_and_removed(tmp_path: Path) -> None:
     newer.write_text("version: 99\nsteps: 3\n")
     with pytest.raises(ConfigError, match=r"newer\.yaml: config version 99"):
         load_yaml(newer)
+
+
+def test_a_renamed_train_key_is_read_under_its_old_name(tmp_path: Path) -> None:
+    """``chunk_size`` (train's crop side before it became ``crop_size``) still reads; both spellings together, or
+    a misspelling of the old one, are one clear error that names the new key."""
+    from decode_mem.train.config import load_train_config
+
+    path = tmp_path / "train.yaml"
+    path.write_text("train:\n  use_chunking: true\n  chunk_size: 64\n")
+    assert load_train_config(path).crop_size == 64
+    path.write_text("train:\n  chunk_size: 64\n  crop_size: 32\n")
+    with pytest.raises(ConfigError, match=r"train\.yaml: 'chunk_size' and 'crop_size' are one setting"):
+        load_train_config(path)
+    path.write_text("train:\n  chunk_sise: 64\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'chunk_sise' \(did you mean 'crop_size'\?\)"):
+        load_train_config(path)

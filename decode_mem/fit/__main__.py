@@ -1,11 +1,12 @@
-"""``python -m decode_mem.fit MOVIE... --out DIR [--budget MINUTES] [--train auto|always|never] [--psf psf.h5]``.
+"""``python -m decode_mem.fit MOVIE... --out DIR [--budget_minutes M] [--train auto|always|never] [--psf psf.h5]``.
 
 Calibrates the first movie, uses the shipped generalist where its training envelope covers it, otherwise
-fine-tunes it on matching simulations for ``--budget`` minutes (progress and remaining time shown; Ctrl-C or a
+fine-tunes it on matching simulations for ``--budget_minutes`` (progress and remaining time shown; Ctrl-C or a
 kill leaves a state that the same command continues from), validates the new model against the shipped one
 on held-out matched simulations, localizes every movie (outputs as ``decode_mem.infer``) and writes
 ``fit.json``. Give the camera that recorded the movies (``--camera CAM.yaml`` or the camera flags of infer).
 With ``--psf psf.h5`` (``python -m decode_mem.psf``) the movies are 3-D: a 3-D model is trained on that PSF.
+``--budget_minutes`` is time (the old spelling ``--budget`` still works); the memory budget is ``--memory_limit``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, progress_bars, run
+from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, MEANINGS, add, int_or_auto, new_parser, progress_bars, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
 
@@ -24,11 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.fit", __doc__)
     p.add_argument("movies", nargs="+", metavar="MOVIE", help="stacks of one setup (the first is calibrated)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--budget", type=float, default=15.0, help="training time in minutes (default 15)")
+    add(p, "--budget_minutes", old=("--budget",), type=float, default=15.0,
+        help=MEANINGS["--budget_minutes"] + " for fine-tuning or --psf training (default 15)")
     p.add_argument("--train", choices=("auto", "always", "never"), default="auto",
                    help="auto (default): fine-tune only when the shipped model does not cover the movie")
     p.add_argument("--model", help="base model to use or fine-tune (default: the shipped generalist)")
-    p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it for --budget minutes")
+    p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it for --budget_minutes")
     cam = p.add_argument_group("camera")
     cam.add_argument("--camera", help="camera YAML, or emccd / scmos presets")
     for flag in CAMERA_FLAGS:
@@ -37,10 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(run_, "--calib_frames", type=int, default=200, help="frames the calibration reads (default 200)")
     add(run_, "--val_windows", type=int, default=256, help="held-out matched windows for validation (default 256)")
     run_.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
-    add(run_, "--chunk_size", type=int_or_auto, default="auto", help="inference tile size, or auto")
-    add(run_, "--batch_size", type=int_or_auto, default="auto", help="inference batch, or auto")
-    add(run_, "--memory_limit", help="memory budget of fine-tuning and inference, e.g. 2GiB (host RssAnon on a CPU, "
-        "device memory on CUDA); fine-tuning that cannot fit it is refused")
+    add(run_, "--chunk_size", type=int_or_auto, default="auto", help=MEANINGS["--chunk_size"] + ", or auto")
+    add(run_, "--batch_size", type=int_or_auto, default="auto",
+        help=MEANINGS["--batch_size"] + " in inference, or auto")
+    add(run_, "--memory_limit", help=MEANINGS["--memory_limit"] + " of fine-tuning and inference; fine-tuning that "
+        "cannot fit it is refused")
     run_.add_argument("--device", default="auto", help=DEVICE_HELP)
     run_.add_argument("--threads", type=int, help="torch CPU threads")
     run_.add_argument("--seed", type=int, default=0, help="random seed of the matched simulations (default 0)")
@@ -59,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
         camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),
                                    flags=flags)
-        cfg = FitConfig(movies=tuple(args.movies), out=args.out, camera=camera, budget_minutes=args.budget,
+        cfg = FitConfig(movies=tuple(args.movies), out=args.out, camera=camera, budget_minutes=args.budget_minutes,
                         train=args.train, base_model=args.model, psf=args.psf, calib_frames=args.calib_frames,
                         val_windows=args.val_windows,
                         device=args.device, threads=args.threads, seed=args.seed,
@@ -77,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     what = "training" if args.psf else "fine-tuning"
                     print(f"{what} for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
                           f"{details['accumulation_steps']} accumulated): " + "; ".join(details["why"]))
-                bar = tqdm(total=round(60 * args.budget), unit="s", desc="fine-tune",
+                bar = tqdm(total=round(60 * args.budget_minutes), unit="s", desc="fine-tune",
                            disable=not progress_bars(args.quiet))
             elif bar is not None:
                 bar.close()

@@ -4,9 +4,9 @@ Example: ``python -m decode_mem.infer movies/ --model model.pt --out locs --form
 Per stack ``<stem>``: ``<stem>.csv`` / ``.hdf5`` + ``.yaml`` / ``.parquet`` and ``<stem>.json`` (written last).
 Without size flags the tile size and batch are chosen per stack as the fastest that fit the memory budget
 (``--memory_limit``; ``python -m decode_mem.plan`` shows the choice before a run). ``--chunk_size`` is the
-tile core side and ``--batch_size`` the windows (tile × frame) per network call — the same words as in
-``python -m decode_mem.train``. The first frames of each stack are checked against the model's training
-envelope; ``--strict`` makes a mismatch an error.
+tile core side (each tile adds the network's halo; training's crops are ``--crop_size``) and ``--batch_size``
+the windows (tile × frame) per network call, as in ``python -m decode_mem.train``. The first frames of each
+stack are checked against the model's training envelope; ``--strict`` makes a mismatch an error.
 Exit codes: 0 all stacks done, 1 some stack failed (reported, the others were processed), 2 bad model or
 settings (nothing was done).
 """
@@ -18,7 +18,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, MEANINGS, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES, resolve_device
 from decode_mem.io.camera import CAMERA_FLAGS
 
@@ -37,13 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="no tiles: each frame in one piece (an out-of-memory error still backs off to tiles); default "
              "without either flag: whole frames when they fit the memory budget, else tiles")
     add(mem, "--chunk_size", type=int_or_auto, default="auto",
-        help="tile core side in px with --use_chunking, or 'auto' (default: the fastest that fits --memory_limit)")
+        help=MEANINGS["--chunk_size"] + " with --use_chunking, or 'auto' (default: the fastest that fits "
+             "--memory_limit)")
     add(mem, "--batch_size", type=int_or_auto, default="auto",
-        help="windows (tile x frame) per network call, or 'auto' (default)")
-    add(mem, "--memory_limit", help="memory budget, e.g. 2GiB (the process's host RssAnon on a CPU, device memory "
-                                    "on CUDA; default: on a CPU 768 MiB or half the available above what the "
-                                    "process holds before the run, 80%% of the free GPU memory); given sizes that "
-                                    "cannot fit it are refused")
+        help=MEANINGS["--batch_size"] + " (one per tile and frame), or 'auto' (default)")
+    add(mem, "--memory_limit", help=MEANINGS["--memory_limit"] + "; default: on a CPU 768 MiB or half the "
+                                    "available above what the process holds before the run, on CUDA 80%% of the "
+                                    "free GPU memory; given sizes that cannot fit it are refused")
     mem.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                      help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16, off")
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")

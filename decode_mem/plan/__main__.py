@@ -1,16 +1,17 @@
 """``python -m decode_mem.plan``: predict peak host and device memory of inference or training before
 anything runs.
 
-Example: ``python -m decode_mem.plan --frame 2048 2048 --chunk 512 --batch 4 --amp bf16 --device cpu``.
-Without ``--chunk``/``--batch`` (or with ``auto``) it chooses them as ``infer`` would under ``--memory_limit``
-(timing candidates on this machine unless ``--no_probe``); it prints the measured throughput where this
-machine has timed that unit of work before.
+Example: ``python -m decode_mem.plan --frame 2048 2048 --chunk_size 512 --batch_size 4 --amp bf16 --device cpu``.
+Without ``--chunk_size``/``--batch_size`` (or with ``auto``) it chooses them as ``infer`` would under
+``--memory_limit`` (timing candidates on this machine unless ``--no_probe``); it prints the measured throughput
+where this machine has timed that unit of work before. The flags mean what they mean in ``infer`` and ``train``.
 
 With ``--train`` it plans ``python -m decode_mem.train`` instead: ``--frame`` is the training frame size,
-``--batch`` the training windows per micro-batch (default: the training config's), ``--chunk`` the crop side
-(``auto``: the largest that fits, as ``train --use_chunking --chunk_size auto`` chooses; ``none``: whole
+``--batch_size`` the training windows per micro-batch (default: the training config's), ``--crop_size`` the crop
+side (``auto``: the largest that fits, as ``train --use_chunking --crop_size auto`` chooses; ``none``: whole
 frames); the model, loss and simulation come from ``--config`` (a training YAML) or the defaults. It exits
-with an error where ``train`` would refuse the settings.
+with an error where ``train`` would refuse the settings. The old spellings ``--chunk``, ``--batch`` and
+``--accumulation`` are still accepted (with ``--train``, ``--chunk``/``--chunk_size`` is read as ``--crop_size``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import DEVICE_HELP, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, MEANINGS, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES
 
 
@@ -27,29 +28,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.plan", __doc__)
     p.add_argument("--frame", type=int, nargs=2, metavar=("H", "W"), required=True, help="frame size in px")
     p.add_argument("--frames", type=int, help="frames in the stack (default: long)")
-    add(p, "--chunk", "--chunk_size", dest="chunk", type=chunk_arg, default="auto",
-        help="tile core side in px, or auto (--train: the crop side, auto, or none for whole frames)")
-    add(p, "--batch", "--batch_size", dest="batch", type=int_or_auto, default="auto",
-        help="windows per network call, or auto")
+    add(p, "--chunk_size", old=("--chunk",), type=crop_arg,
+        help=MEANINGS["--chunk_size"] + ", or auto (default)")
+    add(p, "--batch_size", old=("--batch",), type=int_or_auto, default="auto",
+        help=MEANINGS["--batch_size"] + " (inference: one per tile and frame; --train: a micro-batch), or auto "
+             "(default; --train: the training config's)")
     p.add_argument("--amp", choices=AMP_CHOICES,
                    help="precision (default: off for inference, the training config's for --train)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
     p.add_argument("--dtype", help="pixel type of the stack (default uint16)")
-    add(p, "--memory_limit", help="budget, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)")
+    add(p, "--memory_limit", help=MEANINGS["--memory_limit"])
     add(p, "--no_probe", action="store_true", help="choose 'auto' sizes without timing candidates")
     p.add_argument("--streams", type=int, default=1, help="blocks computed at once on a CPU (infer --streams)")
     train = p.add_argument_group("training (--train)")
     train.add_argument("--train", action="store_true", help="plan a training run instead of inference")
     train.add_argument("--config", help="training YAML (model, loss, simulation); default: the embedded defaults")
-    add(train, "--accumulation", "--accumulation_steps", dest="accumulation", type=int,
-        help="micro-batches per optimizer step")
+    add(train, "--crop_size", type=crop_arg,
+        help=MEANINGS["--crop_size"] + ", auto (default: the largest that fits), or none for whole frames")
+    add(train, "--accumulation_steps", old=("--accumulation",), type=int, help=MEANINGS["--accumulation_steps"])
     add(train, "--val_size", type=int, help="validation windows")
     return p
 
 
-def chunk_arg(value: str) -> int | str:
-    """``--chunk``: an integer, 'auto', or (``--train``) 'none'."""
+def crop_arg(value: str) -> int | str:
+    """``--crop_size``: an integer, 'auto', or 'none' (whole frames). ``--chunk_size`` takes the same words: with
+    ``--train`` it is the old spelling of ``--crop_size``; without, 'none' is refused (``check_mode``)."""
     return value if value == "none" else int_or_auto(value)
 
 
@@ -70,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = resolve_device(args.device)
         model = load_model(args.model, device=device)  # None: the shipped model
         itemsize = np.dtype(args.dtype or "uint16").itemsize
-        choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=args.chunk, batch_size=args.batch,
+        chunk_size = "auto" if args.chunk_size is None else args.chunk_size
+        choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=chunk_size, batch_size=args.batch_size,
                                    amp=args.amp or "off", device=device, itemsize=itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
                                    probe=not args.no_probe, streams=args.streams)
@@ -101,15 +106,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def check_mode(args: argparse.Namespace) -> None:
-    """One error for flags the chosen mode (inference, or ``--train``) would ignore."""
+    """One error for flags the chosen mode (inference, or ``--train``) would ignore. With ``--train``, a
+    ``--chunk_size`` (the old spelling of the crop side) becomes ``--crop_size``."""
     from decode_mem.errors import ConfigError
 
     if args.train:
+        if args.chunk_size is not None:
+            if args.crop_size is not None:
+                raise ConfigError("--chunk_size and --crop_size with --train: give --crop_size only (the training "
+                                  "crop side; --chunk_size is the inference tile core)")
+            args.crop_size, args.chunk_size = args.chunk_size, None
         ignored = {"--frames": args.frames, "--model": args.model, "--dtype": args.dtype,
                    "--no_probe": args.no_probe or None, "--streams": args.streams if args.streams != 1 else None}
     else:
-        ignored = {"--config": args.config, "--accumulation": args.accumulation, "--val_size": args.val_size,
-                   "--chunk none": "none" if args.chunk == "none" else None}
+        ignored = {"--config": args.config, "--accumulation_steps": args.accumulation_steps,
+                   "--val_size": args.val_size, "--crop_size": args.crop_size,
+                   "--chunk_size none": "none" if args.chunk_size == "none" else None}
     given = [flag for flag, value in ignored.items() if value is not None]
     if given:
         raise ConfigError(f"{', '.join(given)}: only for {'inference (without --train)' if args.train else '--train'}")
@@ -129,21 +141,21 @@ def plan_training_here(args: argparse.Namespace) -> str:
     from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
 
     cfg = load_train_config(args.config)
-    chunk = str(args.chunk)
-    cfg = replace(cfg.with_overrides(batch_size=None if args.batch == "auto" else args.batch,
-                                     accumulation_steps=args.accumulation, val_size=args.val_size, amp=args.amp,
-                                     memory_limit=args.memory_limit),
-                  use_chunking=chunk != "none", chunk_size="auto" if chunk in ("auto", "none") else int(chunk),
+    crop = str(args.crop_size or "auto")
+    cfg = replace(cfg.with_overrides(batch_size=None if args.batch_size == "auto" else args.batch_size,
+                                     accumulation_steps=args.accumulation_steps, val_size=args.val_size,
+                                     amp=args.amp, memory_limit=args.memory_limit),
+                  use_chunking=crop != "none", crop_size="auto" if crop in ("auto", "none") else int(crop),
                   simulation=replace(cfg.simulation, frame_size=tuple(args.frame)))
     device = resolve_device(args.device)
     net = DecodeNet(cfg.model).to(device)
     torch.optim.AdamW(net.parameters())  # what a training process holds before it plans
-    crop = resolve_chunk_size(cfg, net, device)
-    plan = plan_for(cfg, net, device, crop)
+    crop_px = resolve_chunk_size(cfg, net, device)
+    plan = plan_for(cfg, net, device, crop_px)
     h, w = plan.frame_shape
     lines = [
         f"training on {device} ({plan.amp}): frames {h}x{w} px, batch_size {plan.batch_size} windows, "
-        + ("whole frames" if crop is None else f"crops of {plan.crop_shape[0]}x{plan.crop_shape[1]} px")
+        + ("whole frames" if crop_px is None else f"crops of {plan.crop_shape[0]}x{plan.crop_shape[1]} px")
         + f", accumulation {plan.accumulation_steps}, {plan.slots} target slots",
         f"  predicted peak host RssAnon: {plan.host_bytes / MiB:.0f} MiB (baseline {plan.baseline_bytes / MiB:.0f}, "
         f"data {plan.data_bytes / MiB:.0f}"

@@ -1,10 +1,10 @@
 """``python -m decode_mem.train``: train a DECODE-style network on simulated data (the embedded defaults).
 
-Example: ``python -m decode_mem.train --use_chunking --chunk_size 512 --memory_tracking``.
-``--batch_size`` is the number of training windows (3-frame samples) per micro-batch; ``--chunk_size``
-(with ``--use_chunking``) the side of the crops large training frames are cut into, whose gradients are
-accumulated — the same words as in ``python -m decode_mem.infer``, where ``--chunk_size`` is the tile core
-and ``--batch_size`` the (tile, frame) items per network call.
+Example: ``python -m decode_mem.train --use_chunking --crop_size 512 --memory_tracking``.
+``--batch_size`` is the number of training windows (3-frame samples) per micro-batch, that is per network call,
+as in ``python -m decode_mem.infer``; ``--crop_size`` (with ``--use_chunking``) the side of the crops large
+training frames are cut into, whose gradients are accumulated. It is not infer's ``--chunk_size`` (a tile's
+core, which adds a halo): ``--chunk_size``, the old spelling here, is still accepted and read as ``--crop_size``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import DEVICE_HELP, add, int_or_auto, new_parser, run
+from decode_mem.cli import DEVICE_HELP, MEANINGS, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES
 
 
@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model size: tiny (tests), small (CPU), default (DECODE: depth 2, 48 features)")
     run_ = p.add_argument_group("optimization")
     run_.add_argument("--steps", type=int, help="optimizer steps (default: the config's, else 2000)")
-    add(run_, "--batch_size", type=int, help="training windows per micro-batch")
-    add(run_, "--accumulation_steps", type=int, help="micro-batches per optimizer step")
+    add(run_, "--batch_size", type=int, help=MEANINGS["--batch_size"] + ": the training windows of a micro-batch")
+    add(run_, "--accumulation_steps", type=int, help=MEANINGS["--accumulation_steps"])
     run_.add_argument("--lr", type=float, help="learning rate of AdamW (default: the config's, else 6e-4)")
     run_.add_argument("--seed", type=int, help="random seed of the simulation and the weights (default 0)")
     add(run_, "--val_every", type=int, help="validate every N steps (default: the config's, else 250)")
@@ -40,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(mem, "--use_amp", dest="amp", action="store_const", const="bf16", help="same as --amp bf16")
     add(mem, "--no_amp", dest="amp", action="store_const", const="off", help="same as --amp off")
     add(mem, "--use_chunking", action="store_true", default=None,
-        help="train on chunk_size crops of large frames, gradients accumulated over the crops")
-    add(mem, "--chunk_size", type=int_or_auto, help="crop side in px, or 'auto' (the largest that fits the budget)")
-    add(mem, "--memory_limit", help="e.g. 2GiB: host RssAnon on a CPU, device memory on CUDA; settings whose "
-        "planned peak exceeds it (default: what the machine has) are refused")
+        help="cut training frames larger than --crop_size into crops, gradients accumulated over the crops")
+    add(mem, "--crop_size", old=("--chunk_size",), type=int_or_auto,
+        help=MEANINGS["--crop_size"] + ", or 'auto' (the largest that fits --memory_limit)")
+    add(mem, "--memory_limit", help=MEANINGS["--memory_limit"] + "; settings whose planned peak exceeds it "
+        "(default: what the machine has) are refused")
     add(mem, "--grad_checkpointing", action="store_true", default=None,
         help="recompute each U-Net's activations in the backward pass: less memory, about a third more time")
     add(mem, "--memory_tracking", action="store_true", default=None,
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "val_every", "log_every",
-             "checkpoint_every", "resume", "amp", "use_chunking", "chunk_size", "memory_limit", "grad_checkpointing",
+             "checkpoint_every", "resume", "amp", "use_chunking", "crop_size", "memory_limit", "grad_checkpointing",
              "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
 
 

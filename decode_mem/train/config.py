@@ -1,4 +1,5 @@
-"""TrainConfig: every knob of a training run, one name per knob across YAML key, dataclass field and CLI flag."""
+"""TrainConfig: every knob of a training run, one name per knob across YAML key, dataclass field and CLI flag
+(a renamed key is still read under its old name: ``RENAMED``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
+from decode_mem.config import AMP_CHOICES, check_keys, load_yaml, renamed_keys
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.choose import parse_bytes
 from decode_mem.model.loss import LossConfig
@@ -14,6 +15,8 @@ from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
 
 NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}
+# old key -> new key: 'chunk_size' became 'crop_size' (in inference chunk_size is the tile core, a different size)
+RENAMED = {"chunk_size": "crop_size"}
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,8 @@ class TrainConfig:
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
     level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
     amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
-    use_chunking: bool = False
-    chunk_size: int | str = 512  # int or "auto"
+    use_chunking: bool = False  # cut training frames larger than crop_size into crops (gradients accumulated)
+    crop_size: int | str = 512  # px, or "auto": the largest crop that fits memory_limit
     memory_limit: int | str | None = None  # e.g. "2GiB": host RssAnon on a CPU, device memory on CUDA (plan)
     memory_tracking: bool = True
     memory_log_file: str | None = None  # default: <out>/memory.csv
@@ -71,18 +74,18 @@ class TrainConfig:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
         if self.amp not in AMP_CHOICES:
             raise ConfigError(f"train.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
-        if self.chunk_size != "auto" and (not isinstance(self.chunk_size, int) or self.chunk_size < 8):
-            raise ConfigError(f"train.chunk_size must be an integer >= 8 or 'auto', got {self.chunk_size!r}")
+        if self.crop_size != "auto" and (not isinstance(self.crop_size, int) or self.crop_size < 8):
+            raise ConfigError(f"train.crop_size must be an integer >= 8 or 'auto', got {self.crop_size!r}")
         if self.memory_limit is not None and not parse_bytes(self.memory_limit) > 0:
             raise ConfigError(f"train.memory_limit must be > 0 bytes, got {self.memory_limit!r}")
 
     def notes(self) -> list[str]:
         """Settings that are valid but change nothing, said out loud (the CLI prints them)."""
         notes = []
-        if self.use_chunking and self.chunk_size != "auto" and max(self.simulation.frame_size) <= self.chunk_size:
+        if self.use_chunking and self.crop_size != "auto" and max(self.simulation.frame_size) <= self.crop_size:
             h, w = self.simulation.frame_size
-            notes.append(f"--use_chunking with chunk_size {self.chunk_size} changes nothing: the training frames "
-                         f"are {h}x{w} px, no larger than one chunk")
+            notes.append(f"--use_chunking with crop_size {self.crop_size} changes nothing: the training frames "
+                         f"are {h}x{w} px, no larger than one crop")
         return notes
 
     @property
@@ -100,9 +103,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, params: dict[str, Any], *, source: str = "config") -> TrainConfig:
-        """Strict: an unknown key is an error that names it and suggests the closest known key."""
-        params = dict(params or {})
-        check_keys(cls, params, source)
+        """Strict: an unknown key is an error that names it and suggests the closest known key; the old names
+        of renamed keys (``RENAMED``) are read as the new ones."""
+        params = renamed_keys(params or {}, RENAMED, source)
+        check_keys(cls, params, source, RENAMED)
         for name, kind in NESTED.items():
             if name in params and not isinstance(params[name], kind):
                 params[name] = kind.from_dict(params[name] or {})

@@ -1,4 +1,4 @@
-"""Training sizes against memory: ``chunk_size='auto'`` (the largest aligned crop whose planned peak fits the
+"""Training sizes against memory: ``crop_size='auto'`` (the largest aligned crop whose planned peak fits the
 budget) and the check that refuses settings that cannot fit, both from ``decode_mem.footprint``'s training plan.
 
 Sizes chosen here keep ``PLAN_HEADROOM`` of the budget free, as inference's automatic sizes do: identical training
@@ -30,8 +30,8 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
     if not cfg.use_chunking:
         return None
     factor = net.downsample_factor
-    if cfg.chunk_size != "auto":
-        return _aligned(int(cfg.chunk_size), factor)
+    if cfg.crop_size != "auto":
+        return _aligned(int(cfg.crop_size), factor)
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
@@ -84,7 +84,7 @@ def check_fits(plan: TrainingPlan, memory_limit: int | str | None) -> None:
         f"training needs about {plan.need_bytes / MiB:.0f} MiB of {where} (batch_size {plan.batch_size} windows "
         f"of {h}x{w} px, {crop}, amp {plan.amp}; a training step {plan.train_bytes / MiB:.0f} MiB, validation on "
         f"whole frames {plan.validation_bytes / MiB:.0f} MiB), more than {budget / MiB:.0f} MiB ({kind}); use "
-        "--use_chunking with a smaller --chunk_size (or 'auto'), or a smaller --batch_size with "
+        "--use_chunking with a smaller --crop_size (or 'auto'), or a smaller --batch_size with "
         "--accumulation_steps to keep the effective batch")
 
 

@@ -27,7 +27,7 @@ def movie(tmp_path_factory) -> Path:
 
 def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "fit"
-    rc = main([str(movie), "--out", str(out), "--camera", "scmos", "--budget", "0.05", "--train", "always",
+    rc = main([str(movie), "--out", str(out), "--camera", "scmos", "--budget_minutes", "0.05", "--train", "always",
                "--calib_frames", "40", "--val_windows", "16", "--chunk_size", "64", "--batch_size", "2",
                "--threads", "1"])
     assert rc == 0, capsys.readouterr().err

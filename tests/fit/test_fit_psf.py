@@ -41,7 +41,7 @@ def setup(tmp_path_factory) -> tuple[Path, Path]:
 def test_fit_with_a_psf_trains_a_3d_model_and_writes_z(setup, tmp_path: Path, capsys) -> None:
     movie, psf = setup
     out = tmp_path / "fit"
-    rc = main([str(movie), "--out", str(out), "--camera", "emccd", "--psf", str(psf), "--budget", "0.05",
+    rc = main([str(movie), "--out", str(out), "--camera", "emccd", "--psf", str(psf), "--budget_minutes", "0.05",
                "--calib_frames", "40", "--val_windows", "8", "--chunk_size", "48", "--batch_size", "2",
                "--threads", "1"])
     assert rc == 0, capsys.readouterr().err

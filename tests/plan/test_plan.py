@@ -264,7 +264,7 @@ def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk:
 
 
 def test_cli_prints_a_plan(capsys) -> None:
-    assert main(["--frame", "256", "256", "--chunk", "128", "--batch", "2", "--no_probe"]) == 0
+    assert main(["--frame", "256", "256", "--chunk_size", "128", "--batch_size", "2", "--no_probe"]) == 0
     out = capsys.readouterr().out
     assert "chunk_size 128, batch_size 2" in out and "predicted peak host RssAnon" in out
 
@@ -274,7 +274,7 @@ def test_cli_plans_parallel_streams(capsys) -> None:
     import re
 
     def peak(*extra: str) -> tuple[int, str]:
-        assert main(["--frame", "256", "256", "--chunk", "128", "--batch", "2", "--no_probe", *extra]) == 0
+        assert main(["--frame", "256", "256", "--chunk_size", "128", "--batch_size", "2", "--no_probe", *extra]) == 0
         out = capsys.readouterr().out
         return int(re.search(r"predicted peak host RssAnon: (\d+) MiB", out).group(1)), out
 

@@ -98,7 +98,7 @@ def test_plan_cli_refuses_flags_the_chosen_mode_would_ignore(capsys) -> None:
     assert plan_main(["--train", "--frame", "32", "32", "--model", "m.pt", "--no_probe"]) == 2
     assert "--model, --no_probe: only for inference" in capsys.readouterr().err
     assert plan_main(["--frame", "32", "32", "--accumulation", "2", "--chunk", "none"]) == 2
-    assert "--accumulation, --chunk none: only for --train" in capsys.readouterr().err
+    assert "--accumulation_steps, --chunk_size none: only for --train" in capsys.readouterr().err
 
 
 def test_a_job_choosing_its_own_batch_halves_it_until_the_plan_fits(tiny: DecodeNet) -> None:
@@ -137,7 +137,7 @@ frame, batch, chunk = (int(v) for v in sys.argv[1:4])
 out = tempfile.mkdtemp(dir=sys.argv[4])
 cfg = TrainConfig(out=out, steps=2, batch_size=batch, accumulation_steps=1, val_every=2, val_size=16,
                   use_chunking=chunk > 0,
-                  chunk_size=chunk or 512, memory_tracking=False, quiet=True, amp="off", device="cpu", size_jitter=0,
+                  crop_size=chunk or 512, memory_tracking=False, quiet=True, amp="off", device="cpu", size_jitter=0,
                   simulation=SimulationConfig(frame_size=(frame, frame)), model=ModelConfig())
 with measure_phase("fit", interval=0.002) as peak:
     fit(cfg)

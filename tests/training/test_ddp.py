@@ -16,7 +16,7 @@ from decode_mem.model.checkpoint import load_checkpoint
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["--preset", "tiny", "--frame_size", "16", "16", "--val_every", "100", "--log_every", "1",
          "--device", "cpu", "--threads", "1", "--quiet", "--accumulation_steps", "2", "--use_chunking",
-         "--chunk_size", "8", "--amp", "off"]  # fp32: 'auto' is bf16 on CPUs with native bf16, not exact
+         "--crop_size", "8", "--amp", "off"]  # fp32: 'auto' is bf16 on CPUs with native bf16, not exact
 
 
 def train(out: Path, batch: int, steps: int, *, procs: int = 1,

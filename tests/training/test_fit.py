@@ -46,7 +46,7 @@ def test_chunking_feeds_the_network_only_chunk_sized_crops(tiny_cfg: TrainConfig
         return forward(self, x, **kwargs)
 
     monkeypatch.setattr(DecodeNet, "forward", spy)
-    cfg = replace(tiny_cfg, steps=1, use_chunking=True, chunk_size=16,
+    cfg = replace(tiny_cfg, steps=1, use_chunking=True, crop_size=16,
                   simulation=replace(tiny_cfg.simulation, frame_size=(40, 40)))
     fit(cfg)
     assert len(seen) == 9  # 3 x 3 crops of a 40 x 40 frame, one optimizer step
@@ -98,7 +98,7 @@ def test_cli_smoke_run_writes_memory_csv_and_png(tmp_path: Path, capsys) -> None
     out = tmp_path / "cli"
     rc = main(["--preset", "tiny", "--steps", "2", "--batch_size", "2", "--frame_size", "16", "16",
                "--val_every", "2", "--out", str(out), "--memory_tracking", "--memory_log_file",
-               str(tmp_path / "mem.csv"), "--use_chunking", "--chunk_size", "8", "--quiet"])
+               str(tmp_path / "mem.csv"), "--use_chunking", "--crop_size", "8", "--quiet"])
     assert rc == 0
     assert (tmp_path / "mem.csv").read_text().startswith("elapsed_s,")
     assert (out / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -119,7 +119,7 @@ def test_cli_reports_a_corrupt_checkpoint_on_resume(tmp_path: Path, capsys) -> N
 def test_yaml_config_is_strict(tmp_path: Path) -> None:
     path = tmp_path / "train.yaml"
     path.write_text("steps: 3\nchunksize: 64\n")
-    with pytest.raises(Exception, match="unknown key 'chunksize' \\(did you mean 'chunk_size'\\?\\)"):
+    with pytest.raises(Exception, match="unknown key 'chunksize' \\(did you mean 'crop_size'\\?\\)"):
         load_train_config(path)
     path.write_text("steps: 3\nmodel: {depth: 1, features: 4, inter_features: 4}\nsimulation: {frame_size: [8, 8]}\n")
     cfg = load_train_config(path)

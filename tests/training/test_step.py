@@ -116,7 +116,7 @@ def test_auto_chunk_size_is_the_largest_crop_whose_plan_fits() -> None:
     from decode_mem.train.sizing import plan_for, resolve_chunk_size
 
     net = DecodeNet(ModelConfig.tiny())
-    cfg = TrainConfig(use_chunking=True, chunk_size="auto", batch_size=8, val_size=1,  # the step, not validation,
+    cfg = TrainConfig(use_chunking=True, crop_size="auto", batch_size=8, val_size=1,  # the step, not validation,
                       simulation=SimulationConfig(frame_size=(256, 256), density=0.2))  # sets the peak here
     need = {c: plan_for(cfg, net, CPU, c, baseline_bytes=0).host_bytes for c in (256, 128, 64)}
     assert need[64] < need[128] < need[256]
