@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         args.frames, args.budget = 20, 0.3
 
     import torch
-    from bench_fit import machine_line
-    from command_line import command_line, library_commit
+    from command_line import command_line
+    from machine import commit, load_average, machine_line
     from picasso_runner import camera_settings, find_picasso_python, picasso_version
 
     from decode_mem.evaluate import evaluate
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     python = find_picasso_python(args.picasso_python)
-    load_start, commit, t_all = os.getloadavg()[0], library_commit(), time.perf_counter()
+    load_start, at, t_all = load_average(), commit(), time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_3d_") as tmp:
         work = Path(args.work or tmp)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             row["results"].sort(key=lambda e: e["density"])
             rows.append(row)
             print(f"{name}: done ({(time.perf_counter() - t_all) / 60:.1f} min so far)", flush=True)
-    machine = machine_line(load_start, commit)
+    machine = machine_line(1, load_start=load_start, at=at)
     write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all, command_line(),
                  picasso_version(python) if python else "Picasso not found: its rows are missing")
     return 0

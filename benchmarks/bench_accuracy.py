@@ -15,8 +15,6 @@ Picasso runs in its own interpreter (``--picasso-python``; see ``picasso_runner.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import machine_line
 from picasso_runner import NG_FLOOR, camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,10 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 # ------------------------------------------------------------------------------------------------ report
 
 def _versions(python: str) -> str:
-    import torch
 
-    return (f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}; "
-            f"{picasso_version(python)}")
+    return f"numpy {np.__version__}; {picasso_version(python)}"
 
 
 def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: str, total: float) -> None:
@@ -129,8 +126,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "",
         f"Command: `{command_line()}` "
         f"(total {total / 60:.1f} min).",
-        f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores (shared with other jobs), 1 thread per method "
-        f"(torch / numba). {_versions(python)}.",
+        f"Machine: {machine_line('1 thread per method (torch / numba)')} (shared with other jobs); "
+        f"{_versions(python)}.",
         f"Model: `{Path(args.model).relative_to(ROOT) if Path(args.model).is_relative_to(ROOT) else args.model}`.",
         "",
         f"Data: {args.frames} frames of 64×64 px, 100 nm pixels, σ_PSF = 1 px, photons N(5000, 1500) per frame "

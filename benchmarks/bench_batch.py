@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from command_line import command_line
+from machine import machine_line
 
 RESULTS = Path(__file__).parent / "results"
 MODEL = Path(__file__).resolve().parents[1] / "data" / "models" / "default_2d.pt"
@@ -76,9 +77,8 @@ def machine() -> str:
 
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (not used)"
-    return (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {mem:.1f} GiB RAM, "
-            f"{platform.platform()}; GPU: {gpu}. Versions: Python {platform.python_version()}, torch "
-            f"{torch.__version__}, numpy {np.__version__}, dask {dask.__version__}, distributed "
+    return (f"Machine: {machine_line(torch.get_num_threads())}; {mem:.1f} GiB RAM, {platform.platform()}; "
+            f"GPU: {gpu}. Versions: numpy {np.__version__}, dask {dask.__version__}, distributed "
             f"{distributed.__version__}.")
 
 

@@ -18,14 +18,13 @@ Writes benchmarks/results/calibrate.md.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -184,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Command: `{args.command}`",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared), torch 1 thread; Python "
-        f"{platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}.",
+        f"Machine: {machine_line(1)} (shared); numpy {np.__version__}.",
         "",
         f"Movies: 64 x 64 px x {args.frames} frames, flux lognormal {PHOTONS_MEAN:g} ± {PHOTONS_STD:g} photons, "
         f"on-time {ON_TIME:g} frames; the right camera given. Columns: relative error of σ, background, photons "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import _cpu_name
 from command_line import command_line
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -120,8 +119,7 @@ def write_report(out: Path, args: argparse.Namespace, results: dict, same: dict,
         "# torch.compile on the CPU",
         "",
         f"Command: `{args.command}`; {seconds / 60:.1f} min in all.",
-        f"Machine: {_cpu_name()}; {first['threads']} torch threads; torch {first['torch']}, python "
-        f"{platform.python_version()}.",
+        f"Machine: {machine_line(first['threads'])}.",
         "",
         __doc__.split("\n\n", 2)[2].strip(),
         "",

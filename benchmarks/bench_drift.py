@@ -14,15 +14,15 @@ Memory: ``python -m decode_mem.drift`` on ``--big`` localizations (a parquet fil
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import _cpu_name, timed
+from bench_throughput import timed
 from command_line import command_line
+from machine import machine_line
 from picasso_runner import find_picasso_python, picasso_version, run_undrift
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,11 +143,10 @@ def write_report(out: Path, rows: list[dict], curves: dict, memory: dict | None,
     def fmt(v: float | None, digits: int = 1) -> str:
         return "–" if v is None else f"{v:.{digits}f}"
 
-    cpu = _cpu_name()
     lines = ["# Drift correction", "",
              f"Command: `{args.command}`; "
-             f"{total / 60:.1f} min in all. Machine: {cpu}, {torch.get_num_threads()} threads, python "
-             f"{platform.python_version()}; Picasso: {picasso_version(python) if python else 'not installed'}.", "",
+             f"{total / 60:.1f} min in all. Machine: {machine_line(torch.get_num_threads())}; "
+             f"Picasso: {picasso_version(python) if python else 'not installed'}.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "| case | localizations | true drift span (nm) | RMSE uncorrected (nm) | decode_mem loo: segments, RMSE "
              "(nm), time (s) | decode_mem rcc: segments, RMSE (nm), time (s) | Picasso undrift (rcc's segments): "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import machine_line
 
 RESULTS = Path(__file__).parent / "results"
 MODEL = {"depth": 2, "features": 8, "inter_features": 8, "p_bias_init": -2.0}  # ModelConfig.tiny(...)
@@ -251,9 +251,7 @@ def write_tiff(path: Path, t: int, h: int, w: int) -> Path:
 def machine(device: str, threads: int) -> dict:
     import torch
 
-    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
-            "os": platform.platform(), "threads": threads}
+    info = {"line": machine_line(threads), "numpy": np.__version__, "os": platform.platform(), "threads": threads}
     try:
         import monai
 
@@ -262,13 +260,7 @@ def machine(device: str, threads: int) -> dict:
         info["monai"] = None
     with open("/proc/meminfo") as f:
         info["ram_gib"] = round(int(f.readline().split()[1]) / 2**20, 1)
-    with open("/proc/cpuinfo") as f:
-        names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-    info["cpu"] = names[0] if names else info["cpu"]
     info["gpu"] = torch.cuda.get_device_name(0) if device.startswith("cuda") else "none (not used)"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent, check=False).stdout.strip()
-    info["commit"] = commit or "unknown"
     return info
 
 
@@ -304,9 +296,8 @@ def report(res: dict, png: str) -> str:
         "",
         f"Command: `{res['command']}` (total {res['total_s']:.0f} s; every case in a fresh subprocess).",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores ({m['threads']} torch threads), {m['ram_gib']} GiB RAM, {m['os']}; "
-        f"GPU: {m['gpu']}. Versions: Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}, "
-        f"MONAI {m['monai'] or 'not installed'}; decode_mem commit {m['commit']} plus the working tree at run time.",
+        f"Machine: {m['line']} plus the working tree at run time; {m['ram_gib']} GiB RAM, {m['os']}; "
+        f"GPU: {m['gpu']}. Versions: numpy {m['numpy']}, MONAI {m['monai'] or 'not installed'}.",
         f"Load average at the end of the run: {res['load']}; ratios were measured side by side in one process.",
         "",
         f"Model: `DecodeNet(ModelConfig.tiny(p_bias_init=-2))` (depth 2, 8 features; receptive field "

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from bench_generalize import VARIANTS, run_decode, simulation
-from bench_throughput import _cpu_name
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     python = find_picasso_python(args.picasso_python)
     rows = []
     t_all = time.perf_counter()
-    load_start, commit = os.getloadavg()[0], library_commit()
+    load_start, at = load_average(), commit()
     with tempfile.TemporaryDirectory(prefix="bench_fit_") as tmp:
         work = Path(tmp)
         names = list(VARIANTS)
@@ -95,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                   + "; ".join(f"fit {f['budget']:g} min J={f['metrics']['jaccard']:.3f}" for f in row["fits"])
                   + (f"; Picasso J={row['picasso']['jaccard']:.3f}" if "picasso" in row else ""), flush=True)
     picasso = picasso_version(python) if python else "Picasso: not installed"
-    machine = f"{machine_line(load_start, commit)}; {picasso}"
+    machine = f"{machine_line(1, load_start=load_start, at=at)}; {picasso}"
     write_report(Path(args.out), rows, args, machine, time.perf_counter() - t_all)
     return 0
 
@@ -153,17 +151,6 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, machine:
         tmp.write_text("\n".join(lines))
     write_record(out, rows, args.frames)
     print(f"wrote {out}, {out.with_suffix('.json').name} and {png}")
-
-
-def machine_line(load_start: float, commit: str) -> str:
-    """The CPU with its flags, one torch thread, the 1-min load average at the start (``load_start``) and now,
-    python and torch: what a budget in minutes of wall time depends on; and ``commit``, the decode_mem commit
-    measured (``library_commit()`` read when the run starts: HEAD may move while it runs)."""
-    import torch
-
-    return (f"{_cpu_name()}, 1 torch thread; 1-min load average {load_start:.2f} at the start, "
-            f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}; "
-            f"decode_mem at {commit}")
 
 
 def write_record(out: Path, rows: list[dict], frames: int, **measured: object) -> None:

@@ -16,13 +16,13 @@ gradient are tuned for the best Jaccard on a separate movie of the same physics 
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import machine_line
 from picasso_runner import camera_settings, find_picasso_python, picasso_version, tuned_picasso
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,14 +137,13 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         return "–" if v is None or not np.isfinite(v) else f"{v:.{d}f}"
 
     envelope = load_model(args.model).envelope
-    cpu = platform.processor() or platform.machine()
     lines = [
         "# Generalization: generalist vs narrow model vs tuned Picasso",
         "",
         f"Command: `{command_line()}`; "
         f"{total / 60:.1f} min in all.",
-        f"Machine: {cpu}, {torch.get_num_threads()} torch thread(s); python {platform.python_version()}, "
-        f"torch {torch.__version__}; " + (picasso_version(python) if python else "Picasso: not installed"),
+        f"Machine: {machine_line(torch.get_num_threads())}; "
+        + (picasso_version(python) if python else "Picasso: not installed"),
         f"Generalist `{Path(args.model).name}` trained on: " + ", ".join(f"{k} {v}" for k, v in envelope.items()),
         "",
         __doc__.split("\n\n", 2)[2].strip(),

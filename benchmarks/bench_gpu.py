@@ -35,7 +35,6 @@ import copy
 import importlib.util
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("decode_mem") is None:  # a lent machine with the checkout, nothing installed: the
@@ -112,7 +112,7 @@ class Report:
     def __init__(self, out: Path, device: str, quick: bool, deadline: float) -> None:
         self.out, self.device, self.quick, self.deadline = out, device, quick, deadline
         self.start = time.monotonic()
-        self.commit = library_commit()
+        self.commit = commit()
         self.command = command_line()
         self.tests: dict = {}
         self.movies: dict[str, dict] = {}
@@ -146,15 +146,14 @@ class Report:
             return self._machine
         import torch
 
+        gpu = None
         if self.device.startswith("cuda") and torch.cuda.is_available():
             props = torch.cuda.get_device_properties(torch.device(self.device))
-            dev = f"{props.name}, {props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}"
-        else:
-            dev = f"cpu: {_cpu_name()}, torch threads: {torch.get_num_threads()}"
+            gpu = f"{props.name}, {props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}"
         have = {m: importlib.util.find_spec(m) is not None for m in ("zarr", "dask", "imagecodecs", "matplotlib")}
         missing = [m for m, ok in have.items() if not ok]
-        return (f"{dev}; {os.cpu_count()} CPU cores; python {platform.python_version()}, torch {torch.__version__}; "
-                f"decode_mem at {self.commit}; optional packages missing: {', '.join(missing) or 'none'}")
+        return (f"{machine_line(torch.get_num_threads(), at=self.commit, gpu=gpu)}; optional packages missing: "
+                f"{', '.join(missing) or 'none'}")
 
     def write(self) -> None:
         from decode_mem.io.atomic import atomic_output
@@ -243,14 +242,6 @@ def _pct(row: dict) -> str:
     if not row.get("predicted_mib") or row.get("measured_mib") is None:
         return "—"
     return f"{row['predicted_mib'] / row['measured_mib'] - 1:+.0%}"
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
-    except OSError:
-        return platform.processor() or platform.machine()
 
 
 # ------------------------------------------------------------------------------------------------ steps

@@ -29,8 +29,6 @@ and CPU time per row depends less on what else runs. Medians of ``--repeats`` ru
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -38,8 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import _cpu_name
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 RESULTS = Path(__file__).parent / "results"
 PIXEL_SIZE = 100.0
@@ -228,7 +226,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)  # the network's device is elsewhere; postprocess on one core, the writers on the other
-    load_start, commit, started = os.getloadavg()[0], library_commit(), time.perf_counter()
+    load_start, at, started = load_average(), commit(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_host_path_") as tmp:
         work = Path(tmp)
         writer_rows = bench_writers(args.rows, args.repeats, work)
@@ -248,10 +246,8 @@ def main() -> None:
                       for _ in range(args.repeats)]
             runs.append(sorted(passes, key=lambda r: r["wall_s"])[len(passes) // 2])
     minutes = (time.perf_counter() - started) / 60
-    machine = (f"{_cpu_name()}; 1 torch thread; 1-min load average {load_start:.2f} at the start, "
-               f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}, "
-               f"numpy {np.__version__}, pyarrow {_version('pyarrow')}, h5py {_version('h5py')}; "
-               f"decode_mem at {commit}")
+    machine = (f"{machine_line(1, load_start=load_start, at=at)}; numpy {np.__version__}, "
+               f"pyarrow {_version('pyarrow')}, h5py {_version('h5py')}")
     report(args, writer_rows, runs, machine, minutes)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import machine_line
 
 H = W = 512
 POOL = 64  # distinct synthetic frames, cycled
@@ -195,17 +196,11 @@ def machine() -> dict[str, str]:
     import tifffile
     import zarr
 
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
-               platform.processor())
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     mem_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal"))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    return {"cpu": cpu, "cores": str(len(os.sched_getaffinity(0))), "ram": f"{mem_kb / 2**20:.1f} GiB",
-            "os": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
-            "tifffile": tifffile.__version__, "zarr": zarr.__version__, "imagecodecs": imagecodecs.__version__,
-            "commit": commit or "unknown"}
+    return {"line": machine_line(f"torch not used, {len(os.sched_getaffinity(0))} cores usable"),
+            "ram": f"{mem_kb / 2**20:.1f} GiB", "os": platform.platform(), "numpy": np.__version__,
+            "tifffile": tifffile.__version__, "zarr": zarr.__version__, "imagecodecs": imagecodecs.__version__}
 
 
 def write_report(rows: list[dict], info: dict, args: argparse.Namespace, gen_s: float, total_s: float) -> None:
@@ -234,9 +229,8 @@ def write_report(rows: list[dict], info: dict, args: argparse.Namespace, gen_s: 
 Command: `{args.command}` (total {total_s:.0f} s, data generation {gen_s:.0f} s,
 every run repeated {args.repeat} times in the order of the table)
 
-Machine: {info['cpu']}, {info['cores']} cores, {info['ram']} RAM, {info['os']}.
-Versions: Python {info['python']}, numpy {info['numpy']}, tifffile {info['tifffile']}, zarr {info['zarr']},
-imagecodecs {info['imagecodecs']}; decode_mem commit {info['commit']} (plus the working tree at run time).
+Machine: {info['line']} (plus the working tree at run time); {info['ram']} RAM, {info['os']}.
+Versions: numpy {info['numpy']}, tifffile {info['tifffile']}, zarr {info['zarr']}, imagecodecs {info['imagecodecs']}.
 
 Data: {H}x{W} uint16 frames (SMLM-like: baseline 100 ADU, Poisson background, 300 blurred spots per frame;
 {POOL} distinct frames cycled, so compression ratios are realistic per page/chunk but the data are synthetic).

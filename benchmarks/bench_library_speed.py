@@ -25,14 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -93,22 +93,12 @@ def run_one(name: str, stack: Path, work: Path, cap: float) -> dict:
     return row
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cap", type=float, default=180.0, help="seconds after which a run is stopped (default 180)")
     p.add_argument("--out", type=Path, default=RESULTS / "library_speed.md")
     a = p.parse_args()
-    commit, load_start = library_commit(), os.getloadavg()[0]
+    at, load_start = commit(), load_average()
     names = ["CLI", *CHILD]
     rows: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,9 +118,7 @@ def main() -> None:
                 proc.wait()
     import torch
 
-    machine = (f"{cpu_name()}, {os.cpu_count()} cores, torch's default {torch.get_num_threads()} threads; 1-min load "
-               f"average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; python "
-               f"{platform.python_version()}, torch {torch.__version__}; decode_mem at {commit}")
+    machine = machine_line(f"torch's default {torch.get_num_threads()} threads", load_start=load_start, at=at)
     lines = ["# The library against the command line (quick start's stack)", "",
              f"`{command_line()}`", "", f"Machine: {machine}.", "",
              "Each row is a fresh process without `OMP_WAIT_POLICY` in its environment (see the script's "

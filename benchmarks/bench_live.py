@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -123,16 +123,6 @@ def one_rate(rate: float, movie: np.ndarray, folder: Path, threads: int, device:
             "samples": samples}
 
 
-def machine_line(load_start: float, threads: int, device: str) -> str:
-    import torch
-
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return (f"{cpu}, {os.cpu_count()} cores, {threads} torch threads, device {device}; 1-min load average "
-            f"{load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; python "
-            f"{platform.python_version()}, torch {torch.__version__}; decode_mem at {library_commit()}")
-
-
 def plot(rows: list[dict], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -206,7 +196,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default=str(RESULTS / "live.md"))
     args = p.parse_args()
-    load_start = os.getloadavg()[0]
+    load_start = load_average()
     out = Path(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -217,7 +207,8 @@ def main() -> None:
             rows.append(one_rate(rate, np.resize(sim, (n, SIDE, SIDE)), folder, args.threads, args.device))
             print(f"{rate:g} frames/s: max {rows[-1]['max_behind']} frames behind, "
                   f"{rows[-1]['frames_per_s']} frames/s localized", flush=True)
-    text = report(rows, command_line(), machine_line(load_start, args.threads, args.device), out)
+    machine = machine_line(f"{args.threads} torch threads, device {args.device}", load_start=load_start)
+    text = report(rows, command_line(), machine, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     plot(rows, out.with_suffix(".png"))

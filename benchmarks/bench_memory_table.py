@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import _cpu_name, timed
+from bench_throughput import timed
 from command_line import command_line
+from machine import load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure every part (default) or one; the report says which parts were not measured")
     args = p.parse_args(argv)
     grid, train, defaults, train_defaults = [], [], [], []
-    t_all, load_start = time.perf_counter(), os.getloadavg()[0]
+    t_all, load_start = time.perf_counter(), load_average()
     with tempfile.TemporaryDirectory(prefix="bench_memory_table_") as tmp:
         work = Path(tmp)
         for size in args.frames if args.part in ("all", "grid") else ():
@@ -172,13 +172,11 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
 
     from decode_mem.io.atomic import atomic_output
 
-    cpu = _cpu_name()
     command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "
-             f"Machine: {cpu}; 1-min load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
-             f"(another job on the machine slows the wall times, not the peaks); "
-             f"torch {torch.__version__}, python {platform.python_version()}.", "",
+             f"Machine: {machine_line(torch.get_num_threads(), load_start=load_start)} (another job on the machine "
+             "slows the wall times, not the peaks).", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
     lines += _comparison(grid, "tile core", args.device)

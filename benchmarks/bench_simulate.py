@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 from command_line import command_line
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SCRATCH = ROOT / "benchmarks" / "scratch" / "simulate"
@@ -186,16 +186,10 @@ def machine() -> dict:
     import torch
     import zarr
 
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     with open("/proc/meminfo") as fh:
         mem_gb = int(fh.readline().split()[1]) / 1024**2
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gb": mem_gb, "python": platform.python_version(),
-            "torch": torch.__version__, "torch_default_threads": torch.get_num_threads(), "numpy": numpy.__version__,
+    return {"line": machine_line(f"torch's default {torch.get_num_threads()} threads"), "mem_gb": mem_gb,
+            "torch_default_threads": torch.get_num_threads(), "numpy": numpy.__version__,
             "tifffile": tifffile.__version__, "zarr": zarr.__version__, "cuda": torch.cuda.is_available()}
 
 
@@ -207,10 +201,9 @@ def write_report(runs: list[dict], rate: dict, prof: dict, info: dict, args: arg
         "",
         f"Command: `{args.command}`",
         "",
-        f"Machine: {info['cpu']}, {info['cores']} cores, {info['mem_gb']:.0f} GB RAM, CUDA: {info['cuda']}; "
+        f"Machine: {info['line']}; {info['mem_gb']:.0f} GB RAM, CUDA: {info['cuda']}; "
         f"load average {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the start, {load[2]:.1f} at the end. "
-        f"Python {info['python']}, torch {info['torch']}, numpy {info['numpy']}, tifffile {info['tifffile']}, "
-        f"zarr {info['zarr']}.",
+        f"numpy {info['numpy']}, tifffile {info['tifffile']}, zarr {info['zarr']}.",
         "",
         f"What runs: `simulate_stack(SimulationConfig(frame_size=({h}, {w}), density={args.density}), N, "
         "stack.tif, gt.csv, seed=0)` — the library call behind `python -m decode_mem.simulate` — with the "

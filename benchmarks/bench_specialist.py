@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from bench_fit import DEFAULT_VARIANTS, machine_line, write_record
+from bench_fit import DEFAULT_VARIANTS, write_record
 from bench_generalize import VARIANTS, run_decode, simulation
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rows = []
     t_all = time.perf_counter()
-    load_start, commit = os.getloadavg()[0], library_commit()
+    load_start, at = load_average(), commit()
     with tempfile.TemporaryDirectory(prefix="bench_specialist_") as tmp:
         work = Path(tmp)
         names = list(VARIANTS)
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: specialist J={rows[-1]['specialist']['jaccard']:.3f} "
                   f"(generalist {rows[-1]['generalist']['jaccard']:.3f}), "
                   f"{'converged' if trained['converged'] else 'NOT converged'} in {minutes:.1f} min", flush=True)
-    write_report(Path(args.out), rows, args, machine_line(load_start, commit), time.perf_counter() - t_all)
+    write_report(Path(args.out), rows, args, machine_line(1, load_start=load_start, at=at), time.perf_counter() - t_all)
     return 0
 
 

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 from bench_throughput import timed
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -140,20 +141,6 @@ def reread_cost(csv: Path, shape: tuple[int, int], pixel_size: float) -> dict[st
             f"count the same {n_old} rows into the image (this version, in the loop)": new}
 
 
-def machine_line(load_start: float, commit: str) -> str:
-    """The CPU and its cores (``infer`` runs with torch's default threads: all of them), the 1-min load average
-    at the start and at the end, python and torch, and the decode_mem commit measured."""
-    import platform
-
-    import torch
-
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
-    return (f"{cpu or platform.machine()}, {os.cpu_count()} cores (infer's default torch threads); 1-min load "
-            f"average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; python "
-            f"{platform.python_version()}, torch {torch.__version__}; decode_mem at {commit}")
-
-
 def torch_import_s(repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -221,14 +208,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="runs of the short movie per version (fastest kept)")
     p.add_argument("--out", default=str(RESULTS / "stack_cost.md"))
     args = p.parse_args()
-    load = os.getloadavg()[0]
-    commit = library_commit()
-    versions = [(f"this version ({commit})", ROOT)]
+    load, at = load_average(), commit()
+    versions = [(f"this version ({at})", ROOT)]
     if args.baseline_checkout:
         base = Path(args.baseline_checkout).resolve()
-        head = subprocess.run(["git", "-C", str(base), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip()
-        versions.insert(0, (f"baseline ({head or base.name})", base))
+        versions.insert(0, (f"baseline ({commit(base)})", base))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         short, long = simulate(work)
@@ -237,7 +221,8 @@ def main() -> None:
         csv = work / f"{len(versions) - 1}_{long.stem}_repea0" / f"{long.stem}.csv"
         reread = reread_cost(csv, (256, 256), 100.0)
     torch_s = torch_import_s(3)
-    write_report(rows, torch_s, machine_line(load, commit), Path(args.out), parts, reread)
+    machine = machine_line("infer's default torch threads (all cores)", load_start=load, at=at)
+    write_report(rows, torch_s, machine, Path(args.out), parts, reread)
     print(f"-> {args.out}")
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -29,8 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import _cpu_name
 from command_line import command_line
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -124,13 +123,11 @@ def steady_fps(r: dict, streams: int) -> float | None:
 
 
 def write_report(out: Path, args: argparse.Namespace, runs: list[dict], same: dict, seconds: float) -> None:
-    import torch
 
     lines = [
         "# Parallel block streams on the CPU", "",
         f"Command: `{args.command}`; {seconds / 60:.1f} min in all.",
-        f"Machine: {_cpu_name()}; {runs[0]['threads']} torch threads per process; "
-        f"torch {torch.__version__}, python {platform.python_version()}.", "",
+        f"Machine: {machine_line(str(runs[0]['threads']) + ' torch threads per process')}.", "",
         *[line.strip() for line in __doc__.split("\n\n", 2)[2].splitlines()], "",
         "| movie | tile core, batch, block | streams | run | whole call (frames/s) | steady (frames/s) | "
         "peak RssAnon (MiB) | predicted (MiB) | error |",

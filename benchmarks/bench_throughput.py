@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from command_line import command_line
+from machine import commit, cpu_name, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     python = find_picasso_python(args.picasso_python)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    device_names = {"cpu": _cpu_name(), **({"cuda": torch.cuda.get_device_name(0)} if "cuda" in devices else {})}
+    device_names = {"cpu": cpu_name(), **({"cuda": torch.cuda.get_device_name(0)} if "cuda" in devices else {})}
     movies = {k: ((v[0][0] // 4 or 16, v[0][1] // 4 or 16), max(8, v[1] // 20)) for k, v in MOVIES.items()} \
         if args.quick else MOVIES
     t_all = time.perf_counter()
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 base = Path(args.baseline_checkout)
                 env = dict(os.environ, PYTHONPATH=str(base))
                 old_model = str(base / "data" / "models" / "default_2d.pt")
-                runs.append((f"decode_mem ({_commit(base)}, before)", [
+                runs.append((f"decode_mem ({commit(base)}, before)", [
                     sys.executable, "-m", "decode_mem.infer", str(path), "--model", old_model,
                     "--out", str(work / f"old_{name}"), "--quiet"], env, base))
                 runs.append(("decode_mem (this version, the earlier model)", this_version(f"same_{name}", old_model),
@@ -278,34 +278,6 @@ def tune_picasso_settings(python: str, sim, frames: int, work: Path) -> dict:
             "shape": tuple(sim.frame_size), "boxes": BOXES, "ng_floor": NG_FLOOR}
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
-    except OSError:
-        model = ""
-    flags = ""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        have = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f" {f}" in text]
-        flags = ", ".join(have)
-    except OSError:
-        pass
-    return f"{model or platform.machine()}, {os.cpu_count()} cores ({flags})"
-
-
-def _commit(path: Path) -> str:
-    done = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "earlier"
-
-
-def _load() -> str:
-    try:
-        return " / ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str], names: dict, python: str | None,
                  args: argparse.Namespace, total: float, picasso: str | None, tuning: dict | None) -> None:
     import torch
@@ -318,10 +290,8 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     lines = [
         "# Throughput",
         "",
-        "Command: `" + command_line()
-        + f"`; {total / 60:.1f} min in all; load average at the end {_load()}.",
-        "Devices: " + "; ".join(f"{d}: {names[d]}" for d in devices) + f". torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads by default), python {platform.python_version()}"
+        "Command: `" + command_line() + f"`; {total / 60:.1f} min in all.",
+        f"Machine: {machine_line(f'{torch.get_num_threads()} torch threads by default', gpu=names.get('cuda'))}"
         + (f"; {picasso}." if picasso else "; Picasso: not installed."),
         "",
         __doc__.split("\n\n", 2)[2].strip(),

@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.quick:
         a.batches, a.repeats, a.seconds = [16], 1, 2.0
-    load_start = os.getloadavg()[0]
-    commit = library_commit()
+    load_start, at = load_average(), commit()
     best: dict[tuple[str, str, int], float] = {}
     with tempfile.TemporaryDirectory() as old_tree:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", a.old_rev, "decode_mem", "pipelines"],
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                         key = (path, physics, batch)
                         best[key] = max(best.get(key, 0.0), rate)
                         print(f"{path} {physics} batch {batch} on {device}: {rate:.0f} windows/s", flush=True)
-    write_report(a, best, load_start, commit)
+    write_report(a, best, load_start, at)
     return 0
 
 
@@ -112,26 +111,19 @@ def measure(physics: str, batch: int, seconds: float, threads: int, device: str,
     return {"windows_per_s": steps * batch / (time.perf_counter() - t0)}
 
 
-def machine_line(threads: int, load_start: float, commit: str, device: str) -> str:
+def write_report(a: argparse.Namespace, best: dict, load_start: float, at: str) -> None:
     import torch
-    from bench_throughput import _cpu_name
 
-    gpu = f"; GPU {torch.cuda.get_device_name(0)}" if device.startswith("cuda") else ""
-    return (f"{_cpu_name()}, {threads} torch thread(s){gpu}; 1-min load average {load_start:.2f} at the start, "
-            f"{os.getloadavg()[0]:.2f} at the end; python {platform.python_version()}, torch {torch.__version__}; "
-            f"decode_mem at {commit}")
-
-
-def write_report(a: argparse.Namespace, best: dict, load_start: float, commit: str) -> None:
     from decode_mem.io.atomic import atomic_output
 
     on_gpu = a.device.startswith("cuda")
+    gpu = torch.cuda.get_device_name(0) if on_gpu else None
     lines = [
         "# Training windows per second: per-window stream vs vectorised blocks",
         "",
         f"Command: `{command_line()}`",
         "",
-        f"Machine: {machine_line(a.threads, load_start, commit, a.device)}",
+        f"Machine: {machine_line(a.threads, load_start=load_start, at=at, gpu=gpu)}",
         "",
         f"`SimulatedBatches(...).batch(step, 0)` for successive steps, best of {a.repeats} alternating runs of at "
         f"least {a.seconds:g} s each, every run in a fresh process. Old: decode_mem at {a.old_rev} (one "

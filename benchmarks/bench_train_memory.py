@@ -18,13 +18,13 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from command_line import command_line
+from machine import machine_line
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -134,9 +134,8 @@ def write_report(rows: list[dict], args: argparse.Namespace, seconds: float) -> 
         "",
         f"Command: `{args.command}` ({seconds / 60:.1f} min in all)",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, device {args.device}"
-        f"{' (' + torch.cuda.get_device_name(0) + ')' if cuda else ' (no GPU on this machine)'}; python "
-        f"{platform.python_version()}, torch {torch.__version__}; {args.threads} torch thread(s).",
+        f"Machine: {machine_line(args.threads, gpu=torch.cuda.get_device_name(0) if cuda else None)}; device "
+        f"{args.device}{'' if cuda else ' (no GPU on this machine)'}.",
         "",
         f"Network: DECODE-style, depth 2, {args.features} features (2-D, no z). Training frames "
         f"{args.frame}×{args.frame} px simulated on the fly; one optimizer step = `accumulation` micro-batches of "

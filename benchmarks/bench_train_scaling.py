@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_throughput import _cpu_name
 from command_line import command_line
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -93,12 +93,11 @@ def write_report(out: Path, results: list[dict], args: argparse.Namespace) -> No
 
     from decode_mem.io.atomic import atomic_output
 
-    cpu = _cpu_name()
-    device = torch.cuda.get_device_name(0) if args.device == "cuda" else cpu
-    load = " / ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
     lines = ["# Data-parallel training scaling", "",
-             f"Command: `{args.command}`. Device: {device}; torch {torch.__version__}; "
-             f"load average at the end {load}.", "", __doc__.split("\n\n", 2)[2].strip(), "",
+             f"Command: `{args.command}`. Device: {args.device}. "
+             f"Machine: {machine_line('threads per process in the table', gpu=gpu)}.", "",
+             __doc__.split("\n\n", 2)[2].strip(), "",
              "| processes | threads each | batch per process | steps/s | speed-up | peak RssAnon per rank (MiB) "
              "| peak CUDA allocated per rank (MiB) | wall incl. start-up (s) |", "|---|---|---|---|---|---|---|---|"]
     base = results[0]["steps_per_s"]
