@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,26 @@ def renamed_keys(params: Mapping[str, Any], renamed: Mapping[str, str], source: 
                                   f"give {new!r} only")
             out[new] = out.pop(old)
     return out
+
+
+def check_choice(where: str, value: Any, choices: Iterable[Any]) -> None:
+    """ConfigError ``<where> must be one of <choices>, got <value>`` unless ``value`` is one of ``choices``: the
+    one shape of every config's choice check (``where``: the key as a user writes it, e.g. ``model.upsample``)."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(f"{where} must be one of {choices}, got {value!r}")
+
+
+def check_number(where: str, value: Any, *, integer: bool = False, positive: bool = False) -> None:
+    """ConfigError naming ``where`` unless ``value`` is a finite number (``integer``: an int; ``positive``: > 0);
+    a bool is not a number here (YAML's ``yes`` would otherwise read as 1)."""
+    if integer:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where} must be a {'positive ' if positive else ''}finite number, got {value!r}")
+    if positive and not value > 0:
+        raise ConfigError(f"{where} must be > 0, got {value!r}")
 
 
 def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, Any]:

@@ -69,3 +69,24 @@ def test_a_renamed_train_key_is_read_under_its_old_name(tmp_path: Path) -> None:
     path.write_text("train:\n  chunk_sise: 64\n")
     with pytest.raises(ConfigError, match=r"unknown key 'chunk_sise' \(did you mean 'crop_size'\?\)"):
         load_train_config(path)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    ("decode_mem.simulate.config:SimulationConfig(psf='airy')", r"simulation\.psf must be one of \('gauss2d'"),
+    ("decode_mem.simulate.structures:StructureConfig(kind='stars')", r"simulation\.structure\.kind must be one of"),
+    ("decode_mem.model.config:ModelConfig(upsample='cubic')", r"model\.upsample must be one of"),
+    ("decode_mem.drift.config:DriftConfig(method='aim')", r"drift\.method must be one of \('loo', 'rcc'\)"),
+    ("decode_mem.model.config:ModelConfig(depth=True)", r"model\.depth must be an integer, got True"),
+    ("decode_mem.model.config:ModelConfig(z_scale=float('inf'))", r"model\.z_scale must be a positive finite number"),
+    ("decode_mem.model.config:ModelConfig(z_scale=0)", r"model\.z_scale must be > 0, got 0"),
+    ("decode_mem.simulate.structures:StructureConfig(kind='rings', ring_diameter='big')",
+     r"simulation\.structure\.ring_diameter must be a finite number, got 'big'"),
+])
+def test_every_config_checks_choices_and_numbers_the_same_way(make: str, message: str) -> None:
+    """One shared check (``check_choice``/``check_number``) behind the simulation, structure, model and drift
+    configs: a bad value is one ConfigError naming the key as a user writes it."""
+    import importlib
+
+    module, call = make.split(":")
+    with pytest.raises(ConfigError, match=message):
+        eval(call, vars(importlib.import_module(module)))

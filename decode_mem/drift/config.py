@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from decode_mem.config import check_choice
 from decode_mem.errors import ConfigError
 
 METHODS = ("loo", "rcc")
@@ -38,8 +39,7 @@ class DriftConfig:
     iterations: int = 3
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"drift: method must be one of {METHODS}, got {self.method!r}")
+        check_choice("drift.method", self.method, METHODS)
         if self.segments == 1 or self.segments < 0:
             raise ConfigError(f"drift: segments must be 0 (auto) or >= 2, got {self.segments}")
         for name in ("render_px", "blur"):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decode_mem.config import check_choice
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 
@@ -52,8 +53,7 @@ class FitConfig:
         object.__setattr__(self, "movies", tuple(str(m) for m in movies))
         if not self.movies:
             raise ConfigError("fit: give at least one movie")
-        if self.train not in TRAIN_POLICIES:
-            raise ConfigError(f"fit: train must be one of {TRAIN_POLICIES}, got {self.train!r}")
+        check_choice("fit.train", self.train, TRAIN_POLICIES)
         if not self.budget_minutes > 0:
             raise ConfigError(f"fit: budget must be > 0 minutes, got {self.budget_minutes!r}")
         if self.psf is not None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from decode_mem.config import check_keys
+from decode_mem.config import check_choice, check_keys, check_number
 from decode_mem.errors import ConfigError
 from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES
 
@@ -84,31 +83,20 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("depth", "features", "inter_features"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"model.{name} must be an integer, got {value!r}")
+            check_number(f"model.{name}", getattr(self, name), integer=True)
         if not 0 <= self.depth <= 8:
             raise ConfigError(f"model.depth must be in [0, 8], got {self.depth!r}")
         for name in ("features", "inter_features"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
-        if self.upsample not in UPSAMPLE_MODES:
-            raise ConfigError(f"model.upsample must be one of {UPSAMPLE_MODES}, got {self.upsample!r}")
-        if self.input_transform not in INPUT_TRANSFORMS:
-            raise ConfigError(f"model.input_transform must be one of {INPUT_TRANSFORMS}, got {self.input_transform!r}")
-        if self.bg_param not in BG_PARAMS:
-            raise ConfigError(f"model.bg_param must be one of {BG_PARAMS}, got {self.bg_param!r}")
+        for name, choices in (("activation", sorted(ACTIVATIONS)), ("upsample", UPSAMPLE_MODES),
+                              ("input_transform", INPUT_TRANSFORMS), ("bg_param", BG_PARAMS)):
+            check_choice(f"model.{name}", getattr(self, name), choices)
         for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps",
                      "sigma_photons_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"model.{name} must be a positive finite number, got {value!r}")
+            check_number(f"model.{name}", getattr(self, name), positive=True)
         for name in ("input_offset", "p_bias_init"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"model.{name} must be a finite number, got {value!r}")
+            check_number(f"model.{name}", getattr(self, name))
         if not isinstance(self.use_z, bool):
             raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
         if not isinstance(self.grad_checkpointing, bool):

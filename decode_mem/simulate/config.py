@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.config import check_keys
+from decode_mem.config import check_choice, check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
+from decode_mem.simulate import derived
 from decode_mem.simulate.structures import StructureConfig
 
 PSFS = ("gauss2d", "astig3d", "spline", "pupil")
@@ -22,7 +23,6 @@ BG_MODES = ("uniform", "smooth", "cell", "mixed")
 RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
 CAMERA_KINDS = ("emccd", "scmos")
-PATCH_SIGMAS = 4.0  # a rendered spot covers ±ceil(4σ) px around its centre pixel
 
 
 def _pair(value: Any, name: str, cast: type = float) -> tuple:
@@ -225,8 +225,7 @@ class SimulationConfig:
             raise ConfigError(f"simulation.photons_std must be >= 0 photons, got {self.photons_std!r}")
         if self.photons_min <= 0:
             raise ConfigError(f"simulation.photons_min must be > 0 photons, got {self.photons_min!r}")
-        if self.photons_dist not in PHOTON_DISTS:
-            raise ConfigError(f"simulation.photons_dist must be one of {PHOTON_DISTS}, got {self.photons_dist!r}")
+        check_choice("simulation.photons_dist", self.photons_dist, PHOTON_DISTS)
         if self.on_time <= 0:
             raise ConfigError(f"simulation.on_time must be > 0 frames, got {self.on_time!r}")
         bg = _pair(self.bg, "bg")
@@ -235,8 +234,7 @@ class SimulationConfig:
                               f"low <= high, got {self.bg!r}")
         fix("bg", bg)
         for name in ("bg_dist", "density_dist"):
-            if getattr(self, name) not in RANGE_DISTS:
-                raise ConfigError(f"simulation.{name} must be one of {RANGE_DISTS}, got {getattr(self, name)!r}")
+            check_choice(f"simulation.{name}", getattr(self, name), RANGE_DISTS)
         if self.bg_dist == "loguniform" and bg[0] <= 0:
             raise ConfigError(f"simulation.bg must be > 0 for bg_dist 'loguniform', got {self.bg!r}")
         if not 0 <= self.bg_bleach < 1:
@@ -253,14 +251,12 @@ class SimulationConfig:
         if any(k not in CAMERA_KINDS for k in kinds):
             raise ConfigError(f"simulation.camera_kinds must be a list of {CAMERA_KINDS}, got {self.camera_kinds!r}")
         fix("camera_kinds", kinds)
-        if self.bg_mode not in BG_MODES:
-            raise ConfigError(f"simulation.bg_mode must be one of {BG_MODES}, got {self.bg_mode!r}")
+        check_choice("simulation.bg_mode", self.bg_mode, BG_MODES)
         if not 0 <= self.bg_smooth_amplitude <= 1:
             raise ConfigError(f"simulation.bg_smooth_amplitude must be in [0, 1], got {self.bg_smooth_amplitude!r}")
         if self.bg_smooth_scale <= 0:
             raise ConfigError(f"simulation.bg_smooth_scale must be > 0 px, got {self.bg_smooth_scale!r}")
-        if self.psf not in PSFS:
-            raise ConfigError(f"simulation.psf must be one of {PSFS}, got {self.psf!r}")
+        check_choice("simulation.psf", self.psf, PSFS)
         sigma = _pair(self.psf_sigma, "psf_sigma")
         if min(sigma) <= 0:
             raise ConfigError(f"simulation.psf_sigma must be > 0 px, got {self.psf_sigma!r}")
@@ -344,7 +340,7 @@ class SimulationConfig:
 
         return read_psf(self.psf_file)
 
-    def _header(self) -> dict[str, Any]:
+    def psf_header(self) -> dict[str, Any]:
         """The spline's shape, centre and width curves (psf 'spline': the file's header; 'pupil': built)."""
         if self.psf == "pupil" and "_psf_header" not in self.__dict__:
             d = self.spline_psf().data  # the pupil spline is built once, shared with rendering
@@ -404,135 +400,57 @@ class SimulationConfig:
         p = self.camera.pixel_size
         return self.pixel_size_range if self.pixel_size_range is not None else (p, p)
 
+    # ---- the physics this config implies (formulas: decode_mem.simulate.derived) -------------------------
     @property
     def max_density_px(self) -> float:
         """The largest density in emitters per px² any movie of this config gets."""
-        return self.density_bounds[1] * (self.pixel_size_bounds[1] / 1000.0) ** 2
+        return derived.max_density_px(self)
 
     @property
     def extent(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """((x_low, x_high), (y_low, y_high)) in px of the area emitters are placed in (frame + margin)."""
-        h, w = self.frame_size
-        m = self.margin
-        return (-0.5 - m, w - 0.5 + m), (-0.5 - m, h - 0.5 + m)
+        return derived.extent(self)
 
     @property
     def emitters_per_frame(self) -> float:
         """Expected number of emitters visible in a frame, over the whole placement area (frame + margin)."""
-        (x0, x1), (y0, y1) = self.extent
-        return self.density * (x1 - x0) * (y1 - y0) * self.um2_per_px
+        return derived.emitters_per_frame(self)
 
     @property
     def expected_in_frame(self) -> float:
         """Expected number of emitters visible in a frame with their centre inside the frame."""
-        return self.density * self.height * self.width * self.um2_per_px
+        return derived.expected_in_frame(self)
 
     def start_rate_for(self, density_px: float, on_time: float | None = None) -> float:
-        """Emitters switching on per frame over the placement area for ``density_px`` emitters/px²
-        (and mean on-time ``on_time``, default ``self.on_time``)."""
-        (x0, x1), (y0, y1) = self.extent
-        return density_px * (x1 - x0) * (y1 - y0) / ((self.on_time if on_time is None else on_time) + 1.0)
+        """Emitters switching on per frame for ``density_px`` emitters/px² (``derived.start_rate_for``)."""
+        return derived.start_rate_for(self, density_px, on_time)
 
     @property
     def start_rate(self) -> float:
-        """Emitters switching on per frame over the placement area.
-
-        An emitter with exponential on-time τ starting at a uniform time intersects τ + 1 frames on average,
-        so ``start_rate·(on_time + 1) = emitters_per_frame`` in the stationary state.
-        """
-        return self.emitters_per_frame / (self.on_time + 1.0)
+        """Emitters switching on per frame over the placement area (``derived.start_rate``)."""
+        return derived.start_rate(self)
 
     @property
     def k_max(self) -> int:
-        """K: ``max_emitters``, or mean + 8·sqrt(mean) + 8 of the in-frame count, rounded up to a multiple of 8.
-
-        The in-frame count of a frame is Poisson distributed, so the automatic K is exceeded with a
-        probability far below 1e-9 per sample.
-        """
-        if self.max_emitters is not None:
-            return self.max_emitters
-        mu = self.max_density_px * self.height * self.width
-        k = math.ceil(mu + 8.0 * math.sqrt(mu) + 8.0)
-        return max(8, -(-k // 8) * 8)
+        """K, the target slots per frame: ``max_emitters`` or automatic (``derived.k_max``)."""
+        return derived.k_max(self)
 
     def sigma0_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """((σx0 low, high), (σy0 low, high)) in px over the movies of this config (in focus)."""
-        if self.psf_sigma_range is not None:
-            return self.psf_sigma_range, self.psf_sigma_range
-        return (self.psf_sigma[0],) * 2, (self.psf_sigma[1],) * 2
+        return derived.sigma0_bounds(self)
 
     def sigma_range(self) -> tuple[float, float]:
         """(smallest, largest) σ in px over both axes, the z range, the movies and the per-emitter spread."""
-        (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
-        spread = (1 - 3 * self.psf_sigma_jitter, 1 + 3 * self.psf_sigma_jitter)
-        if not self.is_3d:
-            return min(x_lo, y_lo) * spread[0], max(x_hi, y_hi) * spread[1]
-        if self.psf in ("spline", "pupil"):
-            return self._spline_width_range(spread)
-        z = np.linspace(self.z_range[0], self.z_range[1], 2001)
-        sx, sy = self.astigmatism.sigma_scale(z)
-        lo = min(sx.min() * x_lo, sy.min() * y_lo) * spread[0]
-        hi = max(sx.max() * x_hi, sy.max() * y_hi) * spread[1]
-        return float(lo), float(hi)
+        return derived.sigma_range(self)
 
     def envelope(self) -> dict[str, Any]:
-        """The physics this config covers, in the units a user measures (stored with every trained model).
-
-        ``photons`` is the flux range (photons per frame on): the loguniform range, else mean ± 2 std;
-        ``background_photons`` the range of the per-movie level (the median per pixel per frame).
-        """
-        if self.photons_dist == "loguniform":
-            photons = self.photons_range
-        else:
-            photons = (max(self.photons_min, self.photons_mean - 2 * self.photons_std),
-                       self.photons_mean + 2 * self.photons_std)
-        kinds = ["uniform", "smooth", "cell"] if self.bg_mode == "mixed" else [self.bg_mode]
-        (x_lo, x_hi), (y_lo, y_hi) = self.sigma0_bounds()
-        sigma = [min(x_lo, y_lo), max(x_hi, y_hi)]
-        extra: dict[str, Any] = {}
-        if self.psf in ("spline", "pupil"):  # the spot widths over the z range (what a movie's spots measure)
-            sigma = [round(v, 4) for v in self.sigma_range()]
-            extra = {"psf_file": self.psf_file, "z_range_nm": list(self.z_range)}
-        return {
-            "psf": self.psf,
-            **extra,
-            "pixel_size_nm": list(self.pixel_size_bounds),
-            "psf_sigma_px": sigma,
-            "photons": [float(photons[0]), float(photons[1])],
-            "background_photons": list(self.bg),
-            "background_kinds": kinds,
-            "camera_kinds": list(self.camera_kinds) or [self.camera.kind],
-            "density_per_um2": list(self.density_bounds),
-            "on_time_frames": list(self.on_time_range or (self.on_time, self.on_time)),
-        }
-
-    def _spline_width_range(self, spread: tuple[float, float]) -> tuple[float, float]:
-        """(smallest, largest) RMS width in px of the spline PSF over ``z_range`` (the file's width curves)."""
-        header = self._header()
-        if "widths" not in header:
-            return 0.5, float(self._spline_half_width()) / PATCH_SIGMAS
-        z, sx, sy = (np.asarray(a, np.float64) for a in header["widths"])
-        inside = (z >= self.z_range[0] - 1e-6) & (z <= self.z_range[1] + 1e-6)
-        if not inside.any():
-            inside = np.abs(z - np.clip(z, *self.z_range)) == np.abs(z - np.clip(z, *self.z_range)).min()
-        lo = float(min(sx[inside].min(), sy[inside].min())) * spread[0]
-        hi = float(max(sx[inside].max(), sy[inside].max())) * spread[1]
-        return lo, hi
-
-    def _spline_half_width(self) -> int:
-        h = self._header()
-        _nz, ny, nx = h["shape"]
-        half = min(h["x0"], nx - h["x0"], h["y0"], ny - h["y0"]) / h["upsample"] - 0.5
-        return max(0, math.floor(half))
+        """The physics this config covers, stored with every trained model (``derived.envelope``)."""
+        return derived.envelope(self)
 
     @property
     def patch_size(self) -> int:
-        """Edge of the square patch a spot is rendered into: ``2·ceil(4·σ_max) + 1`` px (for a spline PSF at
-        most the spline's own extent)."""
-        size = 2 * math.ceil(PATCH_SIGMAS * self.sigma_range()[1]) + 1
-        if self.psf in ("spline", "pupil"):
-            size = min(size, 2 * self._spline_half_width() + 1)
-        return size
+        """Edge of the square patch a spot is rendered into (``derived.patch_size``)."""
+        return derived.patch_size(self)
 
 
 def _camera(value: Any) -> Camera:

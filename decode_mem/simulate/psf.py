@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from decode_mem.simulate.config import PATCH_SIGMAS, AstigmatismCalibration, SimulationConfig
+from decode_mem.simulate.config import AstigmatismCalibration, SimulationConfig
+from decode_mem.simulate.derived import PATCH_SIGMAS
 
 _SQRT2 = math.sqrt(2.0)
 _CHUNK_ELEMENTS = 1 << 20  # patch pixels per scatter call: bounds the temporaries to ~30 MB

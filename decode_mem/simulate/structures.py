@@ -17,11 +17,10 @@ Structure centres (a filament's middle) are uniform over the placement area, the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from decode_mem.config import check_keys
+from decode_mem.config import check_choice, check_keys, check_number
 from decode_mem.errors import ConfigError
 
 STRUCTURES = ("none", "filaments", "rings", "grids")
@@ -49,15 +48,13 @@ class StructureConfig:
     filament_persistence: float = 2000.0
 
     def __post_init__(self) -> None:
-        if self.kind not in STRUCTURES:
-            raise ConfigError(f"simulation.structure.kind must be one of {STRUCTURES}, got {self.kind!r}")
+        check_choice("simulation.structure.kind", self.kind, STRUCTURES)
         if self.density is None:
             object.__setattr__(self, "density", DEFAULT_DENSITY[self.kind])
         for name in ("density", "off_time", "ring_diameter", "grid_spacing", "filament_length", "filament_spacing",
                      "filament_persistence"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"simulation.structure.{name} must be a number, got {value!r}")
+            check_number(f"simulation.structure.{name}", value)
             if value < 0 or (value == 0 and name != "density"):
                 raise ConfigError(f"simulation.structure.{name} must be > 0, got {value!r}")
             object.__setattr__(self, name, float(value))
@@ -67,7 +64,8 @@ class StructureConfig:
             raise ConfigError(f"simulation.structure.grid_shape must be two integers >= 1 (rows, columns), "
                               f"got {shape!r}")
         object.__setattr__(self, "grid_shape", tuple(shape))
-        if isinstance(self.ring_sites, bool) or not isinstance(self.ring_sites, int) or self.ring_sites < 1:
+        check_number("simulation.structure.ring_sites", self.ring_sites, integer=True)
+        if self.ring_sites < 1:
             raise ConfigError(f"simulation.structure.ring_sites must be an integer >= 1, got {self.ring_sites!r}")
 
     @classmethod
