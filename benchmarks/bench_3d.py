@@ -85,7 +85,8 @@ def width_error(pupil: dict, cal, z_range: tuple[float, float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=200)
-    p.add_argument("--budget", type=float, default=30.0, help="fit budget in minutes per PSF")
+    p.add_argument("--budget_minutes", "--budget", dest="budget", type=float, default=30.0,
+                   help="fit --budget_minutes per PSF (--budget: the old spelling)")
     p.add_argument("--psfs", nargs="+", default=list(PSFS))
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--quick", action="store_true", help="20 frames, 0.3 min budget: checks the script, no result")
