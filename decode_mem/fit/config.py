@@ -55,7 +55,7 @@ class FitConfig:
             raise ConfigError("fit: give at least one movie")
         check_choice("fit.train", self.train, TRAIN_POLICIES)
         if not self.budget_minutes > 0:
-            raise ConfigError(f"fit: budget must be > 0 minutes, got {self.budget_minutes!r}")
+            raise ConfigError(f"fit: budget_minutes must be > 0, got {self.budget_minutes!r}")
         if self.psf is not None:
             from decode_mem.io.psf_file import psf_header
 
