@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import AMP_CHOICES, check_keys, load_yaml
+from decode_mem.config import AMP_CHOICES, check_choice, check_keys, load_yaml
 from decode_mem.drift.config import DriftConfig
 from decode_mem.errors import ConfigError
 from decode_mem.model.checkpoint import SHIPPED_MODEL
@@ -137,8 +137,7 @@ class InferStep:
         if "csv" not in formats:
             formats = ("csv", *formats)  # evaluate and render read the CSV
         object.__setattr__(self, "formats", formats)
-        if self.amp not in AMP_CHOICES:
-            raise ConfigError(f"infer.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        check_choice("infer.amp", self.amp, AMP_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -168,8 +167,7 @@ class RenderStep:
     depth_image: str = "render_z.png"
 
     def __post_init__(self) -> None:
-        if self.blur not in BLURS:
-            raise ConfigError(f"render.blur must be one of {BLURS}, got {self.blur!r}")
+        check_choice("render.blur", self.blur, BLURS)
         if self.zoom is not None and (isinstance(self.zoom, bool) or not isinstance(self.zoom, (int, float))
                                       or not self.zoom > 0):
             raise ConfigError(f"render.zoom must be > 0 µm or null, got {self.zoom!r}")
