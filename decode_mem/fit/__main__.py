@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(run_, "--chunk_size", type=int_or_auto, default="auto", help=MEANINGS["--chunk_size"] + ", or auto")
     add(run_, "--batch_size", type=int_or_auto, default="auto",
         help=MEANINGS["--batch_size"] + " in inference, or auto")
-    add(run_, "--memory_limit", help=MEANINGS["--memory_limit"] + " of fine-tuning and inference; fine-tuning that "
-        "cannot fit it is refused")
+    add(run_, "--memory_limit", help=MEANINGS["--memory_limit"] + ", for fine-tuning and inference; fine-tuning "
+        "that cannot fit it is refused")
     run_.add_argument("--device", default="auto", help=DEVICE_HELP)
     run_.add_argument("--threads", type=int, help="torch CPU threads")
     run_.add_argument("--seed", type=int, default=0, help="random seed of the matched simulations (default 0)")
