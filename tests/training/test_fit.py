@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from decode_mem.errors import CheckpointError
 from decode_mem.model.checkpoint import load_model
@@ -41,7 +42,9 @@ def test_chunking_feeds_the_network_only_chunk_sized_crops(tiny_cfg: TrainConfig
     forward = DecodeNet.forward
 
     def spy(self, x, **kwargs):
-        if self.training:
+        # the memory planner's trace runs the network on fake tensors (only when its disk cache lacks the shape,
+        # so counting it would make this test depend on the tests run before it): count the real calls only
+        if self.training and not isinstance(x, FakeTensor):
             seen.append(tuple(x.shape[-2:]))
         return forward(self, x, **kwargs)
 
