@@ -13,6 +13,7 @@ from decode_mem.footprint.choose import parse_bytes
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
+from decode_mem.train.trainable import parse_trainable
 
 NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}
 # old key -> new key: 'chunk_size' became 'crop_size' (in inference chunk_size is the tile core, a different size)
@@ -34,6 +35,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     max_minutes: float | None = None  # stop (and save) after this much training time; None: run all steps
     init_from: str | None = None  # start from this checkpoint's weights (same model config): fine-tuning
+    trainable: tuple[str, ...] | None = None  # parameter-name patterns that train, the rest frozen (train.trainable)
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
     level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
     amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
@@ -70,6 +72,9 @@ class TrainConfig:
             raise ConfigError(f"train.level_jitter must be >= 0, got {self.level_jitter!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"train.max_minutes must be > 0, got {self.max_minutes!r}")
+        if self.trainable is not None:
+            parse_trainable(self.trainable)  # a malformed pattern: one line now, not after the set-up
+            object.__setattr__(self, "trainable", tuple(self.trainable))  # a YAML list compares equal on resume
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
         if self.amp not in AMP_CHOICES:

@@ -37,6 +37,7 @@ from decode_mem.train.plots import plot_training
 from decode_mem.train.resume import restore_state, save_state
 from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
 from decode_mem.train.step import make_scaler, train_step
+from decode_mem.train.trainable import select_trainable
 from decode_mem.train.validation import validate
 
 CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
@@ -82,7 +83,9 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     model_cfg = replace(cfg.model, grad_checkpointing=cfg.grad_checkpointing or cfg.model.grad_checkpointing)
     net = DecodeNet(model_cfg).to(device)
     loss_fn = DecodeLoss(cfg.loss, model_cfg)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # the parameters that train (train.trainable: the rest frozen, or only some rows of a tensor)
+    optimizer = torch.optim.AdamW(select_trainable(net, cfg.trainable, cfg.weight_decay), lr=cfg.lr,
+                                  weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=cfg.lr_step, gamma=cfg.lr_gamma)
     scaler = make_scaler(device, amp_dtype)
     start = 0
@@ -163,10 +166,16 @@ def simulation_device(cfg: TrainConfig, device: torch.device) -> torch.device:
 
 
 def init_weights(net: DecodeNet, path: str) -> None:
-    """Load another checkpoint's weights into ``net``; a different architecture is a CheckpointError."""
+    """Load another checkpoint's weights into ``net``; a different architecture is a CheckpointError.
+
+    ``sigma_photons_eps`` may differ: ``net`` keeps its own floor (the weights then give photon sigmas shifted by
+    the difference until trained)."""
     state = load_checkpoint(path)
-    ours = {**net.config.to_dict(), "grad_checkpointing": False}  # how to compute, not what
-    theirs = {**ModelConfig.from_dict(state["model_config"]).to_dict(), "grad_checkpointing": False}
+    # how to compute, not what; and the photon sigma's floor, a constant the fine-tuning re-learns around
+    # (how the shipped model lost its legacy 300-photon floor: pipelines/recalibrate_photon_sigma_2d.yaml)
+    same = {"grad_checkpointing": False, "sigma_photons_eps": net.config.sigma_photons_eps}
+    ours = {**net.config.to_dict(), **same}
+    theirs = {**ModelConfig.from_dict(state["model_config"]).to_dict(), **same}
     if theirs != ours:
         differ = {k: v for k, v in theirs.items() if ours.get(k) != v}
         raise CheckpointError(f"{path}: cannot fine-tune from it, its model differs: {differ}")

@@ -17,7 +17,7 @@ from decode_mem.train.config import TrainConfig
 
 # what must not change between a run and its resumption (the data stream and the model depend on them)
 RESUME_KEYS = ("model", "loss", "simulation", "batch_size", "accumulation_steps", "seed", "size_jitter",
-               "level_jitter")
+               "level_jitter", "trainable")
 
 
 def save_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.optim.Optimizer,
