@@ -391,3 +391,26 @@ def test_photon_sigma_floor_is_in_photons_and_legacy_checkpoints_keep_theirs(tmp
     with torch.no_grad():
         sig_old = old(_frames(1, 8, 8))[0, CHANNEL_INDEX["sigma_photons"]]
     assert torch.allclose(sig_old, torch.full_like(sig_old, 300.0))
+
+
+def test_shipped_model_photon_sigma_is_below_the_legacy_floor_on_dim_spots() -> None:
+    """The shipped model was recalibrated without the legacy 300-photon floor (pipelines/
+    recalibrate_photon_sigma_2d.yaml): at its detections of dim spots (150–500 photons, low background, the
+    shot noise ~20 photons) it reports photon sigmas well below 300, and above its 10-photon floor."""
+    from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.simulate.dataset import simulate_samples
+
+    if not SHIPPED_MODEL.is_file():
+        pytest.skip("the shipped model is not there")
+    net = load_model().net
+    assert net.config.sigma_photons_eps == 10.0
+    sim = SimulationConfig(frame_size=(32, 32), density=1.0, photons_dist="loguniform", photons_range=(150.0, 500.0),
+                           bg=20.0, psf_sigma=1.0)
+    windows = simulate_samples(sim, 8, seed=3)
+    with torch.no_grad():
+        out = net(windows["frames"], read_var=windows["read_var"])
+    spots = torch.sigmoid(out[:, CHANNEL_INDEX["p_logit"]]) > 0.5
+    sigma = out[:, CHANNEL_INDEX["sigma_photons"]][spots]
+    assert spots.sum() >= 10
+    assert float(sigma.median()) < 150.0 and float(sigma.max()) < 300.0 and float(sigma.min()) > 10.0

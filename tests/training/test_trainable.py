@@ -87,3 +87,17 @@ def test_cli_flag(tiny_cfg: TrainConfig, tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a parameter-name pattern" in err[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_the_recalibration_recipe_trains_the_photon_sigma_row_on_the_shipped_physics() -> None:
+    """pipelines/recalibrate_photon_sigma_2d.yaml (how the shipped model lost its 300-photon floor): the photon
+    sigma's row only, the 10-photon floor, and the shipped model's own training simulation and architecture."""
+    from decode_mem.model.checkpoint import SHIPPED_MODEL
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.train.config import load_train_config
+
+    cfg = load_train_config(SHIPPED_MODEL.parents[2] / "pipelines" / "recalibrate_photon_sigma_2d.yaml")
+    assert cfg.trainable == tuple(PHOTON_SIGMA_ROW) and cfg.model.sigma_photons_eps == 10.0
+    shipped = load_model(SHIPPED_MODEL)
+    assert cfg.model == shipped.config
+    assert cfg.simulation == SimulationConfig.from_dict(shipped.simulation)
