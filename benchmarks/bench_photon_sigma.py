@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import subprocess
 import tempfile
 import time
@@ -28,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from bench_fit import machine_line
 from bench_generalize import simulation
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -145,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from decode_mem.simulate.stack import simulate_stack
 
     torch.set_num_threads(1)
-    load_start, commit = os.getloadavg()[0], library_commit()
+    load_start, at = load_average(), commit()
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_photon_sigma_") as tmp:
         work = Path(tmp)
@@ -177,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{name}: std(z) old {row['old']['std']:.2f} new {row['new']['std']:.2f}", flush=True)
     total = time.perf_counter() - t_all
-    write_report(Path(args.out), ident, rows, floors, args, machine_line(load_start, commit), total)
+    write_report(Path(args.out), ident, rows, floors, args, machine_line(1, load_start=load_start, at=at), total)
     return 0
 
 
