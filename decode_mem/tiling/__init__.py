@@ -1,25 +1,20 @@
 """Tile plans and the tiled streaming executor (DESIGN.md §5: tiled output == whole-frame output).
 
 * ``TilePlan`` / ``Tile`` / ``plan_axis`` (``plan``): tile geometry as frozen records from pure functions;
-* ``TiledExecutor`` / ``TileConfig`` / ``BlockResult`` (``executor``): blocks of frames -> exact output per
-  tile core, frame features computed once per frame, AMP, out-of-memory back-off;
+* ``TileConfig`` (``config``): how the work is cut and batched, checked once;
+* ``block_length`` / ``FrameSource`` / ``ArrayStack`` / ``BlockResult`` (``blocks``): blocks of frames in and out;
+* ``TiledExecutor`` (``executor``): blocks of frames -> exact output per tile core, frame features computed once
+  per frame, AMP; with its out-of-memory back-off (``backoff``: ``DeviceMemoryError``, ``is_oom``) and parallel
+  block streams on a CPU (``streams``).
 
 Knows no files and no CLIs: imports ``decode_mem.io`` (prefetch) and ``decode_mem.model.precision`` from
 below; the network is duck-typed (``TileNetwork``), post-processing is the caller's ``consume`` function.
 """
 
-from decode_mem.tiling.executor import (
-    ArrayStack,
-    BlockResult,
-    DeviceMemoryError,
-    FrameSource,
-    TileConfig,
-    TiledExecutor,
-    TileNetwork,
-    as_source,
-    block_length,
-    is_oom,
-)
+from decode_mem.tiling.backoff import DeviceMemoryError, is_oom
+from decode_mem.tiling.blocks import ArrayStack, BlockResult, FrameSource, as_source, block_length
+from decode_mem.tiling.config import TileConfig
+from decode_mem.tiling.executor import TiledExecutor, TileNetwork
 from decode_mem.tiling.plan import AxisTile, Tile, TilePlan, halo_for, plan_axis
 
 __all__ = [

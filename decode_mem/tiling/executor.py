@@ -13,60 +13,32 @@ Work order, and why memory is set by the chunk, batch and block sizes only:
   ``keep`` region; the executor never holds a full-frame output. What ``consume`` returns is collected
   per block and handed out as a ``BlockResult``.
 
-On an out-of-memory error the block is redone with half the batch, then half the chunk (the retry runs
-outside the ``except`` block, whose traceback pins the failed tensors). The results are those of an
-uninterrupted run up to float rounding: a smaller batch may change a convolution's summation order.
-
-With ``streams > 1`` (CPU) that many blocks are computed at once, each in a thread of its own with an equal
-share of torch's threads: the serial parts of one block (staging, post-processing in ``consume``) then overlap
-another block's network work. The stack's last block waits for the others and then runs alone on all threads,
-rather than on one stream's share beside idle ones. Blocks are independent (each has its context frames), so the
-results are those of one stream up to float rounding (fewer threads per convolution change oneDNN's summation
-order).
+On an out-of-memory error the block is redone with smaller sizes (``backoff``); with ``streams > 1`` (CPU) that
+many blocks are computed at once (``streams``). The parts: ``config`` (``TileConfig``), ``blocks`` (block
+length, frame sources, ``BlockResult``), ``plan`` (tile geometry), ``backoff``, ``streams`` and this module, the
+network work of one block.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from decode_mem.config import AMP_CHOICES
-from decode_mem.errors import ConfigError, DecodeMemError
-from decode_mem.io.blocks import edge_blocks
+from decode_mem.errors import ConfigError
 from decode_mem.io.prefetch import prefetch
 from decode_mem.model.precision import autocast, resolve_amp
+from decode_mem.tiling.backoff import BackOff
+from decode_mem.tiling.blocks import BlockResult, FrameSource, block_length
+from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.plan import Tile, TilePlan
+from decode_mem.tiling.streams import run_streams
 
-BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ...
-BLOCK_RANGE = (4, 256)  # ... within these many frames
-STREAM_ROUNDS = 4  # 'auto' block with streams: at least this many blocks per stream ...
-STREAM_BLOCK_MIN = 16  # ... unless blocks would get shorter than this (each recomputes its two context frames)
-
-
-def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str = "auto", streams: int = 1) -> int:
-    """Frames per block: ``block`` itself, or for 'auto' about ``BLOCK_BYTES`` of raw (H, W) frames.
-
-    With ``streams > 1`` and a ``(T, H, W)`` shape, 'auto' blocks are also short enough to give each stream
-    ``STREAM_ROUNDS`` blocks: the last block runs alone, so a stack cut into few long blocks spends much of its
-    time on one block at a time (400 frames in 256-frame blocks ran slower on two streams than on one, measured
-    when that last block still ran on one stream's share of the threads).
-    """
-    if block != "auto":
-        return int(block)
-    h, w = frame_shape[-2:]
-    n = int(np.clip(BLOCK_BYTES // (h * w * itemsize), *BLOCK_RANGE))
-    if streams > 1 and len(frame_shape) == 3:
-        n = min(n, max(STREAM_BLOCK_MIN, -(-int(frame_shape[0]) // (STREAM_ROUNDS * streams))))
-    return n
+DEFAULT_CONFIG = TileConfig()  # frozen: one shared default
 
 
 class TileNetwork(Protocol):
@@ -80,128 +52,6 @@ class TileNetwork(Protocol):
     def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None, read_var: Any = None) -> torch.Tensor: ...
     def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor: ...
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor: ...
-
-
-class FrameSource(Protocol):
-    """A ``(T, H, W)`` stack: ``decode_mem.io.Stack``, ``ArrayStack`` or anything with these two members."""
-
-    shape: tuple[int, int, int]
-
-    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]: ...
-
-
-class DeviceMemoryError(DecodeMemError, MemoryError):
-    """Out of memory even at the smallest tiles and batch the executor will try."""
-
-
-@dataclass(frozen=True)
-class TileConfig:
-    """How the executor cuts and batches the work.
-
-    chunk_size      tile core side in px (rounded down to a multiple of the down-sampling factor)
-    batch_size      (tile, frame) items per network call
-    block           frames read per block, or 'auto' (about ``BLOCK_BYTES`` of raw input, 4..256 frames)
-    amp             None or 'off' (fp32), 'bf16', 'fp16' or 'auto' autocast (``decode_mem.model.precision``)
-    margin          px of exact output kept around each core for post-processing (``postprocess.MARGIN``)
-    reuse_features  compute the frame U-Net once per frame (False: three times, as DECODE; for comparison)
-    channels_last   feed the network channels-last tensors (with its weights channels-last too — the caller's
-                    ``net.to(memory_format=torch.channels_last)`` — oneDNN / cuDNN pick faster kernels; the same
-                    math in another summation order)
-    compile         run the frame U-Net and the temporal part through ``torch.compile`` (fused, vectorized
-                    element-wise work; tens of seconds to compile per input shape, so for long stacks only);
-                    a string is torch.compile's ``mode`` (``'reduce-overhead'``: CUDA graphs). On CUDA not
-                    measured yet: off unless asked (``benchmarks/bench_gpu.py`` measures it)
-    cudnn_benchmark on CUDA, let cuDNN time its algorithms for each input shape at the shape's first call and keep
-                    the fastest (``torch.backends.cudnn.benchmark``, set only around this executor's network
-                    calls); the planner's timed units make that first call before timing
-    streams         blocks computed at once on a CPU, each with 1/streams of torch's threads (module docstring);
-                    each holds its own block and network working set
-    max_retries     out-of-memory back-offs allowed for one block before giving up
-    """
-
-    chunk_size: int = 512
-    batch_size: int = 1
-    block: int | Literal["auto"] = "auto"
-    amp: Literal["auto", "bf16", "fp16", "off"] | None = None
-    margin: int = 0
-    reuse_features: bool = True
-    channels_last: bool = True
-    compile: bool | str = False
-    cudnn_benchmark: bool = True
-    streams: int = 1
-    max_retries: int = 8
-
-    def __post_init__(self) -> None:
-        for name in ("chunk_size", "batch_size", "block", "streams"):
-            value = getattr(self, name)
-            if (value != "auto" or name != "block") and (
-                    isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-                what = "a positive integer or 'auto'" if name == "block" else "a positive integer"
-                raise ConfigError(f"{name} must be {what} (choose 'auto' sizes with decode_mem.plan), got {value!r}")
-        if self.amp not in (None, *AMP_CHOICES):
-            raise ConfigError(f"amp must be None or one of {AMP_CHOICES}, got {self.amp!r}")
-        if isinstance(self.margin, bool) or not isinstance(self.margin, int) or self.margin < 0:
-            raise ConfigError(f"margin must be an integer >= 0, got {self.margin!r}")
-        if not isinstance(self.compile, (bool, str)):
-            raise ConfigError(f"compile must be True, False or a torch.compile mode, got {self.compile!r}")
-        if self.max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries!r}")
-
-
-@dataclass(frozen=True)
-class BlockResult:
-    """One finished block: frames ``t0 .. t0 + n_frames - 1`` and what ``consume`` returned per (tile, run).
-
-    ``results`` are in tile raster order, then frame order. ``chunk_size``/``batch_size`` are the sizes the
-    block was finally computed with; ``retries`` counts its out-of-memory back-offs.
-    """
-
-    t0: int
-    n_frames: int
-    results: tuple[Any, ...]
-    chunk_size: int
-    batch_size: int
-    retries: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
-class ArrayStack:
-    """An in-memory ``(T, H, W)`` array (numpy or torch) as a frame source with ``blocks()``."""
-
-    array: Any
-    _frames: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        a = self.array.detach().cpu().numpy() if isinstance(self.array, torch.Tensor) else np.asarray(self.array)
-        if a.ndim != 3 or 0 in a.shape:
-            raise ConfigError(f"frames must be a non-empty (T, H, W) array, got shape {a.shape}")
-        self._frames = a
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return tuple(self._frames.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._frames.dtype
-
-    def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
-        """``(t0, frames[t0 - context : t0 + n + context])``, the edge frame repeated beyond the ends."""
-        return edge_blocks(lambda lo, hi: self._frames[lo:hi], len(self._frames), length, context)
-
-
-def as_source(frames: Any) -> FrameSource:
-    """A stack-like object as it is; a ``(T, H, W)`` numpy array or tensor wrapped in ``ArrayStack``."""
-    if hasattr(frames, "blocks") and hasattr(frames, "shape"):
-        return frames
-    return ArrayStack(frames)
-
-
-def is_oom(exc: BaseException) -> bool:
-    """CUDA / accelerator OOM, or the CPU allocator failing."""
-    return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
 Consume = Callable[[Tile, np.ndarray, torch.Tensor], Any]
@@ -227,7 +77,7 @@ class TiledExecutor:
     from the whole frame, before it is cut into tiles. The network is used as it is (eval mode, on ``device``).
     """
 
-    def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = TileConfig(), *,
+    def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
                  device: torch.device | str = "cpu", camera: Any = None) -> None:
         self.net, self.config, self.camera = net, config, camera
         self.device = torch.device(device)
@@ -240,15 +90,34 @@ class TiledExecutor:
         self.factor = int(net.downsample_factor)
         self.receptive_field = int(net.receptive_field())
         self._amp = resolve_amp(config.amp, self.device)
-        self.chunk_size, self.batch_size = int(config.chunk_size), int(config.batch_size)
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
         self._frame_features, self._temporal = net.frame_features, net.temporal
         if config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
             self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)
-        self.plan = self._plan(self.chunk_size)
-        self.backoffs: list[str] = []
+        self.backoff = BackOff(self._plan, config.chunk_size, config.batch_size, factor=self.factor,
+                               max_retries=config.max_retries, device=self.device)
+
+    @property
+    def plan(self) -> TilePlan:
+        """The tile grid computed with now (smaller after an out-of-memory back-off)."""
+        return self.backoff.grid
+
+    @property
+    def batch_size(self) -> int:
+        """Windows (tile x frame) per network call now."""
+        return self.backoff.batch_size
+
+    @property
+    def chunk_size(self) -> int:
+        """The tile core asked for (before rounding to the down-sampling factor), or the chunk last backed off to."""
+        return self.backoff.chunk_size
+
+    @property
+    def backoffs(self) -> list[str]:
+        """One line per out-of-memory back-off so far."""
+        return self.backoff.log
 
     def _plan(self, chunk: int) -> TilePlan:
         return TilePlan.build(self.shape, chunk, receptive_field=self.receptive_field, factor=self.factor,
@@ -275,7 +144,9 @@ class TiledExecutor:
         if prefetch_depth:
             blocks = prefetch(blocks, depth=prefetch_depth)
         if self.config.streams > 1 and self.device.type == "cpu":
-            yield from self._run_streams(blocks, consume, source.shape[0])
+            yield from run_streams(blocks, source.shape[0], self.config.streams, self.backoff,
+                                   lambda t0, frames: self._attempt(t0, frames, consume),
+                                   lambda t0, frames, retries: self._block(t0, frames, consume, retries))
             return
         for t0, frames in blocks:
             yield self._block(t0, frames, consume)
@@ -291,91 +162,7 @@ class TiledExecutor:
     def _block(self, t0: int, frames: np.ndarray, consume: Consume, retries: int = 0) -> BlockResult:
         """One block, backing off and redoing it on an out-of-memory error (``retries``: back-offs so far)."""
         start = time.perf_counter()
-        while True:
-            try:
-                return self._attempt(t0, frames, consume, retries, start)
-            except RuntimeError as e:  # torch.OutOfMemoryError is one
-                if not is_oom(e):
-                    raise
-                failure = f"{type(e).__name__}: {e}"
-            # here, outside the except block, the failed attempt's traceback and tensors are gone
-            retries += 1
-            self._back_off(t0, retries, failure)
-
-    def _run_streams(self, blocks: Iterator[tuple[int, np.ndarray]], consume: Consume,
-                     n_frames: int) -> Iterator[BlockResult]:
-        """``run`` with ``streams`` blocks in flight, yielded in frame order; the last block (the one that
-        reaches frame ``n_frames``) runs here on all threads once the others are done. An out-of-memory error in
-        one lets the others finish before the sizes shrink; that block is then redone here with back-off (a block
-        that failed with sizes already shrunk since is redone without shrinking them again)."""
-        streams, threads = self.config.streams, torch.get_num_threads()
-        share = max(1, threads // streams)
-        pending: deque[tuple[int, np.ndarray, tuple[int, int], Future]] = deque()
-
-        def collect() -> BlockResult:
-            t0, frames, sizes, future = pending.popleft()
-            try:
-                return future.result()
-            except RuntimeError as e:
-                if not is_oom(e):
-                    raise
-                failure = f"{type(e).__name__}: {e}"
-            wait([f for *_, f in pending])  # no block may be running while the sizes change
-            if sizes != self._sizes():  # it failed with sizes an earlier block's back-off has already shrunk
-                return self._block(t0, frames, consume)
-            self._back_off(t0, 1, failure)
-            return self._block(t0, frames, consume, retries=1)
-
-        pool = ThreadPoolExecutor(streams, thread_name_prefix="decode_mem-stream", initializer=torch.set_num_threads,
-                                  initargs=(share,))
-        try:
-            for t0, frames in blocks:
-                if t0 + len(frames) - 2 >= n_frames:  # the last block: alone, on every thread
-                    while pending:
-                        yield collect()
-                    torch.set_num_threads(threads)
-                    yield self._block(t0, frames, consume)
-                    continue
-                pending.append((t0, frames, self._sizes(), pool.submit(self._attempt, t0, frames, consume)))
-                if len(pending) >= streams:
-                    yield collect()
-            while pending:
-                yield collect()
-        finally:  # also when the consumer stopped early or a block failed: start nothing new, let running ones end
-            pool.shutdown(wait=True, cancel_futures=True)
-            torch.set_num_threads(threads)  # the streams' setting also changed torch's default for new threads
-
-    def _sizes(self) -> tuple[int, int]:
-        return self.plan.chunk, self.batch_size
-
-    def _back_off(self, t0: int, retries: int, failure: str) -> None:
-        gc.collect()  # frames of the failed attempt may sit in reference cycles
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()  # once, after an OOM: hand the failed attempt's blocks back
-        before = f"batch {self.batch_size}, tiles {self.plan.tile_shape[0]}x{self.plan.tile_shape[1]}"
-        if retries > self.config.max_retries:
-            shrunk = False
-        elif self.batch_size > 1:
-            self.batch_size, shrunk = self.batch_size // 2, True
-        else:
-            shrunk = self._shrink_chunk()
-        if not shrunk:
-            raise DeviceMemoryError(
-                f"out of memory on {self.device} at frame {t0} with {before} after {retries - 1} back-off(s) "
-                f"({failure.splitlines()[0]}); free device memory, use amp='bf16' or a smaller model")
-        after = f"batch {self.batch_size}, tiles {self.plan.tile_shape[0]}x{self.plan.tile_shape[1]}"
-        self.backoffs.append(f"frame {t0}: out of memory with {before}; retrying with {after}")
-
-    def _shrink_chunk(self) -> bool:
-        """Halve the chunk until the tiles actually get smaller; False when they cannot."""
-        chunk, shape = self.plan.chunk, self.plan.tile_shape
-        while chunk > self.factor:
-            chunk = max(self.factor, chunk // 2 // self.factor * self.factor)
-            plan = self._plan(chunk)
-            if plan.tile_shape[0] * plan.tile_shape[1] < shape[0] * shape[1]:
-                self.plan, self.chunk_size = plan, chunk
-                return True
-        return False
+        return self.backoff.retry(lambda tries: self._attempt(t0, frames, consume, tries, start), t0, retries)
 
     # ------------------------------------------------------------------ one block
     def frame_levels(self, frames: np.ndarray) -> torch.Tensor:

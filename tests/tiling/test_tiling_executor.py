@@ -413,7 +413,7 @@ def test_streams_must_be_a_positive_integer() -> None:
 def test_auto_blocks_give_every_stream_several_blocks(tiny: DecodeNet) -> None:
     """With streams, an 'auto' block is short enough for ``STREAM_ROUNDS`` blocks per stream (the last block runs
     alone), but not shorter than ``STREAM_BLOCK_MIN``; sizes given are kept."""
-    from decode_mem.tiling.executor import STREAM_BLOCK_MIN, STREAM_ROUNDS
+    from decode_mem.tiling.blocks import STREAM_BLOCK_MIN, STREAM_ROUNDS
 
     one = block_length((400, 256, 256), 2)
     assert one == 256  # about BLOCK_BYTES of raw frames, at most 256
