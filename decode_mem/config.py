@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -89,6 +90,21 @@ def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, 
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: section '{section}' must be a mapping of keys to values")
     return dict(loaded)
+
+
+def parse_bytes(text: str | int | float | None) -> int | None:
+    """``'2GiB'``, ``'800MiB'``, ``'512M'`` (binary), ``'1.5 GB'`` (decimal) or a number of bytes -> bytes (a memory
+    limit as the flags and YAML files give it; None stays None)."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else int(text)
+    if str(text).strip().startswith("-"):
+        raise ConfigError(f"memory_limit must be a positive size such as '2GiB', got {text!r}")
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*", str(text))
+    if not m or m.group(1).count(".") > 1:
+        raise ConfigError(f"memory_limit: expected e.g. '2GiB', '800MB' or a number of bytes, got {text!r}")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    binary = bool(m.group(3)) or not m.group(4)  # 'GiB' and a bare 'G' are binary, 'GB' is decimal
+    return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
 
 
 def resolve_device(name: Any = "auto") -> Any:

@@ -55,8 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tqdm.auto import tqdm
 
         from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
+        from decode_mem.config import parse_bytes
         from decode_mem.fit import FitConfig, fit_movies
-        from decode_mem.footprint.choose import parse_bytes
         from decode_mem.infer.console import ConsoleObserver
 
         flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}

@@ -27,7 +27,6 @@ only when their plan exceeds the budget itself.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +34,10 @@ from typing import Any
 import psutil
 import torch
 
+from decode_mem.config import parse_bytes
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.inference import MARGIN, InferencePlan, MiB, plan_inference, warm_up
+from decode_mem.footprint.inference import MARGIN, InferencePlan, MiB, plan_for, warm_up
+from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, remembered_seconds, time_unit
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
@@ -53,20 +54,6 @@ PROBE_SHARE = 0.1  # of the stack's estimated run time (at the first timed setti
 PROBE_BUDGET_S = 3.0  # seconds of timing per choice at most (remembered units cost nothing)
 TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
 PLAN_HEADROOM = 0.12  # of the budget, kept free by automatic choices for the planner's error (module docstring)
-
-
-def parse_bytes(text: str | int | float | None) -> int | None:
-    """``'2GiB'``, ``'800MiB'``, ``'512M'`` (binary), ``'1.5 GB'`` (decimal) or a number of bytes -> bytes."""
-    if text is None or isinstance(text, (int, float)):
-        return None if text is None else int(text)
-    if str(text).strip().startswith("-"):
-        raise ConfigError(f"memory_limit must be a positive size such as '2GiB', got {text!r}")
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgGtT]?)(i?)([bB]?)\s*", str(text))
-    if not m or m.group(1).count(".") > 1:
-        raise ConfigError(f"memory_limit: expected e.g. '2GiB', '800MB' or a number of bytes, got {text!r}")
-    power = " KMGT".index(m.group(2).upper() or " ")
-    binary = bool(m.group(3)) or not m.group(4)  # 'GiB' and a bare 'G' are binary, 'GB' is decimal
-    return int(float(m.group(1)) * (1024 if binary else 1000) ** power)
 
 
 def with_headroom(budget: int) -> int:
@@ -124,73 +111,82 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
                  device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                  baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True,
                  margin: int = MARGIN, streams: int = 1, budget_baseline_bytes: int | None = None) -> SizeChoice:
-    """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``.
+    """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``: the keyword
+    form of ``choose`` (``margin``, ``n_frames``, ``itemsize``, ``device``: the ``Workload``; the others but the
+    baselines: the ``SizeRequest``)."""
+    h, w = frame_shape
+    work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
+    sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
+                        memory_limit=memory_limit, streams=streams, probe=probe)
+    return choose(net, work, sizes, baseline_bytes=baseline_bytes, budget_baseline_bytes=budget_baseline_bytes)
+
+
+def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes: int = 0,
+           budget_baseline_bytes: int | None = None) -> SizeChoice:
+    """Resolve ``sizes``' ``'auto'`` chunk and batch (given integers are kept; 'whole': the frame's longer side)
+    for ``work``.
 
     ``baseline_bytes``: the RssAnon the process holds before the run (the default host budget is counted above it,
-    or above ``budget_baseline_bytes`` where given); ``margin``: the executor's; ``streams``:
-    blocks computed at once on a CPU (memory is planned for all of them; 'auto' gives each the sizes it would
-    choose for one stream). Raises ConfigError when even the smallest candidate (or the given sizes, or one
-    stream's sizes in every stream) cannot fit the budget.
+    or above ``budget_baseline_bytes`` where given); ``sizes.streams``: blocks computed at once on a CPU (memory is
+    planned for all of them; 'auto' gives each the sizes it would choose for one stream). Raises ConfigError when
+    even the smallest candidate (or the given sizes, or one stream's sizes in every stream) cannot fit the budget.
     """
-    device = torch.device(device)
-    automatic = _automatic(chunk_size, batch_size)
-    blocks = BLOCKS if block == "auto" else (int(block),)
-    if not automatic and memory_limit is None:  # the user's sizes, nothing to check them against
-        plan = plan_inference(net, frame_shape, chunk_size=int(chunk_size), batch_size=int(batch_size), amp=amp,
-                              device=device, block=block, itemsize=itemsize, baseline_bytes=baseline_bytes,
-                              n_frames=n_frames, trace=isinstance(net, torch.nn.Module),  # duck-typed: geometry
-                              margin=margin, streams=streams)
+    device = work.device
+    if sizes.chunk_size == "whole":
+        sizes = dataclasses.replace(sizes, chunk_size=max(work.frame_shape))
+    automatic = sizes.automatic
+    blocks = BLOCKS if sizes.block == "auto" else (int(sizes.block),)
+    if not automatic and sizes.memory_limit is None:  # the user's sizes, nothing to check them against
+        plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes,
+                        trace=isinstance(net, torch.nn.Module))  # duck-typed: geometry
         return SizeChoice(plan, 0, "none", "as given")
-    budget, kind = memory_budget(device, memory_limit, modest=automatic, baseline_bytes=baseline_bytes
+    budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=baseline_bytes
                                  if budget_baseline_bytes is None else budget_baseline_bytes)
     usable = with_headroom(budget) if automatic else budget
+    streams = sizes.streams
     if automatic and streams > 1 and device.type == "cpu":
         # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
         # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles
         # (not 256) to fit both (that file was not kept)
-        one = choose_sizes(net, frame_shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
-                           device=device, itemsize=itemsize, memory_limit=memory_limit, baseline_bytes=baseline_bytes,
-                           n_frames=n_frames, probe=probe, margin=margin,
-                           budget_baseline_bytes=budget_baseline_bytes)
+        one = choose(net, work, dataclasses.replace(sizes, streams=1), baseline_bytes=baseline_bytes,
+                     budget_baseline_bytes=budget_baseline_bytes)
         p = one.plan
-        plan = _fitting_plan(net, frame_shape, p.chunk_size, p.batch_size, amp, device, itemsize, usable,
-                             baseline_bytes, blocks, n_frames, margin, streams)
+        chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
+        plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
         if plan is None:
-            least = plan_inference(net, frame_shape, chunk_size=p.chunk_size, batch_size=p.batch_size, amp=amp,
-                                   device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
-                                   baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin, streams=streams)
+            least = plan_for(net, work, dataclasses.replace(chosen, block=blocks[-1]), prefetch_depth=0,
+                             baseline_bytes=baseline_bytes)
             raise ConfigError(f"streams {streams}: the sizes one stream would use (tile core {p.chunk_size}, batch "
                               f"{p.batch_size}) need {least.need_bytes / MiB:.0f} MiB in {streams} streams, more "
                               f"than {usable / MiB:.0f} MiB ({kind}, less {PLAN_HEADROOM:.0%} headroom); smaller "
                               "tiles would cost more than the streams gain: use one stream or raise --memory_limit")
         return dataclasses.replace(one, plan=plan, reason=f"{one.reason}; the same sizes in {streams} streams")
-    h, w = frame_shape
-    chunks = _chunk_candidates(chunk_size, max(h, w))
-    batches = _batch_candidates(batch_size, device)
+    h, w = work.frame_shape
+    chunks = _chunk_candidates(sizes.chunk_size, max(h, w))
+    batches = _batch_candidates(sizes.batch_size, device)
     plans: list[InferencePlan] = []
     skipped: list[dict[str, Any]] = []
     for batch in batches:
         least_work = None  # network pixels per frame of the largest tiles that fit at this batch
         for chunk in sorted(chunks, reverse=True):
             if least_work is not None:
-                work = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
-                                      itemsize=itemsize, n_frames=n_frames, trace=False, margin=margin,
-                                      streams=streams).work_px_per_frame
-                if least_work < (1 - TIE) * work:  # more halo work at the same batch: slower by more than TIE
+                px = plan_for(net, work, dataclasses.replace(sizes, chunk_size=chunk, batch_size=batch, block="auto"),
+                              trace=False).work_px_per_frame
+                if least_work < (1 - TIE) * px:  # more halo work at the same batch: slower by more than TIE
                     skipped.append({"chunk_size": chunk, "batch_size": batch, "predicted_mib": None,
                                     "frames_per_s": None,
-                                    "skipped": f"{work / least_work:.2f}x the network work per frame of larger "
+                                    "skipped": f"{px / least_work:.2f}x the network work per frame of larger "
                                                "tiles that fit at this batch"})
                     continue
-            plan = _fitting_plan(net, frame_shape, chunk, batch, amp, device, itemsize, usable, baseline_bytes,
-                                 blocks, n_frames, margin, streams)
+            plan = _fitting_plan(net, work, dataclasses.replace(sizes, chunk_size=chunk, batch_size=batch), usable,
+                                 baseline_bytes, blocks)
             if plan is not None:
                 plans.append(plan)
                 least_work = min(plan.work_px_per_frame, least_work or plan.work_px_per_frame)
     if not plans:
-        smallest = plan_inference(net, frame_shape, chunk_size=chunks[0], batch_size=batches[0], amp=amp,
-                                  device=device, itemsize=itemsize, block=blocks[-1], prefetch_depth=0,
-                                  baseline_bytes=baseline_bytes, n_frames=n_frames, margin=margin, streams=streams)
+        smallest = plan_for(net, work, dataclasses.replace(sizes, chunk_size=chunks[0], batch_size=batches[0],
+                                                           block=blocks[-1]),
+                            prefetch_depth=0, baseline_bytes=baseline_bytes)
         room = f"the budget of {budget / MiB:.0f} MiB ({kind})" if usable == budget else \
             f"{usable / MiB:.0f} MiB (the budget of {budget / MiB:.0f} MiB, {kind}, less {PLAN_HEADROOM:.0%} headroom)"
         raise ConfigError(f"chunk_size {chunks[0]}, batch_size {batches[0]} needs {smallest.need_bytes / MiB:.0f} MiB "
@@ -208,13 +204,13 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     stopped: set[int] = set()  # CUDA: tile sizes whose throughput stopped growing with the batch
     for plan in plans:
         seconds = remembered_seconds(net, plan, device)
-        if seconds is None and probe and spent < allowance and plan.chunk_size not in stopped:
+        if seconds is None and sizes.probe and spent < allowance and plan.chunk_size not in stopped:
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
         fps = None if seconds is None else frames_per_second(plan, seconds)
-        if fps and n_frames is not None and allowance == PROBE_BUDGET_S and not cuda:  # a short stack: probing
-            allowance = min(PROBE_BUDGET_S, PROBE_SHARE * n_frames / fps)  # must not cost more than a share of it
+        if fps and work.n_frames is not None and allowance == PROBE_BUDGET_S and not cuda:  # a short stack: probing
+            allowance = min(PROBE_BUDGET_S, PROBE_SHARE * work.n_frames / fps)  # must not cost more than a share of it
         if cuda and fps:  # on a GPU the batch decides (module docstring): time batches up while they gain
             if fps < (1 - TIE) * best_at.get(plan.chunk_size, 0.0):
                 stopped.add(plan.chunk_size)
@@ -235,31 +231,37 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
     return SizeChoice(best, budget, kind, reason, table)
 
 
-def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], **kwargs: Any) -> SizeChoice:
-    """``choose_sizes`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
+def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
+                      batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
+                      device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
+                      n_frames: int | None = None, probe: bool = True, margin: int = MARGIN,
+                      streams: int = 1) -> SizeChoice:
+    """``choose_sizes`` for a run in this process: the keyword form of ``choose_here``."""
+    h, w = frame_shape
+    work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
+    return choose_here(net, work, SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
+                                              memory_limit=memory_limit, streams=streams, probe=probe))
+
+
+def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoice:
+    """``choose`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
     run pays first), and again after planning, which can leave memory behind that the run keeps (the first
     fake-tensor trace imports torch's compiler stack; timed units hand their freed heap back, ``heap``). Where
     that pushes automatic sizes past the budget's headroom, they are chosen again from the memory the process
-    holds now, among the settings already timed. ``kwargs``: those of ``choose_sizes`` but ``baseline_bytes``."""
-    warm_up(net, kwargs.get("device", "cpu"), kwargs.get("amp", "off"))
+    holds now, among the settings already timed."""
+    warm_up(net, work.device, sizes.amp)
     baseline = rss_anon_bytes()
-    choice = choose_sizes(net, frame_shape, baseline_bytes=baseline, **kwargs)
+    choice = choose(net, work, sizes, baseline_bytes=baseline)
     after = rss_anon_bytes()
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
-    automatic = _automatic(kwargs.get("chunk_size", "auto"), kwargs.get("batch_size", "auto"))
-    if automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes):
-        again = choose_sizes(net, frame_shape, baseline_bytes=after, budget_baseline_bytes=baseline,
-                             **{**kwargs, "probe": False})  # what planning left behind is the run's to pay
+    if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes):
+        again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
+                       budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")
     return choice
-
-
-def _automatic(chunk_size: int | str, batch_size: int | str) -> bool:
-    """Sizes the planner chooses (and keeps within the headroom), rather than sizes the user gave."""
-    return chunk_size == "auto" or batch_size == "auto"
 
 
 def rss_anon_bytes() -> int:
@@ -280,20 +282,19 @@ def _batch_candidates(batch_size: int | str, device: torch.device) -> list[int]:
     return list(BATCHES["cuda" if device.type == "cuda" else "cpu"])
 
 
-def _fitting_plan(net: DecodeNet, frame_shape: tuple[int, int], chunk: int, batch: int, amp: str | None,
-                  device: torch.device, itemsize: int, budget: int, baseline: int,
-                  blocks: tuple[int, ...], n_frames: int | None, margin: int,
-                  streams: int) -> InferencePlan | None:
-    """The plan with the longest block (and prefetch) that fits, or None."""
+def _fitting_plan(net: DecodeNet, work: Workload, sizes: SizeRequest, budget: int, baseline: int,
+                  blocks: tuple[int, ...]) -> InferencePlan | None:
+    """The plan of ``sizes`` (chunk and batch given) with the longest block of ``blocks`` (and prefetch) that fits
+    ``budget``, or None."""
     for depth in (1, 0):
         for block in blocks:
-            plan = plan_inference(net, frame_shape, chunk_size=chunk, batch_size=batch, amp=amp, device=device,
-                                  block=block, itemsize=itemsize, prefetch_depth=depth, baseline_bytes=baseline,
-                                  n_frames=n_frames, margin=margin, streams=streams)
-            host_ok = device.type != "cuda" or plan.host_bytes - baseline <= max(budget, host_allowance())
+            plan = plan_for(net, work, dataclasses.replace(sizes, block=block), prefetch_depth=depth,
+                            baseline_bytes=baseline)
+            host_ok = work.device.type != "cuda" or plan.host_bytes - baseline <= max(budget, host_allowance())
             if plan.need_bytes <= budget and host_ok:
                 return plan
     return None
 
 
-__all__ = ["SizeChoice", "choose_sizes", "choose_sizes_here", "memory_budget", "parse_bytes", "rss_anon_bytes"]
+__all__ = ["SizeChoice", "choose", "choose_here", "choose_sizes", "choose_sizes_here", "memory_budget", "parse_bytes",
+           "rss_anon_bytes"]

@@ -22,11 +22,13 @@ cuDNN workspaces and the CUDA context are not in it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.trace import GLIBC_MMAP_THRESHOLD_MAX, fake_network, remembered_trace
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
@@ -41,14 +43,12 @@ STREAM_ARENA_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # per stream beyond the first
 
 @dataclass(frozen=True)
 class InferencePlan:
-    """What a tiled inference run of one stack will hold, in bytes (see the module docstring)."""
+    """What a tiled inference run of one stack will hold, in bytes (see the module docstring), and the executor's
+    sizes it was planned for (``tiles``: chunk, batch, block, amp, margin, streams)."""
 
     frame_shape: tuple[int, int]
-    chunk_size: int
-    batch_size: int
-    block: int
+    tiles: TileConfig
     prefetch_depth: int
-    amp: str
     device: str
     tile_shape: tuple[int, int]
     n_tiles: int
@@ -57,9 +57,38 @@ class InferencePlan:
     block_bytes: int
     staging_bytes: int
     baseline_bytes: int
-    margin: int = MARGIN  # px of exact output kept around each tile's core for post-processing
     notes: tuple[str, ...] = field(default_factory=tuple)
-    streams: int = 1  # blocks computed at once (CPU; ``TileConfig.streams``)
+
+    @property
+    def chunk_size(self) -> int:
+        return self.tiles.chunk_size
+
+    @property
+    def batch_size(self) -> int:
+        return self.tiles.batch_size
+
+    @property
+    def block(self) -> int:
+        return self.tiles.block
+
+    @property
+    def amp(self) -> str:
+        return self.tiles.amp
+
+    @property
+    def margin(self) -> int:
+        """px of exact output kept around each tile's core for post-processing."""
+        return self.tiles.margin
+
+    @property
+    def streams(self) -> int:
+        """Blocks computed at once (CPU; ``TileConfig.streams``)."""
+        return self.tiles.streams
+
+    def executor_config(self, *, compile: bool | str = False, channels_last: bool = True) -> TileConfig:
+        """The ``TileConfig`` to run this plan with: its sizes, and how the network is called (``compile``,
+        ``channels_last``: ``TileConfig``'s; they do not change the memory planned)."""
+        return dataclasses.replace(self.tiles, compile=compile, channels_last=channels_last)
 
     @property
     def network_host_bytes(self) -> int:
@@ -104,7 +133,8 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
                    itemsize: int = 2, prefetch_depth: int = 1, baseline_bytes: int = 0,
                    n_frames: int | None = None, trace: bool = True, margin: int = MARGIN,
                    streams: int = 1) -> InferencePlan:
-    """Predict the peak memory of ``predict_stack`` with these settings (nothing real is allocated).
+    """Predict the peak memory of ``predict_stack`` with these settings (nothing real is allocated); the keyword
+    form of ``plan_for``.
 
     ``baseline_bytes``: the process's RssAnon before the run (Python, torch, the model), measured by the caller.
     ``n_frames``: the stack's length (a block is never longer). ``trace=False`` gives the geometry without the
@@ -112,14 +142,24 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     ``postprocess.MARGIN`` px around each core; it makes the tiles larger). ``streams``: blocks computed at once
     on a CPU (each adds a block and a network working set; always one on CUDA).
     """
-    device = torch.device(device)
-    streams = int(streams) if device.type == "cpu" else 1
     h, w = (int(v) for v in frame_shape)
-    amp_name = executor_amp(amp, device)
-    n = block_length((h, w) if n_frames is None else (int(n_frames), h, w), itemsize, block, streams)
+    work = Workload((h, w), torch.device(device), margin, itemsize, n_frames)
+    sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, streams=streams)
+    return plan_for(net, work, sizes, prefetch_depth=prefetch_depth, baseline_bytes=baseline_bytes, trace=trace)
+
+
+def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_depth: int = 1, baseline_bytes: int = 0,
+             trace: bool = True) -> InferencePlan:
+    """The plan of ``work`` with ``sizes`` (chunk and batch given, block given or 'auto'); see ``plan_inference``."""
+    device = work.device
+    h, w = work.frame_shape
+    n_frames = work.n_frames
+    config = tile_config(sizes, work, block=1)  # the streams the device allows, for the block length
+    n = block_length((h, w) if n_frames is None else (int(n_frames), h, w), work.itemsize, sizes.block,
+                     config.streams)
     if n_frames is not None:
         n = max(1, min(n, int(n_frames)))
-    config = TileConfig(chunk_size=chunk_size, batch_size=batch_size, block=n, amp=amp_name, margin=margin)
+    config = dataclasses.replace(config, block=n)
     ex = TiledExecutor(net, (h, w), config, device=device)  # geometry only: nothing is allocated
     run = min(n, ex.batch_size)
     tiles = ex._group(run)
@@ -128,14 +168,22 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
         network = _traced_peak(net, (h, w), config, device, run)
     ly, lx = ex.plan.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
-    in_flight = (prefetch_depth + 3 if prefetch_depth else 2) + streams - 1  # see the module docstring
+    in_flight = (prefetch_depth + 3 if prefetch_depth else 2) + config.streams - 1  # see the module docstring
     if n_frames is not None:  # a short stack has fewer blocks to hold (plus the transient edge copy)
         in_flight = min(in_flight, -(-int(n_frames) // n) + 1)
-    blocks = in_flight * (n + 2) * h * w * itemsize
+    blocks = in_flight * (n + 2) * h * w * work.itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
-    return InferencePlan((h, w), ex.chunk_size, ex.batch_size, n, prefetch_depth, amp_name, device.type,
-                         (ly, lx), len(ex.plan), (tiles, run + 2), network, int(blocks), int(staging),
-                         int(baseline_bytes), margin, streams=streams)
+    return InferencePlan((h, w), config, prefetch_depth, device.type, (ly, lx), len(ex.plan), (tiles, run + 2),
+                         network, int(blocks), int(staging), int(baseline_bytes))
+
+
+def tile_config(sizes: SizeRequest, work: Workload, *, block: int) -> TileConfig:
+    """The executor's ``TileConfig`` for ``sizes`` (chunk and batch given) with blocks of ``block`` frames: amp
+    resolved to the executor's name for the device, streams only on a CPU, ``work``'s margin. The one place sizes
+    become a ``TileConfig``."""
+    return TileConfig(chunk_size=int(sizes.chunk_size), batch_size=int(sizes.batch_size), block=block,
+                      amp=executor_amp(sizes.amp, work.device), margin=work.margin,
+                      streams=int(sizes.streams) if work.device.type == "cpu" else 1)
 
 
 def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off") -> None:
@@ -146,7 +194,8 @@ def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off
     ``choose_sizes_here`` reads the baseline again after planning.)"""
     device = torch.device(device)
     side = 64
-    config = TileConfig(chunk_size=side, batch_size=1, block=1, amp=executor_amp(amp, device))
+    config = tile_config(SizeRequest(chunk_size=side, batch_size=1, amp=amp), Workload((side, side), device, 0),
+                         block=1)
     with torch.inference_mode():
         TiledExecutor(net, (side, side), config, device=device).run_unit(1)
 

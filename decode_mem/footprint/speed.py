@@ -21,7 +21,7 @@ from decode_mem.footprint.heap import release_free_heap
 from decode_mem.footprint.inference import InferencePlan
 from decode_mem.footprint.trace import source_fingerprint
 from decode_mem.io.atomic import atomic_output
-from decode_mem.tiling import TileConfig, TiledExecutor
+from decode_mem.tiling import TiledExecutor
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
 CUDA_UNIT_SECONDS = 0.05  # on CUDA (units of milliseconds), after ``CUDA_WARM_UP`` units
@@ -67,9 +67,7 @@ def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.
 def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float:
     """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered. The unit is
     the one most of a block's units are: with features reused, ``batch_size`` new frames and two carried."""
-    ex = TiledExecutor(net, plan.frame_shape, TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size,
-                                                        block=plan.block, amp=plan.amp, margin=plan.margin),
-                       device=device)
+    ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device)
     unit = ex.unit(plan.unit_shape[1] - 2, carried=True)  # a block's steady state: two frames' features carried
     for _ in range(CUDA_WARM_UP if device.type == "cuda" else 1):  # warm-up: oneDNN / cuDNN choose kernels
         unit()

@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
-    from decode_mem.footprint.choose import parse_bytes
+    from decode_mem.config import parse_bytes
     from decode_mem.infer import InferConfig
     from decode_mem.io.camera import camera_fields, preset, with_fields
 

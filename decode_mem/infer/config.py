@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from decode_mem.config import AMP_CHOICES
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.request import SizeRequest
 from decode_mem.io.camera import Camera
 from decode_mem.model.checkpoint import SHIPPED_MODEL
 
@@ -82,6 +83,8 @@ class InferConfig:
     follow: bool = False
     idle_timeout: float = 30.0
     refresh: float = 10.0
+    sizes: SizeRequest = field(init=False, repr=False, compare=False)  # the size settings above, as the planner
+    # takes them (made once, here; the runner sets ``block`` per stack)
 
     def __post_init__(self) -> None:
         inputs = (self.inputs,) if isinstance(self.inputs, (str, os.PathLike)) else tuple(self.inputs)
@@ -128,6 +131,9 @@ class InferConfig:
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")
+        object.__setattr__(self, "sizes", SizeRequest(
+            chunk_size=self.chunk_size, batch_size=self.batch_size, block=self.block, amp=self.amp,
+            memory_limit=self.memory_limit, streams=self.streams))
 
     def _check_follow(self) -> None:
         if len(self.inputs) != 1:

@@ -17,6 +17,7 @@ At the end the final files are written from the parts (the offline run's files),
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import time
@@ -110,9 +111,9 @@ class _FollowRun:
         for part in self.parts.parts:  # a resumed run: what the kept parts hold
             status.add(_concat(self.parts, part), part["start"], part["stop"] - part["start"])
         settings = EngineSettings(
-            model=str(cfg.model_path), camera=self.camera, chunk_size=cfg.chunk_size, batch_size=cfg.batch_size,
-            block=self.parts.block, amp=cfg.amp, memory_limit=cfg.memory_limit,
-            compile=False if cfg.compile == "auto" else cfg.compile, streams=1, device=cfg.device,
+            model=str(cfg.model_path), camera=self.camera,
+            sizes=dataclasses.replace(cfg.sizes, block=self.parts.block, streams=1),
+            compile=False if cfg.compile == "auto" else cfg.compile, device=cfg.device,
             threshold=cfg.threshold, threads=cfg.threads)
         obs.run_started(1)
         obs.stack_started(stem, None)

@@ -25,7 +25,8 @@ import torch
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.choose import SizeChoice, choose_sizes_here
+from decode_mem.footprint.choose import SizeChoice, choose_here
+from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
@@ -40,7 +41,7 @@ from decode_mem.postprocess import (
     detect_candidates,
 )
 from decode_mem.threads import cpu_threads
-from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TileConfig, TiledExecutor, as_source
+from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TiledExecutor, as_source
 
 Size = int | Literal["auto"]
 Chunk = int | Literal["auto", "whole"]
@@ -98,23 +99,38 @@ def predict_stack(
     was imported before decode_mem, the idle cores, ``decode_mem.threads``). Set-up errors are raised here,
     before the first block is read.
     """
+    sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, memory_limit=memory_limit,
+                        streams=streams)
+    return predict_with(stack, model, sizes, device=device, postprocess=postprocess, camera=camera, compile=compile,
+                        channels_last=channels_last, prob_map=prob_map, on_plan=on_plan, on_block=on_block,
+                        threads=threads)
+
+
+def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNet | TrainedModel,
+                 sizes: SizeRequest, *, device: str | torch.device | None = None,
+                 postprocess: PostprocessConfig = DEFAULT_POSTPROCESS, camera: Camera | None = None,
+                 compile: bool | str = False, channels_last: bool = True, prob_map: ProbabilityMap | None = None,
+                 on_plan: Callable[[SizeChoice], None] | None = None,
+                 on_block: Callable[[BlockResult], None] | None = None,
+                 threads: int | None = None) -> Iterator[EmitterTable]:
+    """``predict_stack`` with its sizes as one ``SizeRequest`` (what the engine's settings carry); ``sizes`` goes
+    as it is to the planner (``choose_for_stack``), whose plan gives the executor its ``TileConfig``."""
     net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
     _, h, w = source.shape
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
-    _check_streams(streams, dev, prob_map, compile)
-    choice = plan_sizes(net, source.shape, chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
-                        device=dev, itemsize=itemsize, memory_limit=memory_limit, streams=streams)
+    _check_streams(sizes.streams, dev, prob_map, compile)
+    choice = choose_for_stack(net, source.shape, itemsize, dev, sizes)
     plan = choice.plan
     if emulated_bf16(plan.amp, dev):
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
     if compile == "auto":
-        compile = dev.type == "cpu" and streams == 1 and source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
-    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=plan.block, amp=plan.amp,
-                        margin=plan.margin, compile=compile if isinstance(compile, str) else bool(compile),
-                        streams=plan.streams, channels_last=channels_last)
+        compile = dev.type == "cpu" and sizes.streams == 1 and \
+            source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
+    config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
+                                  channels_last=channels_last)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     if on_plan is not None:
         on_plan(choice)
@@ -174,10 +190,8 @@ def process_large_image(
                           f"shape {image.shape}")
     net, cam, dev = _prepare(model, camera, device)
     h, w = image.shape[-2:]
-    plan = plan_sizes(net, (1, h, w), chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp, device=dev,
-                      itemsize=image.dtype.itemsize, memory_limit=memory_limit, margin=0).plan
-    config = TileConfig(chunk_size=plan.chunk_size, batch_size=plan.batch_size, block=1, amp=plan.amp,
-                        margin=plan.margin)
+    sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp, memory_limit=memory_limit)
+    config = choose_for_stack(net, (1, h, w), image.dtype.itemsize, dev, sizes, margin=0).plan.executor_config()
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
     out: list[np.ndarray] = []  # allocated at the first tile, with the network's channel count
 
@@ -193,19 +207,12 @@ def process_large_image(
     return torch.from_numpy(out[0]) if is_tensor else out[0]
 
 
-def plan_sizes(net: Any, shape: tuple[int, int, int], *, chunk_size: Chunk, batch_size: Size, block: Size,
-               amp: Amp, device: torch.device, itemsize: int, memory_limit: int | None,
-               margin: int = MARGIN, streams: int = 1) -> SizeChoice:
-    """``decode_mem.footprint.choose_sizes_here`` for a ``(T, H, W)`` stack: sizes checked, 'whole' resolved;
+def choose_for_stack(net: Any, shape: tuple[int, int, int], itemsize: int, device: torch.device, sizes: SizeRequest, *,
+                     margin: int = MARGIN) -> SizeChoice:
+    """``decode_mem.footprint.choose_here`` for a ``(T, H, W)`` stack of ``itemsize``-byte pixels on ``device``;
     ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps)."""
-    if chunk_size == "whole":
-        chunk_size = max(shape[1:])
-    for name, value in (("chunk_size", chunk_size), ("batch_size", batch_size)):
-        if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-            raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
-    return choose_sizes_here(net, tuple(shape[1:]), chunk_size=chunk_size, batch_size=batch_size, block=block,
-                             amp=amp, device=device, itemsize=itemsize, memory_limit=memory_limit,
-                             n_frames=shape[0], margin=margin, streams=streams)
+    n, h, w = shape
+    return choose_here(net, Workload((int(h), int(w)), device, margin, itemsize, n), sizes)
 
 
 def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: Any) -> None:

@@ -127,11 +127,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     check_stems(found.stacks)
     failures = [StackFailure(item, reason) for item, reason in found.missing]
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
-    base = {"model": str(model_path), "camera": camera, "chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
-            "amp": cfg.amp, "memory_limit": cfg.memory_limit, "compile": cfg.compile, "streams": cfg.streams,
-            "device": cfg.device,
-            "threshold": cfg.threshold,
-            "threads": cfg.threads}
+    engine = EngineSettings(model=str(model_path), camera=camera, sizes=cfg.sizes, compile=cfg.compile,
+                            device=cfg.device, threshold=cfg.threshold, threads=cfg.threads)
     extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),
               "settings": cfg.settings(), "generated_by": generated_by()}
     writer_options = {"three_d": bool(model.config.use_z), "psf_sigma": float(np.mean(psf_sigma))}
@@ -154,8 +151,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             continue
         if not domain.ok:
             obs.warning(domain.message(str(path)))
-        settings = EngineSettings(block=block_length(shape, dtype.itemsize, cfg.block, cfg.streams), **base)
-        if cfg.distributed and "auto" in (settings.chunk_size, settings.batch_size):
+        settings = engine.with_block(block_length(shape, dtype.itemsize, cfg.block, cfg.streams))
+        if cfg.distributed and settings.sizes.automatic:
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
         jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))
     if failures and not jobs and not summaries:  # nothing to do: a bad input, not a batch with failures
@@ -212,12 +209,12 @@ def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, .
     """'auto' sizes chosen once, here, for every worker of a distributed run: workers that chose for
     themselves (each with its own baseline memory) could cut the same stack into different tiles."""
     from decode_mem.config import resolve_device
-    from decode_mem.infer.predict import plan_sizes
+    from decode_mem.infer.predict import choose_for_stack
 
-    choice = plan_sizes(model.net, tuple(shape), chunk_size=settings.chunk_size, batch_size=settings.batch_size,
-                        block=settings.block, amp=settings.amp, device=resolve_device(settings.device or "auto"),
-                        itemsize=itemsize, memory_limit=settings.memory_limit)
-    return dataclasses.replace(settings, chunk_size=choice.plan.chunk_size, batch_size=choice.plan.batch_size)
+    sizes = dataclasses.replace(settings.sizes, streams=1)  # as chosen before the settings were one object
+    choice = choose_for_stack(model.net, tuple(shape), itemsize, resolve_device(settings.device or "auto"), sizes)
+    chosen = dataclasses.replace(settings.sizes, chunk_size=choice.plan.chunk_size, batch_size=choice.plan.batch_size)
+    return dataclasses.replace(settings, sizes=chosen)
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],

@@ -11,7 +11,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ import torch
 
 from decode_mem.errors import CheckpointError
 from decode_mem.footprint.choose import SizeChoice
+from decode_mem.footprint.request import SizeRequest
 from decode_mem.infer.domain import DomainCheck
-from decode_mem.infer.predict import predict_stack
+from decode_mem.infer.predict import predict_with
 from decode_mem.infer.ranges import FrameRange
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
@@ -36,16 +37,21 @@ class EngineSettings:
 
     model: str
     camera: Camera
-    chunk_size: int | str = "auto"
-    batch_size: int | str = "auto"
-    block: int = 256
-    amp: str = "auto"
-    memory_limit: int | None = None
+    sizes: SizeRequest = field(default_factory=lambda: SizeRequest(block=256))  # its block: frames, resolved
+    # for the stack (``with_block``)
     compile: bool | str = "auto"
-    streams: int = 1
     device: str | None = None
     threshold: float | None = None
     threads: int | None = None
+
+    @property
+    def block(self) -> int:
+        """Frames per block (the task boundaries of a distributed run are multiples of it)."""
+        return int(self.sizes.block)
+
+    def with_block(self, block: int) -> EngineSettings:
+        """These settings with blocks of ``block`` frames."""
+        return replace(self, sizes=replace(self.sizes, block=block))
 
     @property
     def postprocess(self) -> PostprocessConfig:
@@ -89,12 +95,9 @@ def stream_emitters(stack: Any, settings: EngineSettings, on_block: Callable[[Bl
                     prob_map: Any = None) -> Iterator[EmitterTable]:
     """``predict_stack`` with these settings, one table per block, in frame order."""
     model = cached_model(settings.model, settings.device)
-    return predict_stack(stack, model, chunk_size=settings.chunk_size, batch_size=settings.batch_size,
-                         block=settings.block, amp=settings.amp, device=settings.device,
-                         postprocess=settings.postprocess, camera=settings.camera,
-                         memory_limit=settings.memory_limit, compile=settings.compile,
-                         streams=settings.streams, prob_map=prob_map,
-                         on_plan=on_plan, on_block=on_block, threads=settings.threads)
+    return predict_with(stack, model, settings.sizes, device=settings.device, postprocess=settings.postprocess,
+                        camera=settings.camera, compile=settings.compile, prob_map=prob_map, on_plan=on_plan,
+                        on_block=on_block, threads=settings.threads)
 
 
 def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -> RangeResult:

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import AMP_CHOICES, check_keys, load_yaml, renamed_keys
+from decode_mem.config import AMP_CHOICES, check_keys, load_yaml, parse_bytes, renamed_keys
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.choose import parse_bytes
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
@@ -41,7 +40,8 @@ class TrainConfig:
     amp: str = "auto"  # "auto" | "bf16" | "fp16" (with a GradScaler) | "off"; see decode_mem.model.precision
     use_chunking: bool = False  # cut training frames larger than crop_size into crops (gradients accumulated)
     crop_size: int | str = 512  # px, or "auto": the largest crop that fits memory_limit
-    memory_limit: int | str | None = None  # e.g. "2GiB": host RssAnon on a CPU, device memory on CUDA (plan)
+    memory_limit: int | None = None  # bytes (given as e.g. "2GiB", parsed once): host RssAnon on a CPU, device
+    # memory on CUDA (plan)
     memory_tracking: bool = True
     memory_log_file: str | None = None  # default: <out>/memory.csv
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
@@ -81,8 +81,10 @@ class TrainConfig:
             raise ConfigError(f"train.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
         if self.crop_size != "auto" and (not isinstance(self.crop_size, int) or self.crop_size < 8):
             raise ConfigError(f"train.crop_size must be an integer >= 8 or 'auto', got {self.crop_size!r}")
-        if self.memory_limit is not None and not parse_bytes(self.memory_limit) > 0:
-            raise ConfigError(f"train.memory_limit must be > 0 bytes, got {self.memory_limit!r}")
+        given = self.memory_limit
+        object.__setattr__(self, "memory_limit", parse_bytes(given))
+        if self.memory_limit is not None and not self.memory_limit > 0:
+            raise ConfigError(f"train.memory_limit must be > 0 bytes, got {given!r}")
 
     def notes(self) -> list[str]:
         """Settings that are valid but change nothing, said out loud (the CLI prints them)."""

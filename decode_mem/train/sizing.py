@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.choose import memory_budget, parse_bytes, rss_anon_bytes, with_headroom
+from decode_mem.footprint.choose import memory_budget, rss_anon_bytes, with_headroom
 from decode_mem.footprint.inference import MiB
 from decode_mem.footprint.training import TrainingPlan, plan_training
 from decode_mem.model.net import DecodeNet
@@ -35,7 +35,7 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
-    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit), baseline_bytes=baseline)[0])
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0])
     for chunk in candidates:
         if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
             return chunk
@@ -57,7 +57,7 @@ def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
     whose plan fits ``cfg.memory_limit`` or, without one, what the machine has, less ``PLAN_HEADROOM``
     (``with_headroom``); batch 1 where none fits (``fit`` then refuses it). For a job that chooses its own training
     sizes (``decode_mem.fit``'s fine-tuning)."""
-    budget = with_headroom(memory_budget(device, parse_bytes(cfg.memory_limit), modest=False)[0])
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, modest=False)[0])
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
     effective = cfg.batch_size * cfg.accumulation_steps
     batch = cfg.batch_size
@@ -69,11 +69,11 @@ def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
         batch //= 2
 
 
-def check_fits(plan: TrainingPlan, memory_limit: int | str | None) -> None:
+def check_fits(plan: TrainingPlan, memory_limit: int | None) -> None:
     """Refuse (ConfigError) a training run whose planned peak exceeds ``memory_limit``, or, without one, what
     the machine has (free device memory on CUDA, available host memory and this process's on a CPU)."""
     device = torch.device(plan.device)
-    budget, kind = memory_budget(device, parse_bytes(memory_limit), modest=False)
+    budget, kind = memory_budget(device, memory_limit, modest=False)
     if plan.need_bytes <= budget:
         return
     where = "device memory" if device.type == "cuda" else "host memory (RssAnon)"

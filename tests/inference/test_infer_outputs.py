@@ -11,6 +11,7 @@ import yaml
 from infer_helpers import GT, SAMPLE, write_stacks
 
 from decode_mem.evaluate import evaluate, match_emitters
+from decode_mem.footprint import SizeRequest
 from decode_mem.infer import FrameRange, InferConfig, run_inference, split_frames
 from decode_mem.infer.predict import predict_stack
 from decode_mem.infer.work import EngineSettings, predict_range
@@ -101,9 +102,9 @@ def test_json_summary_and_parquet(sample_run):
 
 def test_frame_ranges_give_the_whole_stack_result(shipped_model, sample_frames):
     frames = sample_frames[:70]
-    settings = EngineSettings(model=str(shipped_model), camera=Camera.emccd(), block=16)
-    whole = EmitterTable.concat(predict_stack(frames, load_model(shipped_model), chunk_size=settings.chunk_size,
-                                              batch_size=settings.batch_size, block=16, amp=settings.amp))
+    settings = EngineSettings(model=str(shipped_model), camera=Camera.emccd(), sizes=SizeRequest(block=16))
+    whole = EmitterTable.concat(predict_stack(frames, load_model(shipped_model), chunk_size=settings.sizes.chunk_size,
+                                              batch_size=settings.sizes.batch_size, block=16, amp=settings.sizes.amp))
     ranges = split_frames(70, 20, 16)
     assert ranges == [(0, 32), (32, 64), (64, 70)]  # boundaries on multiples of the block
     parts = EmitterTable.concat(predict_range(frames, a, b, settings).table for a, b in ranges)
