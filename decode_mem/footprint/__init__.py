@@ -17,15 +17,12 @@ from decode_mem._lazy import lazy_exports
 if TYPE_CHECKING:
     from decode_mem.footprint.choose import SizeChoice, choose_sizes, choose_sizes_here, memory_budget, parse_bytes
     from decode_mem.footprint.inference import InferencePlan, plan_inference, warm_up
-    from decode_mem.footprint.request import SizeRequest, Workload
     from decode_mem.footprint.trace import LiveBytes, peak_bytes
     from decode_mem.footprint.training import TrainingPlan, plan_training
 
-__all__ = ["InferencePlan", "LiveBytes", "SizeChoice", "SizeRequest", "TrainingPlan", "Workload", "choose_sizes",
-           "choose_sizes_here", "memory_budget", "parse_bytes", "peak_bytes", "plan_inference", "plan_training",
-           "warm_up"]
+__all__ = ["InferencePlan", "LiveBytes", "SizeChoice", "TrainingPlan", "choose_sizes", "choose_sizes_here",
+           "memory_budget", "parse_bytes", "peak_bytes", "plan_inference", "plan_training", "warm_up"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "SizeChoice": "choose", "choose_sizes": "choose", "choose_sizes_here": "choose", "memory_budget": "choose",
     "parse_bytes": "choose", "InferencePlan": "inference", "plan_inference": "inference", "warm_up": "inference",
-    "LiveBytes": "trace", "peak_bytes": "trace", "TrainingPlan": "training", "plan_training": "training",
-    "SizeRequest": "request", "Workload": "request"})
+    "LiveBytes": "trace", "peak_bytes": "trace", "TrainingPlan": "training", "plan_training": "training"})

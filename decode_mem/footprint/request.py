@@ -27,7 +27,7 @@ class SizeRequest:
     block           frames per block, or 'auto' (``tiling.block_length``)
     amp             'auto' | 'bf16' | 'fp16' | 'off' (None: off)
     memory_limit    bytes (``config.parse_bytes`` reads '2GiB'): host RssAnon on a CPU, device memory on CUDA; None:
-                    ``plan.choose``'s modest default
+                    ``footprint.choose``'s modest default
     streams         blocks computed at once on a CPU (always one on CUDA)
     probe           time 'auto' candidates on the device (False: the largest tiles that fit, not timed)
     """

@@ -11,7 +11,7 @@ import yaml
 from infer_helpers import GT, SAMPLE, write_stacks
 
 from decode_mem.evaluate import evaluate, match_emitters
-from decode_mem.footprint import SizeRequest
+from decode_mem.footprint.request import SizeRequest
 from decode_mem.infer import FrameRange, InferConfig, run_inference, split_frames
 from decode_mem.infer.predict import predict_stack
 from decode_mem.infer.work import EngineSettings, predict_range
