@@ -137,13 +137,13 @@ def child_speed(a: dict) -> dict:
     # the same units of work (the executor's own grouping: TiledExecutor.run_unit), inputs made on the device
     # beforehand: only the network calls are timed; each unit computes its two context frames itself
     ex = executor(True)
-    ly, lx = ex.plan.tile_shape
+    ly, lx = ex.grid.tile_shape
     units = []
     for t0 in range(0, len(stack), a["block"]):
         n = min(a["block"], len(stack) - t0)
         run = min(n, ex.batch_size)
-        group = max(1, min(len(ex.plan), (ex.batch_size + 2) // (run + 2)))
-        for _ in range(0, len(ex.plan), group):
+        group = max(1, min(len(ex.grid), (ex.batch_size + 2) // (run + 2)))
+        for _ in range(0, len(ex.grid), group):
             for r0 in range(0, n, run):
                 k = min(run, n - r0)
                 units.append((k, torch.rand((group, k + 2, ly, lx), device=dev) * 400 + 100))
@@ -172,7 +172,7 @@ def child_speed(a: dict) -> dict:
             times[name].append(fn())
     med = {k: float(np.median(v)) for k, v in times.items()}
     return {"frames": len(stack), "seconds": med, "all": times, "fps": {k: len(stack) / v for k, v in med.items()},
-            "plan": str(ex.plan), "batch": ex.batch_size, "block": a["block"]}
+            "plan": str(ex.grid), "batch": ex.batch_size, "block": a["block"]}
 
 
 def child_compare(a: dict) -> dict:
@@ -270,7 +270,7 @@ def geometry(size: int, chunk: int) -> dict:
 
     net = _net("cpu")
     ex = TiledExecutor(net, (size, size), TileConfig(chunk_size=chunk, batch_size=4), device="cpu")
-    tile = int(ex.plan.tile_shape[0])
+    tile = int(ex.grid.tile_shape[0])
     n = block_length((4096, 4096), 2, "auto")
     return {"block64": block_length((64, 64), 2, "auto"), "receptive_field": int(net.receptive_field()),
             "tile": tile, "halo": (tile - chunk) // 2,

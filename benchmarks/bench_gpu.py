@@ -438,7 +438,7 @@ def speed_paths(report: Report, work: Path, sizes: dict) -> None:
             ex = TiledExecutor(model, shape, config, device=dev)
             if data is None:
                 g = ex._group(batch)
-                data = 50 + 200 * torch.rand((g, batch + 2, *ex.plan.tile_shape), device=dev)
+                data = 50 + 200 * torch.rand((g, batch + 2, *ex.grid.tile_shape), device=dev)
                 fp32 = TiledExecutor(net, shape, replace(config, amp="off"), device=dev).unit(batch, data=data)
                 ref = fp32().float().clone()
             unit = ex.unit(batch, data=data)
@@ -467,7 +467,7 @@ def _unit_fps(unit, device, batch: int, ex) -> float:
             torch.cuda.synchronize(device)
         n += 1
     seconds = (time.perf_counter() - t0) / n
-    return batch * ex._group(batch) / len(ex.plan) / seconds
+    return batch * ex._group(batch) / len(ex.grid) / seconds
 
 
 def training(report: Report, work: Path, sizes: dict) -> None:

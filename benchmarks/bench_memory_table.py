@@ -82,7 +82,7 @@ from decode_mem.memory import measure_phase
 from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
-from decode_mem.train.loop import PLAN, fit
+from decode_mem.train.loop import MEMORY_PLAN_FILE, fit
 a = json.loads(sys.argv[1])
 cfg = TrainConfig(out=a["out"], steps=2, batch_size=a["batch"], accumulation_steps=1, val_every=2, val_size=16,
                   use_chunking=a["chunk"] > 0, crop_size=a["chunk"] or 512, memory_tracking=False, quiet=True,
@@ -92,7 +92,7 @@ if a["device"] == "cuda":
     torch.cuda.reset_peak_memory_stats()
 with measure_phase("run", interval=0.002, device="cpu") as phase:
     fit(cfg)
-plan = json.load(open(os.path.join(a["out"], PLAN)))
+plan = json.load(open(os.path.join(a["out"], MEMORY_PLAN_FILE)))
 out = {"peak_mb": phase.rss_anon_peak_mb, "hwm_exact": phase.hwm_exact, "predicted_mb": plan["predicted_host_mib"]}
 if a["device"] == "cuda":
     out["device_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20

@@ -166,14 +166,14 @@ def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_dep
     network = None
     if trace:
         network = _traced_peak(net, (h, w), config, device, run)
-    ly, lx = ex.plan.tile_shape
+    ly, lx = ex.grid.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
     in_flight = (prefetch_depth + 3 if prefetch_depth else 2) + config.streams - 1  # see the module docstring
     if n_frames is not None:  # a short stack has fewer blocks to hold (plus the transient edge copy)
         in_flight = min(in_flight, -(-int(n_frames) // n) + 1)
     blocks = in_flight * (n + 2) * h * w * work.itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
-    return InferencePlan((h, w), config, prefetch_depth, device.type, (ly, lx), len(ex.plan), (tiles, run + 2),
+    return InferencePlan((h, w), config, prefetch_depth, device.type, (ly, lx), len(ex.grid), (tiles, run + 2),
                          network, int(blocks), int(staging), int(baseline_bytes))
 
 

@@ -1,6 +1,7 @@
-"""Tile plans and the tiled streaming executor (DESIGN.md §5: tiled output == whole-frame output).
+"""Tile grids and the tiled streaming executor (DESIGN.md §5: tiled output == whole-frame output).
 
-* ``TilePlan`` / ``Tile`` / ``plan_axis`` (``plan``): tile geometry as frozen records from pure functions;
+* ``TileGrid`` / ``Tile`` / ``grid_axis`` (``grid``): tile geometry as frozen records from pure functions
+  (``TilePlan`` and ``plan_axis``: their former names, kept for scripts);
 * ``TileConfig`` (``config``): how the work is cut and batched, checked once;
 * ``block_length`` / ``FrameSource`` / ``ArrayStack`` / ``BlockResult`` (``blocks``): blocks of frames in and out;
 * ``TiledExecutor`` (``executor``): blocks of frames -> exact output per tile core, frame features computed once
@@ -15,11 +16,13 @@ from decode_mem.tiling.backoff import DeviceMemoryError, is_oom
 from decode_mem.tiling.blocks import ArrayStack, BlockResult, FrameSource, as_source, block_length
 from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.executor import TiledExecutor, TileNetwork
-from decode_mem.tiling.plan import AxisTile, Tile, TilePlan, halo_for, plan_axis
+from decode_mem.tiling.grid import AxisTile, Tile, TileGrid, grid_axis, halo_for
+
+TilePlan = TileGrid  # deprecated name: "plan" is the memory planner's word (decode_mem.plan)
+plan_axis = grid_axis  # deprecated name
 
 __all__ = [
     "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
-    "TileConfig", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length",
-    "halo_for",
-    "is_oom", "plan_axis",
+    "TileConfig", "TileGrid", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length",
+    "grid_axis", "halo_for", "is_oom", "plan_axis",
 ]

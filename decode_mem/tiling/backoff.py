@@ -15,7 +15,7 @@ from typing import TypeVar
 import torch
 
 from decode_mem.errors import DecodeMemError
-from decode_mem.tiling.plan import TilePlan
+from decode_mem.tiling.grid import TileGrid
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class BackOff:
     back-off.
     """
 
-    def __init__(self, grid_for: Callable[[int], TilePlan], chunk_size: int, batch_size: int, *, factor: int,
+    def __init__(self, grid_for: Callable[[int], TileGrid], chunk_size: int, batch_size: int, *, factor: int,
                  max_retries: int, device: torch.device) -> None:
         self.grid_for, self.factor, self.max_retries, self.device = grid_for, factor, max_retries, device
         self.chunk_size, self.batch_size = int(chunk_size), int(batch_size)

@@ -15,7 +15,7 @@ Work order, and why memory is set by the chunk, batch and block sizes only:
 
 On an out-of-memory error the block is redone with smaller sizes (``backoff``); with ``streams > 1`` (CPU) that
 many blocks are computed at once (``streams``). The parts: ``config`` (``TileConfig``), ``blocks`` (block
-length, frame sources, ``BlockResult``), ``plan`` (tile geometry), ``backoff``, ``streams`` and this module, the
+length, frame sources, ``BlockResult``), ``grid`` (tile geometry), ``backoff``, ``streams`` and this module, the
 network work of one block.
 """
 
@@ -35,7 +35,7 @@ from decode_mem.model.precision import autocast, resolve_amp
 from decode_mem.tiling.backoff import BackOff
 from decode_mem.tiling.blocks import BlockResult, FrameSource, block_length
 from decode_mem.tiling.config import TileConfig
-from decode_mem.tiling.plan import Tile, TilePlan
+from decode_mem.tiling.grid import Tile, TileGrid
 from decode_mem.tiling.streams import run_streams
 
 DEFAULT_CONFIG = TileConfig()  # frozen: one shared default
@@ -96,11 +96,11 @@ class TiledExecutor:
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
             self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)
-        self.backoff = BackOff(self._plan, config.chunk_size, config.batch_size, factor=self.factor,
+        self.backoff = BackOff(self._grid, config.chunk_size, config.batch_size, factor=self.factor,
                                max_retries=config.max_retries, device=self.device)
 
     @property
-    def plan(self) -> TilePlan:
+    def grid(self) -> TileGrid:
         """The tile grid computed with now (smaller after an out-of-memory back-off)."""
         return self.backoff.grid
 
@@ -119,8 +119,8 @@ class TiledExecutor:
         """One line per out-of-memory back-off so far."""
         return self.backoff.log
 
-    def _plan(self, chunk: int) -> TilePlan:
-        return TilePlan.build(self.shape, chunk, receptive_field=self.receptive_field, factor=self.factor,
+    def _grid(self, chunk: int) -> TileGrid:
+        return TileGrid.build(self.shape, chunk, receptive_field=self.receptive_field, factor=self.factor,
                               margin=self.config.margin)
 
     def block_length(self, itemsize: int = 4, n_frames: int | None = None) -> int:
@@ -156,7 +156,7 @@ class TiledExecutor:
         """One try at a block with the current sizes; an out-of-memory error propagates to the caller."""
         start = time.perf_counter() if start is None else start
         results = self._run_block(np.asarray(frames), t0, consume)
-        return BlockResult(t0, len(frames) - 2, tuple(results), self.plan.chunk, self.batch_size, retries,
+        return BlockResult(t0, len(frames) - 2, tuple(results), self.grid.chunk, self.batch_size, retries,
                            time.perf_counter() - start)
 
     def _block(self, t0: int, frames: np.ndarray, consume: Consume, retries: int = 0) -> BlockResult:
@@ -183,7 +183,7 @@ class TiledExecutor:
         """``frames``: ``(n + 2, H, W)``, the block with one context frame each side."""
         n = len(frames) - 2
         levels = self.frame_levels(frames)
-        tiles = self.plan.tiles
+        tiles = self.grid.tiles
         run = min(n, self.batch_size)  # windows per run
         group = self._group(run)  # tiles per run
         units = [(tiles[g0:g0 + group], r0, min(r0 + run, n)) for g0 in range(0, len(tiles), group)
@@ -222,7 +222,7 @@ class TiledExecutor:
         normalization (0 in normalized units is what the whole-frame pass pads with).
         """
         f0, f1 = self._frames_needed(r0, r1)
-        ly, lx = self.plan.tile_shape
+        ly, lx = self.grid.tile_shape
         host = torch.zeros((len(tiles), f1 - f0, ly, lx), dtype=torch.float32,
                            pin_memory=self.device.type == "cuda")
         buf = host.numpy()
@@ -306,7 +306,7 @@ class TiledExecutor:
         run = max(1, min(k, self.batch_size))
         group = self._group(run)
         if data is None:
-            data = torch.zeros((group, run + 2, *self.plan.tile_shape), device=self.device)
+            data = torch.zeros((group, run + 2, *self.grid.tile_shape), device=self.device)
         levels = torch.zeros(data.shape[1], device=self.device)
         with torch.inference_mode():
             x = self.net.normalize(data, levels[None])
@@ -325,4 +325,4 @@ class TiledExecutor:
     def _group(self, run: int) -> int:
         """Tiles per call for runs of ``run`` windows: at most ``batch_size + 2`` tile frames in one call, so
         short blocks (the end of a stack) batch several tiles without exceeding a full block's unit."""
-        return max(1, min(len(self.plan), (self.batch_size + 2) // (run + 2)))
+        return max(1, min(len(self.grid), (self.batch_size + 2) // (run + 2)))

@@ -42,7 +42,7 @@ from decode_mem.train.validation import validate
 
 CHECKPOINT = "checkpoint.pt"  # latest state, for --resume
 MODEL = "model.pt"  # the trained model, for inference (load_model)
-PLAN = "memory_plan.json"  # the planned peak memory of this run (decode_mem.footprint.training)
+MEMORY_PLAN_FILE = "memory_plan.json"  # the planned peak memory of this run (decode_mem.footprint.training)
 
 OnStep = Callable[[int, dict[str, Any]], object]  # (optimizer steps done, the step's row) -> ignored
 
@@ -105,7 +105,7 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     plan = plan_for(cfg, net, device, chunk, val_size=val_size)
     check_fits(plan, cfg.memory_limit)
     if rank.is_main:
-        with atomic_output(out / PLAN) as tmp:
+        with atomic_output(out / MEMORY_PLAN_FILE) as tmp:
             tmp.write_text(json.dumps(plan.as_dict(), indent=1))
 
     # -- data: an endless simulated stream that is a pure function of (seed, step, micro-batch)

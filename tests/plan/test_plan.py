@@ -48,7 +48,7 @@ def test_fake_trace_equals_real_tensor_bytes(small: DecodeNet, frame, chunk, bat
     with counter:
         ex.run_unit(batch)
     assert plan.network_bytes == pytest.approx(counter.peak, rel=0.02)
-    assert plan.n_tiles == len(ex.plan) and plan.tile_shape == ex.plan.tile_shape
+    assert plan.n_tiles == len(ex.grid) and plan.tile_shape == ex.grid.tile_shape
 
 
 def test_a_remembered_trace_is_not_reused_by_changed_network_code(small: DecodeNet, tmp_path: Path,

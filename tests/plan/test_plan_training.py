@@ -21,7 +21,7 @@ from decode_mem.plan.__main__ import main as plan_main
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.__main__ import main as train_main
 from decode_mem.train.config import TrainConfig
-from decode_mem.train.loop import PLAN, fit
+from decode_mem.train.loop import MEMORY_PLAN_FILE, fit
 
 CPU = torch.device("cpu")
 
@@ -121,7 +121,7 @@ def test_a_training_run_writes_its_plan(tmp_path: Path) -> None:
     cfg = TrainConfig(out=str(tmp_path / "run"), steps=1, batch_size=2, val_size=2, quiet=True,
                       memory_tracking=False, model=ModelConfig.tiny(), simulation=SimulationConfig(frame_size=(32, 32)))
     fit(cfg)
-    plan = json.loads((tmp_path / "run" / PLAN).read_text())
+    plan = json.loads((tmp_path / "run" / MEMORY_PLAN_FILE).read_text())
     assert plan["batch_size"] == 2 and plan["frame_shape"] == [32, 32] and plan["predicted_host_mib"] > 0
 
 
@@ -132,7 +132,7 @@ from decode_mem.memory import measure_phase
 from decode_mem.model.net import ModelConfig
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
-from decode_mem.train.loop import PLAN, fit
+from decode_mem.train.loop import MEMORY_PLAN_FILE, fit
 frame, batch, chunk = (int(v) for v in sys.argv[1:4])
 out = tempfile.mkdtemp(dir=sys.argv[4])
 cfg = TrainConfig(out=out, steps=2, batch_size=batch, accumulation_steps=1, val_every=2, val_size=16,
@@ -141,7 +141,7 @@ cfg = TrainConfig(out=out, steps=2, batch_size=batch, accumulation_steps=1, val_
                   simulation=SimulationConfig(frame_size=(frame, frame)), model=ModelConfig())
 with measure_phase("fit", interval=0.002) as peak:
     fit(cfg)
-plan = json.load(open(os.path.join(out, PLAN)))
+plan = json.load(open(os.path.join(out, MEMORY_PLAN_FILE)))
 print(json.dumps({"peak": peak.rss_anon_peak_mb, "predicted": plan["predicted_host_mib"]}))
 """
 

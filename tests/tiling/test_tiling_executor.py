@@ -77,7 +77,7 @@ def test_tiled_output_equals_whole_frame(nets: dict[int, DecodeNet], depth: int,
     net = nets[depth]
     stack = _stack(5, h, w, seed=h + w)
     ex = TiledExecutor(net, (h, w), TileConfig(chunk_size=chunk, batch_size=batch, block=2, margin=1))
-    assert (len(ex.plan.rows), len(ex.plan.cols)) == grid
+    assert (len(ex.grid.rows), len(ex.grid.cols)) == grid
     out, blocks = _tiled(ex, stack)
     assert not np.isnan(out).any(), "some output pixel was never written"
     assert _scaled_maxdiff(net, out, _whole(net, stack)) <= SAME_MATH
@@ -133,7 +133,7 @@ def test_feature_reuse_equals_recompute_with_a_third_of_the_work(tiny: DecodeNet
         cfg = TileConfig(chunk_size=16, batch_size=4, block=6, reuse_features=reuse)
         ex = TiledExecutor(net, (40, 36), cfg)
         outs.append(_tiled(ex, stack)[0])
-        counts.append(net.frames / len(ex.plan))
+        counts.append(net.frames / len(ex.grid))
     assert _scaled_maxdiff(tiny, outs[0], outs[1]) <= SAME_MATH
     assert _scaled_maxdiff(tiny, outs[0], _whole(tiny, stack)) <= SAME_MATH
     # per tile: reuse computes each frame once, plus the 2 context frames of each of the 2 blocks
@@ -175,7 +175,7 @@ def test_injected_oom_halves_the_batch_and_gives_identical_output(tiny: DecodeNe
     flaky = FlakyNet(tiny, fail_calls={2, 3})  # the second and third calls fail
     ex = TiledExecutor(flaky, (120, 24), cfg)
     out, blocks = _tiled(ex, stack)
-    assert len(ex.plan) > 8
+    assert len(ex.grid) > 8
     # equal up to float rounding: a smaller batch may change the convolutions' summation order
     assert _scaled_maxdiff(tiny, out, ref) <= SAME_MATH
     assert [b.retries for b in blocks] == [2, 0, 0]
@@ -187,12 +187,12 @@ def test_injected_oom_shrinks_the_chunk_when_the_batch_is_one(tiny: DecodeNet) -
     stack = _stack(4, 200, 24, seed=12)
     cfg = TileConfig(chunk_size=64, batch_size=2, block=4)
     ex0 = TiledExecutor(tiny, (200, 24), cfg)
-    ly, lx = ex0.plan.tile_shape
+    ly, lx = ex0.grid.tile_shape
     flaky = FlakyNet(tiny, max_px=ly * lx - 1)  # any call with a tile of the planned size fails
     ex = TiledExecutor(flaky, (200, 24), cfg)
     out, blocks = _tiled(ex, stack)
     assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) <= SAME_MATH
-    assert ex.batch_size == 1 and ex.plan.chunk == 32 and len(ex.plan) > len(ex0.plan)
+    assert ex.batch_size == 1 and ex.grid.chunk == 32 and len(ex.grid) > len(ex0.grid)
     assert blocks[0].retries == 2 and blocks[0].chunk_size == 32
 
 
@@ -307,7 +307,7 @@ def test_cuda_out_of_memory_on_a_full_device_backs_off_and_finishes(tiny: Decode
         ex = TiledExecutor(net, (512, 512), config, device="cuda")
         out, _ = _tiled_cuda(ex, stack)
         assert ex.backoffs, "the full device did not make the run back off"
-        assert ex.batch_size < 16 or ex.plan.chunk < 512
+        assert ex.batch_size < 16 or ex.grid.chunk < 512
         assert _scaled_maxdiff(tiny, out, ref) <= 1e-4  # other sizes, the same result
     finally:
         hog.clear()
@@ -393,14 +393,14 @@ def test_an_oom_in_a_stream_backs_off_as_one_stream_would(tiny: DecodeNet) -> No
     stream (the second failed block is redone with the shrunk sizes, not shrunk again) and the output is exact."""
     stack = _stack(9, 120, 24, seed=11)
     cfg = TileConfig(chunk_size=64, batch_size=2, block=3)
-    ly, lx = TiledExecutor(tiny, (120, 24), cfg).plan.tile_shape
+    ly, lx = TiledExecutor(tiny, (120, 24), cfg).grid.tile_shape
     one = TiledExecutor(FlakyNet(tiny, max_px=ly * lx - 1), (120, 24), cfg)
     ref, _ = _tiled(one, stack)
     two = TiledExecutor(FlakyNet(tiny, max_px=ly * lx - 1), (120, 24), dataclasses.replace(cfg, streams=2))
     out, blocks = _tiled(two, stack)
     assert len(two.backoffs) == len(one.backoffs) == 2  # batch 2 -> 1, then smaller tiles
     assert [b.retries for b in blocks] == [2, 0, 0]
-    assert (two.batch_size, two.plan.chunk) == (one.batch_size, one.plan.chunk) == (1, 16)
+    assert (two.batch_size, two.grid.chunk) == (one.batch_size, one.grid.chunk) == (1, 16)
     assert _scaled_maxdiff(tiny, out, ref) <= SAME_MATH
     assert _scaled_maxdiff(tiny, out, _whole(tiny, stack)) <= SAME_MATH
 

@@ -1,11 +1,11 @@
-"""Tile geometry: plain frozen records built by pure functions, one axis first, then the frame.
+"""Tile geometry (the tile grid): plain frozen records built by pure functions, one axis first, then the frame.
 
 A frame of ``H x W`` px is seen by the network as its *padded* frame ``H' x W'`` (H and W rounded up to
 multiples of the down-sampling factor ``F``, zeros in normalized units at the bottom/right; DESIGN.md §5).
 Each tile has three regions per axis:
 
 * ``read``  -- the part of the padded frame fed to the network: both ends multiples of ``F`` in global
-  coordinates, inside ``[0, H')``; all tiles of a plan have the same size, so they batch together (the
+  coordinates, inside ``[0, H')``; all tiles of a grid have the same size, so they batch together (the
   first and last tiles are shifted back inside the frame instead of being padded);
 * ``core``  -- the pixels the tile *owns*: the cores partition ``[0, H)`` exactly (``owner``);
 * ``keep``  -- ``core`` grown by ``margin`` px (clipped to the frame): exact output that post-processing
@@ -44,16 +44,16 @@ def halo_for(receptive_field: int, margin: int, factor: int) -> int:
     return max(factor, round_up(receptive_field + margin, factor))
 
 
-def plan_axis(size: int, chunk: int, halo: int, factor: int, margin: int = 0) -> tuple[AxisTile, ...]:
+def grid_axis(size: int, chunk: int, halo: int, factor: int, margin: int = 0) -> tuple[AxisTile, ...]:
     """Tiles along an axis of ``size`` px (padded to a multiple of ``factor``); ``chunk`` is the core size.
 
     ``chunk`` and ``halo`` must be multiples of ``factor``. When one tile of ``chunk + 2 * halo`` would not
     fit inside the padded axis, the axis is a single tile covering it all.
     """
     if size < 1:
-        raise ConfigError(f"tile plan: frame size must be >= 1 px, got {size}")
+        raise ConfigError(f"tile grid: frame size must be >= 1 px, got {size}")
     if factor < 1 or chunk < factor or chunk % factor or halo < 0 or halo % factor:
-        raise ConfigError(f"tile plan: chunk ({chunk}) and halo ({halo}) must be multiples of the factor "
+        raise ConfigError(f"tile grid: chunk ({chunk}) and halo ({halo}) must be multiples of the factor "
                           f"({factor}), chunk >= factor")
     padded = round_up(size, factor)
     length = chunk + 2 * halo
@@ -94,8 +94,8 @@ class Tile:
 
 
 @dataclass(frozen=True)
-class TilePlan:
-    """Tiles of one frame size. Build with ``TilePlan.build``; ``tiles`` are in raster order."""
+class TileGrid:
+    """Tiles of one frame size. Build with ``TileGrid.build``; ``tiles`` are in raster order."""
 
     shape: tuple[int, int]
     chunk: int
@@ -107,7 +107,7 @@ class TilePlan:
 
     @classmethod
     def build(cls, shape: tuple[int, int], chunk: int, *, receptive_field: int, factor: int,
-              margin: int = 0) -> TilePlan:
+              margin: int = 0) -> TileGrid:
         """Plan for frames of ``shape = (H, W)``; ``chunk`` is rounded down to a multiple of ``factor``."""
         h, w = (int(v) for v in shape)
         if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1:
@@ -115,7 +115,7 @@ class TilePlan:
         chunk = max(factor, int(chunk) // factor * factor)
         halo = halo_for(receptive_field, margin, factor)
         return cls((h, w), chunk, halo, factor, margin,
-                   plan_axis(h, chunk, halo, factor, margin), plan_axis(w, chunk, halo, factor, margin))
+                   grid_axis(h, chunk, halo, factor, margin), grid_axis(w, chunk, halo, factor, margin))
 
     @property
     def padded_shape(self) -> tuple[int, int]:
@@ -123,7 +123,7 @@ class TilePlan:
 
     @property
     def tile_shape(self) -> tuple[int, int]:
-        """(rows, cols) read by every tile of the plan."""
+        """(rows, cols) read by every tile of the grid."""
         r, c = self.rows[0].read, self.cols[0].read
         return r.stop - r.start, c.stop - c.start
 
@@ -153,6 +153,6 @@ class TilePlan:
 
     def __str__(self) -> str:
         ly, lx = self.tile_shape
-        return (f"TilePlan({self.shape[0]}x{self.shape[1]} px: {len(self.rows)}x{len(self.cols)} tiles of "
+        return (f"TileGrid({self.shape[0]}x{self.shape[1]} px: {len(self.rows)}x{len(self.cols)} tiles of "
                 f"{ly}x{lx}, chunk {self.chunk}, halo {self.halo}, factor {self.factor}, "
                 f"{100 * self.efficiency:.0f}% useful)")
