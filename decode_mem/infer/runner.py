@@ -211,7 +211,7 @@ def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, .
     from decode_mem.config import resolve_device
     from decode_mem.infer.predict import choose_for_stack
 
-    sizes = dataclasses.replace(settings.sizes, streams=1)  # as chosen before the settings were one object
+    sizes = dataclasses.replace(settings.sizes, streams=1)  # one stream's sizes, as choose gives every stream
     choice = choose_for_stack(model.net, tuple(shape), itemsize, resolve_device(settings.device or "auto"), sizes)
     chosen = dataclasses.replace(settings.sizes, chunk_size=choice.plan.chunk_size, batch_size=choice.plan.batch_size)
     return dataclasses.replace(settings, sizes=chosen)
