@@ -66,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import numpy as np
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
-        from decode_mem.config import resolve_device
-        from decode_mem.footprint.choose import choose_sizes_here, parse_bytes
+        from decode_mem.config import parse_bytes, resolve_device
+        from decode_mem.footprint.choose import choose_sizes_here
         from decode_mem.footprint.speed import frames_per_second, remembered_seconds
         from decode_mem.model.checkpoint import load_model
 
