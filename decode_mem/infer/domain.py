@@ -9,22 +9,30 @@ benchmarks/results/stack_cost.md; of frames larger than
 grow with the frame size; whole frames when the camera has per-pixel maps): all-zero frames, pixels below
 the camera baseline and the camera's noise (a wrong camera shows here), the background level and how much it
 varies across the field, the PSF width and the photons per emitter — compared with the envelope stored in
-the model's checkpoint. Each problem is one line with the numbers; ``DomainCheck.message`` adds the fix.
-In-domain movies give no warning.
+the model's checkpoint. For a 3-D model trained on a PSF model (``psf: spline`` from a ``psf.h5``, or ``pupil``:
+``model_psf``), also the spots' shape: the bright isolated ones fitted with that PSF (``calibrate.psf_shape``), so
+that a movie recorded with another PSF (a double helix given to an astigmatic model, a 2-D movie, ...) is warned
+about. Each problem is one line with the numbers; ``DomainCheck.message`` adds the fix. In-domain movies give no
+warning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from decode_mem.calibrate import calibrate_movie, covers
+from decode_mem.calibrate.psf_shape import check_psf_shape
 from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
+
+if TYPE_CHECKING:
+    from decode_mem.simulate.spline import SplinePSF
 
 DOMAIN_FRAMES = 10  # consecutive: spots are followed from frame to frame (the flux of a whole frame on) ...
 DOMAIN_MIN_FRAMES = 6  # ... down to this many ...
@@ -32,6 +40,8 @@ DOMAIN_PIXELS = 6 * 256 * 256  # ... where DOMAIN_FRAMES frames would hold more 
 DOMAIN_PILOT_FRAMES = 2
 DOMAIN_SWEEPS = 1
 DOMAIN_SIDE = 256  # px: larger frames are checked on their central window (the calibration fits every spot in it)
+PSF_FIX = ("calibrate beads recorded on this microscope (python -m decode_mem.psf BEADS --z_step NM --out psf.h5) "
+           "and fit a model on that PSF: python -m decode_mem.fit MOVIE --psf psf.h5 --out DIR")
 CAMERA_FIX = ("give the camera that recorded the movie (--camera CAM.yaml, or --baseline / --e_per_adu / "
               "--em_gain / --qe / --read_noise / --pixel_size)")
 MODEL_FIX = "or fit a model to this movie: python -m decode_mem.fit MOVIE --out DIR"
@@ -44,6 +54,7 @@ class DomainCheck:
     warnings: tuple[str, ...]
     numbers: dict[str, Any] = field(default_factory=dict)
     camera_suspect: bool = False
+    psf_mismatch: bool = False
 
     @property
     def ok(self) -> bool:
@@ -51,16 +62,49 @@ class DomainCheck:
 
     def message(self, name: str) -> str:
         """One warning for the user: the problems, their numbers and the fix."""
-        fix = CAMERA_FIX + ", " + MODEL_FIX if self.camera_suspect else MODEL_FIX.removeprefix("or ")
+        if self.psf_mismatch:
+            fix = (CAMERA_FIX + ", " if self.camera_suspect else "") + PSF_FIX
+        else:
+            fix = CAMERA_FIX + ", " + MODEL_FIX if self.camera_suspect else MODEL_FIX.removeprefix("or ")
         return f"{name}: outside the model's domain: " + "; ".join(self.warnings) + f". Fix: {fix}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"warnings": list(self.warnings), "numbers": self.numbers}
 
 
-def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames: int = DOMAIN_FRAMES) -> DomainCheck:
+@dataclass(frozen=True)
+class ModelPsf:
+    """The PSF a 3-D model was trained on, for the shape check: the spline (None, with a ``note`` saying why, when
+    it cannot be had) and the z range (nm) the model was trained over."""
+
+    psf: SplinePSF | None
+    z_range: tuple[float, float]
+    note: str = ""
+
+
+def model_psf(model: Any) -> ModelPsf | None:
+    """The PSF of a ``TrainedModel`` trained on a spline or pupil PSF (None for Gaussian PSFs): the spline the
+    checkpoint holds, else its ``psf_file``, else (pupil) built from its settings (a few seconds, once per run)."""
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.simulate.spline import SplinePSF
+
+    sim = dict(model.simulation)
+    if sim.get("psf") not in ("spline", "pupil"):
+        return None
+    z_range = tuple(float(v) for v in (model.envelope.get("z_range_nm") or sim.get("z_range") or (0.0, 0.0)))
+    data = getattr(model, "psf", None)
+    if data is not None:
+        return ModelPsf(SplinePSF(data), z_range)
+    try:
+        return ModelPsf(SimulationConfig.from_dict(sim).spline_psf(), z_range)
+    except DecodeMemError as e:
+        return ModelPsf(None, z_range, note=f"not checked: {e}")
+
+
+def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames: int = DOMAIN_FRAMES,
+                 psf: ModelPsf | None = None) -> DomainCheck:
     """Check the first ``frames`` frames of ``stack`` (raw camera counts; fewer for large frames, see the module
-    docstring) with ``camera`` against ``envelope``."""
+    docstring) with ``camera`` against ``envelope``; with ``psf`` (``model_psf``), also the spots' shape."""
     window = _central(stack.shape[1:], camera)
     h, w = (len(range(*s.indices(int(n)))) for s, n in zip(window, stack.shape[1:3], strict=True))
     n = min(int(frames), int(stack.shape[0]), max(DOMAIN_MIN_FRAMES, DOMAIN_PIXELS // max(1, h * w)))
@@ -91,7 +135,28 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
     elif below > 0.5:
         warnings.append(f"{below:.0%} of the pixels are below the camera baseline {camera.baseline:g} ADU")
     warnings += covers(calibration, envelope)
-    return DomainCheck(tuple(warnings), numbers, camera_suspect=suspect)
+    mismatch = False
+    if psf is not None:
+        shape = _psf_shape(sample, camera, calibration, psf)
+        numbers["psf_shape"] = shape if isinstance(shape, dict) else shape.as_dict()
+        line = None if isinstance(shape, dict) else shape.warning()
+        if line is not None:
+            warnings.append(line)
+            mismatch = True
+    return DomainCheck(tuple(warnings), numbers, camera_suspect=suspect, psf_mismatch=mismatch)
+
+
+def _psf_shape(sample: np.ndarray, camera: Camera, calibration: Any, psf: ModelPsf) -> Any:
+    """The spots of ``sample`` fitted with the model's PSF (a ``PsfShape``), or a dict saying why not."""
+    if psf.psf is None:
+        return {"note": psf.note}
+    t0 = time.perf_counter()
+    maps = camera.load_maps(sample.shape[1:]) if camera.has_maps else None
+    photons = np.asarray(camera.to_photons(sample, maps), dtype=np.float64)
+    shape = check_psf_shape(photons, calibration.diagnostics.localizations,
+                            calibration.estimates["psf_sigma_px"].value, psf.psf, psf.z_range, camera,
+                            calibration.camera_check.noise_ratio)
+    return dataclasses.replace(shape, seconds=time.perf_counter() - t0)
 
 
 def _central(shape: tuple[int, ...], camera: Camera) -> tuple[slice, slice]:

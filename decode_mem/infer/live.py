@@ -29,7 +29,7 @@ import numpy as np
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.infer.batch_report import WIDEFIELD_FRAMES, correct_stack_drift
 from decode_mem.infer.config import InferConfig, stem_of
-from decode_mem.infer.domain import DOMAIN_FRAMES, check_domain
+from decode_mem.infer.domain import DOMAIN_FRAMES, check_domain, model_psf
 from decode_mem.infer.live_parts import LiveParts, live_dir, summary_complete
 from decode_mem.infer.live_status import LiveStatus, write_live_report
 from decode_mem.infer.observe import InferObserver
@@ -62,7 +62,7 @@ def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, 
         if followed.wait_for(DOMAIN_FRAMES) == 0:
             raise StackError(f"{path}: no complete frame appeared within --idle_timeout {cfg.idle_timeout:g} s")
         first = followed.read(0, min(followed.available, DOMAIN_FRAMES))
-        domain = check_domain(first, camera, model.envelope)
+        domain = check_domain(first, camera, model.envelope, psf=model_psf(model))
         del first
         if not domain.ok and cfg.strict:
             raise ConfigError("--strict: " + domain.message(str(path)) + "; nothing written")

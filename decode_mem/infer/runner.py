@@ -27,7 +27,7 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
-from decode_mem.infer.domain import check_domain
+from decode_mem.infer.domain import check_domain, model_psf
 from decode_mem.infer.live_parts import summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
@@ -135,6 +135,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
 
     summaries: list[StackSummary] = []
     jobs: list[StackJob] = []
+    psf = model_psf(model)  # a 3-D model's PSF: the domain check fits the spots with it
     for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
         stem = stem_of(path)
         done = summary_path(cfg.out, stem)
@@ -145,7 +146,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         try:
             with open_stack(path) as stack:
                 shape, dtype = stack.shape, stack.dtype
-                domain = check_domain(stack, camera, model.envelope)
+                domain = check_domain(stack, camera, model.envelope, psf=psf)
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), _reason(e)))
             continue

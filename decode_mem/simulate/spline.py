@@ -105,6 +105,46 @@ class SplinePSF:
             values = values * scale[:, None, None]
         return values, col0, row0
 
+    def window_terms(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, size: int) -> torch.Tensor:
+        """Unit-flux PSF on ``size × size`` windows centred on pixel (0, 0), for emitters at ``x``, ``y`` px from
+        that centre and ``z`` nm, with its derivatives: ``(N, 4, size, size)`` = value, d/dx, d/dy, d/dz (per px,
+        per px, per nm). What a least-squares fit of the PSF needs, for the price of one ``patches`` call (the
+        derivatives share the gathered coefficients). Pixels outside the spline are 0; z is clamped to the
+        spline's voxels (d/dz is then that of the clamped z)."""
+        d = self.data
+        nz, ny, nx = self.shape
+        dtype = self.coeff.dtype
+        x, y, z = x.to(dtype), y.to(dtype), z.to(dtype)
+        n, half, step = x.shape[0], size // 2, d.upsample
+        offs = torch.arange(size, device=x.device, dtype=dtype) * step
+        w = (z / d.dz + d.z0).clamp(0.0, nz - 1e-4)
+        u0 = d.x0 - (half + x) * step
+        v0 = d.y0 - (half + y) * step
+        iz, iu0, iv0 = w.floor(), u0.floor(), v0.floor()
+        fz, fu, fv = w - iz, u0 - iu0, v0 - iv0
+        iu = (iu0[:, None] + offs).long()
+        iv = (iv0[:, None] + offs).long()
+        inside = ((iv >= 0) & (iv < ny))[:, :, None] & ((iu >= 0) & (iu < nx))[:, None, :]
+        index = ((iz.long()[:, None] * ny + iv.clamp(0, ny - 1)) * nx)[:, :, None] + iu.clamp(0, nx - 1)[:, None, :]
+        powers = torch.arange(4, device=x.device, dtype=dtype)
+
+        def monomials(f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            p = f[:, None] ** powers  # (N, 4): 1, f, f², f³ and their derivatives 0, 1, 2f, 3f²
+            dp = torch.cat([torch.zeros_like(p[:, :1]), p[:, :3] * powers[1:]], dim=1)
+            return p, dp
+
+        (pz, dpz), (pv, dpv), (pu, dpu) = monomials(fz), monomials(fv), monomials(fu)
+
+        def outer(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:  # index 16i + 4j + k
+            return (a[:, :, None, None] * b[:, None, :, None] * c[:, None, None, :]).reshape(n, 64)
+
+        # d/dx = d/du · du/dx with du/dx = −step (the window is fixed, the emitter moves); likewise y; dw/dz = 1/dz
+        mono = torch.stack([outer(pz, pv, pu), outer(pz, pv, dpu) * -step, outer(pz, dpv, pu) * -step,
+                            outer(dpz, pv, pu) / d.dz], dim=2)  # (N, 64, 4)
+        gathered = self.coeff.view(-1, 64).index_select(0, index.reshape(-1)).view(n, size * size, 64)
+        values = torch.bmm(gathered, mono).view(n, size, size, 4).permute(0, 3, 1, 2)
+        return values.masked_fill(~inside[:, None], 0.0)
+
     def render_spots(self, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                      z: torch.Tensor, photons: torch.Tensor, width: torch.Tensor | None = None,
                      size: int | None = None) -> torch.Tensor:

@@ -170,3 +170,23 @@ def test_simulate_cli_renders_a_psf_file(psf_file: str, tmp_path) -> None:
                  "-500", "500", "--out", str(out), "--gt", str(gt), "--quiet"]) == 0
     assert tifffile.imread(out).shape == (5, 24, 24)
     assert np.ptp(read_localizations(gt, pixel_size=100.0)["z"]) > 100
+
+
+def test_window_terms_are_the_patches_and_their_derivatives(psf_file: str) -> None:
+    """What the domain check's PSF fit uses: the PSF on a window centred on pixel 0 (the patch of an emitter within
+    half a pixel of it; shifted with the emitter otherwise) and its x, y, z derivatives (central differences)."""
+    from decode_mem.io.psf_file import read_psf
+
+    spline = SplinePSF(read_psf(psf_file))
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.rand(40, generator=g) - 0.5, torch.rand(40, generator=g) - 0.5
+    z = (torch.rand(40, generator=g) - 0.5) * 1000
+    terms = spline.window_terms(x, y, z, 11)
+    assert torch.equal(terms[:, 0], spline.patches(x, y, z, 11)[0])
+    shifted = spline.window_terms(x + 2.0, y, z, 11)[:, 0]
+    assert torch.allclose(shifted[:, :, 2:], spline.patches(x + 2.0, y, z, 11)[0][:, :, :-2], atol=1e-7)
+    for k, (dx, dy, dz) in enumerate([(1e-2, 0, 0), (0, 1e-2, 0), (0, 0, 1.0)]):
+        plus = spline.window_terms(x + dx, y + dy, z + dz, 11)[:, 0]
+        minus = spline.window_terms(x - dx, y - dy, z - dz, 11)[:, 0]
+        numeric = (plus - minus) / (2 * (dx + dy + dz))
+        assert torch.allclose(terms[:, k + 1], numeric, atol=2e-3 * terms[:, k + 1].abs().max())
