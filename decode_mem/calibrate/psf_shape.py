@@ -37,7 +37,7 @@ from decode_mem.simulate.spline import SplinePSF
 MAX_SPOTS = 40  # the brightest isolated spots fitted (the cost: a few ms per spot)
 MIN_SPOTS = 8  # fewer fitted spots: not judged
 ISOLATION = 1.5  # window radii: no other spot within this of a fitted one
-BLEND = 2.0  # spots brighter than this many times the median isolated one are left out (two emitters at once)
+BLEND = 1.25  # spots brighter than this many times the median isolated one are left out (two emitters at once)
 MASK = 1.5  # ... and the pixels within this many widths of another spot are left out of its window
 MODEL_ERROR = 0.03  # relative error of the PSF model added to the noise (a bead-calibrated spline is not exact)
 Z_STARTS = 9  # z planes tried for the start of each fit
@@ -46,7 +46,8 @@ MISFIT_LIMIT = 0.15  # median misfit above this (with χ² above CHI2_SIGNIFICAN
 CHI2_SIGNIFICANT = 1.1
 CHI2_BAD = 2.0  # a spot whose χ² is above this fits badly (counted)
 Z_END = 0.05  # z within this share of the range from either end counts as "at the end"
-MAX_RADIUS = 5  # px: largest fit window radius (larger windows catch more of the neighbours' light)
+MAX_RADIUS = 4  # px: largest fit window radius (larger ones catch more of the neighbours' light: with 5 px, a
+# movie of the model's own wide PSF at 3 emitters/µm² was taken for another PSF; benchmarks/results/psf_shape.md)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class PsfShape:
     photons: float
     radius: int
     misfit: float = math.nan
+    isolated: float = math.nan
     note: str = ""
     seconds: float | None = None
 
@@ -88,7 +90,7 @@ class PsfShape:
         out = {"spots": self.spots, "misfit_median": _round(self.misfit), "misfit_limit": MISFIT_LIMIT,
                "chi2_median": _round(self.chi2_median), "bad_share": _round(self.bad_share),
                "z_end_share": _round(self.z_end_share), "photons_median": _round(self.photons),
-               "window_radius": self.radius, "ok": self.ok}
+               "window_radius": self.radius, "isolated_share": _round(self.isolated), "ok": self.ok}
         if self.note:
             out["note"] = self.note
         if self.seconds is not None:
@@ -98,7 +100,7 @@ class PsfShape:
 
 def window_radius(psf: SplinePSF, z_range: tuple[float, float]) -> int:
     """The fit window's radius: twice the PSF's largest RMS width over ``z_range`` (its width curves), within
-    [4, ``MAX_RADIUS``] px and inside the spline."""
+    [3, ``MAX_RADIUS``] px and inside the spline."""
     d = psf.data
     widest = 2.0
     if d.width_z is not None and d.width_x is not None and d.width_y is not None:
@@ -106,7 +108,7 @@ def window_radius(psf: SplinePSF, z_range: tuple[float, float]) -> int:
         inside = (z >= z_range[0] - 1e-6) & (z <= z_range[1] + 1e-6)
         if inside.any():
             widest = float(max(np.max(d.width_x[inside]), np.max(d.width_y[inside])))
-    return int(max(4, min(MAX_RADIUS, psf.data.half_width(), math.ceil(2.0 * widest))))
+    return int(max(3, min(MAX_RADIUS, psf.data.half_width(), math.ceil(2.0 * widest))))
 
 
 def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: float, psf: SplinePSF,
@@ -127,13 +129,16 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     col, row = np.round(x).astype(np.int64), np.round(y).astype(np.int64)
     keep = (np.asarray(spots["ok"], bool) & (row >= radius) & (row < h - radius) & (col >= radius)
             & (col < w - radius) & (frame >= 0) & (frame < n_frames))
-    keep &= _isolated(frame, x, y, ISOLATION * radius)
+    clear = _nearest(frame, x, y)
+    inner = int(keep.sum())
+    keep &= clear > ISOLATION * radius
+    isolated = int(keep.sum()) / max(inner, 1)
     if keep.any():
         keep &= bright <= BLEND * np.median(bright[keep])
     chosen = np.nonzero(keep)[0]
     chosen = chosen[np.argsort(-bright[chosen], kind="stable")][:MAX_SPOTS]
     if len(chosen) < MIN_SPOTS:
-        return PsfShape(len(chosen), math.nan, math.nan, math.nan, math.nan, radius,
+        return PsfShape(len(chosen), math.nan, math.nan, math.nan, math.nan, radius, isolated=isolated,
                         note=f"{len(chosen)} isolated spots, fewer than {MIN_SPOTS}: not judged")
     k = np.arange(-radius, radius + 1)
     rr = row[chosen][:, None, None] + k[None, :, None]
@@ -148,20 +153,20 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     lo, hi = z_range
     ends = (z <= lo + Z_END * (hi - lo)) | (z >= hi - Z_END * (hi - lo))
     return PsfShape(len(chosen), float(np.median(chi2)), float(np.mean(chi2 > CHI2_BAD)), float(np.mean(ends)),
-                    float(np.median(n)), radius, misfit=misfit)
+                    float(np.median(n)), radius, misfit=misfit, isolated=isolated)
 
 
-def _isolated(frame: np.ndarray, x: np.ndarray, y: np.ndarray, distance: float) -> np.ndarray:
-    """True where no other spot of the same frame lies within ``distance`` px."""
+def _nearest(frame: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each spot's distance (px) to the nearest other spot of its frame (infinite when alone)."""
     from scipy.spatial import cKDTree
 
-    out = np.ones(len(frame), dtype=bool)
+    out = np.full(len(frame), np.inf)
     for f in np.unique(frame):
         mine = np.nonzero(frame == f)[0]
         if len(mine) < 2:
             continue
         pts = np.column_stack([x[mine], y[mine]])
-        out[mine] = cKDTree(pts).query_ball_point(pts, distance, return_length=True) <= 1
+        out[mine] = cKDTree(pts).query(pts, k=2)[0][:, 1]
     return out
 
 

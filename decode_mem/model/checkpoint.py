@@ -1,4 +1,10 @@
-"""Self-describing checkpoints: weights plus everything inference needs, saved atomically, loaded strictly."""
+"""Self-describing checkpoints: weights plus everything inference needs, saved atomically, loaded strictly.
+
+A model trained on a PSF file (``psf: spline``) carries that PSF in the checkpoint (``meta["psf"]``: the spline's
+coefficients and fields, a few MB), so that the checkpoint alone knows its PSF (the domain check fits the movie's
+spots with it) wherever it is copied; ``meta["psf"]["relative"]`` is the file's path relative to the checkpoint,
+so that a checkpoint moved together with its ``psf.h5`` also finds the file (the training settings name it).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import CheckpointError, ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
+from decode_mem.io.psf_file import SplineData
 from decode_mem.model.net import DecodeNet, ModelConfig
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
@@ -23,12 +31,14 @@ READABLE_VERSIONS = (1, 2)
 REQUIRED_KEYS = ("format_version", "model_config", "model", "meta")
 # model_config keys added after format 1, with the values that reproduce a format-1 network
 FORMAT_1_MODEL = {"input_transform": "linear", "bg_param": "linear"}
+PSF_FIELDS = ("x0", "y0", "z0", "dz", "pixel_size", "source", "upsample")
 
 
 @dataclass(frozen=True)
 class TrainedModel:
     """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF,
-    and the ``envelope`` of physics it was trained on (``SimulationConfig.envelope``)."""
+    and the ``envelope`` of physics it was trained on (``SimulationConfig.envelope``); ``psf``: the spline PSF it
+    was trained on (models of a PSF file), else None."""
 
     net: DecodeNet
     camera: Camera
@@ -37,6 +47,7 @@ class TrainedModel:
     step: int
     path: Path
     envelope: dict[str, Any]
+    psf: SplineData | None = None
 
     @property
     def pixel_size(self) -> float:
@@ -64,6 +75,7 @@ def save_checkpoint(path: str | os.PathLike, *, net: DecodeNet, camera: Camera, 
             "receptive_field": int(net.receptive_field()),
             "downsample_factor": int(net.downsample_factor),
             "step": int(step),
+            **({"psf": _psf_meta(simulation, path)} if simulation.get("psf") == "spline" else {}),
         },
         "train_state": train_state,
     }
@@ -109,11 +121,58 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
         state["model_config"] = {**FORMAT_1_MODEL, **state["model_config"]}
         state["meta"] = {**state["meta"], "envelope": _envelope(state["meta"].get("simulation", {}), path)}
         state["format_version"] = FORMAT_VERSION
+    _find_psf_file(state["meta"], path)
     if isinstance(state["model_config"], dict) and "sigma_photons_eps" not in state["model_config"]:
         # weights trained against the floor sigma_eps * photon_scale keep it (their sigma head saturates there)
         cfg = state["model_config"]
         state["model_config"] = {**cfg, "sigma_photons_eps": ModelConfig.legacy_sigma_photons_eps(cfg)}
     return state
+
+
+def _psf_meta(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """The PSF file of a ``psf: spline`` training, as checkpoint metadata (tensors and plain values)."""
+    from decode_mem.io.psf_file import read_psf
+
+    file = Path(str(simulation.get("psf_file") or ""))
+    try:
+        data = read_psf(file)
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: the model's PSF cannot be stored: {e}") from e
+    out: dict[str, Any] = {"file": str(file), "relative": os.path.relpath(file.resolve(), Path(path).resolve().parent),
+                           "coeff": torch.from_numpy(data.coeff.copy()), "z_range": list(data.z_range)}
+    out.update({k: getattr(data, k) for k in PSF_FIELDS})
+    for name in ("width_z", "width_x", "width_y"):
+        value = getattr(data, name)
+        if value is not None:
+            out[name] = [float(v) for v in value]
+    return out
+
+
+def _find_psf_file(meta: dict[str, Any], path: Path) -> None:
+    """A ``psf: spline`` model whose PSF file is not where training read it: the same path relative to the
+    checkpoint (the two moved together) becomes the settings' ``psf_file`` when it is there."""
+    sim, psf = meta.get("simulation"), meta.get("psf")
+    if not isinstance(sim, dict) or sim.get("psf") != "spline" or not isinstance(psf, dict):
+        return
+    if sim.get("psf_file") and Path(sim["psf_file"]).is_file():
+        return
+    moved = path.resolve().parent / str(psf.get("relative", ""))
+    if psf.get("relative") and moved.is_file():
+        meta["simulation"] = {**sim, "psf_file": str(moved)}
+
+
+def _psf_data(meta: dict[str, Any], path: Path) -> SplineData | None:
+    """The spline PSF a checkpoint holds (None for models without one)."""
+    psf = meta.get("psf")
+    if not isinstance(psf, dict):
+        return None
+    try:
+        widths = {n: np.asarray(psf[n], np.float64) if psf.get(n) is not None else None
+                  for n in ("width_z", "width_x", "width_y")}
+        return SplineData(coeff=psf["coeff"].numpy(), z_range=tuple(psf["z_range"]), **widths,
+                          **{k: psf[k] for k in PSF_FIELDS})
+    except (ConfigError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{path}: bad PSF in the checkpoint: {e}") from e
 
 
 def _envelope(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
@@ -145,6 +204,6 @@ def load_model(path: str | os.PathLike | None = None, *, device: str | torch.dev
         camera = Camera.from_dict(meta["camera"])
         return TrainedModel(net=net, camera=camera, simulation=dict(meta["simulation"]),
                             receptive_field=int(meta["receptive_field"]), step=int(meta["step"]), path=path,
-                            envelope=dict(meta["envelope"]))
+                            envelope=dict(meta["envelope"]), psf=_psf_data(meta, path))
     except (ConfigError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: bad metadata: {e}") from e
