@@ -137,7 +137,7 @@ def main() -> None:
 
 
 def write(out: Path, rows: list, frames: int, calib_s: float, machine: str) -> None:
-    from decode_mem.calibrate.psf_shape import CHI2_SIGNIFICANT, MISFIT_LIMIT
+    from decode_mem.calibrate.psf_shape import CHI2_SIGNIFICANT, MISFIT_LIMIT, Z_END, Z_END_LIMIT
 
     lines = ["# Domain check: do a movie's spots look like the 3-D model's PSF?", "",
              f"Command: `{command_line()}`", "", f"Machine: {machine}", "",
@@ -145,7 +145,8 @@ def write(out: Path, rows: list, frames: int, calib_s: float, machine: str) -> N
              f"beads ({calib_s:.0f} s), z range ±400 nm. Movies 256² px × {frames} frames, default EMCCD, "
              "background 100 photons/px, 5000 ± 1500 photons; the domain check reads their first 6 frames. "
              f"Warns when the median misfit (light unexplained beyond the noise, RMS share of the spot's light) is "
-             f"above {MISFIT_LIMIT:g} and the median reduced χ² above {CHI2_SIGNIFICANT:g}.", "",
+             f"above {MISFIT_LIMIT:g} and the median reduced χ² above {CHI2_SIGNIFICANT:g}, or when more than "
+             f"{Z_END_LIMIT:.0%} of the spots fit best within {Z_END:.0%} of the z range's ends.", "",
              "| movie | spots fitted | misfit (median) | reduced χ² (median) | z at the range's ends | warned | "
              "check without / with the PSF test, wall [s] | CPU [s] |", "|---|---|---|---|---|---|---|---|"]
     added_wall, added_cpu = [], []
@@ -155,7 +156,8 @@ def write(out: Path, rows: list, frames: int, calib_s: float, machine: str) -> N
         added_cpu.append(c1 - c0)
 
 
-        verdict = ("**yes**" if warned else "no") + (" (false alarm)" if warned and same else "")
+        verdict = f"**yes**: {shape.get('verdict')}" if warned else "no"
+        verdict += " (false alarm)" if warned and same else ""
         lines.append(f"| {name} | {shape.get('spots', 'n/a')} | {_num(shape, 'misfit_median', '.3f')} | "
                      f"{_num(shape, 'chi2_median', '.2f')} | {_num(shape, 'z_end_share', '.0%')} | {verdict} | "
                      f"{w0:.2f} / {w1:.2f} | {c0:.2f} / {c1:.2f} |")

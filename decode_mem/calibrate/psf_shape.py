@@ -11,11 +11,13 @@ Two numbers per spot: its reduced χ² (squared residuals over the noise the cam
 EMCCD's excess factor and read noise, scaled by the noise ratio the camera check measured on the background, plus
 ``MODEL_ERROR`` of the PSF's own light, as a bead calibration is not exact), and its *misfit*: the residual light
 beyond that noise, as an RMS share of the spot's light (√(Σ(r² − noise)) / √(Σ light²); 0 for a spot of this
-PSF, whatever its brightness). Spots of another PSF (a double helix given to an astigmatic model, a 2-D Gaussian
-spot, ...) leave a misfit of 0.2 and more; those of the model's PSF under 0.1, up to 2 emitters/µm² (simulated:
-tests/calibrate/test_psf_shape.py). The verdict: the median misfit above ``MISFIT_LIMIT`` with the median χ²
-above ``CHI2_SIGNIFICANT`` (more than noise), over at least ``MIN_SPOTS`` spots. The share of fitted z at the
-ends of the model's range is recorded too (a PSF that does not fit pulls z there).
+PSF, whatever its brightness). Simulated at 256² (benchmarks/results/psf_shape.md), against the 3-D quick start's
+PSF calibrated from beads: spots of another PSF (a double helix, a 2-D Gaussian, twice the astigmatism) leave a
+median misfit of 0.18 and more at 0.5 emitters/µm²; those of the model's PSF 0 from 0.1 to 4 emitters/µm².
+The verdict, over at least ``MIN_SPOTS`` spots: the median misfit above ``MISFIT_LIMIT`` with the median χ²
+above ``CHI2_SIGNIFICANT`` (more than noise), or more than ``Z_END_LIMIT`` of the spots fitting best at the ends
+of the model's z range (a PSF that does not fit pulls z there, and so do emitters beyond the range the model
+knows: both are outside its domain).
 
 What it cannot see: a PSF that equals the model's at another z. A purely astigmatic PSF with the cylindrical lens
 turned by 90° (astigmatism of the opposite sign) is the same PSF at −z: its spots match, their z comes out mirrored.
@@ -45,7 +47,8 @@ ITERATIONS = 8
 MISFIT_LIMIT = 0.15  # median misfit above this (with χ² above CHI2_SIGNIFICANT): the spots are not of this PSF
 CHI2_SIGNIFICANT = 1.1
 CHI2_BAD = 2.0  # a spot whose χ² is above this fits badly (counted)
-Z_END = 0.05  # z within this share of the range from either end counts as "at the end"
+Z_END = 0.05  # z within this share of the range from either end counts as "at the end" ...
+Z_END_LIMIT = 0.3  # ... and more than this share of the spots there is warned about (2·Z_END for a spread z)
 MAX_RADIUS = 4  # px: largest fit window radius (larger ones catch more of the neighbours' light: with 5 px, a
 # movie of the model's own wide PSF at 3 emitters/µm² was taken for another PSF; benchmarks/results/psf_shape.md)
 
@@ -73,24 +76,46 @@ class PsfShape:
         return self.spots >= MIN_SPOTS
 
     @property
+    def misfits(self) -> bool:
+        """The spots leave more light unexplained than spots of this PSF do."""
+        return self.judged and self.misfit > MISFIT_LIMIT and self.chi2_median > CHI2_SIGNIFICANT
+
+    @property
+    def at_ends(self) -> bool:
+        """Many spots fit best at the ends of the model's z range (another PSF, or emitters beyond the range)."""
+        return self.judged and self.z_end_share > Z_END_LIMIT
+
+    @property
     def ok(self) -> bool:
-        return not self.judged or self.misfit <= MISFIT_LIMIT or self.chi2_median <= CHI2_SIGNIFICANT
+        return not (self.misfits or self.at_ends)
+
+    @property
+    def verdict(self) -> str:
+        """'matches', 'not judged', or what does not match: 'misfit', 'z at the ends' or both."""
+        if not self.judged:
+            return "not judged"
+        found = [n for n, bad in (("misfit", self.misfits), ("z at the ends", self.at_ends)) if bad]
+        return ", ".join(found) or "matches"
 
     def warning(self) -> str | None:
         """One line saying how the spots differ from the PSF, or None when they match (or were not judged)."""
         if self.ok:
             return None
-        return (f"its spots do not look like the model's PSF (recorded with another PSF than the model was trained "
-                f"on?): fitted with it, {self.spots} bright isolated spots leave {self.misfit:.0%} of their light "
-                f"unexplained (median; under {MISFIT_LIMIT:.0%} for spots of this PSF), reduced chi2 "
-                f"{self.chi2_median:.2f} (1 expected), {self.z_end_share:.0%} of their z at the ends of the model's "
-                "range")
+        found = (f"fitted with it, {self.spots} bright isolated spots leave {self.misfit:.0%} of their light "
+                 f"unexplained (median; under {MISFIT_LIMIT:.0%} for spots of this PSF; reduced chi2 "
+                 f"{self.chi2_median:.2f}, 1 expected) and {self.z_end_share:.0%} of them fit best at the ends of "
+                 f"the model's z range (about {2 * Z_END:.0%} for emitters spread over it)")
+        if self.misfits:
+            return f"its spots do not look like the model's PSF (recorded with another PSF?): {found}"
+        return ("its spots fit the model's PSF best at the ends of its z range (another PSF, or emitters beyond "
+                f"the range the model was trained on?): {found}")
 
     def as_dict(self) -> dict[str, Any]:
         out = {"spots": self.spots, "misfit_median": _round(self.misfit), "misfit_limit": MISFIT_LIMIT,
                "chi2_median": _round(self.chi2_median), "bad_share": _round(self.bad_share),
                "z_end_share": _round(self.z_end_share), "photons_median": _round(self.photons),
-               "window_radius": self.radius, "isolated_share": _round(self.isolated), "ok": self.ok}
+               "window_radius": self.radius, "isolated_share": _round(self.isolated), "ok": self.ok,
+               "verdict": self.verdict}
         if self.note:
             out["note"] = self.note
         if self.seconds is not None:

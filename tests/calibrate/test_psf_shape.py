@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tifffile
 
-from decode_mem.calibrate.psf_shape import MISFIT_LIMIT
+from decode_mem.calibrate.psf_shape import MISFIT_LIMIT, Z_END_LIMIT
 from decode_mem.infer.domain import ModelPsf, check_domain, model_psf
 from decode_mem.io.psf_file import read_psf, write_psf
 from decode_mem.simulate import SimulationConfig, simulate_movie
@@ -29,7 +29,7 @@ OTHERS = {"double helix": {"psf": "pupil", "pupil": {"astigmatism": 0.0, "helix_
 def psf_file(tmp_path_factory) -> str:
     """The quick start's aberrated astigmatic PSF as a psf.h5 (as python -m decode_mem.psf writes one)."""
     path = tmp_path_factory.mktemp("psf") / "psf.h5"
-    write_psf(path, pupil_spline(PupilConfig(**QUICK_START), Z_RANGE, 100.0))
+    write_psf(path, pupil_spline(PupilConfig(**QUICK_START), (-600.0, 600.0), 100.0))
     return str(path)
 
 
@@ -68,6 +68,18 @@ def test_movie_of_another_psf_is_warned_about_with_the_fix(reference: ModelPsf, 
     message = check.message("movie.tif")
     assert message.startswith("movie.tif: outside the model's domain") and "python -m decode_mem.psf" in message
     assert "--psf psf.h5" in message
+
+
+def test_emitters_beyond_the_models_z_range_are_warned_about(psf_file: str) -> None:
+    """The model's own PSF, emitters over ±600 nm, a model trained over ±250 nm: most spots fit best at the ends."""
+    adu, cfg = _movie(5, 0.5, psf="spline", psf_file=psf_file, z_range=[-600.0, 600.0])
+    reference = ModelPsf(SplinePSF(read_psf(psf_file)), (-250.0, 250.0))
+    check = check_domain(adu, cfg.camera, {}, psf=reference)
+    shape = check.numbers["psf_shape"]
+    assert check.psf_mismatch and shape["z_end_share"] > Z_END_LIMIT and shape["misfit_median"] < MISFIT_LIMIT, shape
+    assert any("best at the ends of its z range" in w for w in check.warnings), check.warnings
+    within = check_domain(adu, cfg.camera, {}, psf=ModelPsf(reference.psf, (-600.0, 600.0)))
+    assert not within.psf_mismatch and within.numbers["psf_shape"]["z_end_share"] < 0.2, within.numbers
 
 
 def test_too_few_spots_are_not_judged(reference: ModelPsf, psf_file: str) -> None:
