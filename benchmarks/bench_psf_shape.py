@@ -18,9 +18,6 @@ Every number comes from the run that wrote the report.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -29,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from command_line import command_line, library_commit
+from command_line import command_line
+from machine import commit, load_average, machine_line
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 QUICK_START = {"na": 1.45, "wavelength": 670.0, "n_immersion": 1.518, "astigmatism": 0.1, "spherical": 0.04,
@@ -95,25 +93,13 @@ def measure(adu: np.ndarray, camera: object, reference: object) -> dict:
     return out
 
 
-def machine_line(load_start: float, commit: str) -> str:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError, StopIteration):
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    return (f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads; 1-min load average "
-            f"{load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; python "
-            f"{platform.python_version()}, torch {torch.__version__}; decode_mem at {commit}")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--frames", type=int, default=10, help="frames per movie (the check reads its first 6 at 256²)")
     p.add_argument("--seeds", type=int, default=2, help="seeds per density of the model's own PSF")
     p.add_argument("--out", default=str(RESULTS / "psf_shape.md"))
     args = p.parse_args()
-    load_start, commit = os.getloadavg()[0], library_commit()
+    load_start, at = load_average(), commit()
     from decode_mem.infer.domain import ModelPsf
     from decode_mem.io.psf_file import read_psf
     from decode_mem.simulate.spline import SplinePSF
@@ -133,7 +119,10 @@ def main() -> None:
         shape = m["check"].numbers.get("psf_shape", {})
         rows.append((name, same, m, shape, m["check"].psf_mismatch))
         print(f"{name}: {shape}", flush=True)
-    write(Path(args.out), rows, args.frames, calib_s, machine_line(load_start, commit))
+    import torch
+
+    machine = machine_line(torch.get_num_threads(), load_start=load_start, at=at)
+    write(Path(args.out), rows, args.frames, calib_s, machine)
 
 
 def write(out: Path, rows: list, frames: int, calib_s: float, machine: str) -> None:
