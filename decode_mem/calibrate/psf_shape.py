@@ -68,6 +68,7 @@ class PsfShape:
     radius: int
     misfit: float = math.nan
     isolated: float = math.nan
+    z_range: tuple[float, float] = (math.nan, math.nan)
     note: str = ""
     seconds: float | None = None
 
@@ -101,10 +102,11 @@ class PsfShape:
         """One line saying how the spots differ from the PSF, or None when they match (or were not judged)."""
         if self.ok:
             return None
-        found = (f"fitted with it, {self.spots} bright isolated spots leave {self.misfit:.0%} of their light "
-                 f"unexplained (median; under {MISFIT_LIMIT:.0%} for spots of this PSF; reduced chi2 "
+        lo, hi = self.z_range
+        found = (f"fitted with it, {self.spots} bright isolated spots leave {self.misfit:.1%} of their light "
+                 f"unexplained (median; at most {MISFIT_LIMIT:.0%} for spots of this PSF; reduced chi2 "
                  f"{self.chi2_median:.2f}, 1 expected) and {self.z_end_share:.0%} of them fit best at the ends of "
-                 f"the model's z range (about {2 * Z_END:.0%} for emitters spread over it)")
+                 f"the model's z range {lo:g} to {hi:g} nm (about {2 * Z_END:.0%} for emitters spread over it)")
         if self.misfits:
             return f"its spots do not look like the model's PSF (recorded with another PSF?): {found}"
         return ("its spots fit the model's PSF best at the ends of its z range (another PSF, or emitters beyond "
@@ -164,6 +166,7 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     chosen = chosen[np.argsort(-bright[chosen], kind="stable")][:MAX_SPOTS]
     if len(chosen) < MIN_SPOTS:
         return PsfShape(len(chosen), math.nan, math.nan, math.nan, math.nan, radius, isolated=isolated,
+                        z_range=(float(z_range[0]), float(z_range[1])),
                         note=f"{len(chosen)} isolated spots, fewer than {MIN_SPOTS}: not judged")
     k = np.arange(-radius, radius + 1)
     rr = row[chosen][:, None, None] + k[None, :, None]
@@ -178,7 +181,7 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     lo, hi = z_range
     ends = (z <= lo + Z_END * (hi - lo)) | (z >= hi - Z_END * (hi - lo))
     return PsfShape(len(chosen), float(np.median(chi2)), float(np.mean(chi2 > CHI2_BAD)), float(np.mean(ends)),
-                    float(np.median(n)), radius, misfit=misfit, isolated=isolated)
+                    float(np.median(n)), radius, misfit=misfit, isolated=isolated, z_range=(float(lo), float(hi)))
 
 
 def _nearest(frame: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
