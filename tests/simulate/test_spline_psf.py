@@ -209,3 +209,15 @@ def test_config_copies_share_one_spline_until_the_file_changes(psf_file: str, tm
     data = read_psf(copy)
     write_psf(copy, replace(data, coeff=data.coeff * 2.0))
     assert torch.allclose(_config(str(copy)).spline_psf().coeff, first.coeff * 2.0)
+
+
+@pytest.mark.gpu
+def test_cuda_window_terms_equal_the_cpus(psf_file: str) -> None:
+    """The PSF fit's terms (domain check) on CUDA: the same values and derivatives as on the CPU."""
+    spline = _config(psf_file).spline_psf()
+    g = torch.Generator().manual_seed(6)
+    x, y = torch.rand(50, generator=g) - 0.5, torch.rand(50, generator=g) - 0.5
+    z = (torch.rand(50, generator=g) - 0.5) * 1000
+    cpu = spline.window_terms(x, y, z, 9)
+    gpu = spline.to("cuda").window_terms(x.cuda(), y.cuda(), z.cuda(), 9).cpu()
+    assert torch.allclose(cpu, gpu, rtol=1e-4, atol=1e-6 * float(cpu.abs().max()))
