@@ -19,6 +19,8 @@ above ``CHI2_SIGNIFICANT`` (more than noise), or more than ``Z_END_LIMIT`` of th
 of the model's z range (a PSF that does not fit pulls z there, and so do emitters beyond the range the model
 knows: both are outside its domain).
 
+Not judged: PSFs of several lobes (the brightest pixel more than ``MAX_PEAK_OFFSET`` from the centre at the
+median z, e.g. a double helix): the spots are found lobe by lobe and a window around a lobe does not hold the PSF.
 What it cannot see: a PSF that equals the model's at another z. A purely astigmatic PSF with the cylindrical lens
 turned by 90° (astigmatism of the opposite sign) is the same PSF at −z: its spots match, their z comes out mirrored.
 """
@@ -49,6 +51,7 @@ CHI2_SIGNIFICANT = 1.1
 CHI2_BAD = 2.0  # a spot whose χ² is above this fits badly (counted)
 Z_END = 0.05  # z within this share of the range from either end counts as "at the end" ...
 Z_END_LIMIT = 0.3  # ... and more than this share of the spots there is warned about (2·Z_END for a spread z)
+MAX_PEAK_OFFSET = 3.0  # px: a PSF whose brightest pixel lies farther from its centre is not judged (lobes)
 MAX_RADIUS = 4  # px: largest fit window radius (larger ones catch more of the neighbours' light: with 5 px, a
 # movie of the model's own wide PSF at 3 emitters/µm² was taken for another PSF; benchmarks/results/psf_shape.md)
 
@@ -138,6 +141,18 @@ def window_radius(psf: SplinePSF, z_range: tuple[float, float]) -> int:
     return int(max(3, min(MAX_RADIUS, psf.data.half_width(), math.ceil(2.0 * widest))))
 
 
+def peak_offset(psf: SplinePSF, z_range: tuple[float, float]) -> float:
+    """The median over ``z_range`` of the distance (px) between the PSF's centre and its brightest pixel (the
+    median: an astigmatic PSF far out of focus may become a ring, a double helix has two lobes at every z)."""
+    n = 2 * Z_STARTS + 1
+    half = min(psf.data.half_width(), 2 * MAX_RADIUS)
+    zero = torch.zeros(n)
+    values = psf.window_terms(zero, zero, torch.linspace(float(z_range[0]), float(z_range[1]), n), 2 * half + 1)[:, 0]
+    flat = values.reshape(n, -1).argmax(dim=1)
+    rows, cols = flat // (2 * half + 1) - half, flat % (2 * half + 1) - half
+    return float(torch.hypot(rows.double(), cols.double()).median())
+
+
 def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: float, psf: SplinePSF,
                     z_range: tuple[float, float], camera: Camera, noise_ratio: float | None = None) -> PsfShape:
     """Fit the brightest isolated spots of ``photons`` (n, H, W frames in photons, scalar camera) with ``psf``.
@@ -148,6 +163,14 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     camera check), scales the noise.
     """
     radius = window_radius(psf, z_range)
+    offset = peak_offset(psf, z_range)
+    if offset > MAX_PEAK_OFFSET:
+        return PsfShape(0, math.nan, math.nan, math.nan, math.nan, radius,
+                        z_range=(float(z_range[0]), float(z_range[1])),
+                        note=f"not judged: the PSF's brightest pixel lies {offset:.1f} px from its centre (median over "
+                             "z; a "
+                             "PSF of several lobes, e.g. a double helix: its spots are found lobe by lobe, and "
+                             "windows around a lobe do not hold the PSF)")
     n_frames, h, w = photons.shape
     frame = np.asarray(spots["frame"], np.int64)
     x, y = np.asarray(spots["x"], np.float64), np.asarray(spots["y"], np.float64)

@@ -82,6 +82,16 @@ def test_emitters_beyond_the_models_z_range_are_warned_about(psf_file: str) -> N
     assert not within.psf_mismatch and within.numbers["psf_shape"]["z_end_share"] < 0.2, within.numbers
 
 
+def test_a_double_helix_model_is_not_judged_on_its_own_movie() -> None:
+    """Spots of several lobes are found lobe by lobe: a model of such a PSF gets no verdict, not a false alarm."""
+    dh = OTHERS["double helix"]
+    reference = ModelPsf(SimulationConfig.from_dict({**dh, "z_range": list(Z_RANGE)}).spline_psf(), Z_RANGE)
+    adu, cfg = _movie(0, 0.5, **dh)
+    check = check_domain(adu, cfg.camera, {}, psf=reference)
+    shape = check.numbers["psf_shape"]
+    assert not check.psf_mismatch and shape["ok"] and shape["spots"] == 0 and "several lobes" in shape["note"]
+
+
 def test_too_few_spots_are_not_judged(reference: ModelPsf, psf_file: str) -> None:
     adu, cfg = _movie(4, 0.02, psf="spline", psf_file=psf_file)
     check = check_domain(adu[:2], cfg.camera, {}, psf=reference)
