@@ -42,7 +42,7 @@ MAX_SPOTS = 40  # the brightest isolated spots fitted (the cost: a few ms per sp
 MIN_SPOTS = 8  # fewer fitted spots: not judged
 ISOLATION = 1.5  # window radii: no other spot within this of a fitted one
 BLEND = 1.25  # spots brighter than this many times the median isolated one are left out (two emitters at once)
-MASK = 1.5  # ... and the pixels within this many widths of another spot are left out of its window
+MASK = 1.5  # Gaussian widths: the pixels this close to another spot are left out of a window
 MODEL_ERROR = 0.03  # relative error of the PSF model added to the noise (a bead-calibrated spline is not exact)
 Z_STARTS = 9  # z planes tried for the start of each fit
 ITERATIONS = 8
@@ -159,6 +159,7 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
 
     ``spots``: the calibration's localizations (``frame`` index into ``photons``, ``x``, ``y`` px, ``photons``,
     ``ok``); ``sigma``: their Gaussian width (px; pixels within ``MASK`` widths of other spots are left out);
+    the spots' share with no other spot within ``ISOLATION`` window radii is recorded (``isolated``);
     ``z_range``: nm, the model's; ``noise_ratio``: measured / predicted noise variance of the background (the
     camera check), scales the noise.
     """
@@ -168,8 +169,7 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
         return PsfShape(0, math.nan, math.nan, math.nan, math.nan, radius,
                         z_range=(float(z_range[0]), float(z_range[1])),
                         note=f"not judged: the PSF's brightest pixel lies {offset:.1f} px from its centre (median over "
-                             "z; a "
-                             "PSF of several lobes, e.g. a double helix: its spots are found lobe by lobe, and "
+                             "z; a PSF of several lobes, e.g. a double helix: its spots are found lobe by lobe, and "
                              "windows around a lobe do not hold the PSF)")
     n_frames, h, w = photons.shape
     frame = np.asarray(spots["frame"], np.int64)
