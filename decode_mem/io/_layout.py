@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import EmptyStackError, StackError
 
 FRAME_AXES = "TIQ"  # tifffile's time-like axes: time, image sequence, unknown
 SELECTABLE = {"C": "channel", "S": "channel", "Z": "z"}  # axis letter -> open_stack argument
@@ -97,7 +97,7 @@ def resolve_layout(
     if axes is not None and len(axes) != ndim:
         raise StackError(f"{where}: axes={axes!r} has {len(axes)} letters but the data is {ndim}-D {shape}")
     if 0 in shape:
-        raise StackError(f"{where}: empty stack, the data have shape {shape}")
+        raise EmptyStackError(f"{where}: empty stack, the data have shape {shape}")
     axes = (axes or _guess_axes(shape)).upper()
     y, x = axes.rfind("Y"), axes.rfind("X")
     if y < 0 or x < 0:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from decode_mem.errors import EmptyStackError
 from decode_mem.io.stack import Stack, open_stack
 
 
@@ -41,7 +42,11 @@ class GrowingZarr:
     def poll(self, final: bool = False) -> int:
         if self.stack is not None:
             self.stack.close()
-        self.stack = open_stack(self.path, **self.options)  # re-read the metadata: the shape grows
+            self.stack = None
+        try:
+            self.stack = open_stack(self.path, **self.options)  # re-read the metadata: the shape grows
+        except EmptyStackError:  # created with no frames yet (shape (0, H, W)): the writer appends them later
+            return self.n
         src, layout = self.stack._opened()
         array = src.array
         grid = getattr(array, "shards", None) or array.chunks

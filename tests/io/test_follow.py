@@ -137,6 +137,21 @@ def test_a_zarr_array_counts_a_chunk_once_the_next_one_exists(tmp_path):
     assert reader.poll(final=True) == 8  # the end: every chunk present is complete, up to the shape
 
 
+def test_a_zarr_array_created_empty_is_no_frames_yet_not_an_error(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    from decode_mem.io.stack import open_stack
+
+    frames = movie(8)
+    array = zarr.create_array(str(tmp_path / "m.zarr"), shape=(0, 12, 10), chunks=(4, 12, 10), dtype="u2")
+    with pytest.raises(StackError, match="empty stack"):  # a finished file with no frames stays an error
+        open_stack(tmp_path / "m.zarr")
+    reader = open_growing(tmp_path / "m.zarr")
+    assert reader.poll() == 0  # polled before the writer appended anything (the live test's race)
+    array.append(frames)
+    assert reader.poll(final=True) == 8
+    np.testing.assert_array_equal(reader.read(0, 8), frames)
+
+
 def test_a_folder_takes_files_in_natural_order_and_reports_late_ones(tmp_path):
     frames = movie(4)
     for t in (1, 2, 10):
