@@ -14,6 +14,7 @@ settings (nothing was done).
 from __future__ import annotations
 
 import argparse
+import gc
 import shlex
 import sys
 from collections.abc import Sequence
@@ -141,4 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # every file is written and closed: what is alive now lives until the exit anyway. Frozen, it is out of the
+    # interpreter's final collection, which would otherwise walk torch's objects one by one (~0.5 s of CPU per
+    # run on a 2-core CPU, benchmarks/results/stack_cost.md)
+    gc.freeze()
+    sys.exit(code)

@@ -38,11 +38,16 @@ def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], d
 class ReportImage:
     """The report's super-resolution image of one stack (10 nm pixels, coarser where the image would exceed
     ``MAX_RENDER_SIDE``), counted from its emitters as they are written: ``add(table)`` per block. Memory: the
-    image (at most ``MAX_RENDER_SIDE``² float32), whatever the number of localizations."""
+    image (at most ``MAX_RENDER_SIDE``² float32), whatever the number of localizations.
+
+    Made before the stack's loop, it also starts importing what drawing the report needs (matplotlib) in a
+    thread of its own (``report.figures.import_drawing_modules``): the report after the loop does not wait for it."""
 
     def __init__(self, shape_px: tuple[int, int], pixel_size: float) -> None:
         from decode_mem.render import Histogram
+        from decode_mem.report.figures import import_drawing_modules
 
+        self.imports = import_drawing_modules()
         self.render_pixel = max(10.0, pixel_size * max(shape_px) / MAX_RENDER_SIDE)
         self.histogram = Histogram(shape_px=shape_px, pixel_size=pixel_size, render_pixel=self.render_pixel)
 

@@ -24,6 +24,10 @@ BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
 # ``save_side_by_side`` writes (500 at the report's 110), so finer pixels would not show, while matplotlib keeps
 # several float copies of what it is given while it resamples (the report of a 2048² camera peaked there)
 DISPLAY_PIXELS = 1024
+PANEL_INCHES = (4.6, 4.9)  # width, height of each panel of the side-by-side figure, its colour bar included
+PANEL_MARGINS = (0.7, 0.2, 0.5, 1.05)  # inches: left (y ticks and label), right, top (two title lines), bottom
+BAR_GAP = 0.5  # inches between an image and its colour bar: the x ticks and label
+MIN_BAR = 2.4  # inches: the shortest colour bar
 
 
 def mean_frame(stack: str | os.PathLike | Stack, max_frames: int | None = None) -> np.ndarray:
@@ -131,10 +135,11 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
             crop, g = binned(superres[r:r + size, c:c + size], DISPLAY_PIXELS)
             panels.append(("zoom", crop, (box[0], box[0] + crop.shape[1] * g * rp / 1000.0,
                                           box[1] + crop.shape[0] * g * rp / 1000.0, box[1])))
-    fig = Figure(figsize=(4.6 * len(panels), 4.9), layout="constrained")
+    fig = Figure(figsize=(PANEL_INCHES[0] * len(panels), PANEL_INCHES[1]))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (kind, image, extent) in zip(axes, panels, strict=True):
+    boxes = [_panel_boxes(i, len(panels), extent) for i, (_, _, extent) in enumerate(panels)]
+    axes = [fig.add_axes(image_box) for image_box, _ in boxes]
+    for ax, (kind, image, extent), (_, bar_box) in zip(axes, panels, boxes, strict=True):
         if kind == "widefield":
             lo, hi = display_range(image)
             shown = ax.imshow(image, cmap="gray", vmin=lo, vmax=hi, extent=extent, interpolation="nearest")
@@ -160,8 +165,30 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
         ax.set_ylabel("y [µm]")
         ax.set_facecolor("black")
         _scale_bar(ax, abs(extent[1] - extent[0]))
-        fig.colorbar(shown, ax=ax, location="bottom", shrink=0.8, aspect=30, pad=0.01, label=unit)
+        fig.colorbar(shown, cax=fig.add_axes(bar_box), orientation="horizontal", label=unit)
     return fig
+
+
+def _panel_boxes(i: int, n: int, extent: tuple[float, float, float, float]) -> tuple[list[float], list[float]]:
+    """Where panel ``i`` of ``n`` and its colour bar go (figure fractions: left, bottom, width, height): fixed
+    margins for the title above and the ticks, axis label and colour bar below, the image's box shaped like its
+    field (so that the colour bar sits right under it; a narrow one at the left, its title running right).
+    Fixed, not matplotlib's constrained layout: that lays the figure out by drawing it once more (about half the
+    CPU of the report's images)."""
+    width, height = PANEL_INCHES
+    left, right, top, bottom = PANEL_MARGINS
+    aspect = abs(extent[2] - extent[3]) / max(abs(extent[1] - extent[0]), 1e-12)  # height / width of the field
+    room_w, room_h = width - left - right, height - top - bottom
+    w = min(room_w, room_h / aspect)
+    h = w * aspect
+    x0 = i * width + left
+    y0 = height - top - h
+    bar_w = max(0.8 * w, min(MIN_BAR, room_w))  # 80 % of the image's width, room for its ticks however narrow
+    bar_h = min(0.8 * w, room_w) / 30
+    bar = [max(i * width + BAR_GAP / 2, x0 + (w - bar_w) / 2), y0 - BAR_GAP - bar_h, bar_w, bar_h]
+    to_fraction = [n * width, height, n * width, height]
+    return ([v / f for v, f in zip([x0, y0, w, h], to_fraction, strict=True)],
+            [v / f for v, f in zip(bar, to_fraction, strict=True)])
 
 
 def _scale_bar(ax: object, width_um: float) -> None:

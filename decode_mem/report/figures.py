@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import io
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,29 @@ if TYPE_CHECKING:
 HOST_SERIES = (("rss_anon_mb", "RssAnon"), ("vm_rss_mb", "VmRSS"), ("rss_file_mb", "RssFile"))
 GPU_SERIES = (("cuda_allocated_mb", "CUDA allocated"), ("cuda_reserved_mb", "CUDA reserved"),
               ("nvml_used_mb", "NVML used (whole device)"))
+# what drawing the figures imports (``_figure``, ``_shade_phases``, ``render.widefield.side_by_side_figure``)
+DRAWING_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.patches",
+                   "matplotlib.font_manager", "mpl_toolkits.axes_grid1.anchored_artists")
+
+
+def import_drawing_modules() -> threading.Thread:
+    """Start importing ``DRAWING_MODULES`` (matplotlib: ~0.5 s of CPU) in a thread of its own and return it.
+
+    Started before a run's frame loop, the figures drawn after the loop find matplotlib loaded: on a GPU the host
+    is idle during the loop; on a CPU the import shares the cores with it (benchmarks/results/stack_cost.md).
+    A module that fails to import here is left alone: drawing imports it again and raises there.
+    """
+
+    def load() -> None:
+        for name in DRAWING_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # e.g. no matplotlib: the figure's own import says so, in the main thread
+                return
+
+    thread = threading.Thread(target=load, name="decode_mem-report-imports")
+    thread.start()
+    return thread
 
 
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:

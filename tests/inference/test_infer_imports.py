@@ -24,3 +24,12 @@ def test_help_and_the_start_of_a_run_import_none_of_the_later_libraries() -> Non
     # what a run has imported when it starts its first stack (the domain check and the writers of a CSV run)
     assert _loaded("import decode_mem.infer.runner, decode_mem.infer.console; "
                    "from decode_mem.io.localizations import open_writer") == []
+
+
+def test_the_report_image_loads_the_plotting_library_in_a_thread_of_its_own() -> None:
+    """Made before the first stack's loop, the report's image starts importing matplotlib beside it, so that the
+    report after the loop does not wait for the import (the run's start itself stays without it, above)."""
+    code = ("from decode_mem.infer.batch_report import ReportImage; image = ReportImage((64, 64), 100.0); "
+            "assert image.imports.name == 'decode_mem-report-imports'; image.imports.join(); "
+            "import sys; assert 'matplotlib.figure' in sys.modules and 'matplotlib.pyplot' not in sys.modules")
+    assert _loaded(code) == ["matplotlib"]
