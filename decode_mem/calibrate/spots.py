@@ -102,13 +102,25 @@ class SpotFits:
         return cls(z, z, z, z, z, np.zeros(0, dtype=bool))
 
 
+def _edges(centre: np.ndarray, sigma: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(n, K+1): the edges ``k ± 0.5`` of pixels ``k`` (consecutive integers) relative to ``centre``, in σ. A
+    pixel's upper edge is the next one's lower edge: each is computed (and integrated) once, not twice."""
+    return (np.append(k - 0.5, k[-1] + 0.5)[None, :] - centre[:, None]) / sigma[:, None]
+
+
+def _axis_integrals(centre: np.ndarray, sigma: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Pixel integrals E of a 1-D Gaussian over pixels ``k`` (what ``_axis_terms`` gives first, alone)."""
+    cdf = special.ndtr(_edges(centre, sigma, k))
+    return cdf[:, 1:] - cdf[:, :-1]
+
+
 def _axis_terms(centre: np.ndarray, sigma: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, ...]:
     """Pixel integrals E of a 1-D Gaussian over pixels ``k`` and their derivatives by centre and σ."""
-    a = (k[None, :] + 0.5 - centre[:, None]) / sigma[:, None]
-    c = (k[None, :] - 0.5 - centre[:, None]) / sigma[:, None]
-    pa = np.exp(-0.5 * a * a) / _SQRT_2PI
-    pc = np.exp(-0.5 * c * c) / _SQRT_2PI
-    e = special.ndtr(a) - special.ndtr(c)
+    edges = _edges(centre, sigma, k)
+    density = np.exp(-0.5 * edges * edges) / _SQRT_2PI
+    cdf = special.ndtr(edges)
+    a, c, pa, pc = edges[:, 1:], edges[:, :-1], density[:, 1:], density[:, :-1]  # upper and lower edges
+    e = cdf[:, 1:] - cdf[:, :-1]
     d_centre = -(pa - pc) / sigma[:, None]
     d_sigma = -(a * pa - c * pc) / sigma[:, None]
     return e, d_centre, d_sigma
@@ -117,8 +129,8 @@ def _axis_terms(centre: np.ndarray, sigma: np.ndarray, k: np.ndarray) -> tuple[n
 def gaussian_model(x: np.ndarray, y: np.ndarray, photons: np.ndarray, sigma: np.ndarray, radius: int) -> np.ndarray:
     """(n, 2r+1, 2r+1) pixel-integrated Gaussians (no background); x, y relative to the window's centre pixel."""
     k = np.arange(-radius, radius + 1, dtype=np.float64)
-    ex = _axis_terms(x, sigma, k)[0]
-    ey = _axis_terms(y, sigma, k)[0]
+    ex = _axis_integrals(x, sigma, k)
+    ey = _axis_integrals(y, sigma, k)
     return photons[:, None, None] * ey[:, :, None] * ex[:, None, :]
 
 
@@ -132,15 +144,14 @@ def _model_and_jacobian(p: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.nd
     x, y, n, b, s = p.T
     ex, dex, dsx = _axis_terms(x, s, k)
     ey, dey, dsy = _axis_terms(y, s, k)
-    g = ey[:, :, None] * ex[:, None, :]
-    model = n[:, None, None] * g + b[:, None, None]
-    jac = np.stack([
-        n[:, None, None] * ey[:, :, None] * dex[:, None, :],
-        n[:, None, None] * dey[:, :, None] * ex[:, None, :],
-        g,
-        np.ones_like(g),
-        n[:, None, None] * (dsy[:, :, None] * ex[:, None, :] + ey[:, :, None] * dsx[:, None, :]),
-    ], axis=1)
+    n3 = n[:, None, None]
+    jac = np.empty((len(p), 5, len(k), len(k)))  # each term computed into its place (no stacked copy)
+    g = np.multiply(ey[:, :, None], ex[:, None, :], out=jac[:, 2])
+    model = n3 * g + b[:, None, None]
+    np.multiply(n3 * ey[:, :, None], dex[:, None, :], out=jac[:, 0])
+    np.multiply(n3 * dey[:, :, None], ex[:, None, :], out=jac[:, 1])
+    jac[:, 3] = 1.0
+    np.multiply(n3, dsy[:, :, None] * ex[:, None, :] + ey[:, :, None] * dsx[:, None, :], out=jac[:, 4])
     return model, jac.reshape(len(p), 5, -1)
 
 
