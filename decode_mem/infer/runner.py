@@ -220,7 +220,7 @@ def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, .
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
                extras: dict[str, Any], obs: InferObserver, image: ReportImage | None = None) -> StackSummary:
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     peak = _Peak()
     sizes: dict[str, Any] = {}
     device_peak = DevicePeak().start()
@@ -239,6 +239,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     if measured_device is not None:
         sizes["measured_device"] = measured_device
     wall = time.perf_counter() - t0  # localization only; the drift correction is timed on its own
+    cpu = time.process_time() - cpu0  # the process's CPU seconds (every thread) over the same span
     files, more = list(outs.paths), {}
     if cfg.drift:
         t_drift = time.perf_counter()
@@ -252,8 +253,9 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
                            (*map(str, files), str(summary_path(cfg.out, job.stem))),
-                           extra=dict(extras, shape=list(job.shape), domain_warnings=list(job.domain.warnings),
-                                      domain=job.domain.numbers, **({"sizes": sizes} if sizes else {}), **more))
+                           extra=dict(extras, cpu_s=round(cpu, 3), shape=list(job.shape),
+                                      domain_warnings=list(job.domain.warnings), domain=job.domain.numbers,
+                                      **({"sizes": sizes} if sizes else {}), **more))
     outs.finish(summary.as_dict())
     return summary
 
