@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -83,6 +84,8 @@ def test_json_summary_and_parquet(sample_run):
     summary = json.loads((out / "stack.json").read_text())
     assert summary["frames"] == 200 and summary["localizations"] == report.stacks[0].localizations
     assert summary["frames_per_s"] > 0 and summary["peak_rss_anon_mb"] > 0
+    # the process's CPU seconds over the loop: every thread's, at most every core's for the whole span
+    assert 0 < summary["cpu_s"] <= (os.cpu_count() or 1) * summary["wall_s"] + 0.1
     assert summary["model"].endswith("default_2d.pt") and summary["settings"]["chunk_size"] == "auto"
     # 'auto' sizes: what was chosen, under which budget and why, with the planner's prediction
     sizes = summary["sizes"]
