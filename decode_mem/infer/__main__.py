@@ -120,8 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv_used = list(sys.argv[1:] if argv is None else argv)  # for the report's command line
 
     def body(args: argparse.Namespace) -> int:
-        from decode_mem.infer import run_inference
-        from decode_mem.infer.console import ConsoleObserver
+        gc.disable()  # torch's and scipy's imports make ~10^6 objects that live until the exit: the full
+        try:  # collections they would trigger free nothing (~0.25 s of CPU, benchmarks/results/stack_cost.md)
+            from decode_mem.infer import run_inference
+            from decode_mem.infer.console import ConsoleObserver
+        finally:
+            gc.enable()
 
         cfg = config_from_args(args)
         if args.model is None and not args.quiet:
