@@ -35,10 +35,19 @@ def module_parts(path: Path, package: Path = PACKAGE) -> list[str]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
-def imported(source: str, parts: list[str], is_package: bool) -> list[list[str]]:
-    """The decode_mem modules a module imports, absolute (``decode_mem.x``) and relative (``.x``, ``..x``)."""
+def imported(source: str, parts: list[str], is_package: bool, runtime: bool = False) -> list[list[str]]:
+    """The decode_mem modules a module imports, absolute (``decode_mem.x``) and relative (``.x``, ``..x``);
+    with ``runtime``, not those under ``if TYPE_CHECKING:`` (annotations only, never executed)."""
+    tree = ast.parse(source)
+    typing_only: set[int] = set()
+    if runtime:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                typing_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names = [a.name.split(".") for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "decode_mem":
@@ -74,6 +83,24 @@ def check(package: Path = PACKAGE) -> list[str]:
             if parts and target and target[0] != parts[0]:
                 edges.setdefault(parts[0], set()).add(target[0])
     return problems + [f"package loop: {' -> '.join(loop)}" for loop in loops(edges)]
+
+
+def module_loops(package: Path = PACKAGE) -> list[str]:
+    """Import loops between the modules of one package (``model.net`` <-> ``model.receptive_field``), counting
+    imports inside functions too (they run) but not ``TYPE_CHECKING`` ones nor a package's ``__init__`` (a lazy
+    facade over its modules)."""
+    modules = {".".join(module_parts(p, package)): p for p in package.rglob("*.py") if p.name != "__init__.py"}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        parts = name.split(".")
+        for target in imported(path.read_text(), parts, False, runtime=True):
+            for k in range(len(target), 0, -1):  # ``from decode_mem.a.b import c``: module a.b.c or a.b
+                dotted = ".".join(target[:k])
+                if dotted in modules:
+                    if dotted != name and target[0] == parts[0]:
+                        edges.setdefault(name, set()).add(dotted)
+                    break
+    return [f"module loop: {' -> '.join(loop)}" for loop in loops(edges)]
 
 
 def loops(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -152,3 +179,14 @@ def test_imports_are_resolved_absolute_relative_and_from_the_package() -> None:
                     False) == [["tiling", "plan"], ["io"]]
     assert imported("from decode_mem import io\nfrom .. import train\n", ["plan", "__main__"], False) == [
         ["io"], ["train"]]
+
+
+def test_no_import_loops_between_the_modules_of_a_package() -> None:
+    problems = module_loops()
+    assert not problems, "\n".join(problems)
+
+
+def test_a_module_loop_planted_in_a_package_is_reported(tmp_path: Path) -> None:
+    package = _copy(tmp_path)
+    _plant(package, "model/receptive_field.py", "from decode_mem.model.net import DecodeNet  # noqa: F401")
+    assert module_loops(package) == ["module loop: model.net -> model.receptive_field -> model.net"]

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from decode_mem.infer.config import FORMATS, InferConfig, find_stacks, stem_of
     from decode_mem.infer.predict import predict_stack, process_large_image
     from decode_mem.infer.ranges import FrameRange, split_frames
-    from decode_mem.infer.runner import InferReport, StackFailure, StackSummary, run_inference
+    from decode_mem.infer.results import InferReport, StackFailure, StackSummary
+    from decode_mem.infer.runner import run_inference
 
 __all__ = [
     "FORMATS", "FrameRange", "InferConfig", "InferReport", "StackFailure", "StackSummary", "find_stacks",
@@ -28,7 +29,7 @@ __all__ = [
 _exported, __dir__ = lazy_exports(__name__, {
     "FORMATS": "config", "InferConfig": "config", "find_stacks": "config", "stem_of": "config",
     "predict_stack": "predict", "process_large_image": "predict", "FrameRange": "ranges",
-    "split_frames": "ranges", "InferReport": "runner", "StackFailure": "runner", "StackSummary": "runner",
+    "split_frames": "ranges", "InferReport": "results", "StackFailure": "results", "StackSummary": "results",
     "run_inference": "runner",
 })
 

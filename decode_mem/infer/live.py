@@ -34,6 +34,7 @@ from decode_mem.infer.live_parts import LiveParts, live_dir, summary_complete
 from decode_mem.infer.live_status import LiveStatus, write_live_report
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import EXTRAS_2D, EXTRAS_3D, StackOutputs, remove_partials, summary_path
+from decode_mem.infer.results import InferReport, StackSummary
 from decode_mem.infer.work import EngineSettings, stream_emitters
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.follow import FollowedStack, open_growing
@@ -49,8 +50,6 @@ BEHIND_BLOCKS = 3  # frames behind (in blocks) from which a device slower than t
 def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, command: str | None,
                  t_start: float) -> Any:
     """Follow ``cfg.inputs[0]`` into ``cfg.out``; returns the ``InferReport`` of the one stack."""
-    from decode_mem.infer.runner import InferReport, StackSummary
-
     path = Path(cfg.inputs[0])
     stem, out = stem_of(path), Path(cfg.out)
     if cfg.resume and summary_complete(summary_path(out, stem)):
@@ -97,8 +96,6 @@ class _FollowRun:
         self.sizes: dict[str, Any] = {}
 
     def go(self) -> Any:
-        from decode_mem.infer.runner import StackSummary
-
         cfg, obs, stem = self.cfg, self.obs, self.stem
         t0 = time.perf_counter()
         summary_path(self.out, stem).unlink(missing_ok=True)

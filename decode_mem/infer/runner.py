@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from decode_mem.infer.domain import check_domain, model_psf
 from decode_mem.infer.live_parts import summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.camera import with_fields
 from decode_mem.io.provenance import generated_by
@@ -38,68 +38,6 @@ from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
 from decode_mem.tiling import block_length
-
-
-@dataclass(frozen=True)
-class StackSummary:
-    """One finished (or, with ``skipped``, previously finished) stack; ``as_dict()`` is its JSON summary."""
-
-    stack: str
-    stem: str
-    frames: int
-    localizations: int
-    wall_s: float
-    peak_rss_anon_mb: float | None
-    outputs: tuple[str, ...]
-    skipped: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def frames_per_s(self) -> float:
-        return self.frames / self.wall_s if self.wall_s > 0 else float("nan")
-
-    def line(self) -> str:
-        if self.skipped:
-            return f"{self.stem}: already done ({summary_path(Path(self.outputs[-1]).parent, self.stem)}), skipped"
-        mem = "" if self.peak_rss_anon_mb is None else f", peak RssAnon {self.peak_rss_anon_mb:.0f} MB"
-        return (f"{self.stem}: {self.frames} frames, {self.localizations} localizations, {self.wall_s:.1f} s "
-                f"({self.frames_per_s:.1f} frames/s){mem}")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"stack": self.stack, "stem": self.stem, "frames": self.frames, "localizations": self.localizations,
-                "wall_s": round(self.wall_s, 4), "frames_per_s": round(self.frames_per_s, 3),
-                "peak_rss_anon_mb": self.peak_rss_anon_mb, "outputs": [Path(p).name for p in self.outputs],
-                **self.extra}
-
-
-@dataclass(frozen=True)
-class StackFailure:
-    """An input that produced no outputs: the file (or input pattern) and why."""
-
-    stack: str
-    reason: str
-
-    def line(self) -> str:
-        return self.reason if self.reason.startswith(self.stack) else f"{self.stack}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class InferReport:
-    """What ``run_inference`` did: one summary per finished or skipped stack, one failure per bad input."""
-
-    stacks: tuple[StackSummary, ...]
-    failures: tuple[StackFailure, ...]
-    model: str
-    wall_s: float
-    worker_peak_rss_anon_mb: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    @property
-    def frames(self) -> int:
-        return sum(s.frames for s in self.stacks if not s.skipped)
 
 
 def run_inference(cfg: InferConfig, observer: InferObserver | None = None, command: str | None = None) -> InferReport:

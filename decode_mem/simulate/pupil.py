@@ -11,13 +11,16 @@ A Gaussian describes it poorly: its rings and the aberrations' asymmetry are wha
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import ndimage
 
 from decode_mem.io.psf_file import SplineData
-from decode_mem.simulate.config import PupilConfig
 from decode_mem.simulate.spline_fit import spline_from_volume
+
+if TYPE_CHECKING:  # annotations only: config builds pupil splines, so pupil must not import it
+    from decode_mem.simulate.config import PupilConfig
 
 _SUB = 3  # sub-samples per half pixel
 _GRID = 256
