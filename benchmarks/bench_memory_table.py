@@ -175,7 +175,7 @@ def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[
     command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "
-             f"Machine: {machine_line(torch.get_num_threads(), load_start=load_start)} (another job on the machine "
+             f"Machine: {machine_line('1 torch thread per worker process', load_start=load_start)} (another job on the machine "
              "slows the wall times, not the peaks).", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
