@@ -166,16 +166,17 @@ def in_fresh_process(code: str, spec: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+WORKER_THREADS = "1 torch thread per worker process"  # each row's worker sets torch.set_num_threads(1)
+
+
 def write_report(out: Path, grid: list[dict], train: list[dict], defaults: list[dict], args: argparse.Namespace,
                  total: float, load_start: float) -> None:
-    import torch
-
     from decode_mem.io.atomic import atomic_output
 
     command = command_line()
     lines = ["# Memory requirement table", "",
              f"Command: `{command}`; {total / 60:.1f} min. "
-             f"Machine: {machine_line('1 torch thread per worker process', load_start=load_start)} (another job on the machine "
+             f"Machine: {machine_line(WORKER_THREADS, load_start=load_start)} (another job on the machine "
              "slows the wall times, not the peaks).", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              "## Planner vs measured (3 frames per stack)", ""]
