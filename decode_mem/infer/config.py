@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from decode_mem.config import AMP_CHOICES
+from decode_mem.config import AMP_CHOICES, check_choice
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.request import SizeRequest
 from decode_mem.io.camera import Camera
@@ -107,8 +107,7 @@ class InferConfig:
             raise ConfigError(f"frames_per_task must be >= 1, got {self.frames_per_task}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads must be >= 1, got {self.threads}")
-        if self.amp not in AMP_CHOICES:
-            raise ConfigError(f"amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        check_choice("amp", self.amp, AMP_CHOICES)
         if self.memory_limit is not None and self.memory_limit <= 0:
             raise ConfigError(f"memory_limit must be > 0 bytes, got {self.memory_limit}")
         if self.threshold is not None and not 0 <= self.threshold <= 1:

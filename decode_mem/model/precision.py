@@ -12,8 +12,7 @@ from functools import cache
 
 import torch
 
-from decode_mem.config import AMP_CHOICES
-from decode_mem.errors import ConfigError
+from decode_mem.config import AMP_CHOICES, check_choice
 
 __all__ = ["AMP_CHOICES", "AMP_DTYPES", "autocast", "cpu_has_native_bf16", "dtype_name", "emulated_bf16",
            "resolve_amp"]
@@ -42,8 +41,7 @@ def resolve_amp(amp: str | None, device: torch.device) -> torch.dtype | None:
         return None
     if amp in AMP_DTYPES:
         return AMP_DTYPES[amp]
-    if amp != "auto":
-        raise ConfigError(f"amp must be one of {AMP_CHOICES}, got {amp!r}")
+    check_choice("amp", amp, AMP_CHOICES)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device.type == "cpu":

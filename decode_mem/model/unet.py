@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from decode_mem.config import check_choice
 from decode_mem.errors import ConfigError
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {  # in place where possible: every activation follows a conv
@@ -59,8 +60,7 @@ class Upsample(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, mode: str) -> None:
         super().__init__()
-        if mode not in UPSAMPLE_MODES:
-            raise ConfigError(f"upsample must be one of {UPSAMPLE_MODES}, got {mode!r}")
+        check_choice("upsample", mode, UPSAMPLE_MODES)
         self.mode = mode
         if mode == "nearest":
             self.conv: nn.Module = nn.Conv2d(in_channels, out_channels, 1)

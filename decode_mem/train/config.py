@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import AMP_CHOICES, check_keys, load_yaml, parse_bytes, renamed_keys
+from decode_mem.config import AMP_CHOICES, check_choice, check_keys, load_yaml, parse_bytes, renamed_keys
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
@@ -77,8 +77,7 @@ class TrainConfig:
             object.__setattr__(self, "trainable", tuple(self.trainable))  # a YAML list compares equal on resume
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr!r}")
-        if self.amp not in AMP_CHOICES:
-            raise ConfigError(f"train.amp must be one of {AMP_CHOICES}, got {self.amp!r}")
+        check_choice("train.amp", self.amp, AMP_CHOICES)
         if self.crop_size != "auto" and (not isinstance(self.crop_size, int) or self.crop_size < 8):
             raise ConfigError(f"train.crop_size must be an integer >= 8 or 'auto', got {self.crop_size!r}")
         given = self.memory_limit
