@@ -24,23 +24,27 @@ def movie(n: int = 5, h: int = 12, w: int = 10) -> np.ndarray:
     return np.random.default_rng(1).integers(100, 60000, (n, h, w)).astype(np.uint16)
 
 
+def write_tiff(path: Path, frames: np.ndarray, big: bool = False) -> None:
+    """The whole movie written page by page by the camera stand-in."""
+    appender = TiffAppender(path, big=big)
+    for f in frames:
+        appender.append(f)
+    appender.close()
+
+
 @pytest.mark.parametrize("big", [False, True])
 def test_a_tiff_read_while_its_bytes_arrive_gives_only_complete_pages(tmp_path, big):
     """Every prefix of a file written page by page (next-IFD offsets pointing past the end, IFDs and pixels cut
     anywhere) yields only pages whose bytes are all there and whose successor is linked, with their exact pixels."""
     frames = movie()
     ref = tmp_path / "ref.tif"
-    appender = TiffAppender(ref, big=big)
-    for f in frames:
-        appender.append(f)
-    appender.close()
+    write_tiff(ref, frames, big=big)
     data = ref.read_bytes()
     np.testing.assert_array_equal(tifffile.imread(ref), frames)  # the stand-in writes valid TIFF
     grow = tmp_path / "grow.tif"
     grow.write_bytes(b"")
     reader = GrowingTiff(grow)
-    page_end = [0] * len(frames)  # byte after each page's pixels
-    with tifffile.TiffFile(ref) as t:
+    with tifffile.TiffFile(ref) as t:  # the byte after each page's pixels
         page_end = [p.dataoffsets[0] + p.databytecounts[0] for p in t.pages]
     seen = 0
     for cut in range(0, len(data) + 1, 7):
@@ -62,10 +66,7 @@ def test_a_tiff_read_while_its_bytes_arrive_gives_only_complete_pages(tmp_path, 
 def test_a_half_written_last_page_is_left_out_at_the_end_with_a_warning(tmp_path):
     frames = movie(3)
     path = tmp_path / "m.tif"
-    appender = TiffAppender(path, big=False)
-    for f in frames:
-        appender.append(f)
-    appender.close()
+    write_tiff(path, frames)
     with open(path, "r+b") as fh:
         fh.truncate(path.stat().st_size - 50)  # the writer died in the middle of the last page's pixels
     reader = GrowingTiff(path)
@@ -91,10 +92,7 @@ def test_micro_manager_roll_over_names():
 def test_followed_blocks_are_the_finished_stacks_blocks(tmp_path, length, start):
     frames = movie(11)
     path = tmp_path / "m.tif"
-    appender = TiffAppender(path, big=False)
-    for f in frames:
-        appender.append(f)
-    appender.close()
+    write_tiff(path, frames)
     followed = FollowedStack(open_growing(path), idle_timeout=0.01, start=start, poll_s=0.001)
     got = list(followed.blocks(length, context=1))
     want = [(t0 + start, b) for t0, b in edge_blocks(lambda lo, hi: frames[lo:hi], 11, length, 1, start=start)]
@@ -170,10 +168,7 @@ def test_a_long_tiff_is_read_block_by_block_with_its_offsets_compacted(tmp_path)
     """Thousands of pages: the offsets of frames read are dropped in bulk and every block still reads right."""
     frames = np.random.default_rng(2).integers(0, 60000, (3000, 4, 4)).astype(np.uint16)
     path = tmp_path / "long.tif"
-    appender = TiffAppender(path, big=False)
-    for f in frames:
-        appender.append(f)
-    appender.close()
+    write_tiff(path, frames)
     reader = GrowingTiff(path)
     followed = FollowedStack(reader, idle_timeout=0.01, poll_s=0.001)
     for t0, block in followed.blocks(64, context=1):
