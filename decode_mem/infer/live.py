@@ -21,6 +21,7 @@ import dataclasses
 import datetime
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ class _FollowRun:
         self.followed.start = start
         status = self.status = LiveStatus(self.frame_shape, self.camera.pixel_size, self.parts.block)
         for part in self.parts.parts:  # a resumed run: what the kept parts hold
-            status.add(_concat(self.parts, part), part["start"], part["stop"] - part["start"])
+            status.add(_concat(self.parts.part_tables(part)), part["start"], part["stop"] - part["start"])
         settings = EngineSettings(
             model=str(cfg.model_path), camera=self.camera,
             sizes=dataclasses.replace(cfg.sizes, block=self.parts.block, streams=1),
@@ -261,12 +262,10 @@ class _FollowRun:
                           self.obs.memory_history(), self.command, parts)
 
 
-def _concat(parts: LiveParts, part: dict[str, Any]) -> Any:
-    from decode_mem.io.localizations import iter_localizations
+def _concat(tables: Iterable[Any]) -> Any:
     from decode_mem.io.table import EmitterTable
 
-    tables = [t for name in part["files"] if name.endswith(".parquet")
-              for t in iter_localizations(parts.dir / name)]
+    tables = list(tables)
     return EmitterTable.concat(tables) if tables else EmitterTable.empty()
 
 

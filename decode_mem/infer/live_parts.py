@@ -52,7 +52,6 @@ class LiveParts:
         self.block, self.common, self.picasso = int(block), common, picasso
         self.parts: list[dict[str, Any]] = []
         self.start = 0
-        self.n_localizations = 0
         self._writers: ExitStack | None = None
         self._open: list[Any] = []
         self._rows = 0
@@ -71,7 +70,6 @@ class LiveParts:
                 if path.name not in keep:
                     remove_path(path)
             self.start = self.parts[-1]["stop"] if self.parts else 0
-            self.n_localizations = sum(p["localizations"] for p in self.parts)
             return self.start
         remove_path(self.dir)
         self.dir.mkdir(parents=True)
@@ -99,7 +97,6 @@ class LiveParts:
             self._writers.close()  # each file renamed to its final name
             files = [p.name for w in self._open for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
         self.parts.append({"start": self.start, "stop": int(stop), "localizations": self._rows, "files": files})
-        self.n_localizations += self._rows
         self.start, self._writers, self._open, self._rows = int(stop), None, [], 0
         self._save()
 
@@ -117,9 +114,13 @@ class LiveParts:
     def tables(self) -> Iterator[EmitterTable]:
         """Every part's emitters, in frame order, exactly as the engine gave them (from the parquet parts)."""
         for part in self.parts:
-            for name in part["files"]:
-                if name.endswith(".parquet"):
-                    yield from iter_localizations(self.dir / name)
+            yield from self.part_tables(part)
+
+    def part_tables(self, part: dict[str, Any]) -> Iterator[EmitterTable]:
+        """One closed part's emitters (from its parquet file)."""
+        for name in part["files"]:
+            if name.endswith(".parquet"):
+                yield from iter_localizations(self.dir / name)
 
     def remove(self) -> None:
         remove_path(self.dir)
