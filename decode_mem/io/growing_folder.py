@@ -46,9 +46,12 @@ class FrameFolder:
         return self._activity
 
     def poll(self, final: bool = False) -> int:
-        names = sorted((e.name for e in os.scandir(self.path)
-                        if e.name.lower().endswith(SUFFIXES) and not e.name.startswith(".")), key=natural_key)
-        new = [n for n in names if self.last is None or natural_key(n) > self.last]
+        names = [e.name for e in os.scandir(self.path)
+                 if e.name.lower().endswith(SUFFIXES) and not e.name.startswith(".")]
+        # only the files after the last one taken are sorted, not the whole folder at every poll
+        keyed = ((natural_key(n), n) for n in names)
+        new = [n for _, n in sorted(kn for kn in keyed if self.last is None or kn[0] > self.last)]
+        top = new[-1] if new else self.last_name  # the name that sorts last
         late = len(names) - len(new) - self.files
         if late > self.late:
             self.warnings.append(f"{self.path}: {late - self.late} file(s) arrived after {self.last_name}, which "
@@ -61,7 +64,7 @@ class FrameFolder:
                 break
             if not self._take(self.path / name, last=i == len(new) - 1):
                 break
-        self._activity = (len(names), names[-1] if names else "", growing)
+        self._activity = (len(names), top, growing)
         return self.n
 
     def _take(self, path: Path, last: bool) -> bool:
