@@ -97,7 +97,8 @@ class LiveStatus:
             self.positions, self._kept, self.stride = [merged], merged.shape[1], self.stride * 2
 
     def sample(self, seen: int, lag_s: float | None) -> None:
-        """Record the lag now (``seen``: frames the writer completed; ``lag_s``: age of the newest result)."""
+        """Record the lag now (``seen``: frames the writer completed; ``lag_s``: seconds since the writer
+        completed the oldest frame not localized yet)."""
         now = time.monotonic()
         self.lag.append((now - self.t0, self.frames_done, seen - self.frames_done,
                          float("nan") if lag_s is None else lag_s))
