@@ -130,16 +130,19 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
 
 
 def _psf_meta(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
-    """The PSF file of a ``psf: spline`` training, as checkpoint metadata (tensors and plain values)."""
-    from decode_mem.io.psf_file import read_psf
+    """The PSF file of a ``psf: spline`` training, as checkpoint metadata (tensors and plain values). The spline
+    is the one the training renders with (read once per unchanged file, ``simulate.config.file_spline``): a
+    checkpoint every few steps reads no coefficients again."""
+    from decode_mem.simulate.config import file_spline
 
     file = Path(str(simulation.get("psf_file") or ""))
     try:
-        data = read_psf(file)
+        spline = file_spline(str(file))
     except ConfigError as e:
         raise CheckpointError(f"{path}: the model's PSF cannot be stored: {e}") from e
+    data = spline.data
     out: dict[str, Any] = {"file": str(file), "relative": os.path.relpath(file.resolve(), Path(path).resolve().parent),
-                           "coeff": torch.from_numpy(data.coeff.copy()), "z_range": list(data.z_range)}
+                           "coeff": spline.coeff, "z_range": list(data.z_range)}
     out.update({k: getattr(data, k) for k in PSF_FIELDS})
     for name in ("width_z", "width_x", "width_y"):
         value = getattr(data, name)

@@ -333,8 +333,7 @@ class SimulationConfig:
             if self.psf == "pupil":
                 cached = _pupil_spline(self.pupil, self.z_range, self.camera.pixel_size)
             else:
-                stat = os.stat(self.psf_file)
-                cached = _file_spline(self.psf_file, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+                cached = file_spline(self.psf_file)
             object.__setattr__(self, "_spline", cached)
         return cached
 
@@ -449,6 +448,15 @@ class SimulationConfig:
     def patch_size(self) -> int:
         """Edge of the square patch a spot is rendered into (``derived.patch_size``)."""
         return derived.patch_size(self)
+
+
+def file_spline(path: str) -> Any:
+    """The SplinePSF (CPU) of the PSF file ``path``, read once per unchanged file (``_file_spline``); shared by
+    the configs that render it and the checkpoints that store it. A missing file is a ConfigError naming it."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: PSF file not found")
+    stat = os.stat(path)
+    return _file_spline(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 @lru_cache(maxsize=4)

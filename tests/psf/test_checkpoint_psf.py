@@ -61,3 +61,23 @@ def test_models_without_a_psf_file_hold_none(tmp_path: Path) -> None:
     net = DecodeNet(ModelConfig(depth=1, features=8, inter_features=8))
     ckpt = save_checkpoint(tmp_path / "m.pt", net=net, camera=SimulationConfig().camera, simulation={}, step=0)
     assert load_model(ckpt).psf is None
+
+
+def test_checkpoints_during_training_read_the_psf_file_once(tmp_path: Path, monkeypatch) -> None:
+    """Training saves a checkpoint every few steps: they store the spline the training renders with, not a fresh
+    read of the file's coefficients per save; a rewritten file is read anew."""
+    import decode_mem.io.psf_file as psf_file
+
+    reads = []
+    real = psf_file.read_psf
+    monkeypatch.setattr(psf_file, "read_psf", lambda p: reads.append(p) or real(p))
+    ckpt, psf = _checkpoint(tmp_path / "run")
+    sim = load_model(ckpt).simulation
+    net = DecodeNet(ModelConfig(use_z=True, depth=1, features=8, inter_features=8))
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path / "run" / "model.pt", net=net, camera=SimulationConfig().camera, simulation=sim,
+                        step=step)
+    assert len(reads) <= 1
+    write_psf(psf, read_psf(psf))  # rewritten: another modification time (and inode)
+    save_checkpoint(tmp_path / "run" / "model.pt", net=net, camera=SimulationConfig().camera, simulation=sim, step=4)
+    assert len(reads) == 2 and load_model(tmp_path / "run" / "model.pt").psf is not None
