@@ -20,4 +20,4 @@ def spline_from_smap(path: str | os.PathLike, *, pixel_size: float = 0.0) -> Spl
     z0, dz = raw["z0"], raw["dz"]
     z_range = (-z0 * dz, (nz - z0) * dz)
     return finish_spline(coeff, x0=x0, y0=x0, z0=z0, dz=dz, z_range=z_range, upsample=1, pixel_size=pixel_size,
-                   source=f"SMAP calibration {Path(path).name}")
+                         source=f"SMAP calibration {Path(path).name}")

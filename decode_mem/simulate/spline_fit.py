@@ -77,7 +77,7 @@ def gauss_widths(volume: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def finish_spline(coeff: np.ndarray, *, x0: float, y0: float, z0: float, dz: float, z_range: tuple[float, float],
-            upsample: int, pixel_size: float, source: str) -> SplineData:
+                  upsample: int, pixel_size: float, source: str) -> SplineData:
     """Scale so that the focal plane's pixels sum to 1 (photons = the flux in the patch at focus) and attach
     σx(z), σy(z) of the node values."""
     nodes = coeff[..., 0].astype(np.float64)  # the spline at the voxel corners: the sampled volume
@@ -104,4 +104,4 @@ def spline_from_volume(volume: np.ndarray, *, dz: float, z0: float, upsample: in
     if z_range is None:
         z_range = (-z0 * dz, (nz - 1 - z0) * dz)
     return finish_spline(spline_coefficients(v), x0=(nx - 1) / 2, y0=(ny - 1) / 2, z0=z0, dz=dz, z_range=z_range,
-                   upsample=upsample, pixel_size=pixel_size, source=source)
+                         upsample=upsample, pixel_size=pixel_size, source=source)
