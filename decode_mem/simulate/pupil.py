@@ -10,7 +10,6 @@ A Gaussian describes it poorly: its rings and the aberrations' asymmetry are wha
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,10 +57,10 @@ def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int
     return out
 
 
-@lru_cache(maxsize=4)
 def pupil_spline(pupil: PupilConfig, z_range: tuple[float, float], pixel_size: float, half: int = 12,
                  dz: float = 25.0) -> SplineData:
-    """The pupil PSF as a spline valid over ``z_range`` nm (memoised: a config asks for it more than once)."""
+    """The pupil PSF as a spline valid over ``z_range`` nm (not memoised here: configs share it through
+    ``simulate.config._pupil_spline``, keyed alike)."""
     lo = dz * np.floor(z_range[0] / dz) - 2 * dz
     hi = dz * np.ceil(z_range[1] / dz) + 2 * dz
     z = np.arange(lo, hi + dz / 2, dz)
