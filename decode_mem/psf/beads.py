@@ -80,7 +80,7 @@ def _saturation_level(dtype: np.dtype, settings: BeadSettings) -> float:
     return float(np.iinfo(dtype).max) if np.issubdtype(dtype, np.integer) else np.inf
 
 
-def find_beads(stack, settings: BeadSettings, name: str) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
+def find_beads(stack, settings: BeadSettings) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
     """Bead candidates ``(row, col, focus frame)`` of one stack and how many were dropped per reason."""
     from skimage.feature import peak_local_max
 
@@ -221,8 +221,8 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
         raise ConfigError(f"{paths[0]}: {t} frames is too few for a bead z-stack "
                           f"(need >= {2 * settings.edge_frames + 4})")
     found, rejected = [], {}
-    for path, stack in zip(paths, stacks, strict=True):
-        kept, dropped = find_beads(stack, settings, str(path))
+    for stack in stacks:
+        kept, dropped = find_beads(stack, settings)
         found.append(kept)
         for k, v in dropped.items():
             rejected[k] = rejected.get(k, 0) + v
