@@ -234,8 +234,10 @@ def _unmasked(frame: np.ndarray, x: np.ndarray, y: np.ndarray, chosen: np.ndarra
 
 
 def _fit(psf: SplinePSF, data: np.ndarray, use: np.ndarray, x0: np.ndarray, y0: np.ndarray,
-         z_range: tuple[float, float], *, slope: float, read: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Weighted least-squares fits of ``photons·PSF + bg`` to the windows; returns (reduced χ², z, photons)."""
+         z_range: tuple[float, float], *, slope: float,
+         read: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted least-squares fits of ``photons·PSF + bg`` to the windows; returns (reduced χ², z, photons,
+    energy (n, 2): Σ(r² − noise) and Σ light² over the used pixels, the misfit's two sums)."""
     n, size, _ = data.shape
     d = torch.as_tensor(data.reshape(n, -1))
     w = torch.as_tensor(use.reshape(n, -1), dtype=torch.float64)
