@@ -10,12 +10,15 @@ stacks recorded top-down), writing ``psf.png`` beside it; ``python -m decode_mem
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from decode_mem.cli import add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
+
+BEAD_FLAGS = ("z_start", "roi", "min_beads", "threshold", "saturation", "upsample")  # BeadSettings' fields
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,12 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--z_start", type=float, help="z of the first frame in nm (default: the middle frame is z = 0)")
     add(p, "--from_smap", help="import a SMAP/DECODE 3dcal.mat (MATLAB v5 or v7.3) instead of fitting beads")
     add(p, "--png", help="figure to write (default: the --out path with .png)")
-    add(p, "--roi", type=int, default=25, help="bead region in px, odd (25)")
-    add(p, "--min_beads", type=int, default=3, help="fewest usable beads (3)")
-    add(p, "--threshold", type=float, default=10.0,
+    add(p, "--roi", type=int, help="bead region in px, odd (25)")
+    add(p, "--min_beads", type=int, help="fewest usable beads (3)")
+    add(p, "--threshold", type=float,
         help="bead detection: robust standard deviations above the median of the max projection (10)")
     add(p, "--saturation", type=float, help="ADU at which a pixel is saturated (default: the integer type's max)")
-    add(p, "--upsample", type=int, default=2, help="spline nodes per camera pixel laterally (2; SMAP uses 1)")
+    add(p, "--upsample", type=int, help="spline nodes per camera pixel laterally (2; SMAP uses 1)")
     cam = p.add_argument_group("camera")
     add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
     for flag in CAMERA_FLAGS:
@@ -53,6 +56,10 @@ def _body(args: argparse.Namespace) -> int:
 
         if args.beads or args.z_step is not None:
             raise ConfigError("--from_smap takes no bead stacks and no --z_step (the calibration holds them)")
+        unused = [f"--{k}" for k in (*BEAD_FLAGS, "png", "camera", *CAMERA_FLAGS)
+                  if k != "pixel_size" and getattr(args, k) is not None]
+        if unused:  # bead fitting and camera settings: an import has no beads (only --pixel_size is read)
+            raise ConfigError(f"--from_smap imports a finished calibration: {', '.join(unused)} would do nothing")
         spline = spline_from_smap(args.from_smap, pixel_size=float(flags.get("pixel_size", 0.0)))
         write_psf(out, spline)
         if not args.quiet:
@@ -69,8 +76,8 @@ def _body(args: argparse.Namespace) -> int:
     missing = [b for b in args.beads if not Path(b).exists()]
     if missing:
         raise ConfigError(f"{missing[0]}: bead stack not found")
-    settings = BeadSettings(z_step=args.z_step, z_start=args.z_start, roi=args.roi, min_beads=args.min_beads,
-                            threshold=args.threshold, saturation=args.saturation, upsample=args.upsample)
+    given = {k: getattr(args, k) for k in BEAD_FLAGS if getattr(args, k) is not None}  # else BeadSettings' defaults
+    settings = dataclasses.replace(BeadSettings(z_step=args.z_step), **given)
     camera, _ = resolve_camera(read_metadata(args.beads[0]), camera_file=camera_file_fields(args.camera),
                                flags=flags)
     cal = calibrate_beads(args.beads, camera, settings)

@@ -155,3 +155,18 @@ def test_not_a_smap_file_is_an_error_naming_it(tmp_path) -> None:
     scipy.io.savemat(path, {"PSF": np.zeros((3, 3))})
     with pytest.raises(ConfigError, match=r"other\.mat: no SXY"):
         spline_from_smap(path)
+
+
+def test_smap_import_refuses_bead_and_camera_flags_it_would_ignore(tmp_path, capsys) -> None:
+    """An import has no beads to find or camera to apply: such flags are one error line, exit 2, no file."""
+    from decode_mem.psf.__main__ import main
+
+    path, _ = _smap_file(tmp_path, "v5")
+    out = tmp_path / "psf.h5"
+    for extra in (["--roi", "21"], ["--camera", "emccd"], ["--em_gain", "100"], ["--png", str(tmp_path / "f.png")]):
+        assert main(["--from_smap", path, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and extra[0] in err and "would do nothing" in err
+        assert not out.exists()
+    assert main(["--from_smap", path, "--out", str(out), "--pixel_size", "100", "--quiet"]) == 0
+    assert out.exists()
