@@ -82,12 +82,11 @@ class TiledExecutor:
         self.net, self.config, self.camera = net, config, camera
         self.device = torch.device(device)
         self.shape = (int(shape[0]), int(shape[1]))
+        self.factor = int(net.downsample_factor)
         self._maps = None  # per-pixel camera maps on the device, grown to the padded frame
         if camera is not None and getattr(camera, "has_maps", False):
-            f = int(net.downsample_factor)
-            padded = tuple(-(-v // f) * f for v in self.shape)
+            padded = tuple(-(-v // self.factor) * self.factor for v in self.shape)
             self._maps = camera.load_maps(self.shape).padded(padded).to_torch(self.device)
-        self.factor = int(net.downsample_factor)
         self.receptive_field = int(net.receptive_field())
         self._amp = resolve_amp(config.amp, self.device)
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
