@@ -115,11 +115,11 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
                  threads: int | None = None) -> Iterator[EmitterTable]:
     """``predict_stack`` with its sizes as one ``SizeRequest`` (what the engine's settings carry); ``sizes`` goes
     as it is to the planner (``choose_for_stack``), whose plan gives the executor its ``TileConfig``."""
+    _check_streams(sizes.streams, _device(getattr(model, "net", model), device), prob_map, compile)  # model untouched
     net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
     _, h, w = source.shape
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
-    _check_streams(sizes.streams, dev, prob_map, compile)
     choice = choose_for_stack(net, source.shape, itemsize, dev, sizes)
     plan = choice.plan
     if emulated_bf16(plan.amp, dev):
@@ -236,15 +236,20 @@ def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
     net = getattr(model, "net", model)
     if camera is None:
         camera = getattr(model, "camera", None)
-    if device is None:
-        param = next(iter(net.parameters()), None)
-        device = param.device if param is not None else torch.device("cpu")
-    device = resolve_device(device)
+    device = _device(net, device)
     net.to(device)  # modules move in place; the object passed in stays the one used (wrappers too)
     if isinstance(net, torch.nn.Module):  # channels-last weights: the executor feeds channels-last tensors
         net.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     net.eval()
     return net, camera, device
+
+
+def _device(net: Any, device: str | torch.device | None) -> torch.device:
+    """``device`` resolved; None: where ``net``'s parameters are (CPU without any)."""
+    if device is None:
+        param = next(iter(net.parameters()), None)
+        device = param.device if param is not None else torch.device("cpu")
+    return resolve_device(device)
 
 
 class _Window:
