@@ -41,7 +41,7 @@ class SizeRequest:
     probe: bool = True
 
     def __post_init__(self) -> None:
-        for name, words in (("chunk_size", ("auto", "whole")), ("batch_size", ("auto",))):
+        for name, words in (("chunk_size", ("auto", "whole")), ("batch_size", ("auto",)), ("block", ("auto",))):
             value = getattr(self, name)
             if value not in words and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")

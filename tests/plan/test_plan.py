@@ -16,6 +16,7 @@ import torch
 from decode_mem.errors import ConfigError
 from decode_mem.footprint import LiveBytes, choose_sizes, heap, parse_bytes, plan_inference, trace
 from decode_mem.footprint.choose import PLAN_HEADROOM
+from decode_mem.footprint.request import SizeRequest
 from decode_mem.model import DecodeNet, ModelConfig
 from decode_mem.plan.__main__ import main
 from decode_mem.tiling import TileConfig, TiledExecutor
@@ -38,6 +39,12 @@ def test_parse_bytes(text, expected) -> None:
 def test_parse_bytes_rejects_nonsense() -> None:
     with pytest.raises(ConfigError, match="memory_limit"):
         parse_bytes("lots")
+
+
+@pytest.mark.parametrize("block", [0, -3, True, 2.5])
+def test_a_block_that_is_not_a_positive_integer_is_refused_with_the_sizes(block) -> None:
+    with pytest.raises(ConfigError, match="block must be a positive integer or 'auto'"):
+        SizeRequest(block=block)  # before any work (it was clamped to 1-frame blocks further down)
 
 
 @pytest.mark.parametrize(("frame", "chunk", "batch"), [((96, 80), 32, 2), ((64, 64), 512, 3)])
