@@ -173,8 +173,8 @@ def _panel_boxes(i: int, n: int, extent: tuple[float, float, float, float]) -> t
     """Where panel ``i`` of ``n`` and its colour bar go (figure fractions: left, bottom, width, height): fixed
     margins for the title above and the ticks, axis label and colour bar below, the image's box shaped like its
     field (so that the colour bar sits right under it; a narrow one at the left, its title running right).
-    Fixed, not matplotlib's constrained layout: that lays the figure out by drawing it once more (about half the
-    CPU of the report's images)."""
+    Fixed, not matplotlib's constrained layout: that lays the figure out by drawing it once more (0.51 -> 0.29 s of
+    CPU per figure on 256² and 2560² images, measured for commit f4cb274; not in a results file)."""
     width, height = PANEL_INCHES
     left, right, top, bottom = PANEL_MARGINS
     aspect = abs(extent[2] - extent[3]) / max(abs(extent[1] - extent[0]), 1e-12)  # height / width of the field
