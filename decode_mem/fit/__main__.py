@@ -1,12 +1,14 @@
 """``python -m decode_mem.fit MOVIE... --out DIR [--budget_minutes M] [--train auto|always|never] [--psf psf.h5]``.
 
 Calibrates the first movie, uses the shipped generalist where its training envelope covers it, otherwise
-fine-tunes it on matching simulations for ``--budget_minutes`` (progress and remaining time shown; Ctrl-C or a
-kill leaves a state that the same command continues from), validates the new model against the shipped one
+fine-tunes it on matching simulations (progress and remaining time shown; Ctrl-C or a kill leaves a state that
+the same command continues from), validates the new model against the shipped one
 on held-out matched simulations, localizes every movie (outputs as ``decode_mem.infer``) and writes
 ``fit.json``. Give the camera that recorded the movies (``--camera CAM.yaml`` or the camera flags of infer).
 With ``--psf psf.h5`` (``python -m decode_mem.psf``) the movies are 3-D: a 3-D model is trained on that PSF.
-``--budget_minutes`` is time (the old spelling ``--budget`` still works); the memory budget is ``--memory_limit``.
+``--budget_minutes`` is the whole command's wall time when it trains: training gets what calibration, validation
+and localization are measured or predicted to leave (``decode_mem.fit.budget``). The old spelling ``--budget``
+still works; the memory budget is ``--memory_limit``.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("movies", nargs="+", metavar="MOVIE", help="stacks of one setup (the first is calibrated)")
     p.add_argument("--out", required=True, help="output folder")
     add(p, "--budget_minutes", old=("--budget",), type=float, default=15.0,
-        help=MEANINGS["--budget_minutes"] + " for fine-tuning or --psf training (default 15)")
+        help=MEANINGS["--budget_minutes"] + " for the whole command when it fine-tunes or trains (--psf); training "
+        "gets what the other stages leave (default 15)")
     p.add_argument("--train", choices=("auto", "always", "never"), default="auto",
                    help="auto (default): fine-tune only when the shipped model does not cover the movie")
     p.add_argument("--model", help="base model to use or fine-tune (default: the shipped generalist)")
-    p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it for --budget_minutes")
+    p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it within --budget_minutes")
     cam = p.add_argument_group("camera")
     cam.add_argument("--camera", help="camera YAML, or emccd / scmos presets")
     for flag in CAMERA_FLAGS:
@@ -78,14 +81,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 t_train[0] = time.perf_counter()
                 if not args.quiet:
                     what = "training" if args.psf else "fine-tuning"
-                    print(f"{what} for {details['budget_minutes']:g} min (batch {details['batch_size']} x "
-                          f"{details['accumulation_steps']} accumulated): " + "; ".join(details["why"]))
-                bar = tqdm(total=round(60 * args.budget_minutes), unit="s", desc="fine-tune",
+                    split = details["budget"]
+                    print(f"{what} for {details['train_minutes']:.3g} of the {details['budget_minutes']:g} min "
+                          f"(set-up took {split['spent_before_training_s']:.0f} s; localizing and validating are "
+                          f"predicted to take {split['predicted_localize_s'] + split['predicted_evaluate_s']:.0f} s; "
+                          f"batch {details['batch_size']} x {details['accumulation_steps']} accumulated): "
+                          + "; ".join(details["why"]))
+                bar = tqdm(total=round(60 * details["train_minutes"]), unit="s", desc="fine-tune",
                            disable=not progress_bars(args.quiet))
             elif bar is not None:
                 bar.close()
                 bar = None
-            if stage == "calibrated":
+            if stage == "warning":
+                print(f"warning: {details['line']}", file=sys.stderr)
+            elif stage == "calibrated":
                 for w in details["camera_warnings"]:
                     print(f"warning: {w}", file=sys.stderr)
                 if not args.quiet:

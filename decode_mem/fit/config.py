@@ -22,7 +22,8 @@ class FitConfig:
     out             output folder: calib.yaml/.png, localizations, fit.json; after fine-tuning the validation's
                     winner as model.pt + model.md (the fine-tuned weights in training/fine_tuned.pt either way)
     camera          the camera that recorded them (None: from the first movie's metadata, else the defaults)
-    budget_minutes  training time (wall clock) for fine-tuning
+    budget_minutes  wall-clock minutes for the whole command when it trains (fine-tuning or a 3-D model):
+                    training gets what the other stages leave (``decode_mem.fit.budget``)
     train           'auto' (train when the base model's envelope does not cover the movie), 'always', 'never'
     base_model      the model to use or fine-tune (None: the shipped generalist)
     psf             a PSF file (``python -m decode_mem.psf``): train a 3-D model from scratch on simulations

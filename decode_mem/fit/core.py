@@ -5,15 +5,17 @@
 2. **decide**: with ``train='auto'`` the base model (the shipped generalist) is used as it is when its training
    envelope covers the movie, else fine-tuned; ``'always'``/``'never'`` force it;
 3. **fine-tune** the base model on simulations matched to the calibration (``simulation_from_estimates``: a
-   band around the measured physics) for ``budget_minutes`` of wall time on whatever device is there —
-   checkpoints in ``<out>/training``, so Ctrl-C or a kill leaves a state the next run continues from;
+   band around the measured physics) on whatever device is there, for what ``budget_minutes`` (the whole
+   command's wall time) leaves after the time spent so far and the time the last two stages are predicted to
+   take (``decode_mem.fit.budget``) — checkpoints in ``<out>/training``, so Ctrl-C or a kill leaves a state the
+   next run continues from;
 4. **validate** the fine-tuned and the base model on the same held-out matched simulations (another seed):
    Jaccard, RMSE and efficiency side by side; the better one localizes, and is copied to ``<out>/model.pt``
    with a card saying which it is (the fine-tuned weights stay in ``<out>/training/fine_tuned.pt``);
 5. **localize** every movie (``decode_mem.infer``: the same outputs and summaries), write ``fit.json``.
 
 Fine-tuning keeps the base model's architecture. With a PSF file (``psf``, from ``python -m decode_mem.psf``) the
-movie is 3-D: a 3-D model (z channel) is trained from scratch for the budget on the matched simulations rendered
+movie is 3-D: a 3-D model (z channel) is trained from scratch within the budget on the matched simulations rendered
 with that PSF over its valid z range, validated on held-out ones, and localizes (``z [nm]`` in every output).
 """
 
@@ -23,7 +25,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save
 from decode_mem.calibrate.match import simulation_from_estimates
 from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.export.card import export_model
+from decode_mem.fit.budget import BudgetSplit, split_budget
 from decode_mem.infer import run_inference
 from decode_mem.infer.domain import MODEL_FIX
 from decode_mem.infer.observe import InferObserver
@@ -65,12 +68,16 @@ class FitReport:
     train_minutes: float = 0.0
     train_steps: int = 0
     inference: Any = None
+    budget: BudgetSplit | None = None
+    trained_at: float = 0.0  # time.perf_counter() when training ended
+    timing: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         inf = self.inference
         return {"decision": self.decision, "reasons": list(self.reasons), "model": self.model,
                 "validation": self.validation, "train_minutes": round(self.train_minutes, 2),
                 "train_steps": self.train_steps,
+                "budget": {**(self.budget.as_dict() if self.budget is not None else {}), **self.timing},
                 "stacks": [s.as_dict() for s in inf.stacks] if inf is not None else [],
                 "failures": [f.line() for f in inf.failures] if inf is not None else []}
 
@@ -78,6 +85,7 @@ class FitReport:
 def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[int, dict], object] | None = None,
                observer: InferObserver | None = None) -> FitReport:
     """Run the five stages of the module docstring for ``cfg`` (a ``FitConfig``); see there."""
+    started = time.perf_counter()
     progress = on_progress or (lambda stage, details: None)
     out = check_output_folder(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,20 +106,23 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
 
     # 2. decide
     if cfg.psf is not None:
-        report = _train_3d(cfg, calibration, camera, progress, on_step)
+        report = _train_3d(cfg, calibration, camera, progress, on_step, started)
     elif cfg.train == "never" or (cfg.train == "auto" and not gaps):
         reasons = ("the base model's envelope covers the movie",) if not gaps else tuple(gaps)
         decision = "base model" + (" (training disabled)" if cfg.train == "never" else "")
         report = FitReport(decision, reasons, base_path)
     else:
-        report = _fine_tune(cfg, base_path, base, calibration, camera, gaps, progress, on_step)
+        report = _fine_tune(cfg, base_path, base, calibration, camera, gaps, progress, on_step, started)
 
     # 5. localize every movie with the chosen model
     progress("localize", {"model": report.model, "movies": len(cfg.movies)})
     inference = run_inference(cfg.infer_config(model=report.model, camera=camera),
                               _AfterFit(observer or InferObserver(), report.decision))
-    report = FitReport(report.decision, report.reasons, report.model, report.validation, report.train_minutes,
-                       report.train_steps, inference)
+    now = time.perf_counter()
+    timing = {"total_s": round(now - started, 1)}
+    if report.budget is not None:
+        timing["after_training_s"] = round(now - report.trained_at, 1)
+    report = replace(report, inference=inference, timing=timing)
     with atomic_output(out / "fit.json") as tmp:
         tmp.write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
     return report
@@ -130,62 +141,70 @@ def matched_3d(estimates: dict[str, float], camera: Camera, psf: str) -> Simulat
 
 
 def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
-              on_step: Callable[[int, dict], object] | None) -> FitReport:
+              on_step: Callable[[int, dict], object] | None, started: float) -> FitReport:
     """A 3-D model from scratch on the PSF file for the budget (resumable), validated on held-out windows."""
     from decode_mem.model.config import ModelConfig
+    from decode_mem.model.net import DecodeNet
 
     matched = matched_3d({k: e.value for k, e in calibration.estimates.items()}, camera, cfg.psf)
     z_scale = max(abs(v) for v in matched.z_range) * 1.2
     model_cfg = ModelConfig(use_z=True, z_scale=z_scale)
+    device = resolve_device(cfg.device)
+    val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
+    split = _split(cfg, started, DecodeNet(model_cfg), camera, matched, device, cfg.val_windows, progress)
     run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
-                            lr=1e-3, lr_step=2_000, lr_gamma=0.8, max_minutes=cfg.budget_minutes, resume=True,
+                            lr=1e-3, lr_step=2_000, lr_gamma=0.8, max_minutes=split.train_s / 60, resume=True,
                             val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20, seed=cfg.seed,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)
-    device = resolve_device(cfg.device)
-    progress("train", {"budget_minutes": cfg.budget_minutes, "why": [f"3-D with the PSF {cfg.psf}"],
+    progress("train", {"budget_minutes": cfg.budget_minutes, "train_minutes": train_cfg.max_minutes,
+                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"],
                        "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
     minutes = (time.perf_counter() - t0) / 60
+    trained_at = time.perf_counter()
     export_model(run_dir, cfg.out_dir / "model", n_eval=min(64, cfg.val_windows))
     path = str(cfg.out_dir / "model.pt")
     model = load_model(path)
     progress("validate", {"windows": cfg.val_windows})
-    val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
     m = validate(model.net.to(device), val, DecodeLoss(LossConfig(), model.net.config), batch_size=16, device=device,
                  amp_dtype=None, pixel_size=camera.pixel_size)
     keys = [k for k in ("jaccard", "recall", "precision", "rmse_lat", "rmse_ax") if k in m]
     scores = {"3-D model": {k: round(float(m[k]), 4) for k in keys}}
-    return FitReport("3-D model trained from scratch", (f"PSF file {cfg.psf}",), path, scores, minutes, model.step)
+    return FitReport("3-D model trained from scratch", (f"PSF file {cfg.psf}",), path, scores, minutes, model.step,
+                     budget=split, trained_at=trained_at)
 
 
 def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera, gaps: list[str],
-               progress: Progress, on_step: Callable[[int, dict], object] | None) -> FitReport:
+               progress: Progress, on_step: Callable[[int, dict], object] | None, started: float) -> FitReport:
     """Stages 3 and 4: fine-tune within the budget, validate both models on held-out matched windows."""
     matched = SimulationConfig.from_dict(simulation_from_estimates(
         {k: e.value for k, e in calibration.estimates.items()}, camera))
+    device = resolve_device(cfg.device)
+    val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
+    split = _split(cfg, started, base.net, camera, matched, device, 2 * cfg.val_windows, progress)
     run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
-                            lr=FINE_TUNE_LR, lr_step=1_000_000, max_minutes=cfg.budget_minutes, init_from=base_path,
+                            lr=FINE_TUNE_LR, lr_step=1_000_000, max_minutes=split.train_s / 60, init_from=base_path,
                             resume=True, val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20,
                             seed=cfg.seed, device=cfg.device, memory_tracking=False, quiet=True,
                             memory_limit=cfg.memory_limit, model=base.net.config, simulation=matched)
-    device = resolve_device(cfg.device)
     if not (run_dir / CHECKPOINT).exists():  # a run that continues keeps the sizes it started with
         train_cfg = fitting_batch(train_cfg, base.net.to(device), device)
-    progress("train", {"budget_minutes": cfg.budget_minutes, "why": gaps or ["--train always"],
+    progress("train", {"budget_minutes": cfg.budget_minutes, "train_minutes": train_cfg.max_minutes,
+                       "budget": split.as_dict(), "why": gaps or ["--train always"],
                        "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
     minutes = (time.perf_counter() - t0) / 60
-    tuned_pt, tuned_md = export_model(run_dir, run_dir / "fine_tuned", n_eval=64)
+    trained_at = time.perf_counter()
+    tuned_pt, tuned_md = export_model(run_dir, run_dir / "fine_tuned", n_eval=min(64, cfg.val_windows))
     tuned = load_model(tuned_pt)
 
     # 4. validate both on the same held-out matched windows
     progress("validate", {"windows": cfg.val_windows})
-    val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
     loss_fn = DecodeLoss(LossConfig(), base.net.config)
     scores = {}
     for name, model in (("fine-tuned", tuned), ("base", base)):
@@ -196,7 +215,20 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
     decision = "fine-tuned model" if better else "base model (fine-tuning did not beat it on held-out windows)"
     model = _place_winner(cfg.out_dir, (tuned_pt, tuned_md) if better else (Path(base_path),
                           Path(base_path).with_suffix(".md")), decision, scores, tuned_pt)
-    return FitReport(decision, tuple(gaps) or ("--train always",), model, scores, minutes, tuned.step)
+    return FitReport(decision, tuple(gaps) or ("--train always",), model, scores, minutes, tuned.step,
+                     budget=split, trained_at=trained_at)
+
+
+def _split(cfg, started: float, net: Any, camera: Camera, simulation: SimulationConfig, device: torch.device,
+           validation_windows: int, progress: Progress) -> BudgetSplit:
+    """The budget's split for this fit (``decode_mem.fit.budget``); a budget too small for it is warned of."""
+    split = split_budget(cfg.budget_minutes, started, net, cfg.movies, camera, simulation, device,
+                         validation_windows=validation_windows, card_windows=min(64, cfg.val_windows),
+                         infer_sizes={"chunk_size": cfg.chunk_size, "batch_size": cfg.batch_size,
+                                      "memory_limit": cfg.memory_limit})
+    if not split.fits:
+        progress("warning", {"line": split.warning()})
+    return split
 
 
 def _place_winner(out: Path, winner: tuple[Path, Path], decision: str, scores: dict[str, dict[str, float]],

@@ -27,12 +27,20 @@ def movie(tmp_path_factory) -> Path:
 
 def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "fit"
-    rc = main([str(movie), "--out", str(out), "--camera", "scmos", "--budget_minutes", "0.05", "--train", "always",
+    rc = main([str(movie), "--out", str(out), "--camera", "scmos", "--budget_minutes", "0.4", "--train", "always",
                "--calib_frames", "40", "--val_windows", "16", "--chunk_size", "64", "--batch_size", "2",
                "--threads", "1"])
     assert rc == 0, capsys.readouterr().err
     report = json.loads((out / "fit.json").read_text())
     assert report["train_steps"] >= 1 and 0 < report["train_minutes"] < 2
+    # the budget is the whole command's: training got what the rest was measured or predicted to leave
+    budget = report["budget"]
+    assert budget["budget_s"] == 24.0
+    predicted = budget["predicted_localize_s"] + budget["predicted_evaluate_s"]
+    assert budget["train_s"] == pytest.approx(24.0 - budget["spent_before_training_s"] - predicted, abs=0.15)
+    assert 60 * report["train_minutes"] < budget["train_s"] + 5  # training stopped at its share
+    assert budget["after_training_s"] < 3 * predicted + 3  # the prediction is of the right size
+    assert budget["total_s"] < 1.5 * budget["budget_s"]  # was budget + everything around training
     assert set(report["validation"]) == {"fine-tuned", "base"}
     for scores in report["validation"].values():
         assert 0 <= scores["jaccard"] <= 1

@@ -1,0 +1,49 @@
+"""``decode_mem.fit.budget``: one wall-clock budget for the whole fit command, training getting what is left."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tifffile
+import torch
+
+from decode_mem.fit.budget import MIN_TRAIN_SHARE, BudgetSplit, localize_seconds
+from decode_mem.infer.predict import predict_stack
+from decode_mem.model.config import ModelConfig
+from decode_mem.model.net import DecodeNet
+
+
+def test_training_gets_what_the_other_stages_leave() -> None:
+    split = BudgetSplit(budget_s=600.0, spent_s=40.0, localize_s=50.0, evaluate_s=10.0)
+    assert split.train_s == 500.0 and split.fits
+    assert split.as_dict()["train_s"] == 500.0
+
+
+def test_a_budget_too_small_for_the_stages_around_training_is_warned_of() -> None:
+    split = BudgetSplit(budget_s=60.0, spent_s=30.0, localize_s=25.0, evaluate_s=5.0)
+    assert not split.fits
+    assert split.train_s == MIN_TRAIN_SHARE * 60.0  # never nothing: a model is still trained
+    line = split.warning()
+    assert "the budget of 1 min does not hold this fit" in line and "--budget_minutes" in line
+    assert "about 1.2 min" in line  # 30 + 30 + 12 s
+
+
+def test_localization_is_predicted_from_two_probes_of_the_real_path(tmp_path) -> None:
+    torch.manual_seed(0)
+    net = DecodeNet(ModelConfig(depth=1, features=8, inter_features=8)).eval()
+    frames = np.random.default_rng(0).poisson(50.0, (120, 48, 48)).astype(np.uint16)
+    movies = []
+    for name, n in (("a.tif", 120), ("b.tif", 60)):
+        tifffile.imwrite(tmp_path / name, frames[:n])
+        movies.append(str(tmp_path / name))
+    sizes = {"chunk_size": 48, "batch_size": 4, "memory_limit": None}
+    predicted = localize_seconds(net, tuple(movies), None, torch.device("cpu"), sizes)
+    t0 = time.perf_counter()
+    for n in (120, 60):
+        for _ in predict_stack(frames[:n], net, device="cpu", compile=False, **sizes):
+            pass
+    measured = time.perf_counter() - t0
+    assert predicted == pytest.approx(measured, rel=2.0), (predicted, measured)  # the right size, under CI load too
+    assert predicted > 0
