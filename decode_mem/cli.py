@@ -29,7 +29,7 @@ MEANINGS = {
     "--batch_size": "windows (3-frame network inputs) per network call",
     "--accumulation_steps": "micro-batches per optimizer step",
     "--memory_limit": "memory budget in bytes, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)",
-    "--budget_minutes": "time budget in minutes (wall clock)",
+    "--budget_minutes": "time limit in minutes (wall clock)",
 }
 
 

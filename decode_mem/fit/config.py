@@ -25,7 +25,7 @@ class FitConfig:
     budget_minutes  wall-clock minutes for the whole command when it trains (fine-tuning or a 3-D model):
                     training gets what the other stages leave (``decode_mem.fit.budget``)
     train           'auto' (train when the base model's envelope does not cover the movie), 'always', 'never'
-    base_model      the model to use or fine-tune (None: the shipped generalist)
+    base_model      the model to use or fine-tune (None: the shipped generalist for the device, ``model.choice``)
     psf             a PSF file (``python -m decode_mem.psf``): train a 3-D model from scratch on simulations
                     rendered with it, over its valid z range (the shipped model is 2-D)
     calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation

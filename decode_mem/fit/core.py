@@ -2,8 +2,9 @@
 
 1. **calibrate** the first movie (``decode_mem.calibrate``): PSF width, background, photons, density, on-time,
    camera sanity -> ``calib.yaml`` + ``calib.png``;
-2. **decide**: with ``train='auto'`` the base model (the shipped generalist) is used as it is when its training
-   envelope covers the movie, else fine-tuned; ``'always'``/``'never'`` force it;
+2. **decide**: with ``train='auto'`` the base model (``base_model``, else the shipped generalist for the device:
+   the wide one on a GPU, ``decode_mem.model.choice``) is used as it is when its training envelope covers the
+   movie, else fine-tuned; ``'always'``/``'never'`` force it;
 3. **fine-tune** the base model on simulations matched to the calibration (``simulation_from_estimates``: a
    band around the measured physics) on whatever device is there, for what ``budget_minutes`` (the whole
    command's wall time) leaves after the time spent so far and the time the last two stages are predicted to
@@ -41,7 +42,8 @@ from decode_mem.infer.domain import MODEL_FIX
 from decode_mem.infer.observe import InferObserver
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
-from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
+from decode_mem.model.checkpoint import load_model
+from decode_mem.model.choice import choose_model
 from decode_mem.model.loss import DecodeLoss, LossConfig
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.dataset import simulate_samples
@@ -71,10 +73,12 @@ class FitReport:
     budget: BudgetSplit | None = None
     trained_at: float = 0.0  # time.perf_counter() when training ended
     timing: dict[str, float] = field(default_factory=dict)
+    base_choice: dict[str, Any] = field(default_factory=dict)  # ``ModelChoice.as_dict`` of the base model
 
     def as_dict(self) -> dict[str, Any]:
         inf = self.inference
         return {"decision": self.decision, "reasons": list(self.reasons), "model": self.model,
+                "base_model": self.base_choice,
                 "validation": self.validation, "train_minutes": round(self.train_minutes, 2),
                 "train_steps": self.train_steps,
                 "budget": {**(self.budget.as_dict() if self.budget is not None else {}), **self.timing},
@@ -91,7 +95,8 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    base_path = cfg.base_model or str(SHIPPED_MODEL)
+    choice = choose_model(cfg.base_model, resolve_device(cfg.device).type)  # the wide model on a GPU
+    base_path = str(choice.path)
     base = load_model(base_path)
 
     # 1. calibrate
@@ -122,7 +127,7 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     timing = {"total_s": round(now - started, 1)}
     if report.budget is not None:
         timing["after_training_s"] = round(now - report.trained_at, 1)
-    report = replace(report, inference=inference, timing=timing)
+    report = replace(report, inference=inference, timing=timing, base_choice=choice.as_dict())
     with atomic_output(out / "fit.json") as tmp:
         tmp.write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
     return report

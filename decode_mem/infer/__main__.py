@@ -129,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         cfg = config_from_args(args)
         if args.model is None and not args.quiet:
-            print(f"no --model given: using the shipped default model {cfg.model_path}")
+            choice = cfg.model_choice
+            print(f"no --model given: using the shipped default model for this device, {choice.path} ({choice.why})")
         report = run_inference(cfg, ConsoleObserver(quiet=bool(args.quiet), memory_log_file=args.memory_log_file),
                                command=" ".join(["python -m decode_mem.infer", *map(shlex.quote, argv_used)]))
         done = [s for s in report.stacks if not s.skipped]

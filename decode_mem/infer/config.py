@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from decode_mem.config import AMP_CHOICES, check_choice
+from decode_mem.config import AMP_CHOICES, check_choice, resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.request import SizeRequest
 from decode_mem.io.camera import Camera
-from decode_mem.model.checkpoint import SHIPPED_MODEL
+from decode_mem.model.choice import ModelChoice, choose_model
 
 FORMATS = ("csv", "picasso", "parquet")
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
@@ -146,8 +146,15 @@ class InferConfig:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
     @property
+    def model_choice(self) -> ModelChoice:
+        """The model this run uses and why: ``model``, else the shipped one for the device (``model.choice``)."""
+        if self.model is not None:
+            return choose_model(self.model, "")
+        return choose_model(None, resolve_device(self.device).type)
+
+    @property
     def model_path(self) -> Path:
-        return Path(self.model) if self.model is not None else SHIPPED_MODEL
+        return self.model_choice.path
 
     @property
     def distributed(self) -> bool:

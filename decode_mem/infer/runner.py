@@ -51,7 +51,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     obs = observer or InferObserver()
     t_start = time.perf_counter()
     check_output_folder(cfg.out)
-    model_path = cfg.model_path
+    choice = cfg.model_choice
+    model_path = choice.path
     # CheckpointError here, before any work; with dask the workers load their own copy, this one stays on the CPU
     model = cached_model(str(model_path), "cpu" if cfg.distributed else cfg.device)
     camera = cfg.camera or model.camera
@@ -67,8 +68,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     psf_sigma = model.simulation.get("psf_sigma", 1.0)
     engine = EngineSettings(model=str(model_path), camera=camera, sizes=cfg.sizes, compile=cfg.compile,
                             device=cfg.device, threshold=cfg.threshold, threads=cfg.threads)
-    extras = {"model": str(model_path.resolve()), "model_step": model.step, "camera": camera.to_dict(),
-              "settings": cfg.settings(), "generated_by": generated_by()}
+    extras = {"model": str(model_path.resolve()), "model_choice": choice.as_dict(), "model_step": model.step,
+              "camera": camera.to_dict(), "settings": cfg.settings(), "generated_by": generated_by()}
     writer_options = {"three_d": bool(model.config.use_z), "psf_sigma": float(np.mean(psf_sigma))}
 
     summaries: list[StackSummary] = []

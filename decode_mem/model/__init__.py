@@ -7,7 +7,8 @@
 * ``decode_loss`` / ``DecodeLoss`` / ``LossConfig`` / ``LossTerms`` (``loss``): count + GMM localization +
   background loss.
 * ``UNet2d`` (``unet``): the tile-exact U-Net building block; ``precision``: autocast dtypes, ``amp='auto'``;
-  ``checkpoint``: self-describing checkpoints with the training envelope, ``load_model``.
+  ``checkpoint``: self-describing checkpoints with the training envelope, ``load_model``; ``choice``: which
+  shipped model runs where none is given (the wide one on a GPU, the small one on a CPU).
 
 Imports ``decode_mem.io`` (camera) and ``decode_mem.simulate`` (the envelope of a training config) from below.
 """
