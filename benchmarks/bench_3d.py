@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"psf": name, "width_error": width_error(pupil, cal, z_range), "psf_seconds": psf_seconds,
                    "z_range": list(z_range),
                    "valid_z": list(cal.spline.z_range), "fit_minutes": fit_seconds / 60,
-                   "train_steps": report.train_steps, "results": [],
+                   "train_steps": report.train_steps, "budget": report.as_dict()["budget"], "results": [],
                    "failures": [f.line() for f in report.inference.failures] if report.inference else []}
             picasso = None
             if picasso_applies and python:
@@ -264,6 +264,15 @@ def _worker(argv: list[str]) -> None:
     np.savez(out, **result)
 
 
+def _split(budget: dict) -> str:
+    """How ``fit`` split its budget (``fit.json``'s ``budget``), as a clause for the goals line."""
+    if "train_s" not in budget:
+        return ""
+    return (f"before training {budget['spent_before_training_s']:.0f} s, training {budget['train_s'] / 60:.1f} min, "
+            f"after it {budget['after_training_s']:.0f} s (predicted "
+            f"{budget['predicted_localize_s'] + budget['predicted_evaluate_s']:.0f} s); ")
+
+
 def write_report(out: Path, rows: list[dict], args, machine: str, total: float, command: str, picasso: str) -> None:
     from decode_mem.io.atomic import atomic_output
 
@@ -292,7 +301,8 @@ def write_report(out: Path, rows: list[dict], args, machine: str, total: float, 
         goals.append(f"- {r['psf']}: PSF from 10 beads within {100 * r['width_error']:.1f} % of the true width "
                      f"over the movies' {r['z_range'][0]:g} to {r['z_range'][1]:g} nm (goal 5 %; the spline is valid "
                      f"over {r['valid_z'][0]:g} to {r['valid_z'][1]:g} nm); fit {r['fit_minutes']:.1f} min "
-                     f"({r['train_steps']} steps; goal 30); axial / lateral RMSE at the lowest density "
+                     f"(goal {args.budget:g}; {_split(r.get('budget', {}))}{r['train_steps']} steps); axial / lateral "
+                     "RMSE at the lowest density "
                      f"{f(low['rmse_ax'] / low['rmse_lat'], 2)} (goal ≤ 2)")
         if "picasso_info" in r:
             gaps = [e["decode_mem"]["jaccard"] - e["picasso"]["jaccard"] for e in r["results"]]
