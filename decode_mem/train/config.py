@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import AMP_CHOICES, check_choice, check_keys, load_yaml, parse_bytes, renamed_keys
+from decode_mem.config import (AMP_CHOICES, check_choice, check_keys, check_number, load_yaml, parse_bytes,
+                               renamed_keys)
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
@@ -33,6 +34,8 @@ class TrainConfig:
     lr_gamma: float = 0.9
     grad_clip: float = 1.0
     max_minutes: float | None = None  # stop (and save) after this much training time; None: run all steps
+    lr_decay_to: float | None = None  # with max_minutes: lr falls linearly with the run's training time, to
+    # lr_decay_to times its StepLR value at max_minutes (training on a time budget); None: StepLR alone
     init_from: str | None = None  # start from this checkpoint's weights (same model config): fine-tuning
     trainable: tuple[str, ...] | None = None  # parameter-name patterns that train, the rest frozen (train.trainable)
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
@@ -72,6 +75,12 @@ class TrainConfig:
             raise ConfigError(f"train.level_jitter must be >= 0, got {self.level_jitter!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ConfigError(f"train.max_minutes must be > 0, got {self.max_minutes!r}")
+        if self.lr_decay_to is not None:
+            if self.max_minutes is None:
+                raise ConfigError("train.lr_decay_to decays the learning rate over max_minutes: set max_minutes")
+            check_number("train.lr_decay_to", self.lr_decay_to)
+            if not 0.0 <= self.lr_decay_to <= 1.0:
+                raise ConfigError(f"train.lr_decay_to must be in [0, 1], got {self.lr_decay_to!r}")
         if self.trainable is not None:
             parse_trainable(self.trainable)  # a malformed pattern: one line now, not after the set-up
             object.__setattr__(self, "trainable", tuple(self.trainable))  # a YAML list compares equal on resume

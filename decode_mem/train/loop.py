@@ -123,11 +123,14 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     done = start
     try:
         for step in range(start, cfg.steps):
+            if cfg.lr_decay_to is not None:  # training on a time budget: lr falls with the time trained
+                spent = (time.perf_counter() - t0) / (60.0 * cfg.max_minutes)
+                budget_lr(optimizer, cfg, step, float(distributed.agree(spent)) if rank.distributed else spent)
             micro = (crop for _ in range(cfg.accumulation_steps)
                      for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
             row: dict[str, Any] = train_step(model, loss_fn, micro, n_micro, optimizer, scaler, device=device,
                                              amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
-            row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=scheduler.get_last_lr()[0])
+            row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=optimizer.param_groups[0]["lr"])
             scheduler.step()
             if not math.isfinite(row["loss"]):
                 raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
@@ -157,6 +160,15 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
                         step=done)
         plot_training(out / "train_log.csv", out / "training.png")  # once, at the end (never per validation)
     return model_path
+
+
+def budget_lr(optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int, spent: float) -> None:
+    """Set each group's lr to its StepLR value at ``step`` times ``1 − (1 − lr_decay_to)·spent`` (``spent``: the
+    share of ``max_minutes`` trained): a linear decay over the time budget, which trains a budget's worth of steps
+    better than a constant rate (Li et al., "Budgeted Training", ICLR 2020)."""
+    factor = 1.0 - (1.0 - cfg.lr_decay_to) * min(1.0, max(0.0, spent))
+    for group in optimizer.param_groups:
+        group["lr"] = group["initial_lr"] * cfg.lr_gamma ** (step // cfg.lr_step) * factor
 
 
 def simulation_device(cfg: TrainConfig, device: torch.device) -> torch.device:

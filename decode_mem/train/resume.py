@@ -35,6 +35,15 @@ def save_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.op
                     step=step, train_state=train_state)
 
 
+def _difference(there: Any, now: Any) -> str:
+    """``there`` vs ``now``, as only the entries that differ where both are mappings (a simulation section has
+    dozens of entries; one or two differ)."""
+    if isinstance(there, dict) and isinstance(now, dict):
+        keys = [k for k in dict.fromkeys([*there, *now]) if there.get(k) != now.get(k)]
+        return "; ".join(f"{k}: {_difference(there.get(k), now.get(k))}" for k in keys)
+    return f"{there!r} there, {now!r} now"
+
+
 def restore_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch.optim.Optimizer, scheduler: Any,
              scaler: torch.amp.GradScaler, device: torch.device) -> int:
     """Load a checkpoint into the live objects; returns the step to continue from."""
@@ -47,7 +56,8 @@ def restore_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch
     for key in RESUME_KEYS:
         if saved.get(key) != now[key]:
             raise CheckpointError(f"{path}: cannot resume, '{key}' differs from the checkpoint's "
-                                  f"({saved.get(key)!r} there, {now[key]!r} now)")
+                                  f"({_difference(saved.get(key), now[key])}). Fix: the settings it was started "
+                                  f"with, or another output folder (or remove {path.parent})")
     net.load_state_dict(build_net(state, path).state_dict())
     optimizer.load_state_dict(train_state["optimizer"])
     scheduler.load_state_dict(train_state["scheduler"])

@@ -97,6 +97,16 @@ def test_resume_with_a_different_model_is_refused(tiny_cfg: TrainConfig) -> None
         fit(other)
 
 
+def test_resume_with_another_simulation_names_only_what_differs(tiny_cfg: TrainConfig) -> None:
+    fit(replace(tiny_cfg, steps=1))
+    other = replace(tiny_cfg, resume=True, simulation=replace(tiny_cfg.simulation, photons_mean=3000.0))
+    with pytest.raises(CheckpointError) as err:
+        fit(other)
+    message = str(err.value)
+    assert "'simulation' differs from the checkpoint's (photons_mean: 5000.0 there, 3000.0 now)" in message
+    assert "frame_size" not in message and "Fix: " in message  # the one entry that differs, not the section
+
+
 def test_cli_smoke_run_writes_memory_csv_and_png(tmp_path: Path, capsys) -> None:
     out = tmp_path / "cli"
     rc = main(["--preset", "tiny", "--steps", "2", "--batch_size", "2", "--frame_size", "16", "16",
