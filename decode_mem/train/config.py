@@ -7,8 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from decode_mem.config import (AMP_CHOICES, check_choice, check_keys, check_number, load_yaml, parse_bytes,
-                               renamed_keys)
+from decode_mem.config import AMP_CHOICES, check_choice, check_keys, check_number, load_yaml, parse_bytes, renamed_keys
 from decode_mem.errors import ConfigError
 from decode_mem.model.loss import LossConfig
 from decode_mem.model.net import ModelConfig
