@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import torch
 
@@ -48,4 +50,4 @@ def test_a_budgeted_run_logs_a_falling_rate(tmp_path) -> None:
     with open(tmp_path / "run" / "train_log.csv") as fh:
         rates = [float(r["lr"]) for r in csv.DictReader(fh)]
     assert len(rates) >= 3 and rates[0] == pytest.approx(cfg.lr, rel=0.2)
-    assert all(b <= a for a, b in zip(rates, rates[1:], strict=False)) and rates[-1] < 0.5 * cfg.lr
+    assert all(b <= a for a, b in pairwise(rates)) and rates[-1] < 0.5 * cfg.lr
