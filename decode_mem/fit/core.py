@@ -55,7 +55,6 @@ from decode_mem.train.validation import validate
 VAL_SEED = 777_001  # held-out matched windows: not the training stream's seed
 FINE_TUNE_LR = 3e-4
 FINE_TUNE_BATCH = 16
-THREE_D_LR_DECAY_TO: float | None = None  # the 3-D model's lr at the end of its budget, relative (None: constant)
 
 Progress = Callable[[str, dict[str, Any]], object]  # (stage, details) -> ignored
 
@@ -161,7 +160,7 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
                             lr=1e-3, lr_step=2_000, lr_gamma=0.8, max_minutes=split.train_s / 60,
-                            lr_decay_to=THREE_D_LR_DECAY_TO, resume=True,
+                            lr_decay_to=cfg.lr_decay_to, resume=True,
                             val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20, seed=cfg.seed,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)
