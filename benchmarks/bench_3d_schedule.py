@@ -9,7 +9,8 @@ the same budget, seed and threads, with ``lr_decay_to`` (the learning rate falls
 ``train.lr_decay_to``), into ``<work>/psfK/fit_decay``; then scores both fits' localizations against the ground
 truth here (``decode_mem.evaluate``, 250 nm lateral, 500 nm axial, as ``bench_3d``). The constant-rate fits are
 ``bench_3d``'s (another process, same machine): their time and steps come from their ``fit.json``. ``--wait``:
-wait for ``bench_3d`` to have written what a PSF needs (it may still be running).
+wait for ``bench_3d`` to have written what a PSF needs (it may still be running). A decayed fit that an earlier run
+of this script finished (``fit_decay/fit.json``) is scored again, not fitted again.
 """
 
 from __future__ import annotations
@@ -72,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         case = work / f"psf{k}"
         wait_for(case / "fit" / "calib.yaml", args.wait)  # bench_3d calibrates after writing all three movies
         movies = tuple(str(case / f"movie_{j}.tif") for j in range(3))
-        t0 = time.perf_counter()
+        if (case / "fit_decay" / "fit.json").exists():  # finished by an earlier run of this script: scored again
+            runs.append({"psf": NAMES[k], "index": k})
+            continue
         fit_movies(FitConfig(movies=movies, out=str(case / "fit_decay"), camera=Camera.emccd(),
                              psf=str(case / "psf.h5"), budget_minutes=args.budget_minutes, threads=1,
                              val_windows=256, seed=k, lr_decay_to=args.lr_decay_to))
-        runs.append({"psf": NAMES[k], "index": k, "decay_minutes": (time.perf_counter() - t0) / 60})
+        runs.append({"psf": NAMES[k], "index": k})
         print(f"{NAMES[k]}: decayed fit done", flush=True)
     for run in runs:
         case = work / f"psf{run['index']}"
