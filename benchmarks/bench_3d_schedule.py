@@ -117,8 +117,8 @@ def write_report(out: Path, runs: list[dict], args: argparse.Namespace, command:
                              f"{m['efficiency_vol']:.1f} |")
     reused = [run["psf"] for run in runs if run.get("reused")]
     if reused:
-        lines += ["", f"The decayed fits of {', '.join(reused)} were made by an earlier run of this script in the same work folder "
-                  "(stopped after them; the package code unchanged since) and are scored here."]
+        lines += ["", f"The decayed fits of {', '.join(reused)} were made by an earlier run of this script in the "
+                  "same work folder (stopped after them; the package code unchanged since) and are scored here."]
     lines += ["", "## Differences (decay minus constant)", ""]
     wins = 0
     for run in runs:
