@@ -9,7 +9,7 @@ import pytest
 import tifffile
 import torch
 
-from decode_mem.fit.budget import MIN_TRAIN_SHARE, BudgetSplit, localize_seconds
+from decode_mem.fit.budget import MARGIN_SHARE, MIN_TRAIN_SHARE, BudgetSplit, localize_seconds
 from decode_mem.infer.predict import predict_stack
 from decode_mem.model.config import ModelConfig
 from decode_mem.model.net import DecodeNet
@@ -17,8 +17,9 @@ from decode_mem.model.net import DecodeNet
 
 def test_training_gets_what_the_other_stages_leave() -> None:
     split = BudgetSplit(budget_s=600.0, spent_s=40.0, localize_s=50.0, evaluate_s=10.0)
-    assert split.train_s == 500.0 and split.fits
-    assert split.as_dict()["train_s"] == 500.0
+    assert split.margin_s == MARGIN_SHARE * 600.0
+    assert split.train_s == pytest.approx(500.0 - split.margin_s) and split.fits
+    assert split.as_dict()["train_s"] == round(500.0 - split.margin_s, 1)
 
 
 def test_a_budget_too_small_for_the_stages_around_training_is_warned_of() -> None:
