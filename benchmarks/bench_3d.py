@@ -36,6 +36,7 @@ PSFS = {  # name -> (pupil settings, z range of the movies in nm, Picasso applie
     "double helix": ({"astigmatism": 0.0, "helix_zones": 4}, (-500.0, 500.0), False),
 }
 DENSITIES = (0.3, 1.0, 2.0)  # emitters / µm² / frame
+MOVIE_DENSITIES = (DENSITIES[1], DENSITIES[0], DENSITIES[2])  # movie_j's density: the first (calibrated) is the middle
 BOXES = (7, 9)
 NG_FLOOR = 300.0
 
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             write_psf(case / "psf.h5", cal.spline)
             psf_seconds = time.perf_counter() - t0
             movies, gts = [], []
-            for j, density in enumerate((DENSITIES[1], DENSITIES[0], DENSITIES[2])):  # the first is calibrated
+            for j, density in enumerate(MOVIE_DENSITIES):  # the first is calibrated
                 res = simulate_stack(movie_config(pupil, z_range, density), args.frames, case / f"movie_{j}.tif",
                                      case / f"gt_{j}.csv", seed=1000 * k + j)
                 movies.append(str(res.out))
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 picasso = picasso_3d(python, case, camera_settings(camera), camera.pixel_size, step, pupil, z_range,
                                      args.frames, k, evaluate)
                 row["picasso_info"] = picasso["info"]
-            for j, density in enumerate((DENSITIES[1], DENSITIES[0], DENSITIES[2])):
+            for j, density in enumerate(MOVIE_DENSITIES):
                 csv = case / "fit" / f"movie_{j}.csv"
                 pred = (read_localizations(csv, pixel_size=camera.pixel_size) if csv.exists()
                         else EmitterTable.empty())  # a failed movie counts as no localizations (row['failures'])

@@ -20,10 +20,12 @@ import json
 import time
 from pathlib import Path
 
+from bench_3d import MOVIE_DENSITIES, PSFS, movie_config
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-NAMES = ("astigmatic + spherical + coma", "astigmatic, strong spherical", "double helix")  # bench_3d.PSFS' order
-DENSITY_OF_MOVIE = {0: 1.0, 1: 0.3, 2: 2.0}  # bench_3d's movie_j densities (the first is calibrated)
+NAMES = tuple(PSFS)  # bench_3d's PSF index -> name
+DENSITY_OF_MOVIE = dict(enumerate(MOVIE_DENSITIES))  # bench_3d's movie_j -> its density
 
 
 def wait_for(path: Path, wait: bool) -> None:
@@ -33,16 +35,22 @@ def wait_for(path: Path, wait: bool) -> None:
         time.sleep(20)
 
 
-def score(fit_dir: Path, case: Path) -> dict:
+def camera_of(name: str):
+    """The camera bench_3d simulated (and gave ``fit``) for PSF ``name``."""
+    pupil, z_range, _ = PSFS[name]
+    return movie_config(pupil, z_range, MOVIE_DENSITIES[0]).camera
+
+
+def score(fit_dir: Path, case: Path, pixel_size: float) -> dict:
     from decode_mem.evaluate import evaluate
     from decode_mem.io.localizations import read_localizations
 
     report = json.loads((fit_dir / "fit.json").read_text())
     rows = {}
     for j, density in DENSITY_OF_MOVIE.items():
-        pred = read_localizations(fit_dir / f"movie_{j}.csv", pixel_size=100.0)
-        truth = read_localizations(case / f"gt_{j}.csv", pixel_size=100.0)
-        m = evaluate(pred, truth, pixel_size=100.0).as_dict()
+        pred = read_localizations(fit_dir / f"movie_{j}.csv", pixel_size=pixel_size)
+        truth = read_localizations(case / f"gt_{j}.csv", pixel_size=pixel_size)
+        m = evaluate(pred, truth, pixel_size=pixel_size).as_dict()
         rows[density] = {k: m[k] for k in ("jaccard", "rmse_lat", "rmse_ax", "efficiency_vol")}
     return {"steps": report["train_steps"], "train_minutes": report["train_minutes"],
             "total_s": report.get("budget", {}).get("total_s"), "densities": rows}
@@ -63,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     from machine import commit, load_average, machine_line
 
     from decode_mem.fit import FitConfig, fit_movies
-    from decode_mem.io.camera import Camera
 
     torch.set_num_threads(1)
     load_start, at, t_all = load_average(), commit(), time.perf_counter()
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if (case / "fit_decay" / "fit.json").exists():  # finished by an earlier run of this script: scored again
             runs.append({"psf": NAMES[k], "index": k, "reused": True})
             continue
-        fit_movies(FitConfig(movies=movies, out=str(case / "fit_decay"), camera=Camera.emccd(),
+        fit_movies(FitConfig(movies=movies, out=str(case / "fit_decay"), camera=camera_of(NAMES[k]),
                              psf=str(case / "psf.h5"), budget_minutes=args.budget_minutes, threads=1,
                              val_windows=256, seed=k, lr_decay_to=args.lr_decay_to))
         runs.append({"psf": NAMES[k], "index": k})
@@ -84,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         case = work / f"psf{run['index']}"
         wait_for(case / "fit" / "fit.json", args.wait)
-        run["constant"] = score(case / "fit", case)
-        run["decay"] = score(case / "fit_decay", case)
+        pixel_size = camera_of(run["psf"]).pixel_size
+        run["constant"] = score(case / "fit", case, pixel_size)
+        run["decay"] = score(case / "fit_decay", case, pixel_size)
     machine = machine_line(1, load_start=load_start, at=at)
     write_report(Path(args.out), runs, args, command_line(), machine, time.perf_counter() - t_all)
     return 0
@@ -99,6 +107,7 @@ def write_report(out: Path, runs: list[dict], args: argparse.Namespace, command:
     import matplotlib.pyplot as plt
 
     from decode_mem.io.atomic import atomic_output
+    from decode_mem.report.figures import png_bytes
 
     lines = ["# 3-D fit: constant learning rate vs a linear decay over the budget", "",
              f"Command: `{command}`; {seconds / 60:.1f} min in all.", f"Machine: {machine}.", "",
@@ -145,7 +154,7 @@ def write_report(out: Path, runs: list[dict], args: argparse.Namespace, command:
     axes[0].legend(fontsize=6)
     fig.tight_layout()
     with atomic_output(out.with_suffix(".png")) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+        tmp.write_bytes(png_bytes(fig, dpi=110))
     plt.close(fig)
 
 

@@ -36,9 +36,9 @@ def train_speed(recipe: Path, device: str, threads: int, steps: int, work: Path)
     """Steps/s of ``recipe`` through ``decode_mem.train.fit`` (its batch and simulation), after the warm-up steps."""
     from decode_mem.train import fit, load_train_config
 
-    cfg = load_train_config(recipe)
+    recipe_cfg = load_train_config(recipe)
     out = work / recipe.stem
-    cfg = replace(cfg, out=str(out), steps=steps, max_minutes=None, resume=False, init_from=None, val_size=16,
+    cfg = replace(recipe_cfg, out=str(out), steps=steps, max_minutes=None, resume=False, init_from=None, val_size=16,
                   val_every=10**9, log_every=1, checkpoint_every=10**9, device=device, threads=threads,
                   memory_tracking=False, quiet=True)
     fit(cfg)
@@ -46,7 +46,7 @@ def train_speed(recipe: Path, device: str, threads: int, steps: int, work: Path)
         rows = {int(r["step"]): float(r["time_s"]) for r in csv.DictReader(fh)}
     seconds = rows[steps] - rows[WARM_STEPS]
     return {"features": cfg.model.features, "batch": cfg.batch_size, "steps_per_s": (steps - WARM_STEPS) / seconds,
-            "recipe_steps": load_train_config(recipe).steps}
+            "recipe_steps": recipe_cfg.steps}
 
 
 def infer_speed(features: int, device: str, frames: int) -> float:
@@ -140,6 +140,7 @@ def write_report(out: Path, train: dict, precision: list[dict], command: str, ma
     import matplotlib.pyplot as plt
 
     from decode_mem.io.atomic import atomic_output
+    from decode_mem.report.figures import png_bytes
 
     small, wide = train["small"], train["wide"]
     hours = wide["recipe_steps"] / wide["steps_per_s"] / 3600
@@ -189,7 +190,7 @@ def write_report(out: Path, train: dict, precision: list[dict], command: str, ma
     fig.suptitle(f"small vs wide generalist on {args.device} ({args.threads} thread(s))")
     fig.tight_layout()
     with atomic_output(out.with_suffix(".png")) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+        tmp.write_bytes(png_bytes(fig, dpi=110))
     plt.close(fig)
 
 

@@ -99,12 +99,12 @@ def localize_seconds(net: torch.nn.Module, movies: tuple[str, ...], camera: Any,
     frames give a cost per frame-pixel and a fixed cost per movie."""
     from decode_mem.infer.predict import predict_stack
 
-    shapes = []
+    shapes, frames = [], None
     for movie in movies:
         with open_stack(movie) as stack:
             shapes.append(stack.shape)
-    with open_stack(movies[0]) as stack:
-        frames = stack.read(0, min(PROBE_FRAMES[1], stack.shape[0]))
+            if frames is None:  # the probes' frames: the first movie's first
+                frames = stack.read(0, min(PROBE_FRAMES[1], stack.shape[0]))
     lengths = sorted({min(n, len(frames)) for n in PROBE_FRAMES})
     seconds = []
     for n in (lengths[0], *lengths):  # the first, untimed, run pays the once-per-run costs (kernels, the planner)

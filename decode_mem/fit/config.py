@@ -28,8 +28,8 @@ class FitConfig:
     base_model      the model to use or fine-tune (None: the shipped generalist for the device, ``model.choice``)
     psf             a PSF file (``python -m decode_mem.psf``): train a 3-D model from scratch on simulations
                     rendered with it, over its valid z range (the shipped model is 2-D)
-    lr_decay_to     3-D training: the learning rate at the end of the budget relative to its start, falling
-                    linearly with the time trained (``train.lr_decay_to``); None: constant
+    lr_decay_to     training (fine-tuning or 3-D): the learning rate at the end of the budget relative to its
+                    start, falling linearly with the time trained (``train.lr_decay_to``); None: as it was
     calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation
     device, threads, seed, formats, chunk_size, batch_size, memory_limit   as for training and inference
     """
@@ -66,8 +66,10 @@ class FitConfig:
             psf_header(self.psf)  # a missing or foreign file fails here, before any work
             if self.train == "never":
                 raise ConfigError("fit: --psf trains a 3-D model (there is no shipped one); drop --train never")
-        if self.lr_decay_to is not None and not 0.0 <= self.lr_decay_to <= 1.0:
-            raise ConfigError(f"fit: lr_decay_to must be in [0, 1], got {self.lr_decay_to!r}")
+        if self.lr_decay_to is not None:
+            from decode_mem.train.config import check_lr_decay_to
+
+            check_lr_decay_to("fit: lr_decay_to", self.lr_decay_to)
         if self.calib_frames < 1 or self.val_windows < 1:
             raise ConfigError("fit: calib_frames and val_windows must be >= 1")
         self.infer_config()  # the localization's settings are checked now, not after the training

@@ -193,7 +193,8 @@ def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera,
     split = _split(cfg, started, base.net, camera, matched, device, 2 * cfg.val_windows, progress)
     run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
-                            lr=FINE_TUNE_LR, lr_step=1_000_000, max_minutes=split.train_s / 60, init_from=base_path,
+                            lr=FINE_TUNE_LR, lr_step=1_000_000, max_minutes=split.train_s / 60,
+                            lr_decay_to=cfg.lr_decay_to, init_from=base_path,
                             resume=True, val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20,
                             seed=cfg.seed, device=cfg.device, memory_tracking=False, quiet=True,
                             memory_limit=cfg.memory_limit, model=base.net.config, simulation=matched)

@@ -157,8 +157,8 @@ class _FollowRun:
             else:
                 files += written
         self._peak()
-        extras = {"model": str(Path(cfg.model_path).resolve()), "model_choice": cfg.model_choice.as_dict(),
-                  "model_step": self.model.step,
+        choice = cfg.model_choice
+        extras = {"model": str(choice.path.resolve()), "model_choice": choice.as_dict(), "model_step": self.model.step,
                   "camera": self.camera.to_dict(), "settings": cfg.settings(), "generated_by": generated_by(),
                   "status": "done", "live": self._live_numbers(ended_by=self.followed.ended_by)}
         extras.update(shape=[n, *self.frame_shape], domain_warnings=list(self.domain.warnings),

@@ -77,9 +77,7 @@ class TrainConfig:
         if self.lr_decay_to is not None:
             if self.max_minutes is None:
                 raise ConfigError("train.lr_decay_to decays the learning rate over max_minutes: set max_minutes")
-            check_number("train.lr_decay_to", self.lr_decay_to)
-            if not 0.0 <= self.lr_decay_to <= 1.0:
-                raise ConfigError(f"train.lr_decay_to must be in [0, 1], got {self.lr_decay_to!r}")
+            check_lr_decay_to("train.lr_decay_to", self.lr_decay_to)
         if self.trainable is not None:
             parse_trainable(self.trainable)  # a malformed pattern: one line now, not after the set-up
             object.__setattr__(self, "trainable", tuple(self.trainable))  # a YAML list compares equal on resume
@@ -129,6 +127,13 @@ class TrainConfig:
     def with_overrides(self, **overrides: Any) -> TrainConfig:
         """A copy with the given top-level fields replaced (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def check_lr_decay_to(where: str, value: object) -> None:
+    """ConfigError naming ``where`` unless ``value`` is a number in [0, 1] (``TrainConfig.lr_decay_to``)."""
+    check_number(where, value)
+    if not 0.0 <= value <= 1.0:  # type: ignore[operator]
+        raise ConfigError(f"{where} must be in [0, 1], got {value!r}")
 
 
 def load_train_config(path: str | Path | None) -> TrainConfig:
