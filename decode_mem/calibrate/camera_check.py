@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from decode_mem.calibrate.noise import NoiseEstimate
 from decode_mem.io.camera import Camera
 
 NOISE_RATIO_OK = (2 / 3, 3 / 2)  # measured/predicted noise variance inside this range: the camera is plausible
@@ -61,6 +62,8 @@ class CameraCheck:
     read_variance: float
     curve: dict[str, list[float]] = field(default_factory=dict)  # binned mean vs variance (photons), for the plot
     warnings: tuple[str, ...] = ()
+    noise_method: str = "temporal"  # how the noise was measured (``calibrate.noise``)
+    quiet_ratio: float = float("nan")  # the quiet pixels' variance over time / predicted: with dim emitters' light
 
     @property
     def ok(self) -> bool:
@@ -73,7 +76,7 @@ class CameraCheck:
     def to_dict(self) -> dict[str, object]:
         keys = ("frames", "zero_frames", "below_baseline", "below_baseline_expected", "noise_ratio", "slope_ratio",
                 "slope_ratio_se", "zero_signal_adu", "implied_baseline_adu", "implied_e_per_adu", "predicted_slope",
-                "read_variance")
+                "read_variance", "noise_method", "quiet_ratio")
         out: dict[str, object] = {"verdict": self.verdict}
         out.update({k: _plain(getattr(self, k)) for k in keys})
         out["warnings"] = list(self.warnings)
@@ -87,13 +90,13 @@ def _plain(v: object) -> object:
 
 
 def check_camera(camera: Camera, *, frames: int, zero_frames: int, below_baseline: float,
-                 level: np.ndarray, mean: np.ndarray, variance: np.ndarray,
-                 read_var: float | None = None) -> CameraCheck:
+                 level: np.ndarray, noise: NoiseEstimate) -> CameraCheck:
     """Judge the camera from per-pixel background statistics in photons.
 
-    ``level``: each pixel's smoothed background (bins pixels without using the pixel's own noise), ``mean``
-    and ``variance``: each pixel's own mean and noise variance over the quiet samples.
+    ``level``: each pixel's smoothed background (bins pixels without using the pixel's own noise); ``noise``:
+    each pixel's light and noise variance (``calibrate.noise.choose``).
     """
+    mean, variance = noise.mean, noise.variance
     s0, rv, apu = expected_slope(camera), read_variance(camera), camera.adu_per_photon
     good = np.isfinite(variance) & np.isfinite(mean) & np.isfinite(level)
     m = float(np.mean(mean[good])) if good.any() else np.nan
@@ -134,7 +137,8 @@ def check_camera(camera: Camera, *, frames: int, zero_frames: int, below_baselin
                          slope_ratio=slope_ratio, zero_adu=zero_adu, implied_baseline=implied_baseline,
                          implied_e=implied_e, measured_variance=v, read_var=rv)
     return CameraCheck(frames, zero_frames, float(below_baseline), expected_below, float(noise_ratio), slope_ratio,
-                       slope_se, zero_adu, float(implied_baseline), float(implied_e), s0, rv, curve, tuple(warnings))
+                       slope_se, zero_adu, float(implied_baseline), float(implied_e), s0, rv, curve, tuple(warnings),
+                       noise.method, noise.quiet_ratio)
 
 
 def _expected_below(level: np.ndarray, s0: float, rv: float) -> float:

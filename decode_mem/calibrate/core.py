@@ -5,8 +5,8 @@ that molecules can be followed from frame to frame), one run at a time: memory i
 frames whatever the movie's length. Per run: convert to photons, detect and fit spots (``spots``) on the frames
 minus the run's background map (each pixel's median over its samples away from spots: a cell-like background
 that rises several-fold within a window would otherwise widen the fits and bias the photons), mask them
-and add the quiet pixels to the background statistics (``background``). Then: background map and level,
-camera check, PSF width, photons, tracks, on-time and density.
+and add the quiet pixels to the background and noise statistics (``background``, ``noise``). Then: background
+map and level, camera check, PSF width, photons, tracks, on-time and density.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from decode_mem.calibrate.background import (
     spot_mask,
 )
 from decode_mem.calibrate.blinking import link, on_time
-from decode_mem.calibrate.camera_check import check_camera, read_variance
+from decode_mem.calibrate.camera_check import check_camera, expected_slope, read_variance
 from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
+from decode_mem.calibrate.noise import SpatialNoiseStats, choose
 from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
 from decode_mem.calibrate.spots import concat, find_candidates, gaussian_model, isolated, localize_block, windows
 from decode_mem.errors import StackError
@@ -121,7 +122,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
     block = max(3, min(MAX_BLOCK_FRAMES, BLOCK_PIXELS // (h * w)))
     runs = [(b0, min(b0 + block, t1)) for t0, t1 in _coalesce(sample_runs(n_frames, frames))
             for b0 in range(t0, t1, block)]
-    quiet = QuietStats((h, w))
+    quiet, spatial = QuietStats((h, w)), SpatialNoiseStats((h, w))
     rows: list[dict[str, np.ndarray]] = []
     sampled, zero_frames, below, pixels = [], 0, 0, 0
     sigma = radius = None
@@ -152,6 +153,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
                            np.concatenate([loc.cands.row, faint.row]), np.concatenate([loc.cands.col, faint.col]),
                            radius=max(2, math.ceil(3 * sigma)))
         quiet.add(photons, ~masked)
+        spatial.add(photons, ~masked)
         c, f = loc.cands, loc.fits
         iso = isolated(c, concat(c, faint), ISOLATION * sigma)
         inner = (c.row >= radius) & (c.row < h - radius) & (c.col >= radius) & (c.col < w - radius)
@@ -170,7 +172,8 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
             _add_profile(profile, profile_n, loc.residual, c.select(sel), f, sel, radius)
     table = {k: np.concatenate([r[k] for r in rows]) if rows else np.zeros(0) for k in
              ("frame", "x", "y", "photons", "bg", "sigma", "ok", "psf", "photometry")}
-    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "sampled": np.asarray(sampled, dtype=np.int64),
+    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "spatial": spatial,
+            "sampled": np.asarray(sampled, dtype=np.int64),
             "zero_frames": zero_frames, "below": below / pixels if pixels else float("nan"),
             "frames_sampled": sum(t1 - t0 for t0, t1 in runs), "profile": (profile, profile_n), "radius": radius or 0,
             "read_var": float(np.mean(camera.read_variance(maps))) + 1 / (12 * camera.adu_per_photon**2)
@@ -223,9 +226,9 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
     n_frames, h, w = m["shape"]
     ok, psf = t["ok"].astype(bool), t["psf"].astype(bool)
     bg: BackgroundEstimate = estimate_background(m["quiet"])
+    noise = choose(m["quiet"], m["spatial"], expected_slope(camera), m["read_var"])
     check = check_camera(camera, frames=m["frames_sampled"], zero_frames=m["zero_frames"], below_baseline=m["below"],
-                         level=bg.smoothed, mean=m["quiet"].mean(), variance=m["quiet"].variance(),
-                         read_var=m["read_var"])
+                         level=bg.smoothed, noise=noise)
     sig = t["sigma"][psf]
     sigma = float(np.median(sig)) if len(sig) else float("nan")
     # SE of a median: 1.2533·σ/√n, with σ from the MAD (robust to the few bad fits)

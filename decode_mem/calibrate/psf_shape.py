@@ -160,8 +160,10 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     ``spots``: the calibration's localizations (``frame`` index into ``photons``, ``x``, ``y`` px, ``photons``,
     ``ok``); ``sigma``: their Gaussian width (px; pixels within ``MASK`` widths of other spots are left out);
     the spots' share with no other spot within ``ISOLATION`` window radii is recorded (``isolated``);
-    ``z_range``: nm, the model's; ``noise_ratio``: measured / predicted noise variance of the background (the
-    camera check), scales the noise.
+    ``z_range``: nm, the model's; ``noise_ratio``: the variance over time of the background pixels where no spot
+    was found over the camera's prediction (``CameraCheck.quiet_ratio``), scales the noise: it holds the light of
+    emitters too dim to be found, which the fit windows hold too (with the camera's noise alone, spots of the
+    model's PSF at 3 emitters/µm² left 28 % of their light unexplained).
     """
     radius = window_radius(psf, z_range)
     offset = peak_offset(psf, z_range)

@@ -155,7 +155,7 @@ def _psf_shape(sample: np.ndarray, camera: Camera, calibration: Any, psf: ModelP
     photons = np.asarray(camera.to_photons(sample, maps), dtype=np.float64)
     shape = check_psf_shape(photons, calibration.diagnostics.localizations,
                             calibration.estimates["psf_sigma_px"].value, psf.psf, psf.z_range, camera,
-                            calibration.camera_check.noise_ratio)
+                            calibration.camera_check.quiet_ratio)
     return dataclasses.replace(shape, seconds=time.perf_counter() - t0)
 
 
