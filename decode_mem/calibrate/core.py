@@ -29,6 +29,7 @@ from decode_mem.calibrate.background import (
 )
 from decode_mem.calibrate.blinking import link, on_time
 from decode_mem.calibrate.camera_check import check_camera, expected_slope, read_variance
+from decode_mem.calibrate.cumulants import CumulantStats
 from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
 from decode_mem.calibrate.noise import SpatialNoiseStats, choose
 from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
@@ -122,7 +123,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
     block = max(3, min(MAX_BLOCK_FRAMES, BLOCK_PIXELS // (h * w)))
     runs = [(b0, min(b0 + block, t1)) for t0, t1 in _coalesce(sample_runs(n_frames, frames))
             for b0 in range(t0, t1, block)]
-    quiet, spatial = QuietStats((h, w)), SpatialNoiseStats((h, w))
+    quiet, spatial, cumulants = QuietStats((h, w)), SpatialNoiseStats((h, w)), CumulantStats()
     rows: list[dict[str, np.ndarray]] = []
     sampled, zero_frames, below, pixels = [], 0, 0, 0
     sigma = radius = None
@@ -154,6 +155,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
                            radius=max(2, math.ceil(3 * sigma)))
         quiet.add(photons, ~masked)
         spatial.add(photons, ~masked)
+        cumulants.add(photons)
         c, f = loc.cands, loc.fits
         iso = isolated(c, concat(c, faint), ISOLATION * sigma)
         inner = (c.row >= radius) & (c.row < h - radius) & (c.col >= radius) & (c.col < w - radius)
@@ -172,7 +174,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
             _add_profile(profile, profile_n, loc.residual, c.select(sel), f, sel, radius)
     table = {k: np.concatenate([r[k] for r in rows]) if rows else np.zeros(0) for k in
              ("frame", "x", "y", "photons", "bg", "sigma", "ok", "psf", "photometry")}
-    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "spatial": spatial,
+    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "spatial": spatial, "cumulants": cumulants,
             "sampled": np.asarray(sampled, dtype=np.int64),
             "zero_frames": zero_frames, "below": below / pixels if pixels else float("nan"),
             "frames_sampled": sum(t1 - t0 for t0, t1 in runs), "profile": (profile, profile_n), "radius": radius or 0,
@@ -260,6 +262,11 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
         "density_per_um2": Estimate(float(density), None if density_se is None else float(density_se)),
         "on_time_frames": Estimate(on.frames, on.se),
     }
+    light = m["cumulants"].result(camera)
+    if light is not None:  # the emitters' light beyond the camera's noise (``cumulants``), for ``crowding``
+        estimates.update({"pixel_light_photons": Estimate(light.mean),
+                          "emitter_light_variance": Estimate(light.variance, light.variance_se),
+                          "emitter_light_third": Estimate(light.third, light.third_se)})
     profile, counts = m["profile"]
     used = (counts > 0) & ((np.arange(len(counts)) + 0.5) * PROFILE_STEP <= m["radius"])
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -36,7 +36,9 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
     - photons: log-uniform around the flux median ``flux_median`` (``photons_median`` when no full-on frames
       were seen), wide enough for its log-spread ``flux_log_sd``;
     - background: log-uniform around ``background_photons`` (widened by √``background_time_ratio`` when it
-      changes over the movie); a spread above ``SMOOTH_SPREAD`` trains on uniform, smooth and cell-like fields;
+      changes over the movie, and to span ``background_photons_low``..``_high`` where two estimates disagree:
+      ``crowding.crowded_estimates``); a spread above ``SMOOTH_SPREAD`` trains on uniform, smooth and cell-like
+      fields;
     - density: from ``density_per_um2`` (a detected lower bound) up to 3× it; on-time around ``on_time_frames``
       − 1 (an emitter on for τ frames at a random phase touches τ + 1 frames);
     - the camera of the movie (its per-pixel maps fit the movie's frames, not the training windows): with the
@@ -54,6 +56,7 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
     median = max(get("flux_median", get("photons_median", 5000.0)), 10.0)
     spread_photons = max(PHOTONS_BAND, math.exp(2.5 * get("flux_log_sd", PHOTONS_LOG_SD)))
     level = max(get("background_photons", 100.0), 0.5)
+    low, high = max(get("background_photons_low", level), 0.5), max(get("background_photons_high", level), 0.5)
     drift = math.sqrt(max(get("background_time_ratio", 1.0), 1.0))  # the level changes over the movie (bleaching)
     density = max(get("density_per_um2", 1.0), 0.02)
     on_time = max(get("on_time_frames", 3.0) - 1.0, 0.5)
@@ -63,7 +66,7 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
         "photons_dist": "loguniform",
         "photons_range": [_round(median / spread_photons), _round(median * spread_photons)],
         "on_time_range": [_round(on_time / 1.5), _round(on_time * 1.5)],
-        "bg": [_round(level / (LEVEL_BAND * drift)), _round(level * LEVEL_BAND * drift)],
+        "bg": [_round(min(level, low) / (LEVEL_BAND * drift)), _round(max(level, high) * LEVEL_BAND * drift)],
         "bg_dist": "loguniform",
         "bg_mode": "mixed" if get("background_spread", 1.0) > SMOOTH_SPREAD else "uniform",
         "psf_sigma_range": [_round(sigma * (1 - SIGMA_BAND)), _round(sigma * (1 + SIGMA_BAND))],

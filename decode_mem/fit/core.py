@@ -17,7 +17,10 @@
 
 Fine-tuning keeps the base model's architecture. With a PSF file (``psf``, from ``python -m decode_mem.psf``) the
 movie is 3-D: a 3-D model (z channel) is trained from scratch within the budget on the matched simulations rendered
-with that PSF over its valid z range, validated on held-out ones, and localizes (``z [nm]`` in every output).
+with that PSF over its valid z range, validated on held-out ones, and localizes (``z [nm]`` in every output). Its
+matched density, photons and background also come from the pixels' cumulants and the PSF
+(``calibrate.crowding``), which hold where 3-D spots are too spread out or too dense for the calibration to count
+and measure them (``fit.json``, ``pixel_statistics``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 import torch
 
 from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
+from decode_mem.calibrate.crowding import CrowdedPhysics, crowded_estimates, crowded_physics
 from decode_mem.calibrate.match import simulation_from_estimates
 from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.export.card import export_model
@@ -74,13 +78,14 @@ class FitReport:
     trained_at: float = 0.0  # time.perf_counter() when training ended
     timing: dict[str, float] = field(default_factory=dict)
     base_choice: dict[str, Any] = field(default_factory=dict)  # ``ModelChoice.as_dict`` of the base model
+    pixel_statistics: dict[str, Any] = field(default_factory=dict)  # 3-D: ``CrowdedPhysics.as_dict``, or why not
 
     def as_dict(self) -> dict[str, Any]:
         inf = self.inference
         return {"decision": self.decision, "reasons": list(self.reasons), "model": self.model,
                 "base_model": self.base_choice,
                 "validation": self.validation, "train_minutes": round(self.train_minutes, 2),
-                "train_steps": self.train_steps,
+                "train_steps": self.train_steps, "pixel_statistics": self.pixel_statistics,
                 "budget": {**(self.budget.as_dict() if self.budget is not None else {}), **self.timing},
                 "stacks": [s.as_dict() for s in inf.stacks] if inf is not None else [],
                 "failures": [f.line() for f in inf.failures] if inf is not None else []}
@@ -151,7 +156,11 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     from decode_mem.model.config import ModelConfig
     from decode_mem.model.net import DecodeNet
 
-    matched = matched_3d({k: e.value for k, e in calibration.estimates.items()}, camera, cfg.psf)
+    estimates = {k: e.value for k, e in calibration.estimates.items()}
+    physics = _crowded_physics(estimates, calibration.camera_check.ok, camera, cfg.psf)
+    matched = matched_3d(crowded_estimates(estimates, physics if isinstance(physics, CrowdedPhysics) else None),
+                         camera, cfg.psf)
+    physics = physics.as_dict() if isinstance(physics, CrowdedPhysics) else {"note": physics}
     z_scale = max(abs(v) for v in matched.z_range) * 1.2
     model_cfg = ModelConfig(use_z=True, z_scale=z_scale)
     device = resolve_device(cfg.device)
@@ -165,7 +174,7 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)
     progress("train", {"budget_minutes": cfg.budget_minutes, "train_minutes": train_cfg.max_minutes,
-                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"],
+                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"], "pixel_statistics": physics,
                        "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
@@ -180,7 +189,19 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     keys = [k for k in ("jaccard", "recall", "precision", "rmse_lat", "rmse_ax") if k in m]
     scores = {"3-D model": {k: round(float(m[k]), 4) for k in keys}}
     return FitReport("3-D model trained from scratch", (f"PSF file {cfg.psf}",), path, scores, minutes, model.step,
-                     budget=split, trained_at=trained_at)
+                     budget=split, trained_at=trained_at, pixel_statistics=physics)
+
+
+def _crowded_physics(estimates: dict[str, float], camera_ok: bool, camera: Camera, psf: str) -> CrowdedPhysics | str:
+    """The density, photons and background the pixels' cumulants give with the PSF file's spline over its z range
+    (``calibrate.crowding``), or why not: they need the camera's noise right."""
+    from decode_mem.io.psf_file import psf_header
+    from decode_mem.simulate.config import file_spline
+
+    if not camera_ok:
+        return "not used: the camera check found the camera settings suspect (the noise they predict is needed)"
+    physics = crowded_physics(estimates, camera.pixel_size, file_spline(psf), tuple(psf_header(psf)["z_range"]))
+    return physics if physics is not None else "not used: no emitter light above the camera's noise"
 
 
 def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera, gaps: list[str],

@@ -48,9 +48,13 @@ def test_fit_with_a_psf_trains_a_3d_model_and_writes_z(setup, tmp_path: Path, ca
     report = json.loads((out / "fit.json").read_text())
     assert report["decision"] == "3-D model trained from scratch" and report["train_steps"] >= 1
     assert set(report["validation"]) == {"3-D model"} and "rmse_ax" in report["validation"]["3-D model"]
+    physics = report["pixel_statistics"]  # the density, photons and background the pixels' cumulants gave
+    assert physics["density_per_um2"] == pytest.approx(0.5, rel=0.5) and physics["background_photons"] > 20
     state = load_checkpoint(out / "model.pt")
     assert state["model_config"]["use_z"] and state["meta"]["simulation"]["psf"] == "spline"
     assert state["meta"]["envelope"]["z_range_nm"] == [-600.0, 600.0]  # the PSF file's valid range
+    low, high = state["meta"]["simulation"]["density_range"]
+    assert low <= physics["density_per_um2"] <= high  # trained on the density the pixels gave
     header = (out / "beads3d.csv").read_text().splitlines()[0]
     assert '"z [nm]"' in header
 
