@@ -275,7 +275,7 @@ def _split(budget: dict) -> str:
 
 
 def write_report(out: Path, rows: list[dict], args, machine: str, total: float, command: str, picasso: str) -> None:
-    from decode_mem.io.atomic import atomic_output
+    from report_files import write_report_files
 
     def f(v, d: int = 3) -> str:
         return "–" if v is None or not np.isfinite(v) else f"{v:.{d}f}"
@@ -315,13 +315,8 @@ def write_report(out: Path, rows: list[dict], args, machine: str, total: float, 
                          f"and axial RMSE at every density: {'yes' if lower else 'no'}")
     lines += ["", "## Goals (computed from the table)", "", *goals,
               "- GPU: **not measured** (CPU run, 1 torch thread)."]
-    png = out.with_suffix(".png")
-    _plot(rows, png)
-    lines += ["", f"![3d]({png.name})", ""]
-    with atomic_output(out) as tmp:
-        tmp.write_text("\n".join(lines))
-    with atomic_output(out.with_suffix(".json")) as tmp:
-        tmp.write_text(json.dumps({"command": command, "rows": rows, "machine": machine}, indent=1, default=float))
+    png = write_report_files(out, lines, lambda path: _plot(rows, path),
+                             {"command": command, "rows": rows, "machine": machine})
     print(f"wrote {out}, {out.with_suffix('.json').name} and {png}")
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_3d import PSFS
 from command_line import command_line
 from machine import commit, load_average, machine_line
+from report_files import write_report_files
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -170,8 +171,8 @@ def write_report(out: Path, rows: list[dict], real: dict | None, machine: str, t
     else:
         lines += ["The real EMCCD movie was not found: not measured.", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    _plot(right, out.with_suffix(".png"))
+    write_report_files(out, lines, lambda path: _plot(right, path), {"command": command, "machine": machine,
+                                                                      "checks": rows, "real_movie": real})
 
 
 def _plot(rows: list[dict], path: Path) -> None:

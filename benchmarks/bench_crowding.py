@@ -23,7 +23,6 @@ Every number comes from the run that wrote the report.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_3d import MOVIE_DENSITIES, PSFS, bead_stack, movie_config
 from command_line import command_line
 from machine import commit, load_average, machine_line
+from report_files import write_report_files
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 CASES = ("astigmatic + spherical + coma", "double helix")
@@ -88,7 +88,7 @@ def fit_job(name: str, arm: str, budget: float, frames: int, work: str) -> dict:
     case = Path(work) / f"psf{k}"
     case.mkdir(parents=True, exist_ok=True)
     if arm == ARMS[0]:
-        core._crowded_physics = lambda *a: "not used: bench_crowding's arm 'calibration alone'"
+        core._crowded_physics = lambda *a: (None, {"note": "not used: bench_crowding's arm 'calibration alone'"})
     elif arm == ARMS[2]:
         matched = core.matched_3d
 
@@ -146,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_report(out: Path, rows: list[dict], fits: list[dict], args, machine: str, total: float,
                  command: str) -> None:
-    from decode_mem.io.atomic import atomic_output
-
     def cell(est: dict | None, truth: dict) -> str:
         if est is None:
             return "none"
@@ -184,14 +182,8 @@ def write_report(out: Path, rows: list[dict], fits: list[dict], args, machine: s
         lines.append("")
         lines.append(f"- {name}: the pixels' cumulants changed Jaccard by {gain} and the 3-D efficiency by {eff} "
                      f"(0.3, 1, 2 /µm²); what fit measured: {by[ARMS[1]]['pixel_statistics']}")
-    png = out.with_suffix(".png")
-    _plot(fits, png)
-    lines += ["", f"![crowding]({png.name})", ""]
-    with atomic_output(out) as tmp:
-        tmp.write_text("\n".join(lines))
-    with atomic_output(out.with_suffix(".json")) as tmp:
-        tmp.write_text(json.dumps({"command": command, "machine": machine, "estimates": rows, "fits": fits},
-                                  indent=1, default=float))
+    write_report_files(out, lines, lambda path: _plot(fits, path),
+                       {"command": command, "machine": machine, "estimates": rows, "fits": fits})
     print(f"wrote {out}")
 
 

@@ -2,7 +2,7 @@
 
 Where spots overlap or spread over many pixels (dense movies, out-of-focus and double-helix spots in 3-D) the
 calibration cannot count them or measure their photons with a Gaussian: on ``bench_3d``'s double helix at 2
-emitters/µm² it found 0.03 of them, and twice the background (emitter light between the spots); on its astigmatic
+emitters/µm² it found 0.02 of them, and twice the background (emitter light between the spots); on its astigmatic
 PSF at 0.3 /µm², a quarter of the photons. ``benchmarks/results/crowding.md`` compares fits matched to the
 calibration alone, to these cumulants and to the movie's true physics.
 
@@ -13,11 +13,11 @@ camera's noise (``cumulants``) and the PSF's sums Σh², Σh³ averaged over its
 
     E[N] = (κ3/κ2)·(s2·Σh²)/(s3·Σh³),   ρ = κ2/(a·E[N]²·s2·Σh²),   bg = mean − ρ·a·E[N]
 
-where s2 = E[N²]/E[N]² and s3 = E[N³]/E[N]³ are the shape of the photons per frame: that of the simulator's
-emitters (``simulate.emitters``: a lognormal flux of relative spread ``FLUX_SPREAD``, on for the calibrated
-on-time, partly on in their first and last frame). The shape is assumed, not measured (the fourth cumulant that
-would measure it is too noisy on a calibration's frames); ``crowding.md`` shows how far off the estimates are on
-movies unlike it (flux spread 0.1 and 0.6, on-time 4 frames).
+where s2 = E[N²]/E[N]² and s3 = E[N³]/E[N]³ are the shape of the photons per frame: that of the simulator's emitters
+(``simulate.emitters``: a lognormal flux of relative spread ``FLUX_SPREAD``, on for the calibrated on-time, partly
+on in their first and last frame). The shape is assumed, not measured (the fourth cumulant could measure it; in a
+trial on 60 and 200 frames, not in a report, it was too noisy to); ``crowding.md`` shows how far off the estimates
+are on movies unlike it (flux spread 0.1 and 0.6, on-time 4 frames).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from decode_mem.calibrate.match import rounded
 
 FLUX_SPREAD = 0.3  # relative standard deviation of the flux (photons per full frame on) assumed for the shape
 ON_TIME_RANGE = (1.0, 5.0)  # frames: the calibrated on-time, clipped to this, sets the shape's blinking
@@ -50,9 +52,9 @@ class CrowdedPhysics:
     inputs: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"density_per_um2": _round(self.density_per_um2), "flux_median": _round(self.flux_median),
-                "photons_mean": _round(self.photons_mean), "background_photons": _round(self.background_photons),
-                "assumed_flux_spread": FLUX_SPREAD, **{k: _round(v) for k, v in self.inputs.items()}}
+        values = {"density_per_um2": self.density_per_um2, "flux_median": self.flux_median,
+                  "photons_mean": self.photons_mean, "background_photons": self.background_photons, **self.inputs}
+        return {**{k: rounded(v) for k, v in values.items()}, "assumed_flux_spread": FLUX_SPREAD}
 
 
 def psf_sums(spline: Any, z_range: tuple[float, float], seed: int = 0) -> tuple[float, float]:
@@ -102,9 +104,6 @@ def crowded_physics(estimates: dict[str, float], pixel_size_nm: float, spline: A
               "on_time_frames": on_time, "psf_sum_h2": h2, "psf_sum_h3": h3, "shape_s2": s2, "shape_s3": s3}
     return CrowdedPhysics(density, photons / per_median, photons, background, inputs)
 
-
-def _round(v: float) -> float:
-    return float(f"{v:.5g}") if math.isfinite(v) else float("nan")
 
 
 def crowded_estimates(estimates: dict[str, float], physics: CrowdedPhysics | None) -> dict[str, float]:

@@ -32,15 +32,13 @@ def third_per_photon(camera: Camera) -> float:
 class LightCumulants:
     """Pooled over pixels and blocks: ``mean`` light (photons/px/frame) and the second and third cumulants of the
     emitters' light beyond the camera's noise (``variance``, photons²; ``third``, photons³), with their standard
-    errors over blocks (None with one block); ``blocks`` and ``samples`` (pixel-frames) behind them."""
+    errors over blocks (None with one block)."""
 
     mean: float
     variance: float
     third: float
     variance_se: float | None
     third_se: float | None
-    blocks: int
-    samples: int
 
 
 class CumulantStats:
@@ -50,21 +48,23 @@ class CumulantStats:
 
     def __init__(self) -> None:
         self.blocks: list[tuple[int, float, float, float]] = []  # (frames, mean, k2, k3) per block
-        self.pixels = 0
 
     def add(self, photons: np.ndarray) -> None:
-        """Add a block (n, H, W) of consecutive frames in photons (blocks of fewer than ``MIN_BLOCK`` are skipped)."""
+        """Add a block (n, H, W) of consecutive frames in photons (blocks of fewer than ``MIN_BLOCK`` are skipped).
+        Frame by frame about the block's mean: the temporaries are a frame's size, whatever the block's."""
         n = len(photons)
         if n < MIN_BLOCK:
             return
-        x = np.asarray(photons, dtype=np.float64)
-        mean = x.mean(axis=0)
-        dev = x - mean
-        m2, m3 = (dev * dev).mean(axis=0), (dev * dev * dev).mean(axis=0)
-        k2 = float(np.mean(m2)) * n / (n - 1)
-        k3 = float(np.mean(m3)) * n * n / ((n - 1) * (n - 2))
+        mean = np.mean(photons, axis=0, dtype=np.float64)
+        m2, m3 = np.zeros_like(mean), np.zeros_like(mean)
+        for frame in photons:
+            dev = np.asarray(frame, dtype=np.float64) - mean
+            square = dev * dev
+            m2 += square
+            m3 += square * dev
+        k2 = float(np.mean(m2)) / (n - 1)
+        k3 = float(np.mean(m3)) * n / ((n - 1) * (n - 2))
         self.blocks.append((n, float(mean.mean()), k2, k3))
-        self.pixels = int(mean.size)
 
     def result(self, camera: Camera) -> LightCumulants | None:
         """The pooled cumulants less the camera's noise (None without a block of ``MIN_BLOCK`` frames)."""
@@ -82,5 +82,4 @@ class CumulantStats:
             return m, float(math.sqrt(np.sum(w * (v - m) ** 2) / np.sum(w) / (len(v) - 1)))
 
         (var, var_se), (third, third_se) = pooled(excess2), pooled(excess3)
-        return LightCumulants(float(np.sum(n * mean) / np.sum(n)), var, third, var_se, third_se, len(n),
-                              int(np.sum(n)) * self.pixels)
+        return LightCumulants(float(np.sum(n * mean) / np.sum(n)), var, third, var_se, third_se)

@@ -62,16 +62,16 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
     on_time = max(get("on_time_frames", 3.0) - 1.0, 0.5)
     section = {
         "frame_size": list(TRAIN_FRAME),
-        "density_range": [_round(density / 1.5), _round(3.0 * density)],
+        "density_range": [rounded(density / 1.5), rounded(3.0 * density)],
         "photons_dist": "loguniform",
-        "photons_range": [_round(median / spread_photons), _round(median * spread_photons)],
-        "on_time_range": [_round(on_time / 1.5), _round(on_time * 1.5)],
-        "bg": [_round(min(level, low) / (LEVEL_BAND * drift)), _round(max(level, high) * LEVEL_BAND * drift)],
+        "photons_range": [rounded(median / spread_photons), rounded(median * spread_photons)],
+        "on_time_range": [rounded(on_time / 1.5), rounded(on_time * 1.5)],
+        "bg": [rounded(min(level, low) / (LEVEL_BAND * drift)), rounded(max(level, high) * LEVEL_BAND * drift)],
         "bg_dist": "loguniform",
         "bg_mode": "mixed" if get("background_spread", 1.0) > SMOOTH_SPREAD else "uniform",
-        "psf_sigma_range": [_round(sigma * (1 - SIGMA_BAND)), _round(sigma * (1 + SIGMA_BAND))],
+        "psf_sigma_range": [rounded(sigma * (1 - SIGMA_BAND)), rounded(sigma * (1 + SIGMA_BAND))],
         "psf_sigma_jitter": 0.05,
-        "margin": _round(max(3.0, 3.5 * sigma)),
+        "margin": rounded(max(3.0, 3.5 * sigma)),
         "camera": {k: v for k, v in camera.without_maps().to_dict().items() if v is not None},
     }
     if camera.kind == "scmos":
@@ -84,7 +84,7 @@ def simulation_from_estimates(values: Mapping[str, float], camera: Camera) -> di
             elif spread < UNIFORM_SPREAD:
                 band = [0.0, UNIFORM_SPREAD]
             else:
-                band = [_round(spread / SENSOR_BAND), _round(min(spread * SENSOR_BAND, 0.9))]
+                band = [rounded(spread / SENSOR_BAND), rounded(min(spread * SENSOR_BAND, 0.9))]
             section.update(sensor_variation_range=band, maps_known=0.0)
     SimulationConfig.from_dict(section)  # a ConfigError here, not when training starts
     return section
@@ -98,7 +98,8 @@ def sensor_spread(pattern_photons: float, level: float, camera: Camera) -> float
     return pattern_photons / math.hypot(level, offset)
 
 
-def _round(v: float) -> float:
+def rounded(v: float) -> float:
+    """``v`` to 5 significant digits: the numbers of a matched simulation and of what it was matched to."""
     return float(f"{v:.5g}")
 
 

@@ -7,12 +7,12 @@ spots (3-D), and the overlapping tails of spots at 1-3 emitters/µm². On bright
 noise and the check blamed a correct camera in 18 of 32 checks (``benchmarks/results/camera_noise.md``).
 
 Emitter light is smooth over a few pixels; camera noise is not. So the noise is also measured from a fourth
-difference across pixels (``[1, -4, 6, -4, 1]/sqrt(70)``: unit gain on independent noise, blind to light that
-varies as a cubic over five pixels; a second difference, tried on ``bench_3d``'s astigmatic movie at 2
-emitters/µm², let the spots' light through: noise 1.14x, its growth with the light 1.6-1.9x) of the difference
-of consecutive frames (which removes what is fixed: the sensor's per-pixel offsets, a static background). Its
-expected square is predicted from the light its pixels hold (weighted by the squared kernel; spots included), so
-emitter light raises the prediction as it raises the noise, instead of showing as excess noise.
+difference across pixels (``[1, -4, 6, -4, 1]/sqrt(70)``: unit gain on independent noise, blind to light that varies
+as a cubic over five pixels; a second difference lets more of a bright spot's light through, which the reports here
+do not measure) of the difference of consecutive frames (which removes what is fixed: the sensor's per-pixel
+offsets, a static background). Its expected square is predicted from the light its pixels hold (weighted by the
+squared kernel; spots included), so emitter light raises the prediction as it raises the noise, instead of showing
+as excess noise.
 
 Real cameras correlate neighbouring pixels along their readout (the real EMCCD movie: +0.16 along rows, +0.01
 down columns), which lowers a difference across them: the larger of the two directions is taken. Light can only
@@ -57,21 +57,21 @@ class SpatialNoiseStats:
         self.square = {name: np.zeros(shape, dtype=np.float64) for name in AXES}
 
     def add(self, photons: np.ndarray, quiet: np.ndarray) -> None:
-        """Add a block (n, H, W) of consecutive frames; ``quiet`` is True where no spot was found."""
-        if len(photons) < 2:
-            return
-        x = np.asarray(photons, dtype=np.float64)
-        diff, pair_light = x[1:] - x[:-1], (x[1:] + x[:-1]) / 2
-        pair_quiet = quiet[1:] & quiet[:-1]
-        for name, axis in AXES.items():
-            width = len(FOURTH_DIFFERENCE)
-            footprint = np.ones((1, width, 1) if axis == 0 else (1, 1, width), dtype=bool)
-            usable = ndimage.binary_erosion(pair_quiet, structure=footprint, border_value=0)
-            fourth = ndimage.correlate1d(diff, FOURTH_DIFFERENCE, axis=axis + 1, mode="nearest")
-            light = ndimage.correlate1d(pair_light, FOURTH_DIFFERENCE**2, axis=axis + 1, mode="nearest")
-            self.count[name] += usable.sum(axis=0)
-            self.square[name] += np.where(usable, fourth * fourth / 2, 0.0).sum(axis=0)
-            self.light[name] += np.where(usable, light, 0.0).sum(axis=0)
+        """Add a block (n, H, W) of consecutive frames; ``quiet`` is True where no spot was found. Frame pair by
+        frame pair: the temporaries are a frame's size, whatever the block's."""
+        width = len(FOURTH_DIFFERENCE)
+        footprints = {name: np.ones((width, 1) if axis == 0 else (1, width), dtype=bool) for name, axis in AXES.items()}
+        for t in range(len(photons) - 1):
+            first, second = (np.asarray(photons[i], dtype=np.float64) for i in (t, t + 1))
+            diff, pair_light = second - first, (first + second) / 2
+            pair_quiet = quiet[t] & quiet[t + 1]
+            for name, axis in AXES.items():
+                usable = ndimage.binary_erosion(pair_quiet, structure=footprints[name], border_value=0)
+                fourth = ndimage.correlate1d(diff, FOURTH_DIFFERENCE, axis=axis, mode="nearest")
+                light = ndimage.correlate1d(pair_light, FOURTH_DIFFERENCE**2, axis=axis, mode="nearest")
+                self.count[name] += usable
+                self.square[name] += np.where(usable, fourth * fourth / 2, 0.0)
+                self.light[name] += np.where(usable, light, 0.0)
 
     def estimate(self, name: str) -> NoiseEstimate:
         count = self.count[name]

@@ -162,8 +162,8 @@ def check_psf_shape(photons: np.ndarray, spots: dict[str, np.ndarray], sigma: fl
     the spots' share with no other spot within ``ISOLATION`` window radii is recorded (``isolated``);
     ``z_range``: nm, the model's; ``noise_ratio``: the variance over time of the background pixels where no spot
     was found over the camera's prediction (``CameraCheck.quiet_ratio``), scales the noise: it holds the light of
-    emitters too dim to be found, which the fit windows hold too (with the camera's noise alone, spots of the
-    model's PSF at 3 emitters/µm² left 28 % of their light unexplained).
+    emitters too dim to be found, which the fit windows hold too (with the camera's noise alone, dense movies of
+    the model's own PSF would be judged another PSF: ``tests/calibrate/test_psf_shape.py`` at 3 emitters/µm²).
     """
     radius = window_radius(psf, z_range)
     offset = peak_offset(psf, z_range)

@@ -157,10 +157,8 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     from decode_mem.model.net import DecodeNet
 
     estimates = {k: e.value for k, e in calibration.estimates.items()}
-    physics = _crowded_physics(estimates, calibration.camera_check.ok, camera, cfg.psf)
-    matched = matched_3d(crowded_estimates(estimates, physics if isinstance(physics, CrowdedPhysics) else None),
-                         camera, cfg.psf)
-    physics = physics.as_dict() if isinstance(physics, CrowdedPhysics) else {"note": physics}
+    physics, record = _crowded_physics(estimates, calibration.camera_check.ok, camera, cfg.psf)
+    matched = matched_3d(crowded_estimates(estimates, physics), camera, cfg.psf)
     z_scale = max(abs(v) for v in matched.z_range) * 1.2
     model_cfg = ModelConfig(use_z=True, z_scale=z_scale)
     device = resolve_device(cfg.device)
@@ -174,7 +172,7 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)
     progress("train", {"budget_minutes": cfg.budget_minutes, "train_minutes": train_cfg.max_minutes,
-                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"], "pixel_statistics": physics,
+                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"], "pixel_statistics": record,
                        "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)
@@ -189,19 +187,24 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     keys = [k for k in ("jaccard", "recall", "precision", "rmse_lat", "rmse_ax") if k in m]
     scores = {"3-D model": {k: round(float(m[k]), 4) for k in keys}}
     return FitReport("3-D model trained from scratch", (f"PSF file {cfg.psf}",), path, scores, minutes, model.step,
-                     budget=split, trained_at=trained_at, pixel_statistics=physics)
+                     budget=split, trained_at=trained_at, pixel_statistics=record)
 
 
-def _crowded_physics(estimates: dict[str, float], camera_ok: bool, camera: Camera, psf: str) -> CrowdedPhysics | str:
+def _crowded_physics(estimates: dict[str, float], camera_ok: bool, camera: Camera,
+                     psf: str) -> tuple[CrowdedPhysics | None, dict[str, Any]]:
     """The density, photons and background the pixels' cumulants give with the PSF file's spline over its z range
-    (``calibrate.crowding``), or why not: they need the camera's noise right."""
+    (``calibrate.crowding``), and what ``fit.json`` records of them: their numbers, or why there are none (they
+    need the camera's noise right)."""
     from decode_mem.io.psf_file import psf_header
     from decode_mem.simulate.config import file_spline
 
     if not camera_ok:
-        return "not used: the camera check found the camera settings suspect (the noise they predict is needed)"
+        return None, {"note": "not used: the camera check found the camera settings suspect (the noise they "
+                              "predict is needed)"}
     physics = crowded_physics(estimates, camera.pixel_size, file_spline(psf), tuple(psf_header(psf)["z_range"]))
-    return physics if physics is not None else "not used: no emitter light above the camera's noise"
+    if physics is None:
+        return None, {"note": "not used: no emitter light above the camera's noise"}
+    return physics, physics.as_dict()
 
 
 def _fine_tune(cfg, base_path: str, base: Any, calibration: Any, camera: Camera, gaps: list[str],
