@@ -19,7 +19,8 @@ reads this list). Each job is a package with its CLI in ``__main__`` (``python -
     train           the training loop
     plan, export, fit   a run's memory before it runs (as infer or train would size it); a run as a shipped
                     model + card; calibrate -> matched model -> localize
-    pipeline        YAML pipelines
+    pipeline, napari   YAML pipelines; decode_mem in napari (reader, widgets, sample data: the ``napari``
+                    extra; nothing below imports it, so ``import decode_mem`` and the CLIs never load napari or Qt)
 
 ``import decode_mem as dm`` gives the entry points below, imported on first use so that ``import decode_mem``
 and every ``--help`` stay fast. The one thing importing does: ask torch's OpenMP threads to sleep when idle

@@ -27,6 +27,7 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy.ndimage import gaussian_filter
@@ -257,6 +258,27 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
     """
     if Path(out).suffix.lower() not in (".png", ".tif", ".tiff"):
         raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
+    how = file_render_settings(locs, pixel_size=pixel_size, shape=shape, blur=blur, sigma=sigma)
+    image, n = render_counted(iter_localizations(locs, pixel_size=how.pixel_size), shape_px=how.shape,
+                              pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur, sigma=how.sigma)
+    save_image(image, out, render_pixel=render_pixel, percentile=percentile, cmap=cmap)
+    return image, n
+
+
+class FileRender(NamedTuple):
+    """How :func:`render_file` renders a file: its camera pixel (nm), field (H, W px), blur and sigma (nm)."""
+
+    pixel_size: float
+    shape: tuple[int, int]
+    blur: str
+    sigma: float | None
+
+
+def file_render_settings(locs: str | os.PathLike, *, pixel_size: float | None = None,
+                         shape: tuple[int, int] | None = None, blur: str = "auto",
+                         sigma: float | None = None) -> FileRender:
+    """:func:`render_file`'s choices for a file (its metadata, 'auto' blur), also for viewers that render it
+    themselves: at most one small read (and, for a CSV without a ``shape``, one pass for its extent)."""
     if blur not in FILE_BLURS:
         raise ConfigError(f"render: blur must be one of {', '.join(FILE_BLURS)}, got {blur!r}")
     file_format(locs)
@@ -279,10 +301,7 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
         sigma = AUTO_SIGMA if sigma is None else sigma
     if sigma is None and blur == "gaussian":
         sigma = 10.0
-    image, n = render_counted(iter_localizations(locs, pixel_size=pixel_size), shape_px=shape,
-                              pixel_size=pixel_size, render_pixel=render_pixel, blur=blur, sigma=sigma)
-    save_image(image, out, render_pixel=render_pixel, percentile=percentile, cmap=cmap)
-    return image, n
+    return FileRender(float(pixel_size), shape, blur, sigma)
 
 
 def _extent_px(path: str | os.PathLike, pixel_size: float) -> tuple[int, int]:

@@ -1,0 +1,148 @@
+"""A localization file as napari layer data (plain tuples: no napari or Qt import here).
+
+Every layer is in nm from the camera frame's outer corner (``units`` nm): the super-resolution image rendered
+from every localization, streamed (``decode_mem.render``, as ``render_file`` renders the file: each
+localization's own precision where the file has it, else a Gaussian of 20 nm; 10 nm pixels, coarser where the
+image would exceed the report's ``MAX_RENDER_SIDE``), and a Points layer with the per-localization features
+(frame 0-based as napari's time axis, photons, background, uncertainty and, for 3-D, z, by which it is
+coloured). Above ``max_points`` localizations the Points layer holds a uniform random subsample of that many,
+kept while the file streams by (memory: the subsample and one chunk, whatever the file's length), and its
+name says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decode_mem.infer.batch_report import MAX_RENDER_SIDE
+from decode_mem.io.localizations import file_format, iter_localizations
+from decode_mem.io.table import EmitterTable
+from decode_mem.io.thunderstorm import thunderstorm_columns
+from decode_mem.render.image import file_render_settings, render_counted
+
+MAX_POINTS = 1_000_000  # localizations shown as points; above this a labelled random subsample
+RENDER_PIXEL = 10.0  # nm
+PERCENTILE = 99.5  # the image's upper contrast limit: this percentile of its non-zero pixels
+LayerData = tuple[Any, dict[str, Any], str]  # napari's LayerDataTuple
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A file's layers and what they hold: ``n`` localizations in the file, ``shown`` of them as points."""
+
+    layers: list[LayerData]
+    n: int
+    shown: int
+    pixel_size: float
+
+
+class Subsample:
+    """A uniform random sample of at most ``limit`` rows of a stream of tables, in the stream's order: every row
+    gets a random key and the ``limit`` smallest keys stay (all rows while there are no more than ``limit``)."""
+
+    def __init__(self, limit: int, seed: int = 0) -> None:
+        self.limit, self.rng = int(limit), np.random.default_rng(seed)
+        self.kept: EmitterTable | None = None
+        self.keys = np.zeros(0)
+        self.seen = 0
+
+    def add(self, table: EmitterTable) -> None:
+        self.seen += len(table)
+        keys = self.rng.random(len(table))
+        if self.kept is None:
+            self.kept, self.keys = table, keys
+        else:
+            self.kept, self.keys = EmitterTable.concat([self.kept, table]), np.concatenate([self.keys, keys])
+        if len(self.keys) > self.limit:
+            keep = np.sort(np.argpartition(self.keys, self.limit - 1)[:self.limit])  # sorted: the stream's order
+            self.kept, self.keys = self.kept.select(keep), self.keys[keep]
+
+
+def summary_beside(path: str | os.PathLike) -> dict[str, Any]:
+    """``<stem>.json`` beside a localization file (infer's summary), or {} where there is none or it is unreadable:
+    a CSV records neither the camera pixel nor the field, the summary does."""
+    try:
+        summary = json.loads(Path(path).with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = None,
+                       render_pixel: float | None = None, max_points: int = MAX_POINTS, seed: int = 0,
+                       name: str | None = None) -> Opened:
+    """The image and points layers of a localization file (CSV, parquet, Picasso HDF5 + yaml), in one streamed
+    pass; see the module docstring. A CSV takes its camera pixel and field from infer's ``<stem>.json`` beside
+    it where there is one, else it is shown in its own nm (the render covers the localizations' extent)."""
+    path = Path(path)
+    shape = None
+    if pixel_size is None and file_format(path) == "csv":
+        summary = summary_beside(path)
+        camera, frame_shape = summary.get("camera") or {}, summary.get("shape") or []
+        if camera.get("pixel_size") and len(frame_shape) == 3:
+            pixel_size, shape = float(camera["pixel_size"]), (int(frame_shape[1]), int(frame_shape[2]))
+    how = file_render_settings(path, pixel_size=pixel_size, shape=shape)
+    rp = render_pixel or max(RENDER_PIXEL, how.pixel_size * max(how.shape) / MAX_RENDER_SIDE)
+    sample = Subsample(max_points, seed)
+
+    def tables() -> Iterator[EmitterTable]:
+        for table in iter_localizations(path, pixel_size=how.pixel_size):
+            sample.add(table)
+            yield table
+
+    image, _ = render_counted(tables(), shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=rp,
+                              blur=how.blur, sigma=how.sigma)
+    kept = sample.kept if sample.kept is not None else EmitterTable.empty()
+    stem = name or path.stem
+    label = f"{stem} localizations" + (f" ({len(kept):,} of {sample.seen:,} shown)" if len(kept) < sample.seen
+                                       else "")
+    info = {"path": str(path), "localizations": sample.seen, "shown": len(kept), "pixel_size": how.pixel_size,
+            "render_pixel": rp, "blur": how.blur, "sigma": how.sigma}
+    return Opened([image_layer(image, rp, f"{stem} render", info), points_layer(kept, how.pixel_size, rp, label,
+                                                                                info)],
+                  sample.seen, len(kept), how.pixel_size)
+
+
+def image_layer(image: np.ndarray, render_pixel: float, name: str, info: dict[str, Any]) -> LayerData:
+    """The rendered image in nm: render pixel ``i`` covers ``[i, i + 1) * render_pixel`` nm, centre at
+    ``(i + 0.5) * render_pixel``."""
+    positive = image[image > 0]
+    top = float(np.percentile(positive, PERCENTILE)) if positive.size else 1.0
+    return (image, {"name": name, "scale": (render_pixel, render_pixel), "translate": (render_pixel / 2,) * 2,
+                    "units": ("nm", "nm"), "colormap": "magma", "contrast_limits": (0.0, top or 1.0),
+                    "blending": "additive", "metadata": {"decode_mem": info}}, "image")
+
+
+def point_features(table: EmitterTable, pixel_size: float) -> tuple[np.ndarray, dict[str, np.ndarray], bool]:
+    """``(y, x)`` in nm from the corner (the CSV's numbers), the features, and whether the data are 3-D."""
+    three_d = bool(len(table)) and bool(np.any(table["z"] != 0))
+    cols = thunderstorm_columns(table, pixel_size, three_d=three_d)
+    features = {"frame": table["frame"].astype(np.int64), "photons": cols["intensity [photon]"],
+                "background": cols["offset [photon]"], "uncertainty_nm": cols["uncertainty [nm]"]}
+    if three_d:
+        features["z_nm"] = cols["z [nm]"]
+    if "prob" in table:
+        features["prob"] = table["prob"].astype(np.float64)
+    return np.column_stack([cols["y [nm]"], cols["x [nm]"]]), features, three_d
+
+
+def points_layer(table: EmitterTable, pixel_size: float, render_pixel: float, name: str,
+                 info: dict[str, Any]) -> LayerData:
+    """The localizations as points (nm), sized two render pixels; coloured by z for 3-D data."""
+    data, features, three_d = point_features(table, pixel_size)
+    colour: dict[str, Any] = {"face_color": "cyan"}
+    if three_d:
+        z = features["z_nm"]
+        low, high = (float(np.nanmin(z)), float(np.nanmax(z))) if len(z) else (0.0, 1.0)
+        colour = {"face_color": "z_nm", "face_colormap": "turbo",
+                  "face_contrast_limits": (low, high if high > low else low + 1.0)}
+    return (data, {"name": name, "features": features, "size": 2 * render_pixel, "border_width": 0.0,
+                   "units": ("nm", "nm"), "opacity": 0.7,
+                   "metadata": {"decode_mem": info}, **colour}, "points")
