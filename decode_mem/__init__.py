@@ -14,7 +14,8 @@ reads this list). Each job is a package with its CLI in ``__main__`` (``python -
     tiling          exact tiled executor over blocks of frames (knows no files)
     postprocess     network output -> emitter table
     footprint       predicted memory of inference and training, 'auto' sizes within a budget
-    evaluate, render, drift, report   metrics; super-resolution images; drift correction; HTML reports
+    link, evaluate, render, drift, report   blinks linked into molecules; metrics (with and without ground
+                    truth); super-resolution images; drift correction; HTML reports
     infer           predict_stack / process_large_image, batch runs over files, domain check
     train           the training loop
     plan, export, fit   a run's memory before it runs (as infer or train would size it); a run as a shipped

@@ -1,0 +1,54 @@
+"""``python -m decode_mem.link LOCS --out DIR``: link the localizations of one emitter over consecutive frames into
+molecules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from decode_mem.cli import add, new_parser, run
+from decode_mem.errors import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = new_parser("decode_mem.link", "Link localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet; in frame "
+                                      "order) that lie within --radius in consecutive frames, allowing --max_dark "
+                                      "missing frames, into molecules. Writes DIR/<stem>_link.<ext> (one row per "
+                                      "molecule: photon-weighted position, summed photons, len, n, combined "
+                                      "precision) and DIR/<stem>_group.<ext> (every localization with the group "
+                                      "id of its molecule), in the input's format.")
+    p.add_argument("locs", help="localization file")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--radius", default="auto",
+                   help="largest distance between linked localizations in nm, or 'auto' (default): 6 x the RMS of "
+                        "the localizations' precision (sigma_x/sigma_y, Picasso's lpx/lpy)")
+    add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")
+    p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
+                   help="how one emitter's errors correlate between frames, for the combined precision: "
+                        "decode_mem (default: measured for decode_mem's network) or none (independent fits)")
+    add(p, "--pixel_size", type=float, help="camera pixel in nm when the file records none")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body(args: argparse.Namespace) -> None:
+        from decode_mem.link.correlation import CORRELATIONS
+        from decode_mem.link.files import check_radius, link_file
+
+        if args.pixel_size is not None and not args.pixel_size > 0:
+            raise ConfigError(f"--pixel_size must be > 0 nm, got {args.pixel_size}")
+        if args.max_dark < 0:
+            raise ConfigError(f"--max_dark must be >= 0 frames, got {args.max_dark}")
+        res = link_file(args.locs, args.out, radius=check_radius(args.radius), max_dark=args.max_dark,
+                        correlation=CORRELATIONS[args.correlation], pixel_size=args.pixel_size)
+        if not args.quiet:
+            print(f"{args.locs}: {res.localizations} localizations -> {res.molecules} molecules (radius "
+                  f"{res.radius_nm:.1f} nm, {res.radius_source}; max_dark {args.max_dark}) -> {res.molecules_path}, "
+                  f"{res.groups_path}")
+
+    return run(build_parser(), body, argv, outputs={"out": "folder"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

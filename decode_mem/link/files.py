@@ -1,0 +1,152 @@
+"""Link a localization file: ``link_file(LOCS, DIR)`` streams ``LOCS`` (ThunderSTORM CSV, Picasso HDF5 or
+parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and writes, in the input's format,
+
+* ``DIR/<stem>_link<suffix>``: one row per molecule (Picasso's own name for a linked file): its first frame,
+  photon-weighted position, summed photons, mean bg, combined precision (``lpx``/``lpy``, ``sigma_x [nm]``,
+  ``uncertainty [nm]``) and ``len`` (frames from first to last), ``n`` (localizations), ``photon_rate``
+  (photons / n) and ``group`` (the molecule's id); rows in the order molecules end;
+* ``DIR/<stem>_group<suffix>``: every localization, in frame order, with the ``group`` of its molecule.
+
+Memory: the chunks read and the linking window, whatever the file's length. Every file appears complete under
+its name or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
+from decode_mem.io.table import OPTIONAL, EmitterTable
+from decode_mem.link.core import WORK_ROWS, Linker, LinkStep
+from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
+from decode_mem.link.writers import open_writer_with_columns
+
+CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
+AUTO_FACTOR = 6.0  # 'auto' radius: this many times the RMS precision (linking recovery vs merges: bench_postprocess)
+MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    """What ``link_file`` wrote: the files, the radius used (nm) and how it was chosen, the counts."""
+
+    molecules_path: Path
+    groups_path: Path
+    radius_nm: float
+    radius_source: str
+    localizations: int
+    molecules: int
+    frames_on: dict[str, Any] = field(default_factory=dict)
+
+
+def linked_paths(path: str | os.PathLike, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """``DIR/<stem>_link<suffix>`` and ``DIR/<stem>_group<suffix>``."""
+    path = Path(path)
+    return Path(out_dir) / f"{path.stem}_link{path.suffix}", Path(out_dir) / f"{path.stem}_group{path.suffix}"
+
+
+def check_radius(radius: float | str) -> float | str:
+    """``'auto'`` or a radius in nm > 0 (ConfigError otherwise)."""
+    if radius == "auto":
+        return radius
+    try:
+        value = float(radius)
+    except (TypeError, ValueError):
+        raise ConfigError(f"radius must be a number of nm or 'auto', got {radius!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise ConfigError(f"radius must be > 0 nm, got {radius!r}")
+    return value
+
+
+def file_unit(path: Path, pixel_size: float | None) -> float:
+    """The unit of the in-memory table for ``path``: its pixel (Picasso, parquet) or 1 nm (CSV)."""
+    if file_format(path) == "csv":
+        return CSV_UNIT
+    unit = localization_meta(path).pixel_size
+    unit = unit if unit is not None else pixel_size
+    if unit is None:
+        raise ConfigError(f"{path}: the file records no pixel size; give --pixel_size (nm)")
+    return float(unit)
+
+
+def first_chunk(path: Path, unit: float) -> EmitterTable:
+    """The first rows of ``path`` (what the checks and the 'auto' radius look at); StackError when it has no
+    rows or no frame column."""
+    chunk = next(iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS), None)
+    if chunk is None or len(chunk) == 0:
+        raise StackError(f"{path}: holds no localizations")
+    return chunk
+
+
+def auto_radius(chunk: EmitterTable, unit: float, path: Path) -> float:
+    """``AUTO_FACTOR`` x the RMS of the localizations' precision (σx, σy) in the first rows, in nm."""
+    if "sigma_x" not in chunk or "sigma_y" not in chunk:
+        raise ConfigError(f"{path}: --radius auto needs each localization's precision (sigma_x/sigma_y, Picasso's "
+                          f"lpx/lpy); this file has none: give --radius in nm")
+    sigma = np.concatenate([chunk["sigma_x"], chunk["sigma_y"]]).astype(np.float64)
+    sigma = sigma[np.isfinite(sigma)]
+    if len(sigma) == 0:
+        raise ConfigError(f"{path}: no finite sigma_x/sigma_y in the first rows; give --radius in nm")
+    return AUTO_FACTOR * float(np.sqrt(np.mean(sigma ** 2))) * unit
+
+
+def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: float | str = "auto",
+              max_dark: int = 1, correlation: ErrorCorrelation = DECODE_MEM,
+              pixel_size: float | None = None) -> LinkResult:
+    """Link the localizations of ``path`` into ``out_dir`` (module docstring). ``radius`` in nm or ``'auto'``."""
+    path, out_dir = Path(path), Path(out_dir)
+    radius = check_radius(radius)
+    unit = file_unit(path, pixel_size)
+    chunk = first_chunk(path, unit)
+    radius_nm, source = ((auto_radius(chunk, unit, path), f"auto: {AUTO_FACTOR:g} x the RMS precision")
+                         if radius == "auto" else (float(radius), "given"))
+    linker = Linker(radius_nm / unit, max_dark, correlation)  # checks max_dark before anything is written
+    mol_path, group_path = linked_paths(path, out_dir)
+    if path.resolve() in (mol_path.resolve(), group_path.resolve()):
+        raise ConfigError(f"{path}: the linked file would overwrite the input; choose another --out")
+    meta = localization_meta(path)
+    if file_format(path) == "picasso" and (meta.width is None or meta.height is None):
+        raise StackError(f"{path}: the Picasso metadata lacks the frame width/height")
+    extras = tuple(c for c in OPTIONAL if c in chunk)
+    options: dict[str, Any] = {"pixel_size": unit, "three_d": bool(np.any(chunk["z"] != 0))}
+    if file_format(path) != "csv":
+        options.update(width=meta.width, height=meta.height, frames=meta.frames)
+    if file_format(path) == "picasso":
+        options["info"] = {"Generated by": "decode_mem.link", "Link radius (nm)": radius_nm,
+                           "Max dark frames": max_dark, "Error correlation": correlation.to_dict()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n_locs = n_mol = 0
+    on = np.zeros(0, np.int64)
+    with open_writer_with_columns(mol_path, MOLECULE_COLUMNS, extras=_molecule_extras(extras), **options) as mols, \
+            open_writer_with_columns(group_path, ("group",), extras=extras, **options) as groups:
+
+        def write(step: LinkStep) -> None:
+            nonlocal n_locs, n_mol, on
+            groups.write(step.rows, {"group": step.group})
+            m = step.molecules
+            mols.write(m.table, {"len": m.length, "n": m.n, "group": m.group,
+                                 "photon_rate": m.table["photons"] / np.maximum(m.n, 1)})
+            n_locs += len(step.rows)
+            n_mol += len(m)
+            on = np.bincount(np.minimum(m.n, 100), minlength=101) + (on if len(on) else 0)
+
+        for table in iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS):
+            for step in linker.feed(table):
+                write(step)
+        write(linker.finish())
+    frames_on = {"mean_localizations_per_molecule": round(n_locs / n_mol, 3) if n_mol else None,
+                 "molecules_with_1": int(on[1]) if len(on) else 0,
+                 "molecules_with_2_or_more": int(on[2:].sum()) if len(on) else 0}
+    return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on)
+
+
+def _molecule_extras(extras: tuple[str, ...]) -> tuple[str, ...]:
+    """The optional columns a molecule has: prob (the largest) and the combined σ (sigma_photons is not
+    combined: photons are summed, their errors correlate in ways not measured)."""
+    return tuple(e for e in extras if e != "sigma_photons")

@@ -1,0 +1,92 @@
+"""The format writers of ``decode_mem.io`` with whole-number columns of their own added after theirs (a
+molecule's ``len``, ``n``, ``group``; a localization's ``group``), so that a linked file is what its clients
+expect: Picasso's ``_link.hdf5`` columns (``len``, ``n``, ``photon_rate``, with ``lpx``/``lpy`` the combined
+precision), the same names as extra columns of a ThunderSTORM CSV or a parquet file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from decode_mem.io.csv_text import csv_lines
+from decode_mem.io.localizations import file_format
+from decode_mem.io.parquet import ParquetWriter
+from decode_mem.io.picasso import PicassoWriter
+from decode_mem.io.table import EmitterTable
+from decode_mem.io.thunderstorm import ThunderstormWriter, thunderstorm_columns
+
+PICASSO_TYPES = {"len": "<u4", "n": "<u4", "group": "<i4", "photon_rate": "<f4"}
+
+
+class _CsvWithColumns(ThunderstormWriter):
+    def __init__(self, *args: Any, more: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.more = more
+        self._headers = [*self._headers, *more]
+        self.formats = [*self.formats, *("%.4f" if m == "photon_rate" else "%d" for m in more)]
+
+    def write(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:  # type: ignore[override]
+        if len(table) == 0:
+            return
+        cols = thunderstorm_columns(table, self.pixel_size, self.extras, first_id=self._next_id,
+                                    three_d=self.three_d)
+        values = [*cols.values(), *(np.asarray(more[m]) for m in self.more)]
+        for text in csv_lines(values, self.formats):
+            self._fh.write(text)
+        self._next_id += len(table)
+
+
+class _ParquetWithColumns(ParquetWriter):
+    def __init__(self, *args: Any, more: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.more = more
+        for m in more:
+            self.schema = self.schema.append(pa.field(m, pa.float64() if m == "photon_rate" else pa.int64()))
+
+    def write(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:  # type: ignore[override]
+        n = len(table)
+        if n == 0:
+            return
+        cols = thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id, three_d=self.three_d)
+        cols.update({m: np.asarray(more[m]) for m in self.more})
+        self._buffer.append(cols)
+        self._next_id += n
+        self._buffered += n
+        self._max_frame = max(self._max_frame, int(table["frame"].max()))
+        if self._buffered >= self.row_group_rows:
+            self._flush(whole_groups=True)
+
+
+class _PicassoWithColumns(PicassoWriter):
+    def __init__(self, *args: Any, more: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.more = more
+        self.dtype = np.dtype(self.dtype.descr + [(m, PICASSO_TYPES[m]) for m in more])
+        self._more: Mapping[str, np.ndarray] = {}
+
+    def records(self, table: EmitterTable) -> np.ndarray:
+        rec = super().records(table)
+        for m in self.more:
+            rec[m] = self._more[m]
+        return rec
+
+    def write(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:  # type: ignore[override]
+        self._more = more
+        super().write(table)
+
+
+def open_writer_with_columns(path: str | os.PathLike, more: tuple[str, ...], **options: Any) -> Any:
+    """``open_writer(path, **options)`` whose ``write(table, more)`` also writes the columns ``more`` (names from
+    ``PICASSO_TYPES``) from the mapping ``more``."""
+    fmt = file_format(path)
+    pixel_size = options.pop("pixel_size")
+    extras = tuple(options.pop("extras", ()))
+    if fmt == "csv":
+        return _CsvWithColumns(path, pixel_size, extras, options.get("three_d", True), more=more)
+    if fmt == "parquet":
+        return _ParquetWithColumns(path, pixel_size, extras, more=more, **options)
+    return _PicassoWithColumns(path, pixel_size=pixel_size, extras=extras, more=more, **options)

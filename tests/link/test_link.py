@@ -1,0 +1,233 @@
+"""Linking: hand-built tables whose links are known, the streamed result equal to a plain greedy over the whole
+table, the combined precision against its double sum, file round trips and the CLI's bad inputs."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.localizations import read_localizations, write_localizations
+from decode_mem.io.table import EmitterTable
+from decode_mem.link import DECODE_MEM, INDEPENDENT, ErrorCorrelation, Linker, link_file, link_table
+from decode_mem.link.__main__ import main
+
+PX = 100.0
+
+
+def table(frame, x, y, photons=None, sigma=None) -> EmitterTable:
+    n = len(frame)
+    cols = {"frame": np.asarray(frame), "x": np.asarray(x, float), "y": np.asarray(y, float),
+            "photons": np.full(n, 1000.0) if photons is None else np.asarray(photons, float)}
+    if sigma is not None:
+        cols["sigma_x"] = cols["sigma_y"] = np.broadcast_to(np.asarray(sigma, float), (n,))
+    return EmitterTable.from_arrays(**cols)
+
+
+def test_dark_frames_up_to_max_dark_are_bridged_and_one_more_splits() -> None:
+    t = table([0, 1, 2, 4, 7], [5, 5.01, 5.02, 5.0, 5.01], [5] * 5)  # dark frame 3 (one), frames 5-6 (two)
+    group, mol = link_table(t, radius=0.1, max_dark=1)
+    assert list(group) == [0, 0, 0, 0, 1]
+    assert list(mol.n) == [4, 1] and list(mol.length) == [5, 1]
+    group, _ = link_table(t, radius=0.1, max_dark=2)
+    assert list(group) == [0, 0, 0, 0, 0]
+    group, _ = link_table(t, radius=0.1, max_dark=0)
+    assert list(group) == [0, 0, 0, 1, 2]
+
+
+def test_a_gap_at_the_radius_links_and_just_beyond_it_does_not() -> None:
+    t = table([0, 1, 2, 5, 6], [0.0, 0.25, 0.5 + 1e-6, 3.0, 3.0], [0, 0, 0, 0, 0.25])  # exact in float32
+    group, _ = link_table(t, radius=0.25, max_dark=1)
+    assert list(group) == [0, 0, 1, 2, 2]  # 0.25 apart: linked; 0.250001: not (frame 0 is 0.5 away); along y too
+
+
+def test_neighbouring_emitters_keep_their_identity_across_a_dark_frame() -> None:
+    # A (x = 0) and B (x = 0.2) are closer than the radius; B comes first in each frame and A is dark in frame 1.
+    # Picasso's rule (link to the first free localization within the radius, in file order) would link A0 to B1;
+    # shortest gap, then shortest distance links B0-B1 first and A0 on to A2 across the dark frame.
+    frames = [0, 0, 1, 2, 2, 3, 3]
+    x = [0.2, 0.0, 0.2, 0.2, 0.0, 0.21, 0.01]
+    group, mol = link_table(table(frames, x, np.zeros(7)), radius=0.25, max_dark=1)
+    assert list(group) == [0, 1, 0, 0, 1, 0, 1]
+    assert list(mol.n) == [4, 3] and list(mol.length) == [4, 4]
+
+
+def test_molecule_position_photons_and_counts() -> None:
+    t = table([3, 4, 5], [1.0, 1.1, 1.3], [2.0, 2.0, 2.3], photons=[100, 300, 600])
+    _, mol = link_table(t, radius=0.5, max_dark=0)
+    m = mol.table
+    assert len(mol) == 1 and m["frame"][0] == 3 and mol.n[0] == 3 and mol.length[0] == 3
+    assert m["photons"][0] == pytest.approx(1000.0)
+    assert m["x"][0] == pytest.approx((100 * 1.0 + 300 * 1.1 + 600 * 1.3) / 1000, rel=1e-6)
+    assert m["y"][0] == pytest.approx((100 * 2.0 + 300 * 2.0 + 600 * 2.3) / 1000, rel=1e-6)
+
+
+def double_sum(frames: np.ndarray, w: np.ndarray, s: np.ndarray, rho: ErrorCorrelation) -> float:
+    """sqrt(sum_ij w_i w_j s_i s_j rho(|f_i - f_j|)) / sum w: the combined σ written out."""
+    lag = np.abs(frames[:, None] - frames[None, :])
+    corr = np.where(lag == 0, 1.0, rho.at(np.maximum(lag, 1)))
+    return float(np.sqrt(np.sum(np.outer(w * s, w * s) * corr)) / w.sum())
+
+
+@pytest.mark.parametrize("rho", [DECODE_MEM, INDEPENDENT, ErrorCorrelation((0.5,), 0.1)])
+def test_combined_precision_is_the_double_sum_over_the_frames_correlation(rho: ErrorCorrelation) -> None:
+    frames = np.array([10, 11, 12, 14, 15, 17, 18, 19, 20, 21])  # dark frames at 13, 16
+    rng = np.random.default_rng(1)
+    photons = rng.uniform(200, 5000, len(frames))
+    sigma = rng.uniform(0.02, 0.1, len(frames))
+    t = EmitterTable.from_arrays(frame=frames, x=np.full(len(frames), 3.0), y=np.full(len(frames), 4.0),
+                                 photons=photons, sigma_x=sigma, sigma_y=sigma * 2)
+    linker = Linker(0.1, max_dark=1, correlation=rho)
+    steps = [*linker.feed(t.select(slice(0, 4))), *linker.feed(t.select(slice(4, None))), linker.finish()]
+    mols = [s.molecules for s in steps if len(s.molecules)]
+    assert len(mols) == 1 and mols[0].n[0] == len(frames)
+    m = mols[0].table
+    assert m["sigma_x"][0] == pytest.approx(double_sum(frames, photons, sigma, rho), rel=1e-5)
+    assert m["sigma_y"][0] == pytest.approx(double_sum(frames, photons, sigma * 2, rho), rel=1e-5)
+    if rho is INDEPENDENT:  # independent, equal errors: the familiar 1/√n
+        eq = table(frames, np.full(10, 3.0), np.full(10, 4.0), sigma=0.05)
+        _, mol = link_table(eq, 0.1, 1, INDEPENDENT)
+        assert mol.table["sigma_x"][0] == pytest.approx(0.05 / np.sqrt(10), rel=1e-5)
+
+
+def greedy_reference(t: EmitterTable, radius: float, max_dark: int) -> np.ndarray:
+    """The links written plainly: every candidate pair, shortest gap then distance first, each localization one
+    successor and one predecessor; molecules numbered by their first localization in frame order."""
+    f, x, y = t["frame"], t["x"].astype(float), t["y"].astype(float)
+    pairs = []
+    for i, j in itertools.combinations(range(len(t)), 2):
+        a, b = (i, j) if f[i] < f[j] else (j, i)
+        d2 = (x[a] - x[b]) ** 2 + (y[a] - y[b]) ** 2
+        if 1 <= f[b] - f[a] <= max_dark + 1 and d2 <= radius**2:
+            pairs.append((f[b] - f[a], d2, a, b))
+    succ, pred = {}, {}
+    for _, _, a, b in sorted(pairs):
+        if a not in succ and b not in pred:
+            succ[a], pred[b] = b, a
+    group = np.full(len(t), -1)
+    next_id = 0
+    for i in np.argsort(f, kind="stable"):
+        if i not in pred:
+            k = i
+            while True:
+                group[k] = next_id
+                if k not in succ:
+                    break
+                k = succ[k]
+            next_id += 1
+    return group
+
+
+def test_streamed_links_equal_a_plain_greedy_over_the_whole_table() -> None:
+    rng = np.random.default_rng(7)
+    n_events = 120
+    start = rng.integers(0, 60, n_events)
+    length = rng.integers(1, 6, n_events)
+    ex, ey = rng.uniform(0, 4, n_events), rng.uniform(0, 4, n_events)  # dense: many candidates compete
+    idx = np.repeat(np.arange(n_events), length)
+    frames = start[idx] + (np.arange(len(idx)) - np.repeat(np.cumsum(length) - length, length))
+    keep = rng.random(len(idx)) > 0.15  # some frames missed
+    t = table(frames[keep], ex[idx][keep] + rng.normal(0, 0.05, keep.sum()),
+              ey[idx][keep] + rng.normal(0, 0.05, keep.sum())).sorted_by_frame()
+    expected = greedy_reference(t, 0.3, 1)
+    group, _ = link_table(t, 0.3, 1)
+    np.testing.assert_array_equal(group, expected)
+    linker = Linker(0.3, 1)  # fed in small, uneven chunks, a frame split between two of them
+    steps = [s for a, b in [(0, 7), (7, 50), (50, 51), (51, 200), (200, len(t))]
+             for s in linker.feed(t.select(slice(a, b)))] + [linker.finish()]
+    np.testing.assert_array_equal(np.concatenate([s.group for s in steps]), expected)
+    assert sum(len(s.molecules) for s in steps) == expected.max() + 1
+
+
+def test_localizations_out_of_frame_order_across_chunks_are_an_error() -> None:
+    linker = Linker(0.3, 1)
+    list(linker.feed(table([5, 6, 7], [0, 0, 0], [0, 0, 0])))
+    with pytest.raises(StackError, match="not in frame order"):
+        list(linker.feed(table([2, 3], [0, 0], [0, 0])))
+
+
+def test_bad_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        Linker(0.0)
+    with pytest.raises(ConfigError):
+        Linker(0.1, max_dark=-1)
+
+
+def blinking(seed: int = 0) -> EmitterTable:
+    rng = np.random.default_rng(seed)
+    frames = np.repeat(np.arange(40), 3)
+    x = np.tile([10.0, 20.0, 30.0], 40) + rng.normal(0, 0.03, 120)
+    y = np.tile([10.0, 12.0, 30.0], 40) + rng.normal(0, 0.03, 120)
+    return EmitterTable.from_arrays(frame=frames, x=x, y=y, photons=np.full(120, 1000.0),
+                                    sigma_x=np.full(120, 0.03), sigma_y=np.full(120, 0.03), prob=np.ones(120))
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".hdf5"])
+def test_files_in_every_format_hold_molecules_and_every_localizations_group(tmp_path: Path, suffix: str) -> None:
+    t = blinking()
+    src = tmp_path / f"locs{suffix}"
+    write_localizations(t, src, pixel_size=PX, width=40, height=40, frames=40)
+    res = link_file(src, tmp_path / "out", radius=20.0, max_dark=1, pixel_size=PX)
+    assert res.localizations == 120 and res.molecules == 3
+    mols = read_localizations(res.molecules_path, pixel_size=PX)
+    assert sorted(np.round(mols["x"]).astype(int)) == [10, 20, 30]
+    assert np.allclose(mols["photons"], 40_000)
+    locs = read_localizations(res.groups_path, pixel_size=PX)
+    assert len(locs) == 120
+    if suffix == ".hdf5":
+        import h5py
+
+        with h5py.File(res.molecules_path) as f:
+            rec = f["locs"][()]
+        assert {"len", "n", "lpx", "lpy", "group", "photon_rate"} <= set(rec.dtype.names)
+        assert list(rec["n"]) == [40, 40, 40] and list(rec["len"]) == [40, 40, 40]
+        with h5py.File(res.groups_path) as f:
+            assert sorted(set(f["locs"]["group"])) == [0, 1, 2]
+    else:
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        read = pacsv.read_csv if suffix == ".csv" else pq.read_table
+        mol = read(res.molecules_path).to_pydict()
+        assert mol["n"] == [40, 40, 40] and mol["len"] == [40, 40, 40] and sorted(mol["group"]) == [0, 1, 2]
+        assert sorted(set(read(res.groups_path).to_pydict()["group"])) == [0, 1, 2]
+
+
+def test_auto_radius_is_a_multiple_of_the_rms_precision(tmp_path: Path) -> None:
+    src = tmp_path / "l.parquet"
+    write_localizations(blinking(), src, pixel_size=PX)
+    res = link_file(src, tmp_path / "o", radius="auto")
+    assert res.radius_nm == pytest.approx(6.0 * 0.03 * PX, rel=1e-4) and res.molecules == 3
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str], needle: str) -> None:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and needle in err[0], err
+
+
+def test_cli_bad_inputs_are_one_line_exit_2_and_nothing_written(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    no_frame = tmp_path / "no_frame.csv"
+    no_frame.write_text('"id","x [nm]","y [nm]"\n1,10,20\n')
+    assert main([str(no_frame), "--out", str(out), "--radius", "20"]) == 2
+    _one_error_line(capsys, "frame")
+    empty = tmp_path / "empty.parquet"
+    write_localizations(EmitterTable.empty(), empty, pixel_size=PX)
+    assert main([str(empty), "--out", str(out), "--radius", "20"]) == 2
+    _one_error_line(capsys, "no localizations")
+    good = tmp_path / "good.parquet"
+    write_localizations(blinking(), good, pixel_size=PX)
+    for radius in ("0", "-5", "nan", "wide"):
+        assert main([str(good), "--out", str(out), "--radius", radius]) == 2
+        _one_error_line(capsys, "radius")
+    no_sigma = tmp_path / "no_sigma.parquet"
+    write_localizations(table([0, 1], [1, 1], [1, 1]), no_sigma, pixel_size=PX)
+    assert main([str(no_sigma), "--out", str(out)]) == 2
+    _one_error_line(capsys, "--radius")
+    assert not out.exists() or not any(out.iterdir())
+    assert main([str(good), "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["good_group.parquet", "good_link.parquet"]
