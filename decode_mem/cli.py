@@ -4,7 +4,8 @@ Every ``python -m decode_mem.<job>`` builds its parser with ``new_parser`` (``--
 every tool), adds flags with ``add`` (``--chunk_size`` is also accepted as ``--chunk-size``; a renamed flag keeps
 its old spelling as a hidden alias) and runs its
 body through ``run``: exit 0 done, 1 some inputs failed (the body returns 1), 2 bad settings or input
-(a ``DecodeMemError``, printed as one ``error: ...`` line; ``--debug`` shows the traceback instead).
+(a ``DecodeMemError``, printed as one ``error: ...`` line; ``--debug`` shows the traceback instead), 130 / 143
+after Ctrl-C / SIGTERM (the job stops cleanly where it can, keeps what reached disk and says how to continue).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from decode_mem.config import check_output_file, check_output_folder
-from decode_mem.errors import DecodeMemError
+from decode_mem.errors import DecodeMemError, Interrupted, Stopped
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
 DEVICE_HELP = "auto | cpu | cuda | cuda:N (default auto: CUDA when present, else the CPU)"
@@ -109,6 +112,7 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         args = parser.parse_args(_attach_negative_values(parser, sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
         return int(e.code or 0)
+    previous = _interrupt_on_signals()
     try:
         for dest, kind in (outputs or {}).items():
             if getattr(args, dest, None) is not None:
@@ -119,10 +123,36 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
             raise
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    except KeyboardInterrupt:
+    except Stopped as e:  # what reached disk is kept; the message says where and how to continue
+        print(f"stopped: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt as e:
         print("interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(e, "signum", signal.SIGINT)
+    finally:
+        _restore_signals(previous)
     return EXIT_OK if code is None else int(code)
+
+
+def _interrupt_on_signals() -> dict[int, object]:
+    """SIGTERM (a scheduler's time limit, ``kill``) and SIGINT (Ctrl-C) raise ``Interrupted`` where the program is,
+    as Ctrl-C does by default: the jobs then stop cleanly, keep what reached disk and exit 128 + the signal.
+    Returns the handlers it replaced (none outside the main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, _raise_interrupted)
+    return previous
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def _restore_signals(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
 
 
 def _check_output(kind: str, value: str) -> None:

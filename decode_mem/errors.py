@@ -19,3 +19,29 @@ class ConfigError(DecodeMemError, ValueError):
 
 class CheckpointError(DecodeMemError, ValueError):
     """A model checkpoint is missing, corrupt or does not match the code."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived (``signum``): raised where the program was, as Ctrl-C's KeyboardInterrupt is."""
+
+    def __init__(self, signum: int = 2) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Stopped(Exception):  # a run stopped on request: not an error of the user's
+    """A run stopped on request (Ctrl-C, SIGTERM, a Cancel button) after keeping what reached disk.
+
+    ``str()`` is the one line for the user ("stopped at frame N of M; --resume continues"); ``signum`` the signal
+    that asked (None: a cooperative stop such as a Cancel button); ``stem``, ``frame``, ``frames``: where it stopped.
+    """
+
+    def __init__(self, message: str, *, signum: int | None = None, stem: str | None = None,
+                 frame: int | None = None, frames: int | None = None) -> None:
+        super().__init__(message)
+        self.signum, self.stem, self.frame, self.frames = signum, stem, frame, frames
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a process the signal ended (130 for Ctrl-C)."""
+        return 128 + (self.signum or 2)

@@ -83,7 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     add(live, "--refresh", type=float, default=10.0,
         help="seconds between refreshes of <stem>.json, report.html and the parts in <stem>.live/ (default 10)")
     run_ = p.add_argument_group("run")
-    run_.add_argument("--resume", action="store_true", help="skip stacks whose <stem>.json exists")
+    run_.add_argument("--resume", action="store_true",
+                      help="skip stacks whose <stem>.json exists and continue the others where a stopped or killed "
+                           "run left them (<stem>.progress/; the same settings, else exit 2 naming the difference)")
+    add(run_, "--journal_seconds", type=float,
+        help="seconds between the parts of <stem>.progress/ that --resume continues from (default 5; 0: after "
+             "every block): what a kill can lose beside the block in hand")
     run_.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
     run_.add_argument("--scheduler", help="address of an existing dask scheduler")
     add(run_, "--frames_per_task", type=int, default=None, help="frames per dask task (long stacks are split)")
@@ -100,6 +105,8 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
+    if args.journal_seconds is not None:
+        extra["journal_seconds"] = args.journal_seconds
     if args.whole_frames and args.chunk_size != "auto":
         from decode_mem.errors import ConfigError
 

@@ -68,7 +68,9 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     rows = [StackRow.from_summary(s) for s in summaries] + [StackRow.failed(f.stack, f.reason) for f in failures]
     warnings = [f"{Path(s.stack).name}: {w}" for s in summaries for w in s.extra.get("domain_warnings", ())]
     warnings += [f"{Path(f.stack).name}: failed: {f.reason}" for f in failures]
-    done = [s for s in summaries if not s.skipped and s.localizations > 0]
+    # the stack of the image: the first done now, else (every stack done before, ``--resume``) the first done before
+    done = [s for s in summaries if not s.skipped and s.localizations > 0] or \
+        [s for s in summaries if s.localizations > 0]
     images = drift = None
     if done:
         first = done[0]

@@ -19,6 +19,8 @@ FORMATS = ("csv", "picasso", "parquet")
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
 STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy")  # what a folder given as input contributes
 FRAMES_PER_TASK = 4096
+JOURNAL_SECONDS = 5.0  # a journal part is closed at the first block end this long after the last one: a kill loses
+# at most this much work and the block in hand; parts stay few (one per 5 s) on huge stacks of small blocks
 
 Size = int | Literal["auto"]
 
@@ -44,7 +46,11 @@ class InferConfig:
                     write ``<stem>_undrift.<ext>`` (corrected), ``<stem>_drift.csv`` and ``<stem>_drift.png``
     report          write ``out/report.html`` for the batch (a pipeline writes its own)
     strict          data outside the model's domain (``infer.domain``) are an error before any output is written
-    resume          skip stacks whose ``<stem>.json`` exists; redo the others from the start
+    resume          skip stacks whose ``<stem>.json`` exists; continue the others after the journal a stopped or
+                    killed run left in ``<stem>.progress/`` (the same settings, else a ConfigError naming the
+                    difference), from the start where there is none
+    journal_seconds a part of the journal is closed at the first block end this long after the last (0: after
+                    every block): what a kill can lose beside the block in hand
     workers         > 0: a dask.distributed LocalCluster with this many 1-thread processes
     scheduler       address of an existing dask scheduler (instead of ``workers``)
     frames_per_task frames per dask task (rounded up to a multiple of the block length)
@@ -73,6 +79,7 @@ class InferConfig:
     camera_overrides: Mapping[str, float] = field(default_factory=dict)
     strict: bool = False
     resume: bool = False
+    journal_seconds: float = JOURNAL_SECONDS
     workers: int = 0
     scheduler: str | None = None
     frames_per_task: int = FRAMES_PER_TASK
@@ -105,6 +112,8 @@ class InferConfig:
             raise ConfigError("give either workers (a local cluster) or scheduler (an existing one), not both")
         if self.frames_per_task < 1:
             raise ConfigError(f"frames_per_task must be >= 1, got {self.frames_per_task}")
+        if not self.journal_seconds >= 0:
+            raise ConfigError(f"journal_seconds must be >= 0, got {self.journal_seconds}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads must be >= 1, got {self.threads}")
         check_choice("amp", self.amp, AMP_CHOICES)
@@ -165,7 +174,7 @@ class InferConfig:
         return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
                 "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "compile": self.compile,
                 "streams": self.streams, "device": self.device,
-                "threshold": self.threshold,
+                "threshold": self.threshold, "journal_seconds": self.journal_seconds,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
                 "threads": self.threads, "strict": self.strict, "drift": self.drift,
                 **({"follow": True, "idle_timeout": self.idle_timeout, "refresh": self.refresh} if self.follow else {})}

@@ -38,7 +38,8 @@ class DaskBackend:
     def __init__(self, cfg: InferConfig, jobs: list[StackJob]) -> None:
         self.cfg, self.jobs = cfg, jobs
         self._tasks = iter([(job, start, stop) for job in jobs
-                            for start, stop in split_frames(job.shape[0], cfg.frames_per_task, job.settings.block)])
+                            for start, stop in split_frames(job.shape[0], cfg.frames_per_task, job.settings.block,
+                                                            start=job.start)])
         self._pending: deque[tuple[StackJob, Any]] = deque()
         self._peaks: dict[str, float] = {}
         self._current = 0

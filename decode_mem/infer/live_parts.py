@@ -1,4 +1,6 @@
-"""The localizations of a followed stack while it grows: complete part files in ``<out>/<stem>.live/``.
+"""The localizations of a stack in progress as complete part files: ``<out>/<stem>.live/`` while a followed stack
+grows (``--follow``), ``<out>/<stem>.progress/`` while an offline run goes (its journal: ``--resume`` after a kill
+or a stop continues after the last part, and the final files are rebuilt from the parts).
 
 Every ``refresh`` seconds the emitters of the frames done since the last part are closed as one part: one file
 per requested format (``part-00003.csv``, ``.hdf5`` + ``.yaml``, ``.parquet``), each written under a temporary name
@@ -42,15 +44,30 @@ def live_dir(out: str | os.PathLike, stem: str) -> Path:
     return Path(out) / f"{stem}.live"
 
 
+def progress_dir(out: str | os.PathLike, stem: str) -> Path:
+    """``<out>/<stem>.progress``: the journal of an offline run's stack (removed once its ``<stem>.json`` is
+    written)."""
+    return Path(out) / f"{stem}.progress"
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The ``parts.json`` of a parts folder, or None where there is none (or it cannot be read)."""
+    try:
+        return json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 class LiveParts:
     """``write(table)`` appends to the open part; ``close_part(stop)`` closes it (frames up to ``stop``)."""
 
     def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, block: int,
-                 common: dict[str, Any], picasso: dict[str, Any]) -> None:
-        self.dir = live_dir(out, stem)
+                 common: dict[str, Any], picasso: dict[str, Any], folder: Path | None = None) -> None:
+        self.dir = live_dir(out, stem) if folder is None else Path(folder)
         self.formats = tuple(dict.fromkeys(("parquet", *formats)))
         self.block, self.common, self.picasso = int(block), common, picasso
         self.parts: list[dict[str, Any]] = []
+        self.meta: dict[str, Any] = {}  # what the run that wrote the parts records beside them (``begin``)
         self.start = 0
         self._writers: ExitStack | None = None
         self._open: list[Any] = []
@@ -60,11 +77,14 @@ class LiveParts:
     def manifest(self) -> Path:
         return self.dir / MANIFEST
 
-    def begin(self, resume: bool) -> int:
-        """Start afresh, or with ``resume`` keep the parts a killed run finished; returns the first frame to do."""
+    def begin(self, resume: bool, meta: dict[str, Any] | None = None) -> int:
+        """Start afresh, or with ``resume`` keep the parts a killed run finished; returns the first frame to do.
+        ``meta`` is recorded in ``parts.json`` when starting afresh; a resumed run finds the first run's in
+        ``self.meta`` (the caller compares)."""
         if resume and self.manifest.is_file():
             state = json.loads(self.manifest.read_text())
             self.parts, self.block = state["parts"], int(state["block"])
+            self.meta = state.get("meta", {})
             keep = {MANIFEST} | {Path(f).name for p in self.parts for f in p["files"]}
             for path in self.dir.iterdir():  # a part the kill interrupted, or one closed after the manifest
                 if path.name not in keep:
@@ -73,6 +93,7 @@ class LiveParts:
             return self.start
         remove_path(self.dir)
         self.dir.mkdir(parents=True)
+        self.meta = dict(meta or {})
         self._save()
         return 0
 
@@ -107,7 +128,7 @@ class LiveParts:
             self._writers, self._open, self._rows = None, [], 0
 
     def _save(self) -> None:
-        state = {"block": self.block, "parts": self.parts, "stop": self.start}
+        state = {"block": self.block, "parts": self.parts, "stop": self.start, "meta": self.meta}
         with atomic_output(self.manifest) as tmp:
             tmp.write_text(json.dumps(state, indent=1) + "\n")
 

@@ -36,6 +36,11 @@ class InferObserver:
     def run_finished(self) -> None:
         """Every stack is done."""
 
+    def stop_requested(self) -> bool:
+        """Polled after every block: True stops the run there (a Cancel button); what reached disk is kept, and
+        ``run_inference`` raises ``decode_mem.errors.Stopped`` (resumable with ``resume``)."""
+        return False
+
     def memory_history(self) -> Mapping[str, np.ndarray] | None:
         """The memory history the observer recorded (``MemoryTracker.history``) for the report, or None."""
         return None

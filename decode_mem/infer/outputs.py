@@ -7,18 +7,28 @@ formatting, compression or the disk.
 Every file is written under a ``.partial`` name and renamed when complete (the writers in
 ``decode_mem.io`` do this); the JSON summary is renamed last, so its presence means that every other
 output of the stack is complete: ``--resume`` skips exactly the stacks that have one.
+
+With a journal (``journal=True``, what ``run_inference`` uses) every block's emitters also go to parquet parts in
+``<stem>.progress/`` (``LiveParts``): a part is closed at the first block boundary ``JOURNAL_SECONDS`` after the
+last, and at a stop. A run killed or stopped midway leaves its closed parts; the resumed run replays them into
+fresh writers (``replay``) and goes on from the first frame they do not cover, so every file is that of one
+uninterrupted run. The parts hold the engine's float32 values exactly (parquet float64).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from decode_mem.infer.config import SUFFIXES
+from decode_mem.infer.config import JOURNAL_SECONDS, SUFFIXES
+from decode_mem.infer.live_parts import LiveParts, progress_dir
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.atomic import atomic_output, partial_path, remove_path
 from decode_mem.io.localizations import open_writer
@@ -29,6 +39,17 @@ EXTRAS_2D = ("prob", "sigma_x", "sigma_y", "sigma_photons")
 EXTRAS_3D = ("prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
 WRITE_QUEUE_BLOCKS = 4  # blocks of emitters waiting for the writers at most (a 256-frame block of 256² frames
 # with ~600 emitters each is ~7 MB)
+
+
+@dataclass(frozen=True)
+class _Item:
+    """What the writer thread takes: a block's emitters up to frame ``stop`` (``journal``: into the journal too;
+    a replayed part is not), or with ``table`` None a request to close the journal's part (``force``: now)."""
+
+    table: EmitterTable | None
+    stop: int | None = None
+    journal: bool = True
+    force: bool = False
 
 
 def summary_path(out: str | os.PathLike, stem: str) -> Path:
@@ -48,9 +69,10 @@ def output_paths(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) ->
 
 
 def remove_partials(out: str | os.PathLike, stem: str, formats: tuple[str, ...]) -> None:
-    """Drop what a killed run left under temporary names (never an output under its final name)."""
+    """Drop what a killed run left under temporary names (never an output under its final name) and its journal."""
     for path in output_paths(out, stem, formats):
         remove_path(partial_path(path))
+    remove_path(progress_dir(out, stem))
 
 
 class StackOutputs:
@@ -63,7 +85,8 @@ class StackOutputs:
 
     def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, pixel_size: float,
                  shape: tuple[int, int, int], three_d: bool = False, psf_sigma: float = 1.0,
-                 source: str | None = None, source_dtype: str = "uint16", prob_map_block: int | None = None) -> None:
+                 source: str | None = None, source_dtype: str = "uint16", prob_map_block: int | None = None,
+                 journal: bool = False, block: int = 256, journal_seconds: float = JOURNAL_SECONDS) -> None:
         self.out, self.stem, self.formats = Path(out), stem, formats
         self.shape = shape
         frames, height, width = shape
@@ -79,9 +102,14 @@ class StackOutputs:
                 options = {"psf_sigma": psf_sigma, "source": source, "source_dtype": source_dtype}
             self._writers.append(open_writer(path, **common, **options))
         self.prob_map = (None if prob_map_block is None
-                         else ProbabilityMap(prob_map_path(out, stem), shape, prob_map_block))
+                         else ProbabilityMap(prob_map_path(out, stem), shape, prob_map_block, keep_on_error=journal))
+        self.journal = (LiveParts(out, stem, (), block=block, common=common, picasso={},
+                                  folder=progress_dir(out, stem)) if journal else None)
+        self.journal_seconds = journal_seconds
+        self._closed_at = time.monotonic()
+        self._journal_stop = 0  # the end of the last block the writer thread took (it closes parts there)
         self._stack = ExitStack()
-        self._behind: WriteBehind[EmitterTable] | None = None
+        self._behind: WriteBehind[_Item] | None = None
         self.n_localizations = 0
         self.last_frame = -1
 
@@ -100,33 +128,86 @@ class StackOutputs:
                 stack.enter_context(self.prob_map)
             # entered last, left first: the queue is drained (or dropped) before the writers close
             self._behind = stack.enter_context(WriteBehind(self._write_all, WRITE_QUEUE_BLOCKS))
+            self._closed_at = time.monotonic()
             self._stack = stack.pop_all()
         return self
 
-    def write(self, table: EmitterTable) -> None:
-        """Append one block of emitters (frames must not go backwards) to every file."""
+    def begin(self, resume: bool, meta: dict[str, Any]) -> int:
+        """Start the journal (before the ``with`` block): afresh, or with ``resume`` after the parts a stopped or
+        killed run closed; returns the first frame to compute (0 without a journal)."""
+        if self.journal is None:
+            return 0
+        start = self.journal.begin(resume, meta)
+        if self.prob_map is not None:
+            self.prob_map.start_at(start)
+        return start
+
+    def replay(self) -> Iterator[EmitterTable]:
+        """Write the journal's parts (a resumed run's frames done before) to every file; yields each table (the
+        report's image counts them too)."""
+        if self.journal is None:
+            return
+        for table in self.journal.tables():
+            self._put(_Item(table, journal=False))
+            yield table
+
+    def write(self, table: EmitterTable, stop: int | None = None) -> None:
+        """Append one block of emitters (frames must not go backwards) to every file; ``stop``: the block ends
+        before this frame (the journal closes its parts at block ends)."""
+        self._put(_Item(table, stop))
+
+    def _put(self, item: _Item) -> None:
         if self._behind is None:  # checked first: a refused call leaves ``last_frame`` as it was
             raise RuntimeError("StackOutputs.write outside its with block")
-        if len(table):
+        table = item.table
+        if table is not None and len(table):
             first = int(table["frame"].min())
             if first < self.last_frame:
                 raise ValueError(f"{self.stem}: emitters of frame {first} after frame {self.last_frame}")
             self.last_frame = int(table["frame"].max())
-        self._behind.put(table)
-        self.n_localizations += len(table)
+        self._behind.put(item)  # one item per block: a stop lands before or after a whole block, never inside
+        if table is not None:
+            self.n_localizations += len(table)
 
-    def _write_all(self, table: EmitterTable) -> None:
-        """In the writer thread: the block to every file."""
-        for writer in self._writers:
-            writer.write(table)
+    def keep_progress(self) -> int:
+        """At a stop: write what is queued, close the journal's part at the last block written, and return the
+        frame a resumed run starts from (the end of the frames kept)."""
+        if self._behind is None or self.journal is None:
+            return 0
+        self._behind.put(_Item(None, force=True))
+        self._behind.drain()
+        return self.journal.start
+
+    def _write_all(self, item: _Item) -> None:
+        """In the writer thread: the block to every file (and the journal), or the journal's part closed."""
+        if item.table is not None:
+            for writer in self._writers:
+                writer.write(item.table)
+            if self.journal is not None and item.journal:
+                self.journal.write(item.table)
+        if item.stop is not None:
+            self._journal_stop = item.stop
+        if self.journal is not None and (item.force or (item.stop is not None and
+                                         time.monotonic() - self._closed_at >= self.journal_seconds)):
+            self.journal.close_part(self._journal_stop)
+            self._closed_at = time.monotonic()
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._behind = None
-        self._stack.__exit__(exc_type, exc, tb)
+        if exc_type is None:  # the old summary goes before any new file replaces an old one under its final name
+            summary_path(self.out, self.stem).unlink(missing_ok=True)
+        try:
+            self._stack.__exit__(exc_type, exc, tb)
+        finally:
+            if self.journal is not None:
+                self.journal.abort()  # an open part is incomplete; the closed parts stay until ``finish``
 
     def finish(self, summary: dict[str, Any]) -> Path:
-        """Write ``<stem>.json`` atomically; call after the ``with`` block closed every writer."""
+        """Write ``<stem>.json`` atomically, then drop the journal; call after the ``with`` block closed every
+        writer."""
         path = summary_path(self.out, self.stem)
         with atomic_output(path) as tmp:
             tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        if self.journal is not None:
+            self.journal.remove()
         return path

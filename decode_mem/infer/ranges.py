@@ -50,7 +50,8 @@ class FrameRange:
                            start=self.start, stop=self.stop)
 
 
-def split_frames(n_frames: int, frames_per_task: int, block: int) -> list[tuple[int, int]]:
-    """``[(start, stop), ...]`` covering ``0 .. n_frames``; every boundary is a multiple of ``block``."""
+def split_frames(n_frames: int, frames_per_task: int, block: int, start: int = 0) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``start .. n_frames`` (``start``: a multiple of ``block``, where a resumed
+    run goes on); every boundary is a multiple of ``block``."""
     step = max(block, -(-frames_per_task // block) * block)
-    return [(t0, min(t0 + step, n_frames)) for t0 in range(0, n_frames, step)]
+    return [(t0, min(t0 + step, n_frames)) for t0 in range(start, n_frames, step)]

@@ -6,6 +6,7 @@ each other.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,17 @@ class StackSummary:
     outputs: tuple[str, ...]
     skipped: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def finished_before(cls, stack: str | Path, summary: Path) -> StackSummary:
+        """A stack an earlier run finished (``--resume`` skips it): what its ``<stem>.json`` says, so that the
+        batch's report covers it too."""
+        record = json.loads(summary.read_text())
+        main = ("stack", "stem", "frames", "localizations", "wall_s", "frames_per_s", "peak_rss_anon_mb", "outputs")
+        outputs = tuple(str(summary.parent / name) for name in record.get("outputs", ()) if name != summary.name)
+        return cls(str(stack), summary.stem, int(record.get("frames", 0)), int(record.get("localizations", 0)),
+                   float(record.get("wall_s", 0.0)), record.get("peak_rss_anon_mb"), (*outputs, str(summary)),
+                   skipped=True, extra={k: v for k, v in record.items() if k not in main})
 
     @property
     def frames_per_s(self) -> float:

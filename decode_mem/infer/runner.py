@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +24,18 @@ from typing import Any
 import numpy as np
 
 from decode_mem.config import check_output_folder
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, StackError, Stopped
 from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import check_domain, model_psf
-from decode_mem.infer.live_parts import summary_complete
+from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.infer.ranges import FrameRange
 from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
+from decode_mem.io.atomic import remove_path
 from decode_mem.io.camera import with_fields
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
@@ -75,11 +79,13 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     summaries: list[StackSummary] = []
     jobs: list[StackJob] = []
     psf = model_psf(model)  # a 3-D model's PSF: the domain check fits the spots with it
+    model_sha = file_sha256(model_path)
     for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
         stem = stem_of(path)
         done = summary_path(cfg.out, stem)
         if cfg.resume and summary_complete(done):
-            summaries.append(StackSummary(str(path), stem, 0, 0, 0.0, None, (str(done),), skipped=True))
+            summaries.append(StackSummary.finished_before(path, done))
+            remove_path(progress_dir(cfg.out, stem))  # a journal a kill left after the summary was written
             obs.message(summaries[-1].line())
             continue
         try:
@@ -92,9 +98,14 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         if not domain.ok:
             obs.warning(domain.message(str(path)))
         settings = engine.with_block(block_length(shape, dtype.itemsize, cfg.block, cfg.streams))
+        key = resume_key(cfg, model_sha, camera, shape, dtype)
+        start, settings = _resume_point(cfg, stem, key, settings)  # ConfigError: settings that change results
+        if start:
+            obs.message(f"{stem}: resuming at frame {start} of {shape[0]} (the frames before it are in "
+                        f"{progress_dir(cfg.out, stem)})")
         if cfg.distributed and settings.sizes.automatic:
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
-        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain))
+        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain, start=start, key=key))
     if failures and not jobs and not summaries:  # nothing to do: a bad input, not a batch with failures
         raise StackError(failures[0].line() if len(failures) == 1 else
                          f"none of the {len(failures)} inputs can be read: " + "; ".join(f.line() for f in failures))
@@ -110,12 +121,15 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     superres: ReportImage | None = None  # the report's image: of the first stack done with localizations
     with _Backend(cfg, jobs) as backend:
         for job in jobs:
-            summary_path(cfg.out, job.stem).unlink(missing_ok=True)  # the stack is not complete any more
-            remove_partials(cfg.out, job.stem, cfg.formats)
+            if job.start == 0:  # a resumed stack keeps its journal (and partial probability map)
+                remove_partials(cfg.out, job.stem, cfg.formats)
             obs.stack_started(job.stem, job.shape[0])
             image = ReportImage(job.shape[1:], camera.pixel_size) if cfg.report and superres is None else None
             try:
                 summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image)
+            except Stopped:
+                obs.stack_finished(job.stem)
+                raise
             except Exception as e:  # e.g. a corrupt frame in the middle of a file
                 if isinstance(e, ConfigError) and not any(not s.skipped for s in summaries):
                     # settings that cannot apply (sizes beyond --memory_limit), found before any stack was done:
@@ -137,9 +151,14 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     obs.run_finished()
     report = InferReport(tuple(summaries), tuple(failures), str(model_path), time.perf_counter() - t_start, peaks)
     if cfg.report and (summaries or failures):
+        before = sum(s.frames for s in summaries if s.skipped)
         rows = [("model", str(model_path)), ("device", str(cfg.device or "auto")),
-                ("stacks", f"{len(summaries)} done or skipped, {len(failures)} failed"),
-                ("frames", str(report.frames)), ("wall time", f"{report.wall_s:.1f} s")]
+                ("stacks", f"{sum(not s.skipped for s in summaries)} done now, "
+                           f"{sum(s.skipped for s in summaries)} done before (--resume), {len(failures)} failed"),
+                ("frames", f"{report.frames} now" + (f", {before} before" if before else "")),
+                ("wall time", f"{report.wall_s:.1f} s")]
+        if superres is None and cfg.report:  # every stack was done before: its image from its file
+            superres = _image_from_files(summaries, Path(cfg.out), camera.pixel_size)
         write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
                            obs.memory_history(), rows, command, camera.pixel_size, superres)
     return report
@@ -165,14 +184,36 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     device_peak = DevicePeak().start()
     outs = StackOutputs(cfg.out, job.stem, cfg.formats, pixel_size=job.settings.camera.pixel_size,
                         shape=job.shape, source=str(job.path), source_dtype=job.dtype,
-                        prob_map_block=job.settings.block if cfg.write_probability_map else None, **writer_options)
+                        prob_map_block=job.settings.block if cfg.write_probability_map else None,
+                        journal=True, block=job.settings.block, journal_seconds=cfg.journal_seconds,
+                        **writer_options)
+    given = {k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")}
+    start = outs.begin(job.start > 0, {**job.key, **({"sizes": _sizes_kept(given)} if _sizes_kept(given) else {})})
+    stop = start
     with outs:
-        for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map):
-            outs.write(table)
-            if image is not None:  # the report's image, from the emitters as they are written (no re-read)
-                image.add(table)
-            obs.block_done(job.stem, n_frames, result)
-            peak.add(worker_peak)
+        try:
+            for table in outs.replay():  # a resumed stack: the frames done before, from its journal
+                if image is not None:
+                    image.add(table)
+            if start:
+                obs.block_done(job.stem, start, None)
+            for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
+                stop += n_frames
+                outs.write(table, stop)
+                if image is not None:  # the report's image, from the emitters as they are written (no re-read)
+                    image.add(table)
+                if stop == start + n_frames and sizes and outs.journal is not None:  # how the frames were cut:
+                    outs.journal.meta["sizes"] = _sizes_kept(sizes)  # a resumed run cuts the same way
+                obs.block_done(job.stem, n_frames, result)
+                peak.add(worker_peak)
+                if obs.stop_requested() and stop < job.shape[0]:
+                    raise Stopped("stop requested")
+        except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM, a Cancel button: keep what reached disk
+            kept = outs.keep_progress()
+            signum = getattr(e, "signum", 2 if isinstance(e, KeyboardInterrupt) else None)
+            raise Stopped(f"{job.stem}: stopped at frame {kept} of {job.shape[0]}; the same command with --resume "
+                          f"continues there (kept in {progress_dir(cfg.out, job.stem)})", signum=signum,
+                          stem=job.stem, frame=kept, frames=job.shape[0]) from e
     peak.add(read_host_memory().get("rss_anon_mb"))
     measured_device = device_peak.as_dict(sizes.get("plan", {}))
     if measured_device is not None:
@@ -190,6 +231,11 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
         else:
             files += written
             more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
+    notes, damage = backend.read_notes.pop(job.stem, ([], None))
+    for line in notes:  # series left out, damaged frames repaired (Stack.notes)
+        obs.warning(line)
+    if damage:
+        more["damage"] = damage.as_json()
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
                            (*map(str, files), str(summary_path(cfg.out, job.stem))),
                            extra=dict(extras, cpu_s=round(cpu, 3), shape=list(job.shape),
@@ -214,6 +260,7 @@ class _Backend:
     def __init__(self, cfg: InferConfig, jobs: list[StackJob]) -> None:
         self.cfg, self.jobs = cfg, jobs
         self._dask: Any = None
+        self.read_notes: dict[str, tuple[list[str], Any]] = {}  # stem -> (Stack.notes(), Stack.damage) once read
 
     def __enter__(self) -> _Backend:
         if self.cfg.distributed and self.jobs:
@@ -226,11 +273,11 @@ class _Backend:
         if self._dask is not None:
             self._dask.__exit__(*exc)
 
-    def emitters(self, job: StackJob, peak: _Peak, sizes: dict[str, Any],
-                 prob_map: Any = None) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
+    def emitters(self, job: StackJob, peak: _Peak, sizes: dict[str, Any], prob_map: Any = None,
+                 start: int = 0) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
         """``(table, frames it covers, peak RssAnon of the process that made it, BlockResult or None)`` in frame
-        order; ``sizes`` receives the chosen tile/batch sizes and why (in this process; dask workers choose
-        their own)."""
+        order from frame ``start`` on; ``sizes`` receives the chosen tile/batch sizes and why (in this process;
+        dask workers choose their own)."""
         if self._dask is not None:
             for table, n_frames, worker_peak in self._dask.emitters(job):
                 yield table, n_frames, worker_peak, None
@@ -247,12 +294,84 @@ class _Backend:
         with open_stack(job.path) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
-            for table in stream_emitters(stack, job.settings, on_block=on_block, on_plan=on_plan, prob_map=prob_map):
+            if start >= job.shape[0]:
+                return
+            # a resumed stack: frames start .. T-1, their context the real frames around them (the blocks, hence
+            # the emitters, of one pass over the whole stack)
+            source = FrameRange(stack, start, job.shape[0]) if start else stack
+            for table in stream_emitters(source, job.settings, on_block=on_block, on_plan=on_plan,
+                                         prob_map=prob_map):
                 result = done.pop() if done else None
+                if start and len(table):
+                    table = EmitterTable({**table.columns, "frame": table["frame"] + start})
                 yield table, result.n_frames if result is not None else 0, None, result
+            self.read_notes[job.stem] = (stack.notes(), stack.damage)  # io.damage: frames repaired as read
 
     def worker_peaks(self) -> dict[str, float]:
         return self._dask.worker_peaks() if self._dask is not None else {}
+
+
+def resume_key(cfg: InferConfig, model_sha: str, camera: Any, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
+    """What a stack's localizations depend on beyond the frames: a resumed run must have the same (its journal
+    records the first run's)."""
+    return {"model_sha256": model_sha, "camera": camera.to_dict(), "threshold": cfg.threshold, "amp": cfg.amp,
+            "device": str(cfg.device), "probability_map": bool(cfg.write_probability_map),
+            "shape": [int(v) for v in shape], "dtype": str(dtype)}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file (the model's: a resumed run must use the very same weights)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _resume_point(cfg: InferConfig, stem: str, key: dict[str, Any],
+                  settings: EngineSettings) -> tuple[int, EngineSettings]:
+    """``(first frame to compute, settings)`` of a stack: with ``--resume`` after the journal a stopped or killed
+    run left, cut into the same blocks and tiles as that run (so the emitters are those of one pass); a journal of
+    other settings is a ConfigError naming the difference."""
+    state = read_manifest(progress_dir(cfg.out, stem)) if cfg.resume else None
+    if not state or not state.get("parts"):
+        return 0, settings
+    before = state.get("meta", {})
+    differ = [k for k in key if before.get(k) != key[k]]
+    if differ:
+        what = "; ".join(f"{k}: {_short(before.get(k))} then, {_short(key[k])} now" for k in differ)
+        raise ConfigError(f"{progress_dir(cfg.out, stem)}: cannot resume {stem} with other settings ({what}); "
+                          "run it with the first run's settings, or without --resume to start it again")
+    settings = settings.with_block(int(state["block"]))
+    kept = before.get("sizes")
+    if kept and settings.sizes.automatic:
+        settings = dataclasses.replace(settings, sizes=dataclasses.replace(settings.sizes, **kept))
+    return int(state["parts"][-1]["stop"]), settings
+
+
+def _sizes_kept(sizes: dict[str, Any]) -> dict[str, Any]:
+    """The tile and batch sizes the planner chose (what a resumed run reuses)."""
+    return {k: sizes[k] for k in ("chunk_size", "batch_size")
+            if isinstance(sizes.get(k), int) or sizes.get(k) == "whole"}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _image_from_files(summaries: list[StackSummary], out: Path, pixel_size: float) -> ReportImage | None:
+    """The report's image of the first stack with localizations when every stack was done by an earlier run:
+    counted from its localization file, streamed (memory: the image)."""
+    from decode_mem.io.localizations import FORMATS, iter_localizations
+
+    for s in summaries:
+        files = [out / name for name in s.as_dict()["outputs"] if Path(name).suffix.lower() in FORMATS
+                 and not Path(name).stem.endswith("_undrift")]
+        if s.localizations <= 0 or not files or not files[0].is_file() or len(s.extra.get("shape", ())) != 3:
+            continue
+        image = ReportImage(tuple(s.extra["shape"][1:]), pixel_size)
+        for table in iter_localizations(files[0], pixel_size=pixel_size):
+            image.add(table)
+        return image
+    return None
 
 
 def _reason(e: BaseException) -> str:

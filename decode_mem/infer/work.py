@@ -119,7 +119,8 @@ def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -
 
 @dataclass(frozen=True)
 class StackJob:
-    """One stack to do: ``index`` orders the jobs of a run; ``shape`` was read when the run was planned."""
+    """One stack to do: ``index`` orders the jobs of a run; ``shape`` was read when the run was planned; frames
+    ``start`` .. ``shape[0] - 1`` are computed."""
 
     index: int
     path: Path
@@ -128,3 +129,5 @@ class StackJob:
     dtype: str
     settings: EngineSettings
     domain: DomainCheck = field(default_factory=lambda: DomainCheck(()))
+    start: int = 0  # the first frame to compute: a resumed stack's frames before it are in its journal
+    key: dict[str, Any] = field(default_factory=dict)  # what its results depend on (``runner.resume_key``)

@@ -25,6 +25,13 @@ THREAD_NAME = "decode_mem-writer"
 _END = object()
 
 
+class _Drained:
+    """Queued by ``drain``: set when the worker reaches it (every item before it written or dropped)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
 class WriteBehind(Generic[T]):
     """Calls ``write(item)`` for every ``put(item)``, in order, in a worker thread (module docstring)."""
 
@@ -51,12 +58,22 @@ class WriteBehind(Generic[T]):
             item = self._queue.get()
             if item is _END:
                 return
+            if isinstance(item, _Drained):
+                item.event.set()
+                continue
             if self._error is not None or self._abort.is_set():
                 continue  # keep taking items, so that a producer never blocks on a dead writer
             try:
                 self._write(item)
             except BaseException as e:  # handed to the producer
                 self._error = e
+
+    def drain(self) -> None:
+        """Wait until every item put so far was written (or dropped after a failed write); raises nothing, so that
+        it can run while another exception is on its way (a stop keeps what was computed)."""
+        marker = _Drained()
+        self._queue.put(marker)
+        marker.event.wait()
 
     def _raise_error(self) -> None:
         if self._error is not None:
