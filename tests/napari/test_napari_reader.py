@@ -44,3 +44,12 @@ def test_a_csv_of_another_kind_is_not_taken(viewer, tmp_path: Path) -> None:
     assert get_reader(str(other)) is None  # ... but it declines, and napari's built-in reader opens it
     layers = viewer.open(str(other))
     assert layers and all(layer.name != "table localizations" for layer in layers)
+
+
+def test_the_sample_movie_opens_from_naparis_sample_menu_in_nm(viewer, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    layers = viewer.open_sample("decode_mem", "nuclear_pores")
+    movie = tmp_path / "decode_mem" / "napari_sample" / "nuclear_pores_200x96x96.tif"
+    assert movie.is_file() and movie.with_name(movie.stem + "_truth.csv").is_file()
+    (layer,) = layers
+    assert layer.data.shape == (200, 96, 96) and tuple(layer.scale) == (1.0, 100.0, 100.0)
