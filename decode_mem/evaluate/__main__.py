@@ -1,4 +1,6 @@
-"""``python -m decode_mem.evaluate PRED GT``: match localizations to ground truth and print the metrics."""
+"""``python -m decode_mem.evaluate PRED GT``: match localizations to ground truth and print the metrics;
+``python -m decode_mem.evaluate LOCS --no_truth``: precision (predicted σ, NeNA) and resolution (FRC) without
+ground truth, as JSON + PNG."""
 
 from __future__ import annotations
 
@@ -7,16 +9,26 @@ import sys
 from collections.abc import Sequence
 
 from decode_mem.cli import add, new_parser, run
+from decode_mem.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.evaluate", "Match localizations to ground truth per frame (optimal assignment) and "
-                                          "print SMLM-challenge metrics.")
+                                          "print SMLM-challenge metrics; or, with --no_truth, estimate precision "
+                                          "and resolution of one file without ground truth (writes "
+                                          "<stem>_quality.json and <stem>_quality.png).")
     p.add_argument("pred", help="predicted localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
-    p.add_argument("gt", help="ground truth (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
+    p.add_argument("gt", nargs="?", help="ground truth (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
+    add(p, "--no_truth", action="store_true",
+        help="no ground truth: precision from the predicted σ and from NeNA of linked molecules (corrected for the "
+             "localizer's correlated errors), Picasso's NeNA beside it, FRC of halves split by molecule")
+    p.add_argument("--out", help="--no_truth: folder for the JSON and PNG (default: the file's folder)")
+    p.add_argument("--radius", default="auto", help="--no_truth: link radius in nm or 'auto' (default)")
+    p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
+                   help="--no_truth: the localizer's frame-to-frame error correlation: decode_mem (default) or none")
     add(p, "--tolerance_lat", type=float, default=250.0, help="nm (default 250)")
     add(p, "--tolerance_ax", type=float, default=500.0, help="nm (default 500)")
-    add(p, "--pixel_size", type=float, default=100.0, help="camera pixel in nm (default 100)")
+    add(p, "--pixel_size", type=float, help="camera pixel in nm where the file records none (default 100)")
     p.add_argument("--json", metavar="OUT", help="also write the metrics as JSON (NaN as null)")
     return p
 
@@ -25,13 +37,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
         from decode_mem.evaluate import evaluate_files, write_metrics_json
 
-        metrics = evaluate_files(args.pred, args.gt, pixel_size=args.pixel_size, tolerance_lat=args.tolerance_lat,
-                                 tolerance_ax=args.tolerance_ax)
+        if args.pixel_size is not None and not args.pixel_size > 0:
+            raise ConfigError(f"--pixel_size must be > 0 nm, got {args.pixel_size}")
+        if args.no_truth:
+            _no_truth(args)
+            return
+        if args.gt is None:
+            raise ConfigError("give the ground truth file (PRED GT), or --no_truth")
+        metrics = evaluate_files(args.pred, args.gt, pixel_size=args.pixel_size or 100.0,
+                                 tolerance_lat=args.tolerance_lat, tolerance_ax=args.tolerance_ax)
         print(metrics.table())
         if args.json:
             write_metrics_json(metrics, args.json)
 
-    return run(build_parser(), body, argv, outputs={"json": "file"})
+    return run(build_parser(), body, argv, outputs={"json": "file", "out": "folder"})
+
+
+def _no_truth(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from decode_mem.evaluate.no_truth import assess_file, write_quality
+    from decode_mem.link.correlation import CORRELATIONS
+    from decode_mem.link.files import check_radius
+
+    if args.gt is not None:
+        raise ConfigError("--no_truth takes one localization file, got a ground truth too")
+    radius = check_radius(args.radius)
+    result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=CORRELATIONS[args.correlation],
+                         radius=radius)
+    path = Path(args.pred)
+    js, png = write_quality(result, args.out or path.parent, path.stem)
+    if not args.quiet:
+        d = result.as_dict()
+        frc = (d["frc_molecule_split"] or {}).get("resolution_nm")
+        print(f"{path}: {d['localizations']} localizations, {d['molecules']} molecules; precision "
+              f"{_nm(d['precision_nm'])} (RMS predicted σ), NeNA {_nm(d['nena_nm'])} ± "
+              f"{_nm(d['nena_uncertainty_nm'])} (linked, corrected), Picasso's NeNA {_nm(d['nena_picasso_nm'])}; "
+              f"FRC {_nm(frc)} -> {js}, {png}")
+
+
+def _nm(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f} nm"
 
 
 if __name__ == "__main__":

@@ -56,6 +56,20 @@ class DriftCurve:
 
 
 @dataclass(frozen=True)
+class Quality:
+    """Precision and resolution of one localization file without ground truth (``evaluate --no_truth``).
+
+    ``rows``: (label, value) text; ``frc``: (label, frequency 1/nm, curve, resolution nm or None) per split;
+    ``nena``: (label, distance centres nm, counts, fitted curve or None, value nm or None) per histogram.
+    """
+
+    label: str
+    rows: Sequence[tuple[str, str]]
+    frc: Sequence[tuple[str, np.ndarray, np.ndarray, float | None]] = ()
+    nena: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray | None, float | None]] = ()
+
+
+@dataclass(frozen=True)
 class StackRow:
     """One stack of a batch: what the batch table shows."""
 
@@ -93,6 +107,7 @@ class ReportData:
     - ``summary``: (label, value) rows shown first (model, device, wall time, ...);
     - ``metrics``: (label, value) rows, e.g. ``Metrics.rows()`` when ground truth exists;
     - ``images``, ``drift``: see :class:`Images`, :class:`DriftCurve`;
+    - ``quality``: one :class:`Quality` per stack (precision and resolution without ground truth);
     - ``memory``: a memory history, ``MemoryTracker.history`` (``elapsed_s``, ``phase`` and the reading keys,
       one array each);
     - ``stacks``: one :class:`StackRow` per stack of a batch; ``warnings``: lines to show prominently;
@@ -107,6 +122,7 @@ class ReportData:
     metrics: Sequence[tuple[str, str]] = ()
     images: Images | None = None
     drift: DriftCurve | None = None
+    quality: Sequence[Quality] = ()
     memory: Mapping[str, np.ndarray] | None = None
     stacks: Sequence[StackRow] = ()
     warnings: Sequence[str] = ()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from decode_mem.report.data import DriftCurve, Images
+from decode_mem.report.data import DriftCurve, Images, Quality
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -99,6 +99,50 @@ def drift_png(curve: DriftCurve) -> bytes:
     ax.set_ylabel("drift [nm]")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
+    return png_bytes(fig)
+
+
+def quality_png(quality: Quality) -> bytes:
+    """FRC curves (the 1/7 threshold dotted, each resolution marked) beside the NeNA distance histograms with
+    their fits."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11.0, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    for i, (label, freq, curve, resolution) in enumerate(quality.frc):
+        colour = f"C{i}"
+        res = "n/a" if resolution is None else f"{resolution:.1f} nm"
+        left.plot(freq[1:], curve[1:], color=colour, linewidth=1.2, label=f"{label}: {res}")
+        if resolution is not None:
+            left.axvline(1.0 / resolution, color=colour, linestyle=":", linewidth=1.0)
+    left.axhline(1.0 / 7.0, color="k", linestyle="--", linewidth=0.8, label="1/7")
+    left.set_xlabel("spatial frequency [1/nm]")
+    left.set_ylabel("FRC")
+    left.set_ylim(-0.2, 1.05)
+    left.grid(alpha=0.3)
+    left.legend(loc="upper right", fontsize="x-small")
+    left.set_title("Fourier ring correlation of two halves", loc="left", fontsize="medium")
+    for i, (label, centers, counts, fit, value) in enumerate(quality.nena):
+        total = counts.sum()
+        if total == 0:
+            continue
+        width = float(centers[1] - centers[0]) if len(centers) > 1 else 1.0
+        density = counts / (total * width)
+        colour = f"C{i + 2}"
+        val = "n/a" if value is None else f"{value:.2f} nm"
+        right.step(centers, density, where="mid", color=colour, linewidth=0.8, alpha=0.7, label=f"{label}: {val}")
+        if fit is not None:
+            right.plot(centers, fit / (total * width), color=colour, linewidth=1.6)
+    right.set_xlabel("distance between consecutive-frame localizations [nm]")
+    right.set_ylabel("density [1/nm]")
+    right.grid(alpha=0.3)
+    right.legend(loc="upper right", fontsize="x-small")
+    right.set_title("NeNA histograms and fits", loc="left", fontsize="medium")
+    peak = max((float(c[np.argmax(n)]) for _, c, n, _, _ in quality.nena if n.sum()), default=None)
+    if peak:
+        right.set_xlim(0, 6 * peak)
     return png_bytes(fig)
 
 

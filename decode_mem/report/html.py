@@ -2,7 +2,8 @@
 
 The page opens from anywhere — mailed, copied off a cluster — because nothing in it points outside the file
 except the optional links to the run's outputs. Sections appear in a fixed order and only when their data
-is there: summary, warnings, images, metrics, drift, memory, stacks, files, command and versions.
+is there: summary, warnings, images, metrics, precision and resolution, drift, memory, stacks, files, command
+and versions.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.report.data import DriftCurve, ReportData, StackRow, collect_versions, format_mb
-from decode_mem.report.figures import drift_png, drift_rmse, images_png, memory_png
+from decode_mem.report.figures import drift_png, drift_rmse, images_png, memory_png, quality_png
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; margin: 0;
@@ -67,6 +68,9 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
         parts.append(_section(title, _img(png, title)))
     if data.metrics:
         parts.append(_section("Accuracy against the ground truth", _kv_table(data.metrics)))
+    for q in data.quality:
+        parts.append(_section(f"Precision and resolution without ground truth: {q.label}",
+                              _kv_table(q.rows) + _img(quality_png(q), f"FRC and NeNA of {q.label}")))
     if data.drift is not None:
         parts.append(_section("Stage drift", _drift_note(data.drift) + _img(drift_png(data.drift), "drift curve")))
     if data.memory is not None and len(data.memory.get("elapsed_s", ())) > 0:

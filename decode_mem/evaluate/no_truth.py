@@ -1,0 +1,428 @@
+"""How good a result is without ground truth: localization precision (calibrated σ, NeNA) and resolution (FRC).
+
+One streamed pass over a localization file (frame order), linking as it goes (``decode_mem.link``):
+
+* **σ precision**: the RMS per axis of the localizer's own predicted σ (``sigma_x``/``sigma_y``; Picasso's
+  ``lpx``/``lpy``), i.e. the RMSE those σ promise, and its median.
+* **NeNA, corrected** (Endesfelder et al. 2014, made right for correlated errors): the distances between the
+  consecutive (lag 1) localizations of one *linked molecule* — not every next-frame neighbour, so other
+  emitters barely enter — fitted with NeNA's model. For errors that correlate with coefficient ρ between
+  consecutive frames the fitted scale is ``σ √(1 - ρ)``, not σ: it is divided by ``√(1 - ρ)`` with ρ of the
+  localizer (``link.correlation``; measured on simulations for decode_mem). Uncertainty: the spread of
+  delete-one jackknife fits over ``JACKKNIFE`` groups of molecules.
+* **σ check**: the same pairs' differences divided by what the σ and ρ predict for them
+  (``σ_i² + σ_j² - 2ρ σ_i σ_j``), their robust standard deviation (1.4826 x median |u|): 1 when σ and ρ hold.
+* **NeNA as Picasso computes it** (``picasso.postprocess.nena``, picassosr 0.11): every pair of localizations in
+  consecutive frames within 1 camera pixel, histogram of 0.001 px bins, the same model, Picasso's three starting
+  points; its value is the fitted scale, for comparison (it reads low by ``√(1 - ρ)`` for this localizer).
+* **FRC** (Nieuwenhuizen et al. 2013): two images rendered from halves of the localizations split by *molecule*
+  (one emitter's correlated localizations fall into one half), their Fourier ring correlation and the
+  resolution where it first falls below 1/7; beside it the usual split by alternating frames, which puts one
+  emitter's correlated localizations into both halves.
+
+Memory: the linking window, the histograms and four images of at most ``MAX_FRC_SIDE``² pixels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.localizations import iter_localizations, localization_meta
+from decode_mem.io.table import EmitterTable
+from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
+from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
+from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk
+
+FRC_THRESHOLD = 1.0 / 7.0
+MAX_FRC_SIDE = 4096  # px of the FRC images (coarser render pixels for a larger field of view)
+FRC_PIXEL = 5.0  # nm: the FRC images' pixel where the field of view allows
+JACKKNIFE = 16
+LINKED_BINS = 300  # bins of the linked distances' histogram, up to the link radius
+PICASSO_BIN = 0.001  # camera px, Picasso's NeNA histogram bin
+PICASSO_D_MAX = 1.0  # camera px
+U_BINS = np.linspace(-10.0, 10.0, 2001)
+
+
+@dataclass(frozen=True)
+class Nena:
+    """A NeNA fit: ``value`` (nm, per axis), ``uncertainty`` (nm; None where not estimated), the histogram
+    (``centers`` nm, ``counts``) and the fitted curve, ``pairs`` counted; ``note`` says how it was made."""
+
+    value: float | None
+    uncertainty: float | None
+    centers: np.ndarray
+    counts: np.ndarray
+    fit: np.ndarray | None
+    pairs: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Frc:
+    """FRC of two halves: ``frequency`` (1/nm), ``curve``, ``resolution`` (nm at 1/7; None when the curve does not
+    fall below it), ``split`` (how the halves were made), the images' ``pixel`` (nm)."""
+
+    frequency: np.ndarray
+    curve: np.ndarray
+    resolution: float | None
+    split: str
+    pixel: float
+
+
+@dataclass(frozen=True)
+class NoTruthResult:
+    """Everything ``assess_file`` measured; ``as_dict`` for JSON (numbers that could not be computed: None)."""
+
+    path: str
+    localizations: int
+    molecules: int
+    sigma_rms: tuple[float, float] | None  # nm, x and y
+    sigma_median: float | None
+    nena: Nena
+    nena_picasso: Nena
+    sigma_check: float | None
+    correlation: ErrorCorrelation
+    link_radius: float
+    frc_molecules: Frc | None
+    frc_frames: Frc | None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def precision(self) -> float | None:
+        """The stated precision per axis (nm): the σ precision (x, y averaged in square) where σ exists, else
+        the corrected NeNA."""
+        if self.sigma_rms is not None:
+            return float(np.sqrt(np.mean(np.square(self.sigma_rms))))
+        return self.nena.value
+
+    def as_dict(self) -> dict[str, Any]:
+        def num(v: Any) -> Any:
+            return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(float(v), 3)
+
+        def frc(f: Frc | None) -> Any:
+            return None if f is None else {"resolution_nm": num(f.resolution), "split": f.split, "pixel_nm": f.pixel}
+
+        return {
+            "file": self.path, "localizations": self.localizations, "molecules": self.molecules,
+            "precision_nm": num(self.precision),
+            "sigma_rms_nm": None if self.sigma_rms is None else [num(v) for v in self.sigma_rms],
+            "sigma_median_nm": num(self.sigma_median),
+            "nena_nm": num(self.nena.value), "nena_uncertainty_nm": num(self.nena.uncertainty),
+            "nena_pairs": self.nena.pairs, "nena_note": self.nena.note,
+            "nena_picasso_nm": num(self.nena_picasso.value), "nena_picasso_pairs": self.nena_picasso.pairs,
+            "sigma_check": num(self.sigma_check),
+            "error_correlation": self.correlation.to_dict(), "link_radius_nm": num(self.link_radius),
+            "frc_molecule_split": frc(self.frc_molecules), "frc_frame_split": frc(self.frc_frames),
+            **self.extras,
+        }
+
+
+def nena_model(d: np.ndarray, delta_a: float, s: float, ac: float, dc: float, sc: float) -> np.ndarray:
+    """NeNA's distance density as Picasso fits it: one emitter's two localizations (``s`` per axis) plus a
+    Gaussian bump of other neighbours."""
+    a = ac + delta_a
+    single = a * (d / (2 * s**2)) * np.exp(-(d**2) / (4 * s**2))
+    return single + ac / (sc * np.sqrt(2 * np.pi)) * np.exp(-0.5 * ((d - dc) / sc) ** 2)
+
+
+def fit_nena(centers: np.ndarray, counts: np.ndarray, start_s: float,
+             starts: list[np.ndarray] | None = None) -> np.ndarray | None:
+    """Picasso's fit (``postprocess.nena``): three starting points (or ``starts``), the least residual; None
+    when none converges or there is nothing to fit."""
+    from scipy.optimize import curve_fit
+
+    if counts.sum() < 3:
+        return None
+    area = float(np.trapezoid(counts, centers))
+    peak = float(centers[np.argmax(counts)])
+    starts = starts or [[0.8 * area, start_s, 0.1 * area, 2 * start_s, start_s],
+                        [0.8 * area, peak / np.sqrt(2), 0.1 * area, 0.7 * centers[-1], 0.3 * centers[-1]],
+                        [0.8 * area, start_s, 0.1 * area, 0.5 * centers[-1], start_s]]
+    best, popt = np.inf, None
+    for p0 in starts:
+        if not np.all(np.isfinite(p0)) or min(p0[1], p0[4]) <= 0:
+            continue
+        try:
+            cand, _ = curve_fit(nena_model, centers, counts, p0=p0, bounds=(0, np.inf), maxfev=20000)
+        except (RuntimeError, ValueError):
+            continue
+        res = float(np.sum((nena_model(centers, *cand) - counts) ** 2))
+        if res < best:
+            best, popt = res, cand
+    return popt
+
+
+def frc_curve(a: np.ndarray, b: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray]:
+    """Fourier ring correlation of two images of the same field (zero-padded to a square): ring frequencies
+    (1/nm) and ``Re Σ F_a F_b* / sqrt(Σ|F_a|² Σ|F_b|²)`` per ring of one frequency pixel, up to Nyquist."""
+    from scipy import fft
+
+    n = max(a.shape)
+    fa = fft.rfft2(a.astype(np.float32), s=(n, n))
+    fb = fft.rfft2(b.astype(np.float32), s=(n, n))
+    ky = fft.fftfreq(n) * n
+    kx = np.arange(fa.shape[1])
+    ring = np.rint(np.hypot(ky[:, None], kx[None, :])).astype(np.int64)
+    # rfft keeps half the plane: columns 1 .. n/2-1 stand for two mirror columns each
+    weight = np.where((kx == 0) | ((n % 2 == 0) & (kx == n // 2)), 1.0, 2.0)[None, :]
+    rings = n // 2 + 1
+    inside = ring < rings
+    r = ring[inside]
+    w = np.broadcast_to(weight, ring.shape)[inside]
+    cross = np.bincount(r, weights=(w * (fa * np.conj(fb)).real[inside]), minlength=rings)
+    pa = np.bincount(r, weights=(w * np.abs(fa[inside]) ** 2), minlength=rings)
+    pb = np.bincount(r, weights=(w * np.abs(fb[inside]) ** 2), minlength=rings)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = cross / np.sqrt(pa * pb)
+    return np.arange(rings) / (n * pixel), curve
+
+
+def frc_resolution(frequency: np.ndarray, curve: np.ndarray, threshold: float = FRC_THRESHOLD) -> float | None:
+    """1 / the first frequency (after the zero ring) where the FRC falls below ``threshold``, linear between
+    rings; None when it never does (the halves agree up to Nyquist) or the curve is undefined."""
+    c = curve[1:]
+    f = frequency[1:]
+    below = np.nonzero(~(c >= threshold))[0]
+    if len(below) == 0:
+        return None
+    i = below[0]
+    if i == 0:
+        return float(1.0 / f[0])
+    if not np.isfinite(c[i]):
+        return float(1.0 / f[i])
+    t = (c[i - 1] - threshold) / (c[i - 1] - c[i])
+    return float(1.0 / (f[i - 1] + t * (f[i] - f[i - 1])))
+
+
+class _Halves:
+    """Two super-resolution images filled from two halves of the localizations."""
+
+    def __init__(self, shape_px: tuple[int, int], pixel_size: float, render_pixel: float) -> None:
+        from decode_mem.render import Histogram
+
+        self.a = Histogram(shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel)
+        self.b = Histogram(shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel)
+
+    def add(self, table: EmitterTable, in_a: np.ndarray) -> None:
+        self.a.add(table.select(in_a))
+        self.b.add(table.select(~in_a))
+
+    def frc(self, split: str) -> Frc | None:
+        if self.a.n == 0 or self.b.n == 0:
+            return None
+        freq, curve = frc_curve(self.a.image, self.b.image, self.a.render_pixel)
+        return Frc(freq, curve, frc_resolution(freq, curve), split, self.a.render_pixel)
+
+
+def molecule_half(group: np.ndarray) -> np.ndarray:
+    """A fixed pseudo-random half of the molecule ids (a multiplicative hash's top bit)."""
+    return ((group.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(63)).astype(bool)
+
+
+def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
+                correlation: ErrorCorrelation = DECODE_MEM, radius: float | str = "auto", max_dark: int = 1,
+                frc_pixel: float = FRC_PIXEL, field_px: tuple[int, int] | None = None) -> NoTruthResult:
+    """Precision and resolution of the localizations in ``path`` without ground truth (module docstring).
+
+    ``pixel_size`` (nm): the camera pixel (CSV files record none; Picasso's 1-pixel NeNA window needs it);
+    ``radius`` (nm or 'auto') and ``max_dark``: the linking; ``field_px`` (H, W): the camera frame where the file
+    does not record it (default: the localizations' extent)."""
+    path = Path(path)
+    radius = check_radius(radius)
+    unit = file_unit(path, pixel_size)
+    meta = localization_meta(path)
+    camera_px = meta.pixel_size or pixel_size
+    if camera_px is None:
+        raise ConfigError(f"{path}: the file records no camera pixel size; give --pixel_size (nm)")
+    chunk = first_chunk(path, unit)
+    radius_nm = auto_radius(chunk, unit, path) if radius == "auto" else float(radius)
+    has_sigma = "sigma_x" in chunk and "sigma_y" in chunk
+    if field_px is None:
+        if meta.width and meta.height and unit == meta.pixel_size:
+            field_px = (int(meta.height), int(meta.width))
+        else:
+            field_px = _extent(path, unit)
+    extent_nm = max(field_px) * unit
+    render_pixel = max(float(frc_pixel), extent_nm / MAX_FRC_SIDE)
+    by_molecule = _Halves(field_px, unit, render_pixel)
+    by_frames = _Halves(field_px, unit, render_pixel)
+    linker = Linker(radius_nm / unit, max_dark, correlation)
+    rho1 = correlation.consecutive
+    bin_nm = PICASSO_BIN * camera_px
+    nena_edges = np.linspace(0.0, radius_nm, LINKED_BINS + 1)
+    link_hist = np.zeros((JACKKNIFE, len(nena_edges) - 1))
+    pic_edges = np.arange(0.0, PICASSO_D_MAX * camera_px + bin_nm / 2, bin_nm)
+    pic_hist = np.zeros(len(pic_edges) - 1)
+    u_hist = np.zeros(len(U_BINS) - 1)
+    s2 = np.zeros(2)
+    sigma_hist = np.zeros(5001)  # 0.1 nm bins to 500 nm, for the median
+    n_locs = n_mol = 0
+    previous: EmitterTable | None = None  # the last frame of the previous chunk, for Picasso's pairs
+
+    def take(step: Any) -> None:
+        nonlocal n_locs, n_mol
+        rows, group = step.rows, step.group
+        n_locs += len(rows)
+        n_mol += len(step.molecules)
+        if len(rows) == 0:
+            return
+        by_molecule.add(rows, molecule_half(group))
+        by_frames.add(rows, (rows["frame"] % 2) == 0)
+        if has_sigma:
+            sx, sy = rows["sigma_x"] * unit, rows["sigma_y"] * unit
+            s2[:] += [np.sum(sx.astype(np.float64) ** 2), np.sum(sy.astype(np.float64) ** 2)]
+            both = np.concatenate([sx, sy])
+            np.add.at(sigma_hist, np.clip((both * 10).astype(np.int64), 0, 5000), 1)
+        p = step.pairs
+        lag1 = p.lag == 1
+        d = np.hypot(p.dx[lag1], p.dy[lag1]) * unit
+        bucket = (p.group[lag1] % JACKKNIFE).astype(np.int64)
+        idx = np.searchsorted(nena_edges, d, side="right") - 1
+        ok = (idx >= 0) & (idx < link_hist.shape[1])
+        np.add.at(link_hist, (bucket[ok], idx[ok]), 1)
+        if has_sigma:
+            for diff, s in ((p.dx[lag1], p.sx[lag1]), (p.dy[lag1], p.sy[lag1])):
+                var = s[:, 0] ** 2 + s[:, 1] ** 2 - 2 * rho1 * s[:, 0] * s[:, 1]
+                u = diff / np.sqrt(np.maximum(var, 1e-30))
+                u_hist[:] += np.histogram(u, U_BINS)[0]
+
+    for table in iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS):
+        for step in linker.feed(table):
+            take(step)
+            previous = _picasso_pairs(step.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
+    last = linker.finish()
+    take(last)
+    _picasso_pairs(last.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
+
+    sigma_rms = tuple(float(np.sqrt(v / n_locs)) for v in s2) if has_sigma and n_locs else None
+    sigma_median = _hist_median(sigma_hist, 0.1) if has_sigma else None
+    start = float(np.median([sigma_rms])) if sigma_rms else radius_nm / 6
+    nena = _linked_nena(nena_edges, link_hist, rho1, start)
+    pic_centers = pic_edges[:-1] + bin_nm / 2
+    pic_fit = fit_nena(pic_centers, pic_hist, sigma_median if sigma_median else start)
+    nena_picasso = Nena(None if pic_fit is None else float(pic_fit[1]), None, pic_centers, pic_hist,
+                        None if pic_fit is None else nena_model(pic_centers, *pic_fit), int(pic_hist.sum()),
+                        "Picasso's NeNA: all consecutive-frame pairs within 1 camera px, Picasso's model and starts")
+    sigma_check = 1.4826 * _hist_median_abs(u_hist) if has_sigma and u_hist.sum() else None
+    return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
+                         correlation, radius_nm, by_molecule.frc("molecules (a molecule's localizations in one half)"),
+                         by_frames.frc("alternating frames"))
+
+
+def _linked_nena(edges: np.ndarray, hist: np.ndarray, rho1: float, start: float) -> Nena:
+    """NeNA's fit to the linked lag-1 distances, divided by √(1 - ρ1); jackknife over the groups."""
+    centers = (edges[:-1] + edges[1:]) / 2
+    total = hist.sum(axis=0)
+    popt = fit_nena(centers, total, start * math.sqrt(max(1 - rho1, 1e-6)))
+    scale = 1.0 / math.sqrt(1.0 - rho1)
+    note = (f"linked consecutive localizations' distances, NeNA's fit / sqrt(1 - {rho1:.2f}) (the localizer's "
+            f"consecutive-frame error correlation)")
+    if popt is None:
+        return Nena(None, None, centers, total, None, int(total.sum()), note)
+    value = float(popt[1]) * scale
+    leave_out = []
+    for k in range(hist.shape[0]):
+        p = fit_nena(centers, total - hist[k], float(popt[1]), [popt])
+        if p is not None:
+            leave_out.append(float(p[1]) * scale)
+    g = len(leave_out)
+    unc = float(np.sqrt((g - 1) / g * np.sum((np.array(leave_out) - np.mean(leave_out)) ** 2))) if g > 2 else None
+    return Nena(value, unc, centers, total, nena_model(centers, *popt), int(total.sum()), note)
+
+
+def _picasso_pairs(rows: EmitterTable, previous: EmitterTable | None, d_max: float, unit: float,
+                   edges: np.ndarray, hist: np.ndarray) -> EmitterTable | None:
+    """Add every pair of consecutive-frame localizations within ``d_max`` (table units) to Picasso's
+    histogram; returns the rows of the last frame (the next chunk's pairs start there)."""
+    if len(rows) == 0:
+        return previous
+    both = rows if previous is None else EmitterTable.concat([previous, rows])
+    x, y, f = both["x"].astype(np.float64), both["y"].astype(np.float64), both["frame"]
+    a, b = candidate_pairs(x, y, f, d_max, 1)
+    d = np.hypot(x[a] - x[b], y[a] - y[b])
+    d = d[d <= d_max] * unit
+    hist += np.histogram(d, edges)[0]
+    last = rows["frame"][-1]
+    return rows.select(rows["frame"] == last)
+
+
+def _hist_median(hist: np.ndarray, width: float) -> float | None:
+    if hist.sum() == 0:
+        return None
+    c = np.cumsum(hist)
+    return float((np.searchsorted(c, c[-1] / 2) + 0.5) * width)
+
+
+def _hist_median_abs(hist: np.ndarray) -> float:
+    centers = (U_BINS[:-1] + U_BINS[1:]) / 2
+    order = np.argsort(np.abs(centers), kind="stable")
+    c = np.cumsum(hist[order])
+    return float(np.abs(centers[order])[np.searchsorted(c, c[-1] / 2)])
+
+
+def _extent(path: Path, unit: float) -> tuple[int, int]:
+    """(H, W) in table units covering every localization (a file without a recorded frame size)."""
+    hi = np.zeros(2)
+    for t in iter_localizations(path, pixel_size=unit):
+        if len(t):
+            hi = np.maximum(hi, [float(np.nanmax(t["y"])), float(np.nanmax(t["x"]))])
+    if not np.all(np.isfinite(hi)):
+        raise StackError(f"{path}: localizations with no finite position")
+    return int(hi[0]) + 2, int(hi[1]) + 2
+
+
+def quality_of(result: NoTruthResult, label: str) -> Any:
+    """The report's section for ``result`` (``report.Quality``): the numbers as text, FRC curves, NeNA
+    histograms."""
+    from decode_mem.report import Quality
+
+    def nm(v: float | None, unc: float | None = None) -> str:
+        if v is None:
+            return "n/a"
+        return f"{v:.2f} ± {unc:.2f} nm" if unc is not None else f"{v:.2f} nm"
+
+    rho = result.correlation
+    rows = [("localizations, molecules (linked)", f"{result.localizations}, {result.molecules}"),
+            ("precision per axis (RMS of the predicted σ)", nm(result.precision)),
+            ("median predicted σ", nm(result.sigma_median)),
+            ("NeNA of linked molecules, corrected for the error correlation", nm(result.nena.value,
+                                                                                   result.nena.uncertainty)),
+            ("NeNA as Picasso computes it (reads low by √(1 − ρ))", nm(result.nena_picasso.value)),
+            ("σ check (consecutive differences / predicted; 1 = consistent)",
+             "n/a" if result.sigma_check is None else f"{result.sigma_check:.2f}"),
+            ("error correlation ρ (lag 1, 2, beyond)", f"{', '.join(f'{v:.2f}' for v in rho.by_lag)}, "
+                                                       f"{rho.beyond:.2f} ({rho.source})")]
+    frcs = [f for f in (result.frc_molecules, result.frc_frames) if f is not None]
+    for f in frcs:
+        rows.append((f"FRC resolution, halves by {f.split}", nm(f.resolution)))
+    return Quality(label, rows,
+                   frc=[(f"split by {f.split.split(' (')[0]}", f.frequency, f.curve, f.resolution) for f in frcs],
+                   nena=[("linked, corrected", result.nena.centers / math.sqrt(1 - rho.consecutive),
+                          result.nena.counts, result.nena.fit, result.nena.value),
+                         ("Picasso", result.nena_picasso.centers, result.nena_picasso.counts, result.nena_picasso.fit,
+                          result.nena_picasso.value)])
+
+
+def write_quality(result: NoTruthResult, out_dir: str | os.PathLike, stem: str) -> tuple[Path, Path]:
+    """``out_dir/<stem>_quality.json`` (``as_dict``, NaN as null) and ``<stem>_quality.png`` (FRC and NeNA),
+    atomically."""
+    import json
+
+    from decode_mem.io.atomic import atomic_output
+    from decode_mem.report.figures import quality_png
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js, png = out_dir / f"{stem}_quality.json", out_dir / f"{stem}_quality.png"
+    with atomic_output(js) as tmp:
+        tmp.write_text(json.dumps(result.as_dict(), indent=2, allow_nan=False) + "\n")
+    with atomic_output(png) as tmp:
+        tmp.write_bytes(quality_png(quality_of(result, stem)))
+    return js, png

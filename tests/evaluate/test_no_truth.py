@@ -1,0 +1,104 @@
+"""Precision and resolution without ground truth: NeNA on draws of a known precision (independent and correlated
+errors), FRC of identical halves and of independent noise, the --no_truth CLI and its bad inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decode_mem.evaluate.__main__ import main
+from decode_mem.evaluate.no_truth import assess_file, frc_curve, frc_resolution
+from decode_mem.io.localizations import write_localizations
+from decode_mem.io.table import EmitterTable
+from decode_mem.link import INDEPENDENT, ErrorCorrelation
+
+PX = 100.0
+SIGMA_NM = 8.0
+
+
+def blinking_draws(rho: float, seed: int = 0, n_sites: int = 1500, frames_on: int = 6) -> EmitterTable:
+    """Sites 1 µm apart on a grid in a 40 x 40 px field, each on for ``frames_on`` consecutive frames at a random
+    start, its localizations' errors N(0, SIGMA_NM) per axis, correlated ``rho`` between consecutive frames
+    (an AR(1) series, so the lag-2 correlation is ``rho²``); each row states its σ."""
+    rng = np.random.default_rng(seed)
+    side = 40
+    sx, sy = rng.uniform(1, side - 1, n_sites), rng.uniform(1, side - 1, n_sites)
+    start = rng.integers(0, 3000, n_sites)
+    err = np.empty((n_sites, frames_on, 2))
+    err[:, 0] = rng.normal(0, 1, (n_sites, 2))
+    for k in range(1, frames_on):
+        err[:, k] = rho * err[:, k - 1] + np.sqrt(1 - rho**2) * rng.normal(0, 1, (n_sites, 2))
+    err *= SIGMA_NM / PX
+    frame = (start[:, None] + np.arange(frames_on)[None, :]).ravel()
+    x = (sx[:, None] + err[:, :, 0]).ravel()
+    y = (sy[:, None] + err[:, :, 1]).ravel()
+    n = len(frame)
+    t = EmitterTable.from_arrays(frame=frame, x=x, y=y, photons=np.full(n, 2000.0),
+                                 sigma_x=np.full(n, SIGMA_NM / PX), sigma_y=np.full(n, SIGMA_NM / PX))
+    return t.sorted_by_frame()
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.7])
+def test_nena_of_linked_molecules_recovers_a_known_precision_and_picasso_reads_low(tmp_path: Path,
+                                                                                   rho: float) -> None:
+    path = tmp_path / "draws.parquet"
+    write_localizations(blinking_draws(rho), path, pixel_size=PX, width=40, height=40)
+    correlation = ErrorCorrelation((rho, rho**2), 0.0) if rho else INDEPENDENT
+    r = assess_file(path, correlation=correlation, radius=60.0)
+    assert r.nena.value == pytest.approx(SIGMA_NM, rel=0.06)
+    assert 0 < r.nena.uncertainty < 0.05 * SIGMA_NM
+    assert abs(r.nena.value - SIGMA_NM) < 4 * r.nena.uncertainty + 0.02 * SIGMA_NM
+    # Picasso's NeNA sees only the consecutive difference: σ √(1 - ρ)
+    assert r.nena_picasso.value == pytest.approx(SIGMA_NM * np.sqrt(1 - rho), rel=0.08)
+    assert r.precision == pytest.approx(SIGMA_NM, rel=1e-4)  # the stated σ
+    assert r.sigma_check == pytest.approx(1.0, abs=0.06)
+    if rho:  # ignoring the correlation would understate the precision by √(1 - ρ)
+        naive = assess_file(path, correlation=INDEPENDENT, radius=60.0)
+        assert naive.nena.value == pytest.approx(SIGMA_NM * np.sqrt(1 - rho), rel=0.08)
+        assert naive.sigma_check < 0.7
+
+
+def test_frc_of_identical_halves_never_falls_and_of_independent_noise_falls_at_once() -> None:
+    rng = np.random.default_rng(3)
+    image = rng.poisson(2.0, (128, 128)).astype(np.float32)
+    freq, curve = frc_curve(image, image, pixel=5.0)
+    assert np.allclose(curve[1:], 1.0, atol=1e-5)
+    assert frc_resolution(freq, curve) is None
+    assert freq[-1] == pytest.approx(1 / 10.0)  # Nyquist of 5 nm pixels
+    other = rng.poisson(2.0, (128, 128)).astype(np.float32)
+    freq, curve = frc_curve(image, other, pixel=5.0)
+    assert abs(np.mean(curve[1:])) < 0.03
+    assert frc_resolution(freq, curve) > 100.0  # falls below 1/7 within the first rings
+
+
+def test_frc_resolution_interpolates_the_threshold_crossing() -> None:
+    freq = np.array([0.0, 0.01, 0.02, 0.03])
+    curve = np.array([1.0, 0.5, 0.2, 0.1])  # crosses 1/7 between 0.02 and 0.03
+    t = (0.2 - 1 / 7) / (0.2 - 0.1)
+    assert frc_resolution(freq, curve) == pytest.approx(1 / (0.02 + t * 0.01))
+
+
+def test_cli_writes_json_and_png_and_refuses_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "draws.hdf5"
+    write_localizations(blinking_draws(0.0, n_sites=300), path, pixel_size=PX, width=40, height=40)
+    out = tmp_path / "q"
+    assert main([str(path), "--no_truth", "--out", str(out), "--correlation", "none", "--quiet"]) == 0
+    data = json.loads((out / "draws_quality.json").read_text())
+    assert data["precision_nm"] == pytest.approx(SIGMA_NM, rel=1e-3) and data["nena_nm"] > 0
+    assert (out / "draws_quality.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    no_frame = tmp_path / "no_frame.csv"
+    no_frame.write_text('"id","x [nm]","y [nm]"\n1,10,20\n')
+    empty = tmp_path / "empty.parquet"
+    write_localizations(EmitterTable.empty(), empty, pixel_size=PX)
+    for argv, needle in (([str(no_frame), "--no_truth"], "frame"), ([str(empty), "--no_truth"], "no localizations"),
+                         ([str(path), "--no_truth", "--radius", "0"], "radius"),
+                         ([str(path)], "ground truth")):
+        assert main([*argv, "--out", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and needle in err[0], err
+    assert not bad.exists() or not any(bad.iterdir())
