@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,9 @@ from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk
 
 FRC_THRESHOLD = 1.0 / 7.0
-MAX_FRC_SIDE = 4096  # px of the FRC images (coarser render pixels for a larger field of view)
+MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger field of view)
 FRC_PIXEL = 5.0  # nm: the FRC images' pixel where the field of view allows
-JACKKNIFE = 16
+JACKKNIFE = 10
 LINKED_BINS = 300  # bins of the linked distances' histogram, up to the link radius
 PICASSO_BIN = 0.001  # camera px, Picasso's NeNA histogram bin
 PICASSO_D_MAX = 1.0  # camera px
@@ -134,10 +135,9 @@ def nena_model(d: np.ndarray, delta_a: float, s: float, ac: float, dc: float, sc
 
 def fit_nena(centers: np.ndarray, counts: np.ndarray, start_s: float,
              starts: list[np.ndarray] | None = None) -> np.ndarray | None:
-    """Picasso's fit (``postprocess.nena``): three starting points (or ``starts``), the least residual; None
-    when none converges or there is nothing to fit."""
-    from scipy.optimize import curve_fit
-
+    """Picasso's fit (``postprocess.nena``): three starting points (or ``starts``: a refit from a fit's values,
+    unbounded Levenberg-Marquardt), the least residual; None when none converges or there is nothing to fit."""
+    refine = starts is not None
     if counts.sum() < 3:
         return None
     area = float(np.trapezoid(counts, centers))
@@ -145,12 +145,25 @@ def fit_nena(centers: np.ndarray, counts: np.ndarray, start_s: float,
     starts = starts or [[0.8 * area, start_s, 0.1 * area, 2 * start_s, start_s],
                         [0.8 * area, peak / np.sqrt(2), 0.1 * area, 0.7 * centers[-1], 0.3 * centers[-1]],
                         [0.8 * area, start_s, 0.1 * area, 0.5 * centers[-1], start_s]]
+    with warnings.catch_warnings():  # "covariance could not be estimated": the values are what is used
+        warnings.simplefilter("ignore")
+        return _best_fit(centers, counts, starts, refine)
+
+
+def _best_fit(centers: np.ndarray, counts: np.ndarray, starts: list, refine: bool) -> np.ndarray | None:
+    """The fit of least squared residual among those from ``starts`` (None: none converged)."""
+    from scipy.optimize import curve_fit
+
     best, popt = np.inf, None
     for p0 in starts:
         if not np.all(np.isfinite(p0)) or min(p0[1], p0[4]) <= 0:
             continue
         try:
-            cand, _ = curve_fit(nena_model, centers, counts, p0=p0, bounds=(0, np.inf), maxfev=20000)
+            if refine:  # Levenberg-Marquardt from a fit: fast; the model is even in s and sc
+                cand, _ = curve_fit(nena_model, centers, counts, p0=p0, maxfev=2000)
+                cand[[1, 4]] = np.abs(cand[[1, 4]])
+            else:
+                cand, _ = curve_fit(nena_model, centers, counts, p0=p0, bounds=(0, np.inf), maxfev=20000)
         except (RuntimeError, ValueError):
             continue
         res = float(np.sum((nena_model(centers, *cand) - counts) ** 2))
@@ -378,31 +391,40 @@ def _extent(path: Path, unit: float) -> tuple[int, int]:
     return int(hi[0]) + 2, int(hi[1]) + 2
 
 
-def quality_of(result: NoTruthResult, label: str) -> Any:
-    """The report's section for ``result`` (``report.Quality``): the numbers as text, FRC curves, NeNA
-    histograms."""
-    from decode_mem.report import Quality
+def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's rows for ``NoTruthResult.as_dict()`` (also as read back from ``<stem>_quality.json``)."""
 
     def nm(v: float | None, unc: float | None = None) -> str:
         if v is None:
             return "n/a"
         return f"{v:.2f} ± {unc:.2f} nm" if unc is not None else f"{v:.2f} nm"
 
-    rho = result.correlation
-    rows = [("localizations, molecules (linked)", f"{result.localizations}, {result.molecules}"),
-            ("precision per axis (RMS of the predicted σ)", nm(result.precision)),
-            ("median predicted σ", nm(result.sigma_median)),
-            ("NeNA of linked molecules, corrected for the error correlation", nm(result.nena.value,
-                                                                                   result.nena.uncertainty)),
-            ("NeNA as Picasso computes it (reads low by √(1 − ρ))", nm(result.nena_picasso.value)),
+    rho = d["error_correlation"]
+    rows = [("localizations, molecules (linked)", f"{d['localizations']}, {d['molecules']}"),
+            ("precision per axis (RMS of the predicted σ)", nm(d["precision_nm"])),
+            ("median predicted σ", nm(d["sigma_median_nm"])),
+            ("NeNA of linked molecules, corrected for the error correlation",
+             nm(d["nena_nm"], d["nena_uncertainty_nm"])),
+            ("NeNA as Picasso computes it (reads low by √(1 − ρ))", nm(d["nena_picasso_nm"])),
             ("σ check (consecutive differences / predicted; 1 = consistent)",
-             "n/a" if result.sigma_check is None else f"{result.sigma_check:.2f}"),
-            ("error correlation ρ (lag 1, 2, beyond)", f"{', '.join(f'{v:.2f}' for v in rho.by_lag)}, "
-                                                       f"{rho.beyond:.2f} ({rho.source})")]
+             "n/a" if d["sigma_check"] is None else f"{d['sigma_check']:.2f}"),
+            ("error correlation ρ (lag 1, 2, beyond)",
+             f"{', '.join(f'{v:.2f}' for v in rho['by_lag'])}, {rho['beyond']:.2f} ({rho['source']})"),
+            ("link radius", nm(d["link_radius_nm"]))]
+    for key in ("frc_molecule_split", "frc_frame_split"):
+        if d.get(key):
+            rows.append((f"FRC resolution, halves by {d[key]['split']}", nm(d[key]["resolution_nm"])))
+    return rows
+
+
+def quality_of(result: NoTruthResult, label: str) -> Any:
+    """The report's section for ``result`` (``report.Quality``): the numbers as text, FRC curves, NeNA
+    histograms."""
+    from decode_mem.report import Quality
+
+    rho = result.correlation
     frcs = [f for f in (result.frc_molecules, result.frc_frames) if f is not None]
-    for f in frcs:
-        rows.append((f"FRC resolution, halves by {f.split}", nm(f.resolution)))
-    return Quality(label, rows,
+    return Quality(label, quality_rows(result.as_dict()),
                    frc=[(f"split by {f.split.split(' (')[0]}", f.frequency, f.curve, f.resolution) for f in frcs],
                    nena=[("linked, corrected", result.nena.centers / math.sqrt(1 - rho.consecutive),
                           result.nena.counts, result.nena.fit, result.nena.value),

@@ -1,5 +1,7 @@
-"""What an ``infer`` run adds beside its localizations: the drift correction of a stack (``--drift``) and the
-batch's ``report.html`` (stacks, warnings, memory, the first stack's images and drift, command, versions).
+"""What an ``infer`` run adds beside its localizations: the drift correction of a stack (``--drift``), its linked
+molecules (``--link``), its precision and resolution without ground truth (``<stem>_quality.json``/``.png``,
+on the drift-corrected localizations where there are some) and the batch's ``report.html`` (stacks, warnings,
+memory, the first stack's images and drift, every stack's precision and resolution, command, versions).
 
 The report's super-resolution image is a ``ReportImage`` filled from the emitters as they are written
 (``runner``), never read back from the output files: the run's memory stays flat in the stack length."""
@@ -32,6 +34,37 @@ def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], d
     span = est.dxdy.max(axis=0) - est.dxdy.min(axis=0)
     info = {"method": est.method, "segments": len(est.centers), "span_nm": [round(float(v), 2) for v in span],
             "table": first.table.name}
+    return written, info
+
+
+def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool) -> tuple[list[Path], dict[str, Any]]:
+    """Link (``link``) and measure the precision and resolution of a stack's localization files ``paths`` —
+    their drift-corrected versions in ``out`` where ``--drift`` wrote them: the files written and what the JSON
+    summary records (``decode_mem.evaluate.no_truth``: one pass over the first file, parquet or Picasso before
+    CSV, whose readers are faster)."""
+    from decode_mem.drift import corrected_path
+    from decode_mem.evaluate.no_truth import assess_file, write_quality
+    from decode_mem.link import link_file
+
+    locs = [p for p in paths if p.suffix.lower() in FORMATS]
+    locs = [corrected_path(p, out) if corrected_path(p, out).is_file() else p for p in locs]
+    written: list[Path] = []
+    info: dict[str, Any] = {}
+    if link:
+        for path in locs:
+            res = link_file(path, out, pixel_size=pixel_size)
+            written += [res.molecules_path, res.groups_path]
+            info["link"] = {"molecules": res.molecules, "radius_nm": round(res.radius_nm, 3),
+                            "radius": res.radius_source}
+    first = sorted(locs, key=lambda p: [".parquet", ".pq", ".hdf5", ".h5", ".csv"].index(p.suffix.lower()))[0]
+    result = assess_file(first, pixel_size=pixel_size)
+    stem = first.stem
+    written += write_quality(result, out, stem)
+    d = result.as_dict()
+    info["quality"] = {k: d[k] for k in ("file", "precision_nm", "nena_nm", "nena_uncertainty_nm", "nena_picasso_nm",
+                                         "sigma_check")}
+    info["quality"].update(json=f"{stem}_quality.json", png=f"{stem}_quality.png",
+                           frc_nm=(d["frc_molecule_split"] or {}).get("resolution_nm"))
     return written, info
 
 
@@ -79,11 +112,27 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
             frames, dxdy = read_drift_csv(out / first.extra["drift"]["table"])
             method = first.extra["drift"]["method"]
             drift = DriftCurve(frames, dxdy, label=f"estimated drift of {first.stem} ({method})")
+    quality = [q for s in summaries if not s.skipped and (q := _quality(out, s)) is not None]
     path = out / "report.html"
     files = [(Path(s.stack).name, out / name) for s in summaries for name in s.as_dict()["outputs"]]
-    data = ReportData(title=title, summary=summary_rows, images=images, drift=drift, memory=memory, stacks=rows,
-                      warnings=warnings, files=files, command=command)
+    data = ReportData(title=title, summary=summary_rows, images=images, drift=drift, quality=quality, memory=memory,
+                      stacks=rows, warnings=warnings, files=files, command=command)
     return write_report(path, data)
+
+
+def _quality(out: Path, summary: Any) -> Any:
+    """A stack's precision and resolution section from its ``<stem>_quality.json`` and ``.png`` (None without)."""
+    import json
+
+    from decode_mem.evaluate.no_truth import quality_rows
+    from decode_mem.report import Quality
+
+    names = summary.extra.get("quality")
+    if not names or not (out / names["json"]).is_file() or not (out / names["png"]).is_file():
+        return None
+    d = json.loads((out / names["json"]).read_text())
+    label = f"{Path(summary.stack).name} ({Path(d['file']).name})"
+    return Quality(label, quality_rows(d), png=(out / names["png"]).read_bytes())
 
 
 def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> Any:

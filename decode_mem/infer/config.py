@@ -44,7 +44,10 @@ class InferConfig:
     write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
     drift           estimate the stage drift from each stack's localizations (``decode_mem.drift``) and also
                     write ``<stem>_undrift.<ext>`` (corrected), ``<stem>_drift.csv`` and ``<stem>_drift.png``
-    report          write ``out/report.html`` for the batch (a pipeline writes its own)
+    link            also link each stack's localizations into molecules (``decode_mem.link``, after ``drift``):
+                    ``<stem>_link.<ext>`` and ``<stem>_group.<ext>``
+    report          write ``out/report.html`` for the batch (a pipeline writes its own), with every stack's
+                    precision and resolution without ground truth (``<stem>_quality.json``/``.png``)
     strict          data outside the model's domain (``infer.domain``) are an error before any output is written
     resume          skip stacks whose ``<stem>.json`` exists; continue the others after the journal a stopped or
                     killed run left in ``<stem>.progress/`` (the same settings, else a ConfigError naming the
@@ -86,6 +89,7 @@ class InferConfig:
     threads: int | None = None
     write_probability_map: bool = False
     drift: bool = False
+    link: bool = False
     report: bool = True
     follow: bool = False
     idle_timeout: float = 30.0
@@ -176,7 +180,7 @@ class InferConfig:
                 "streams": self.streams, "device": self.device,
                 "threshold": self.threshold, "journal_seconds": self.journal_seconds,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
-                "threads": self.threads, "strict": self.strict, "drift": self.drift,
+                "threads": self.threads, "strict": self.strict, "drift": self.drift, "link": self.link,
                 **({"follow": True, "idle_timeout": self.idle_timeout, "refresh": self.refresh} if self.follow else {})}
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from decode_mem.config import check_output_folder
-from decode_mem.errors import ConfigError, StackError, Stopped
-from decode_mem.infer.batch_report import ReportImage, correct_stack_drift, write_batch_report
+from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped
+from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import check_domain, model_psf
@@ -231,6 +231,14 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
         else:
             files += written
             more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
+    if (cfg.report or cfg.link) and outs.n_localizations > 0:  # linked molecules; precision and resolution
+        try:
+            written, quality = assess_stack(outs.paths, Path(cfg.out), job.settings.camera.pixel_size, cfg.link)
+        except DecodeMemError as e:  # e.g. no predicted σ for the 'auto' radius: the localizations stand
+            obs.warning(f"{job.stem}: no linking or precision estimate: {e}")
+        else:
+            files += written
+            more.update(quality)
     notes, damage = backend.read_notes.pop(job.stem, ([], None))
     for line in notes:  # series left out, damaged frames repaired (Stack.notes)
         obs.warning(line)

@@ -60,13 +60,15 @@ class Quality:
     """Precision and resolution of one localization file without ground truth (``evaluate --no_truth``).
 
     ``rows``: (label, value) text; ``frc``: (label, frequency 1/nm, curve, resolution nm or None) per split;
-    ``nena``: (label, distance centres nm, counts, fitted curve or None, value nm or None) per histogram.
+    ``nena``: (label, distance centres nm, counts, fitted curve or None, value nm or None) per histogram;
+    ``png``: the figure already drawn (e.g. ``<stem>_quality.png`` of a run), shown instead of drawing one.
     """
 
     label: str
     rows: Sequence[tuple[str, str]]
     frc: Sequence[tuple[str, np.ndarray, np.ndarray, float | None]] = ()
     nena: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray | None, float | None]] = ()
+    png: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,9 @@ def drift_png(curve: DriftCurve) -> bytes:
     return png_bytes(fig)
 
 
+DISPLAY_BINS = 150  # NeNA histograms are drawn with at most this many bins
+
+
 def quality_png(quality: Quality) -> bytes:
     """FRC curves (the 1/7 threshold dotted, each resolution marked) beside the NeNA distance histograms with
     their fits."""
@@ -128,6 +131,11 @@ def quality_png(quality: Quality) -> bytes:
         total = counts.sum()
         if total == 0:
             continue
+        step = max(1, len(centers) // DISPLAY_BINS)  # drawn in at most DISPLAY_BINS bins
+        cut = len(centers) - len(centers) % step
+        centers = centers[:cut].reshape(-1, step).mean(axis=1)
+        counts = counts[:cut].reshape(-1, step).sum(axis=1)
+        fit = None if fit is None else fit[:cut].reshape(-1, step).sum(axis=1)
         width = float(centers[1] - centers[0]) if len(centers) > 1 else 1.0
         density = counts / (total * width)
         colour = f"C{i + 2}"

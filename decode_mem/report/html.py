@@ -70,7 +70,8 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
         parts.append(_section("Accuracy against the ground truth", _kv_table(data.metrics)))
     for q in data.quality:
         parts.append(_section(f"Precision and resolution without ground truth: {q.label}",
-                              _kv_table(q.rows) + _img(quality_png(q), f"FRC and NeNA of {q.label}")))
+                              _kv_table(q.rows) + _img(q.png if q.png is not None else quality_png(q),
+                                                        f"FRC and NeNA of {q.label}")))
     if data.drift is not None:
         parts.append(_section("Stage drift", _drift_note(data.drift) + _img(drift_png(data.drift), "drift curve")))
     if data.memory is not None and len(data.memory.get("elapsed_s", ())) > 0:
