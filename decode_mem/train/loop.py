@@ -20,7 +20,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from decode_mem.config import check_output_folder, resolve_device
-from decode_mem.errors import CheckpointError, ConfigError
+from decode_mem.errors import CheckpointError, ConfigError, Interrupted, Stopped
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.checkpoint import build_net, load_checkpoint, save_checkpoint
 from decode_mem.model.loss import DecodeLoss
@@ -37,6 +37,7 @@ from decode_mem.train.plots import plot_training
 from decode_mem.train.resume import restore_state, save_state
 from decode_mem.train.sizing import check_fits, plan_for, resolve_chunk_size
 from decode_mem.train.step import make_scaler, train_step
+from decode_mem.train.stop import signals_deferred
 from decode_mem.train.trainable import select_trainable
 from decode_mem.train.validation import validate
 
@@ -123,33 +124,39 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
     done = start
     try:
         for step in range(start, cfg.steps):
-            if cfg.lr_decay_to is not None:  # training on a time budget: lr falls with the time trained
-                spent = (time.perf_counter() - t0) / (60.0 * cfg.max_minutes)
-                budget_lr(optimizer, cfg, step, float(distributed.agree(spent)) if rank.distributed else spent)
-            micro = (crop for _ in range(cfg.accumulation_steps)
-                     for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
-            row: dict[str, Any] = train_step(model, loss_fn, micro, n_micro, optimizer, scaler, device=device,
-                                             amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
-            row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=optimizer.param_groups[0]["lr"])
-            scheduler.step()
-            if not math.isfinite(row["loss"]):
-                raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
-            done = step + 1
-            timed_out = deadline is not None and time.perf_counter() >= deadline
-            if rank.distributed and deadline is not None:  # rank 0's clock decides for all
-                timed_out = bool(distributed.agree(timed_out))
-            last = done == cfg.steps or timed_out
-            if rank.is_main and (done % cfg.val_every == 0 or last):  # once, not once per rank
-                row.update(validate(net, val, loss_fn, batch_size=cfg.batch_size, device=device,
-                                    amp_dtype=amp_dtype, pixel_size=cfg.simulation.camera.pixel_size))
-            if log is not None and (done % cfg.log_every == 0 or "jaccard" in row):
-                log.write(row)
-            if on_step is not None:
-                on_step(done, row)
-            if rank.is_main and (done % cfg.checkpoint_every == 0 or last):
-                save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
-            if last:
-                break
+            with signals_deferred():  # SIGINT/SIGTERM stop the run between steps, never inside one
+                if cfg.lr_decay_to is not None:  # training on a time budget: lr falls with the time trained
+                    spent = (time.perf_counter() - t0) / (60.0 * cfg.max_minutes)
+                    budget_lr(optimizer, cfg, step, float(distributed.agree(spent)) if rank.distributed else spent)
+                micro = (crop for _ in range(cfg.accumulation_steps)
+                         for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
+                row: dict[str, Any] = train_step(model, loss_fn, micro, n_micro, optimizer, scaler, device=device,
+                                                 amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
+                row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=optimizer.param_groups[0]["lr"])
+                scheduler.step()
+                if not math.isfinite(row["loss"]):
+                    raise FloatingPointError(f"training diverged at step {step + 1}: loss is {row['loss']}")
+                done = step + 1
+                timed_out = deadline is not None and time.perf_counter() >= deadline
+                if rank.distributed and deadline is not None:  # rank 0's clock decides for all
+                    timed_out = bool(distributed.agree(timed_out))
+                last = done == cfg.steps or timed_out
+                if rank.is_main and (done % cfg.val_every == 0 or last):  # once, not once per rank
+                    row.update(validate(net, val, loss_fn, batch_size=cfg.batch_size, device=device,
+                                        amp_dtype=amp_dtype, pixel_size=cfg.simulation.camera.pixel_size))
+                if log is not None and (done % cfg.log_every == 0 or "jaccard" in row):
+                    log.write(row)
+                if on_step is not None:
+                    on_step(done, row)
+                if rank.is_main and (done % cfg.checkpoint_every == 0 or last):
+                    save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
+                if last:
+                    break
+    except Interrupted as e:  # a checkpoint at the last whole step: the same command with --resume continues
+        if rank.is_main:
+            save_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, done)
+        raise Stopped(f"training stopped at step {done} of {cfg.steps}; the same command with --resume continues "
+                      f"from {out / CHECKPOINT}", signum=e.signum, frame=done, frames=cfg.steps) from e
     finally:
         if log is not None:
             log.close()
