@@ -140,6 +140,7 @@ class LocalizeWidget(Container):
         self.worker: Any = None
         self.temporary: tempfile.TemporaryDirectory | None = None
         self.source_layer: Any = None  # the movie layer localized, put in nm under its localizations
+        self.last_config: Any = None  # the InferConfig of the run going on or last run
         self.opened: list[Opened] = []  # the last run's layers, as read from its files
         self.run_button.changed.connect(self.start)
         self.cancel_button.changed.connect(self.cancel)
@@ -228,6 +229,7 @@ class LocalizeWidget(Container):
             self._cleanup()
             return
         self.stop.clear()
+        self.last_config = cfg
         observer = WidgetObserver(self.relay, self.stop)
         self.worker = create_worker(run_and_open, cfg, observer, cli_command(cfg, camera), _start_thread=False,
                                     _ignore_errors=True)
@@ -256,6 +258,8 @@ class LocalizeWidget(Container):
         self.progress.label = f"{stem}: frames"
 
     def _frames(self, done: int) -> None:
+        if self.follow:  # a growing stack: the frames written so far, as far as known
+            self.progress.max = max(self.progress.max, done)
         self.progress.value = min(done, self.progress.max)
 
     def _returned(self, result: tuple[Any, list[Opened]]) -> None:
