@@ -1,6 +1,6 @@
 """What an ``infer`` run adds beside its localizations: the drift correction of a stack (``--drift``), its linked
-molecules (``--link``), its precision and resolution without ground truth (``<stem>_quality.json``/``.png``,
-on the drift-corrected localizations where there are some) and the batch's ``report.html`` (stacks, warnings,
+molecules (``--link``), its precision and resolution without ground truth (in its JSON summary, on the
+drift-corrected localizations where there are some) and the batch's ``report.html`` (stacks, warnings,
 memory, the first stack's images and drift, every stack's precision and resolution, command, versions).
 
 The report's super-resolution image is a ``ReportImage`` filled from the emitters as they are written
@@ -37,14 +37,16 @@ def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], d
     return written, info
 
 
-def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool) -> tuple[list[Path], dict[str, Any]]:
+def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float,
+                 link: bool) -> tuple[list[Path], dict[str, Any], bytes]:
     """Link (``link``) and measure the precision and resolution of a stack's localization files ``paths`` —
-    their drift-corrected versions in ``out`` where ``--drift`` wrote them: the files written and what the JSON
+    their drift-corrected versions in ``out`` where ``--drift`` wrote them: the files written, what the JSON
     summary records (``decode_mem.evaluate.no_truth``: one pass over the first file, parquet or Picasso before
-    CSV, whose readers are faster)."""
+    CSV, whose readers are faster) and the report's figure (FRC and NeNA) as PNG bytes."""
     from decode_mem.drift import corrected_path
-    from decode_mem.evaluate.no_truth import assess_file, write_quality
+    from decode_mem.evaluate.no_truth import assess_file, quality_of
     from decode_mem.link import link_file
+    from decode_mem.report.figures import quality_png
 
     locs = [p for p in paths if p.suffix.lower() in FORMATS]
     locs = [corrected_path(p, out) if corrected_path(p, out).is_file() else p for p in locs]
@@ -58,14 +60,8 @@ def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool
                             "radius": res.radius_source}
     first = sorted(locs, key=lambda p: [".parquet", ".pq", ".hdf5", ".h5", ".csv"].index(p.suffix.lower()))[0]
     result = assess_file(first, pixel_size=pixel_size)
-    stem = first.stem
-    written += write_quality(result, out, stem)
-    d = result.as_dict()
-    info["quality"] = {k: d[k] for k in ("file", "precision_nm", "nena_nm", "nena_uncertainty_nm", "nena_picasso_nm",
-                                         "sigma_check")}
-    info["quality"].update(json=f"{stem}_quality.json", png=f"{stem}_quality.png",
-                           frc_nm=(d["frc_molecule_split"] or {}).get("resolution_nm"))
-    return written, info
+    info["quality"] = result.as_dict()
+    return written, info, quality_png(quality_of(result, first.stem))
 
 
 class ReportImage:
@@ -91,10 +87,12 @@ class ReportImage:
 
 def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures: Sequence[Any],
                        memory: Mapping[str, np.ndarray] | None, summary_rows: Sequence[tuple[str, str]],
-                       command: str | None, pixel_size: float, superres: ReportImage | None = None) -> Path:
+                       command: str | None, pixel_size: float, superres: ReportImage | None = None,
+                       quality_figures: Mapping[str, bytes] | None = None) -> Path:
     """``out/report.html`` of a batch: every stack's row, warnings, memory, command and versions, and for the
     first stack done with localizations its super-resolution image (``superres``, filled while it was written)
-    beside its widefield image and, with ``--drift``, its drift."""
+    beside its widefield image and, with ``--drift``, its drift; every stack's precision and resolution (its
+    summary's ``quality`` and its figure in ``quality_figures``, by stem)."""
     from decode_mem.io.drift import read_drift_csv
     from decode_mem.report import DriftCurve, ReportData, StackRow, write_report
 
@@ -112,7 +110,7 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
             frames, dxdy = read_drift_csv(out / first.extra["drift"]["table"])
             method = first.extra["drift"]["method"]
             drift = DriftCurve(frames, dxdy, label=f"estimated drift of {first.stem} ({method})")
-    quality = [q for s in summaries if not s.skipped and (q := _quality(out, s)) is not None]
+    quality = [q for s in summaries if not s.skipped and (q := _quality(s, quality_figures or {})) is not None]
     path = out / "report.html"
     files = [(Path(s.stack).name, out / name) for s in summaries for name in s.as_dict()["outputs"]]
     data = ReportData(title=title, summary=summary_rows, images=images, drift=drift, quality=quality, memory=memory,
@@ -120,19 +118,16 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     return write_report(path, data)
 
 
-def _quality(out: Path, summary: Any) -> Any:
-    """A stack's precision and resolution section from its ``<stem>_quality.json`` and ``.png`` (None without)."""
-    import json
-
+def _quality(summary: Any, figures: Mapping[str, bytes]) -> Any:
+    """A stack's precision and resolution section: the numbers of its summary, its figure (None without)."""
     from decode_mem.evaluate.no_truth import quality_rows
     from decode_mem.report import Quality
 
-    names = summary.extra.get("quality")
-    if not names or not (out / names["json"]).is_file() or not (out / names["png"]).is_file():
+    d = summary.extra.get("quality")
+    if not d or summary.stem not in figures:
         return None
-    d = json.loads((out / names["json"]).read_text())
     label = f"{Path(summary.stack).name} ({Path(d['file']).name})"
-    return Quality(label, quality_rows(d), png=(out / names["png"]).read_bytes())
+    return Quality(label, quality_rows(d), png=figures[summary.stem])
 
 
 def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> Any:

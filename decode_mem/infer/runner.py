@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.config import check_output_folder
+from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped
 from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
@@ -32,6 +32,7 @@ from decode_mem.infer.domain import check_domain, model_psf
 from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.infer.predict import resolve_compile
 from decode_mem.infer.ranges import FrameRange
 from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
@@ -119,6 +120,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     out_existed = Path(cfg.out).exists()
     obs.run_started(len(jobs))
     superres: ReportImage | None = None  # the report's image: of the first stack done with localizations
+    quality_figures: dict[str, bytes] = {}  # the report's FRC and NeNA figure of each stack, by stem
     with _Backend(cfg, jobs) as backend:
         for job in jobs:
             if job.start == 0:  # a resumed stack keeps its journal (and partial probability map)
@@ -126,7 +128,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             obs.stack_started(job.stem, job.shape[0])
             image = ReportImage(job.shape[1:], camera.pixel_size) if cfg.report and superres is None else None
             try:
-                summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image)
+                summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image, quality_figures)
             except Stopped:
                 obs.stack_finished(job.stem)
                 raise
@@ -160,14 +162,13 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         if superres is None and cfg.report:  # every stack was done before: its image from its file
             superres = _image_from_files(summaries, Path(cfg.out), camera.pixel_size)
         write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
-                           obs.memory_history(), rows, command, camera.pixel_size, superres)
+                           obs.memory_history(), rows, command, camera.pixel_size, superres, quality_figures)
     return report
 
 
 def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, ...], itemsize: int) -> EngineSettings:
     """'auto' sizes chosen once, here, for every worker of a distributed run: workers that chose for
     themselves (each with its own baseline memory) could cut the same stack into different tiles."""
-    from decode_mem.config import resolve_device
     from decode_mem.infer.predict import choose_for_stack
 
     sizes = dataclasses.replace(settings.sizes, streams=1)  # one stream's sizes, as choose gives every stream
@@ -177,7 +178,8 @@ def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, .
 
 
 def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_options: dict[str, Any],
-               extras: dict[str, Any], obs: InferObserver, image: ReportImage | None = None) -> StackSummary:
+               extras: dict[str, Any], obs: InferObserver, image: ReportImage | None = None,
+               quality_figures: dict[str, bytes] | None = None) -> StackSummary:
     t0, cpu0 = time.perf_counter(), time.process_time()
     peak = _Peak()
     sizes: dict[str, Any] = {}
@@ -198,12 +200,13 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             if start:
                 obs.block_done(job.stem, start, None)
             for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
+                if stop == start and sizes and outs.journal is not None:  # how the frames are cut and computed:
+                    kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}  # a resumed run does the
+                    outs.journal.meta = {**outs.journal.meta, **kept}  # same (a new dict: the writer thread saves it)
                 stop += n_frames
                 outs.write(table, stop)
                 if image is not None:  # the report's image, from the emitters as they are written (no re-read)
                     image.add(table)
-                if stop == start + n_frames and sizes and outs.journal is not None:  # how the frames were cut:
-                    outs.journal.meta["sizes"] = _sizes_kept(sizes)  # a resumed run cuts the same way
                 obs.block_done(job.stem, n_frames, result)
                 peak.add(worker_peak)
                 if obs.stop_requested() and stop < job.shape[0]:
@@ -233,12 +236,15 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
     if (cfg.report or cfg.link) and outs.n_localizations > 0:  # linked molecules; precision and resolution
         try:
-            written, quality = assess_stack(outs.paths, Path(cfg.out), job.settings.camera.pixel_size, cfg.link)
+            written, quality, figure = assess_stack(outs.paths, Path(cfg.out), job.settings.camera.pixel_size,
+                                                    cfg.link)
         except DecodeMemError as e:  # e.g. no predicted σ for the 'auto' radius: the localizations stand
             obs.warning(f"{job.stem}: no linking or precision estimate: {e}")
         else:
             files += written
             more.update(quality)
+            if quality_figures is not None:
+                quality_figures[job.stem] = figure
     notes, damage = backend.read_notes.pop(job.stem, ([], None))
     for line in notes:  # series left out, damaged frames repaired (Stack.notes)
         obs.warning(line)
@@ -294,6 +300,9 @@ class _Backend:
 
         def on_plan(choice: Any) -> None:
             sizes.update(choice.as_dict())
+            # 'auto' decided for the whole stack (a resumed run computes fewer frames but must compile as its first)
+            sizes["compile"] = resolve_compile(job.settings.compile, resolve_device(job.settings.device or "auto"),
+                                               job.settings.sizes.streams, job.shape[0], choice.plan)
 
         def on_block(result: Any) -> None:
             done.append(result)
@@ -351,6 +360,8 @@ def _resume_point(cfg: InferConfig, stem: str, key: dict[str, Any],
     kept = before.get("sizes")
     if kept and settings.sizes.automatic:
         settings = dataclasses.replace(settings, sizes=dataclasses.replace(settings.sizes, **kept))
+    if settings.compile == "auto" and isinstance(before.get("compile"), bool):
+        settings = dataclasses.replace(settings, compile=before["compile"])
     return int(state["parts"][-1]["stop"]), settings
 
 

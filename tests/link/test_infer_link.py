@@ -32,16 +32,16 @@ def test_infer_link_writes_molecules_and_the_report_shows_precision_and_frc(tmp_
     report = run_inference(cfg, ConsoleObserver(quiet=True), command="python -m decode_mem.infer ... --link")
     assert not report.failures
     summary = json.loads((out / "pores.json").read_text())
-    assert {"pores_link.csv", "pores_group.csv", "pores_link.parquet", "pores_group.parquet",
-            "pores_quality.json", "pores_quality.png"} <= set(summary["outputs"])
+    assert set(summary["outputs"]) == {"pores.csv", "pores.parquet", "pores_link.csv", "pores_group.csv",
+                                       "pores_link.parquet", "pores_group.parquet", "pores.json"}
     locs = read_localizations(out / "pores.parquet")
     mols = read_localizations(out / "pores_link.parquet")
     assert 0 < len(mols) < len(locs) == summary["localizations"]
     assert summary["link"]["molecules"] == len(mols)
     q = summary["quality"]
     assert q["precision_nm"] > 0 and q["nena_nm"] > 0 and q["nena_picasso_nm"] < q["nena_nm"]
-    assert np.isfinite(q["frc_nm"])
+    assert q["molecules"] == len(mols) and np.isfinite(q["frc_molecule_split"]["resolution_nm"])
     html = (out / "report.html").read_text()
-    for needle in ("Precision and resolution without ground truth", "NeNA as Picasso computes it",
-                   "FRC resolution, halves by molecules"):
+    for needle in ("Precision and resolution without ground truth: pores.tif", "NeNA as Picasso computes it",
+                   "FRC resolution, halves by molecules", 'alt="FRC and NeNA of pores.tif'):
         assert needle in html, needle
