@@ -13,6 +13,10 @@ the report never slows the localization down much). When the device cannot keep 
 (frames/s needed and done); no frame is dropped.
 At the end the final files are written from the parts (the offline run's files), then the drift correction,
 ``<stem>.json`` and the report, as in a batch run. ``resume`` after a kill continues after the last part.
+A stack that does not exist yet is waited for (up to ``idle_timeout``); a wait for frames is said (observer
+``waiting(stem, seconds left)``, else one line); rates are over the frames' own time, not the waits; ``<stem>.json``
+says how the run ended (``"ended"``: "idle timeout" / "finished"; ``"status": "stopped"`` after Ctrl-C or an
+error, the parts kept); repaired frames are in its ``"damage"`` and one warning.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, StackError, Stopped
 from decode_mem.infer.batch_report import WIDEFIELD_FRAMES, correct_stack_drift
 from decode_mem.infer.config import InferConfig, stem_of
 from decode_mem.infer.domain import DOMAIN_FRAMES, check_domain, model_psf
@@ -38,13 +42,14 @@ from decode_mem.infer.outputs import EXTRAS_2D, EXTRAS_3D, StackOutputs, remove_
 from decode_mem.infer.results import InferReport, StackSummary
 from decode_mem.infer.work import EngineSettings, stream_emitters
 from decode_mem.io.atomic import atomic_output
-from decode_mem.io.follow import FollowedStack, open_growing
+from decode_mem.io.follow import FollowedStack, open_growing, wait_for_path
 from decode_mem.io.provenance import generated_by
 from decode_mem.memory import read_host_memory
 from decode_mem.tiling import block_length
 
 LIVE_BLOCK = 16  # 'auto' block of a followed stack: at most this many frames (the lag of a block)
 REFRESH_SHARE = 0.1  # refreshes (parts, JSON, report) take at most this share of the time: slower ones come rarer
+SAY_WAIT_S = 2.0  # a wait for frames this long is said (observers without a ``waiting`` hook)
 BEHIND_BLOCKS = 3  # frames behind (in blocks) from which a device slower than the camera is reported
 
 
@@ -57,7 +62,13 @@ def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, 
         summary = StackSummary(str(path), stem, 0, 0, 0.0, None, (str(summary_path(out, stem)),), skipped=True)
         obs.message(summary.line())
         return InferReport((summary,), (), str(cfg.model_path), time.perf_counter() - t_start)
-    followed = FollowedStack(open_growing(path), idle_timeout=cfg.idle_timeout, widefield_frames=WIDEFIELD_FRAMES)
+    waiting = _Waiting(obs, stem, cfg.idle_timeout)
+    if not path.exists():
+        obs.message(f"{stem}: waiting for {path} to appear (at most --idle_timeout {cfg.idle_timeout:g} s)")
+        wait_for_path(path, cfg.idle_timeout, on_wait=waiting)
+        waiting(None)
+    followed = FollowedStack(open_growing(path), idle_timeout=cfg.idle_timeout, widefield_frames=WIDEFIELD_FRAMES,
+                             on_wait=waiting)
     try:
         if followed.wait_for(DOMAIN_FRAMES) == 0:
             raise StackError(f"{path}: no complete frame appeared within --idle_timeout {cfg.idle_timeout:g} s")
@@ -122,7 +133,8 @@ class _FollowRun:
                 result = results.pop()
                 self.parts.write(table)
                 status.add(table, result.t0, result.n_frames)
-                status.sample(self.followed.poll(), self._lag_s())  # the engine's reader polls only when it waits
+                # the engine's reader polls only when it waits; rates run on a clock that stops while it waits
+                status.sample(self.followed.poll(), self._lag_s(), self.followed.waited_s)
                 obs.block_done(stem, result.n_frames, result)
                 self._peak()
                 self._check_pace()
@@ -132,11 +144,13 @@ class _FollowRun:
                     self._refresh(running=True)
                     last_refresh = time.monotonic()
                     interval = max(cfg.refresh, (last_refresh - began) / REFRESH_SHARE)
-        except BaseException:
+        except BaseException as e:
             self.parts.abort()
+            self._stopped(e)
             raise
         self.parts.close_part(status.frames_done)
-        for line in self.followed.growing.warnings:
+        damage = self.followed.damage_log()
+        for line in [*self.followed.growing.warnings, *filter(None, [damage.line(str(self.path))])]:
             obs.warning(line)
             self.warnings.append(line)
         n = status.frames_done
@@ -160,7 +174,10 @@ class _FollowRun:
         choice = cfg.model_choice
         extras = {"model": str(choice.path.resolve()), "model_choice": choice.as_dict(), "model_step": self.model.step,
                   "camera": self.camera.to_dict(), "settings": cfg.settings(), "generated_by": generated_by(),
-                  "status": "done", "live": self._live_numbers(ended_by=self.followed.ended_by)}
+                  "status": "done", "ended": _ENDED.get(self.followed.ended_by, "finished"),
+                  "live": self._live_numbers(ended_by=self.followed.ended_by)}
+        if damage:
+            extras["damage"] = damage.as_json()
         extras.update(shape=[n, *self.frame_shape], domain_warnings=list(self.domain.warnings),
                       domain=self.domain.numbers, **({"sizes": self.sizes} if self.sizes else {}), **more)
         summary = StackSummary(str(self.path), stem, n, outs.n_localizations, wall, self.peak,
@@ -203,6 +220,20 @@ class _FollowRun:
                     "dropped, the run catches up after the acquisition (or use a faster device or larger --block)")
             self.obs.warning(line)
             self.warnings.append(line)
+
+    def _stopped(self, e: BaseException) -> None:
+        """``<stem>.json`` says the run stopped (not "running") and where; the parts stay for ``--resume``."""
+        if not hasattr(self, "status"):
+            return
+        state = {"stack": str(self.path), "stem": self.stem, "status": "stopped",
+                 "ended": "stopped" if isinstance(e, KeyboardInterrupt | Stopped) else f"failed: {type(e).__name__}",
+                 "updated": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                 "parts": str(live_dir(self.out, self.stem)), **self._live_numbers()}
+        try:
+            with atomic_output(summary_path(self.out, self.stem)) as tmp:
+                tmp.write_text(json.dumps(state, indent=2, default=str) + "\n")
+        except OSError:
+            pass
 
     def _live_numbers(self, ended_by: str = "") -> dict[str, Any]:
         status = self.status
@@ -261,6 +292,28 @@ class _FollowRun:
         parts = files if files is not None else sorted(p for p in live_dir(self.out, self.stem).glob("part-*"))
         write_live_report(self.out, self.stem, self.status, rows, widefield, n_wide, curve, self.warnings,
                           self.obs.memory_history(), self.command, parts)
+
+
+_ENDED = {"idle": "idle timeout"}  # FollowedStack.ended_by -> <stem>.json "ended"
+
+
+class _Waiting:
+    """``on_wait``: tells the observer how long until the idle timeout ends the run (``waiting(stem, s)``, None
+    when frames came), or, for an observer without that hook, one line once a wait has lasted ``SAY_WAIT_S``
+    (not at every block of a camera slower than the device)."""
+
+    def __init__(self, obs: InferObserver, stem: str, idle_timeout: float) -> None:
+        self.obs, self.stem, self.idle_timeout, self.said = obs, stem, idle_timeout, False
+
+    def __call__(self, seconds_left: float | None) -> None:
+        hook = getattr(self.obs, "waiting", None)
+        if hook is not None:
+            hook(self.stem, seconds_left)
+        elif seconds_left is None:
+            self.said = False
+        elif not self.said and self.idle_timeout - seconds_left >= min(SAY_WAIT_S, self.idle_timeout / 2):
+            self.said = True
+            self.obs.message(f"{self.stem}: waiting for frames, ends in {seconds_left:.0f} s without a new byte")
 
 
 def _concat(tables: Iterable[Any]) -> Any:

@@ -96,10 +96,12 @@ class LiveStatus:
             merged = np.concatenate(self.positions, axis=1)[:, ::2]
             self.positions, self._kept, self.stride = [merged], merged.shape[1], self.stride * 2
 
-    def sample(self, seen: int, lag_s: float | None) -> None:
+    def sample(self, seen: int, lag_s: float | None, waited_s: float = 0.0) -> None:
         """Record the lag now (``seen``: frames the writer completed; ``lag_s``: seconds since the writer
-        completed the oldest frame not localized yet)."""
+        completed the oldest frame not localized yet; ``waited_s``: seconds spent so far waiting for frames, left
+        out of the rate: it is over the frames' own time, not the idle wait)."""
         now = time.monotonic()
+        busy = now - waited_s
         self.lag.append((now - self.t0, self.frames_done, seen - self.frames_done,
                          float("nan") if lag_s is None else lag_s))
         self.max_behind = max(self.max_behind, seen - self.frames_done)
@@ -107,8 +109,8 @@ class LiveStatus:
         if len(self.lag) > 2 * BINS:
             items = list(self.lag)
             self.lag = deque(items[: BINS: 2] + items[BINS:])
-        self.done.append((now, self.frames_done))
-        while len(self.done) > 2 and self.done[1][0] < now - RATE_WINDOW_S:
+        self.done.append((busy, self.frames_done))
+        while len(self.done) > 2 and self.done[1][0] < busy - RATE_WINDOW_S:
             self.done.popleft()
 
     def done_rate(self) -> float | None:

@@ -30,6 +30,10 @@ class Source:
     mapped: bool = False  # the array is a file mapping: a read must copy
     thread_safe: bool = True  # False: reads must be serialized (tifffile's store shares one file handle)
     close: Callable[[], None] = field(default=lambda: None)
+    notes: list[str] = field(default_factory=list)  # what the reader chose (series left out, ...), one line each
+    damage: list = field(default_factory=list)  # io.damage.Damage records found when opening (a cut file)
+    # (layout, t, ys, xs) -> {index in the read: (mask of pixels not in the file or None for all, what)}
+    holes: Callable[..., dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,3 +143,23 @@ def _hint(letter: str, n: int) -> str:
     if letter == "?":
         return f"an unnamed axis has {n} entries: pass axes= to name the dimensions (e.g. axes='TCYX') and select one"
     return f"axis {letter} has {n} entries and no selection argument: convert the file to T x Y x X"
+
+
+class FramesArray:
+    """A ``(T, H, W)`` source array over ``read(lo, hi)`` (frames ``lo .. hi-1`` as an array): page-by-page TIFF
+    files and folders of frame files. A region is cut from whole frames."""
+
+    ndim = 3
+
+    def __init__(self, read: Callable[[int, int], np.ndarray], shape: tuple[int, int, int], dtype: Any) -> None:
+        self.read, self.shape, self.dtype = read, tuple(shape), np.dtype(dtype)
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        t, ys, xs = key
+        if isinstance(t, int):
+            return self.read(t, t + 1)[0, ys, xs]
+        r = range(self.shape[0])[t]
+        if not r:
+            return np.empty((0, *self.shape[1:]), self.dtype)[:, ys, xs]
+        return self.read(r.start, r[-1] + 1)[:: r.step, ys, xs]
+

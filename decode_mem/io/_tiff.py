@@ -14,12 +14,14 @@ import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from decode_mem.errors import StackError
 from decode_mem.io._layout import Source
+from decode_mem.io.damage import Damage
 
 # tifffile logs (instead of raising) when it drops, zeroes or cannot place image data; these messages mean
 # the series is not whole. Its other warnings (unparsable vendor metadata, odd tags) are passed on as warnings.
@@ -57,43 +59,124 @@ def is_fatal(message: str) -> bool:
     return any(words in message.lower() for words in _FATAL_LOG)
 
 
-def open_tiff(path: Path, series: int) -> Source:
-    """Open series ``series`` of a TIFF file as a memmap if possible, else as tifffile's zarr store."""
+def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int | None = None) -> Source:
+    """Open a TIFF file as a memmap if possible, else as tifffile's zarr store, else page by page.
+
+    ``series=None``: series 0 and every series after it with the same frame size and type, as one movie (a file
+    grown with ``imwrite(append=True)`` holds one series per write); series of another size are left out with a
+    note. ``series=k``: that series alone. A file cut by a crash gives its complete frames (``Source.damage``).
+    """
     import tifffile
 
     with _tifffile_log(path) as log:
         try:
             tif = tifffile.TiffFile(path)
         except Exception as e:
+            cut = _pages_if_cut(path, series) if series is None else None
+            if cut is not None:
+                log.clear()
+                return cut
             raise StackError(f"{path}: not a readable TIFF file ({e})") from e
         try:
-            source = _open_series(tif, path, series, log)
+            source = _open_series(tif, path, series, log, channel, z)
         except Exception as e:
             tif.close()
             if isinstance(e, StackError):
                 raise
+            cut = _pages_if_cut(path, series) if series is None else None
+            if cut is not None:
+                log.clear()
+                return cut
             raise StackError(f"{path}: cannot read the TIFF structure ({type(e).__name__}: {e})") from e
+        if source.damage:  # a cut file: tifffile's complaints are about the cut, which the damage record says
+            log.clear()
     return source
 
 
-def _open_series(tif, path: Path, series: int, log: list[str]) -> Source:
+def _frame_key(s, channel: int | None, z: int | None) -> tuple | None:
+    """What must agree for series to be frames of one movie: frame size and pixel type (None: not a movie)."""
+    from decode_mem.io._layout import resolve_layout
+
+    try:
+        layout = resolve_layout(s.levels[0].shape, s.levels[0].axes, channel=channel, z=z, where="")
+    except StackError:
+        return None
+    return layout.shape[1:], np.dtype(s.dtype).newbyteorder("=")
+
+
+def _plain(s) -> bool:
+    """Every page of the series is one frame: frames along the first axis, nothing else to select."""
+    shape, axes = s.levels[0].shape, s.levels[0].axes
+    return axes[-2:] == "YX" and all(n == 1 for n in shape[1:-2]) and len(s.pages) == (shape[0] if len(shape) > 2
+                                                                                     else 1)
+
+
+def _series_text(tif, k: int) -> str:
+    s = tif.series[k].levels[0]
+    return f"series {k} ({'x'.join(map(str, s.shape))} {s.axes} {np.dtype(s.dtype).name})"
+
+
+def _open_series(tif, path: Path, series: int | None, log: list[str], channel: int | None = None,
+                 z: int | None = None) -> Source:
     n_series = len(tif.series)
-    if not -n_series <= series < n_series:
+    if series is not None and not -n_series <= series < n_series:
         raise StackError(f"{path}: series={series} out of range, the file has {n_series} series")
+    notes: list[str] = []
+    if series is None:
+        key = _frame_key(tif.series[0], channel, z)
+        chain = 1
+        while chain < n_series and key is not None and _frame_key(tif.series[chain], channel, z) == key:
+            chain += 1
+        plain = all(_plain(tif.series[k]) for k in range(chain))
+        left = [k for k in range(chain, n_series)]
+        if chain > 1 and not plain:  # not page by page: only series 0 is read, and said so
+            left, chain = list(range(1, n_series)), 1
+        if left:
+            notes.append(f"{path}: took {'series 0' if chain == 1 else f'series 0-{chain - 1}'} as the movie; "
+                         f"left out {', '.join(_series_text(tif, k) for k in left[:3])}"
+                         f"{f' and {len(left) - 3} more' if len(left) > 3 else ''}: open_stack(path, series=k) "
+                         f"reads series k alone (infer has no series option: extract it into a file of its own)")
+        fatal = [m for m in log if is_fatal(m)]
+        s = tif.series[0].levels[0]
+        contiguous = s.dataoffset is not None and tif.filehandle.is_file and chain == 1
+        if (chain > 1 or (fatal and not contiguous)) and plain:
+            pages = _pages(path, chain_frames=sum(len(tif.series[k].pages) for k in range(chain)) if not fatal
+                           else None)
+            if pages is not None:
+                tif.close()
+                return replace(pages, notes=notes or pages.notes)
+        series = 0
     s = tif.series[series].levels[0]
     fatal = [m for m in log if is_fatal(m)]
-    if fatal:
-        raise StackError(f"{path}: corrupt, truncated or incomplete TIFF: tifffile reported " + "; ".join(fatal))
+    damage: list[Damage] = []
+    imagej = _imagej_cut(tif) if fatal and series == 0 else None
+    if imagej is not None:  # tifffile gave up on a cut ImageJ hyperstack; its metadata say what the file held
+        s = imagej
     if s.dataoffset is not None and tif.filehandle.is_file:
-        end = s.dataoffset + s.nbytes
+        shape = tuple(s.shape)
         size = tif.filehandle.size
-        if end > size:
-            raise StackError(f"{path}: truncated TIFF: image data end at byte {end} but the file has {size} bytes")
+        end = s.dataoffset + s.nbytes
+        if end > size:  # cut by a crash: the complete frames along the first axis are read
+            outer = s.nbytes // shape[0] if len(shape) > 2 else s.nbytes
+            whole = max(0, size - s.dataoffset) // outer if len(shape) > 2 else 0
+            if whole == 0:
+                raise StackError(f"{path}: truncated TIFF: image data end at byte {end} but the file has {size} "
+                                 "bytes: not one complete frame")
+            damage.append(Damage(whole, f"the file ends at byte {size}, inside frame {whole} (its data end at "
+                                        f"byte {end}: cut by a crash?)",
+                                 f"frames {whole}..{shape[0] - 1} left out; the stack ends with frame {whole - 1}, "
+                                 "the last complete one"))
+            shape = (whole, *shape[1:])
+        elif fatal:
+            notes.append(f"{path}: the TIFF's page directories are damaged (tifffile: {'; '.join(fatal)}); the "
+                         f"series' image data are all in the file and were read whole")
         dtype = np.dtype(tif.byteorder + s.dtype.char)
-        mm = np.memmap(path, dtype=dtype, mode="r", offset=s.dataoffset, shape=s.shape, order="C")
+        mm = np.memmap(path, dtype=dtype, mode="r", offset=s.dataoffset, shape=shape, order="C")
         axes = s.axes
         tif.close()  # the mapping does not need the file handle
-        return Source(mm, axes, "memmap", mapped=True)
+        return Source(mm, axes, "memmap", mapped=True, notes=notes, damage=damage)
+    if fatal:
+        raise StackError(f"{path}: corrupt, truncated or incomplete TIFF: tifffile reported " + "; ".join(fatal))
     _check_extent(s, path)
     import tifffile
     import zarr
@@ -112,7 +195,66 @@ def _open_series(tif, path: Path, series: int, log: list[str]) -> Source:
         for fn in closers:
             fn()
 
-    return Source(array, s.axes, "tiff-zarr", thread_safe=False, close=close)
+    return Source(array, s.axes, "tiff-zarr", thread_safe=False, close=close, notes=notes)
+
+
+@dataclass
+class _Contiguous:
+    """A series as its contiguous image data: what ``_open_series`` needs of a tifffile series."""
+
+    shape: tuple[int, ...]
+    axes: str
+    dtype: np.dtype
+    dataoffset: int
+    nbytes: int
+
+
+def _imagej_cut(tif) -> _Contiguous | None:
+    """An ImageJ hyperstack whose data the file no longer holds whole (tifffile then reads only its first
+    image): the hyperstack as its ImageJ metadata describe it (ImageJ writes the images contiguously)."""
+    meta = tif.imagej_metadata or {}
+    images = int(meta.get("images", 1) or 1)
+    page = tif.pages.first
+    if images <= 1 or not tif.is_imagej or page.is_tiled or page.compression != 1 or not page.dataoffsets:
+        return None
+    sizes = [("T", int(meta.get("frames", 1) or 1)), ("Z", int(meta.get("slices", 1) or 1)),
+             ("C", int(meta.get("channels", 1) or 1))]
+    if np.prod([n for _, n in sizes]) != images:
+        sizes = [("I", images)]
+    kept = [(a, n) for a, n in sizes if n > 1]
+    shape = (*(n for _, n in kept), *page.shape)
+    axes = "".join(a for a, _ in kept) + "YX"
+    dtype = np.dtype(page.dtype)
+    return _Contiguous(shape, axes, dtype, page.dataoffsets[0], int(np.prod(shape)) * dtype.itemsize)
+
+
+def _pages(path: Path, chain_frames: int | None) -> Source | None:
+    """The file read page by page as ``--follow`` reads it (``growing_tiff``); None where that reader cannot.
+
+    ``chain_frames``: tifffile found this many frames in an undamaged file (then the pages are used if the page
+    reader agrees); None: tifffile saw damage, and the pages are used only if the page reader finds the file cut.
+    """
+    from decode_mem.io.growing_tiff import read_pages
+
+    try:
+        source, cut = read_pages(path)
+    except StackError:
+        return None
+    if source is not None and chain_frames is None and not cut:  # damage elsewhere (a missing file): not this
+        source.close()
+        return None
+    return source
+
+
+def _pages_if_cut(path: Path, series: int | None) -> Source | None:
+    """tifffile could not parse the file: its complete pages, if the page reader finds any."""
+    from decode_mem.io.growing_tiff import read_pages
+
+    try:
+        source, _ = read_pages(path)
+    except StackError:
+        return None
+    return source
 
 
 def _check_extent(s, path: Path) -> None:

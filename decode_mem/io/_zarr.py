@@ -8,6 +8,7 @@ from typing import Any
 from decode_mem.errors import StackError
 from decode_mem.io._layout import Source, normalize_axes
 
+KNOWN_CHUNKS = 4096  # chunk lookups remembered (MissingChunks)
 _NO_SERIES = "only TIFF files and bioformats2raw OME-Zarr stores have series"
 
 
@@ -30,7 +31,89 @@ def open_zarr(path: Path, *, key: str | None, series: int) -> Source:
     if axes is None:
         names = getattr(node.metadata, "dimension_names", None) or node.attrs.get("_ARRAY_DIMENSIONS")
         axes = normalize_axes(names, node.ndim)
-    return Source(node, axes, "zarr")
+    return Source(node, axes, "zarr", holes=MissingChunks(node))
+
+
+def is_zarr(path: Path) -> bool:
+    """A folder that is a zarr store (its name or its metadata files say so)."""
+    return path.suffix.lower() == ".zarr" or any((path / m).exists() for m in (".zarray", ".zgroup", "zarr.json"))
+
+
+def storage_grid(array: Any) -> tuple[int, ...]:
+    """The shape of what the store holds as one object: the shard of a sharded array, else the chunk."""
+    return tuple(getattr(array, "shards", None) or array.chunks)
+
+
+def chunk_exists(array: Any, coords: tuple[int, ...]) -> bool:
+    """Is the stored object (chunk or shard) at grid position ``coords`` in the store? zarr reads a missing one as
+    the fill value, silently."""
+    from zarr.core.sync import sync
+
+    key = array.metadata.encode_chunk_key(tuple(coords))
+    return bool(sync(array.store.exists(f"{array.path}/{key}" if array.path else key)))
+
+
+class MissingChunks:
+    """``Source.holes`` of a zarr array: the pixels of a read that lie in chunks (shards) missing from the store.
+    What was looked up is remembered (a set of grid positions, a few bytes each), so a chunk is asked about once."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.grid = storage_grid(array)
+        self.known: dict[tuple[int, ...], bool] = {}
+
+    def frames_stored(self, layout: Any, n_frames: int) -> int:
+        """Frames up to the end of the last time-chunk in the store (a chunk of the first Y/X position): the
+        array may be larger than what its writer wrote before it stopped. Looked up from the end backwards."""
+        if layout.frame is None:
+            return n_frames
+        step = self.grid[layout.frame]
+        coords = [dict(layout.fixed).get(a, 0) // self.grid[a] for a in range(len(self.grid))]
+        for k in range(-(-n_frames // step) - 1, -1, -1):
+            coords[layout.frame] = k
+            key = tuple(coords)
+            if key not in self.known:
+                self.known[key] = chunk_exists(self.array, key)
+            if self.known[key]:
+                return min(n_frames, (k + 1) * step)
+        return 0
+
+    def __call__(self, layout: Any, t: int | slice, ys: slice, xs: slice) -> dict[int, tuple[Any, str]]:
+        import numpy as np
+
+        grid, shape = self.grid, self.array.shape
+        frames = [t] if isinstance(t, int) else list(range(t.start, t.stop, t.step or 1))
+        y0, y1 = ys.start or 0, shape[layout.y] if ys.stop is None else ys.stop
+        x0, x1 = xs.start or 0, shape[layout.x] if xs.stop is None else xs.stop
+        ysteps, xsteps = ys.step or 1, xs.step or 1
+        holes: dict[int, tuple[Any, str]] = {}
+        fixed = dict(layout.fixed)
+        for i, frame in enumerate(frames):
+            coords = [fixed.get(a, 0) // grid[a] for a in range(len(grid))]
+            if layout.frame is not None:
+                coords[layout.frame] = frame // grid[layout.frame]
+            mask = None
+            missing = 0
+            for cy in range(y0 // grid[layout.y], (max(y1, y0 + 1) - 1) // grid[layout.y] + 1):
+                for cx in range(x0 // grid[layout.x], (max(x1, x0 + 1) - 1) // grid[layout.x] + 1):
+                    coords[layout.y], coords[layout.x] = cy, cx
+                    key = tuple(coords)
+                    if key not in self.known:
+                        if len(self.known) >= KNOWN_CHUNKS:  # bounded: a chunk asked about again costs one stat
+                            self.known.clear()
+                        self.known[key] = chunk_exists(self.array, key)
+                    if self.known[key]:
+                        continue
+                    missing += 1
+                    if mask is None:
+                        mask = np.zeros((len(range(y0, y1, ysteps)), len(range(x0, x1, xsteps))), bool)
+                    yy = np.arange(y0, y1, ysteps) // grid[layout.y] == cy
+                    xx = np.arange(x0, x1, xsteps) // grid[layout.x] == cx
+                    mask[np.ix_(yy, xx)] = True
+            if mask is not None:
+                what = f"{missing} chunk(s) missing from the zarr store (zarr reads them as the fill value)"
+                holes[i] = (None if mask.all() else mask, what)
+        return holes
 
 
 def _multiscales(attrs: Any) -> list[dict]:

@@ -8,7 +8,9 @@ still being written is waited for, never read. ``FollowedStack`` wraps one as a 
 exactly the blocks ``edge_blocks`` yields for the finished stack (same frames, same edge repeats), so a followed
 run gives the offline run's emitters. The acquisition is over when no byte was written for ``idle_timeout``
 seconds; then the last page counts as complete if all its bytes are there. Memory: one block, plus the offsets
-of frames not yet read.
+of frames not yet read. Frames are repaired as ``open_stack`` repairs them (``io.damage``). ``wait_for_path`` waits
+for a file the camera has not created yet; while a followed stack waits for frames, ``on_wait`` hears how long
+until the idle timeout ends the run, and ``waited_s`` sums the waits (rates leave them out).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from decode_mem.errors import StackError
 from decode_mem.io.blocks import pad_edges
+from decode_mem.io.damage import DamageLog, finite_median, repair_frames
 
 UNKNOWN_LENGTH = 2**31 - 1  # ``shape[0]`` of a followed stack: its length is not known until it ends
 POLL_S = 0.05
@@ -44,6 +47,25 @@ class Growing(Protocol):
     def read(self, lo: int, hi: int) -> np.ndarray: ...
     def release(self, before: int) -> None: ...
     def close(self) -> None: ...
+
+
+def wait_for_path(path: str | os.PathLike, idle_timeout: float, *, on_wait: Callable[[float], None] | None = None,
+                  poll_s: float = POLL_S, clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> float:
+    """Wait until ``path`` exists (a camera not started yet), at most ``idle_timeout`` seconds; returns the seconds
+    waited. ``on_wait(seconds left)`` about once a second while waiting. A StackError when it never appears."""
+    path = Path(path)
+    t0 = clock()
+    said = None
+    while not path.exists():
+        left = idle_timeout - (clock() - t0)
+        if left <= 0:
+            raise StackError(f"{path}: no such file or directory (waited --idle_timeout {idle_timeout:g} s for it)")
+        if on_wait is not None and (said is None or said - left >= 1.0):
+            on_wait(left)
+            said = left
+        sleep(min(poll_s * 4, max(left, 0.0)))
+    return clock() - t0
 
 
 def open_growing(path: str | os.PathLike, **options: Any) -> Growing:
@@ -76,7 +98,8 @@ class FollowedStack:
 
     def __init__(self, growing: Growing, *, idle_timeout: float, start: int = 0, poll_s: float = POLL_S,
                  widefield_frames: int = 0, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_wait: Callable[[float | None], None] | None = None) -> None:
         self.growing, self.idle_timeout, self.start = growing, float(idle_timeout), int(start)
         self.widefield_frames = int(widefield_frames)
         self._sum: np.ndarray | None = None
@@ -90,6 +113,12 @@ class FollowedStack:
         self._io = threading.RLock()  # the reader: polled by the engine's prefetch thread and, for the lag, the caller
         self._activity: Any = None
         self._last_change = clock()
+        self.on_wait = on_wait  # (seconds until the idle timeout ends the run) while waiting; None when frames came
+        self.waited_s = 0.0  # seconds spent waiting for frames (not part of the frames' own time)
+        self._waiting = False
+        self._said: float | None = None
+        self.damage = DamageLog()  # frames repaired as they were read (io.damage); plus the reader's own
+        self._level: float | None = None
 
     # -- the writer -------------------------------------------------------------------------------------
 
@@ -106,14 +135,28 @@ class FollowedStack:
                 self._activity, self._last_change = activity, now
             self._seen(n, now)
             if now - self._last_change >= self.idle_timeout:
-                self._seen(self.growing.poll(final=True), now)
+                # the last frames count as seen when the writer stopped, not at the timeout: rates leave it out
+                self._seen(self.growing.poll(final=True), self._last_change)
                 self.ended, self.ended_by = True, "idle"
             return self.available
 
     def wait_for(self, n: int) -> int:
-        """Frames complete once at least ``n`` are, or the acquisition ended (then: all there are)."""
+        """Frames complete once at least ``n`` are, or the acquisition ended (then: all there are); while it
+        waits, ``on_wait(seconds until the idle timeout)`` about once a second."""
+        began = None
         while self.poll() < n and not self.ended:
+            now = self.clock()
+            began = now if began is None else began
+            left = max(0.0, self.idle_timeout - (now - self._last_change))
+            if self.on_wait is not None and (self._said is None or abs(self._said - left) >= 1.0):
+                self._waiting, self._said = True, left
+                self.on_wait(left)
             self.sleep(self.poll_s)
+        if began is not None:
+            self.waited_s += self.clock() - began
+        if self._waiting and self.on_wait is not None:
+            self.on_wait(None)
+        self._waiting, self._said = False, None
         return self.available
 
     def _seen(self, n: int, now: float) -> None:
@@ -165,8 +208,27 @@ class FollowedStack:
         return np.dtype(self.growing.dtype)
 
     def read(self, lo: int, hi: int) -> np.ndarray:
+        """Frames ``lo .. hi-1``, repaired as ``open_stack`` repairs them (``io.damage``)."""
         with self._io:
-            return self.growing.read(lo, hi)
+            frames = self.growing.read(lo, hi)
+            holes = self.growing.holes(lo, hi) if hasattr(self.growing, "holes") else None
+        return repair_frames(frames, range(lo, hi), self.damage, lambda: self._stack_level(frames), holes)
+
+    def _stack_level(self, frames: np.ndarray) -> float:
+        """A frame with no good pixel becomes a flat frame at this level: the median of the first frame's good
+        pixels (the first frame read with any; runs read frame 0 first), as ``Stack`` has it."""
+        if self._level is None:
+            found = (finite_median(f) for f in frames)
+            self._level = next((v for v in found if v is not None), 0.0)
+        return self._level
+
+    def damage_log(self) -> DamageLog:
+        """Every repair: those made here and those of the reader (a zarr's missing chunks)."""
+        log = DamageLog(self.damage.records)
+        extra = getattr(self.growing, "damage", None)
+        if extra is not None:
+            log.extend(extra.records)
+        return log
 
     def blocks(self, length: int, context: int = 1) -> Iterator[tuple[int, np.ndarray]]:
         """``(t0, frames)`` as ``edge_blocks`` gives them for the finished stack, from ``start`` on, each as soon as

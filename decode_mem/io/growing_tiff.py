@@ -12,6 +12,9 @@ the current file's chain ends and the next file of that name exists, the current
 goes on in the next one. Every full-resolution page is one frame (single-channel, single-position
 acquisitions); reduced-resolution pages (thumbnails) are skipped. Pages must be uncompressed and striped, as
 camera software writes them. Only the offsets of frames not yet read are kept (``release``), 28 bytes a frame.
+A page of another size or pixel type ends the movie (a warning says so; ``open_stack`` leaves out the series of
+another size the same way). ``read_pages`` reads a finished file this way for ``open_stack``: files grown one
+write at a time (one series per write) and files cut by a crash (their complete pages).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import struct
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -154,8 +158,10 @@ def successor(path: Path, k: int) -> Path:
 class GrowingTiff:
     """``poll()`` -> frames complete so far; ``read(lo, hi)`` reads complete frames only."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, roll: bool = True) -> None:
         self.path = Path(path)
+        self.roll = roll  # go on in Micro-Manager's roll-over files (x_1.ome.tif, ...)
+        self.other: str | None = None  # set at the first page of another size or type: the movie ended before it
         self.files = [_File(self.path)]
         # frames not yet released, compactly (28 bytes a frame: a long lag of many frames stays small): the file
         # of each, the index of its first strip, and the strips' offsets and byte counts
@@ -173,10 +179,10 @@ class GrowingTiff:
     def poll(self, final: bool = False) -> int:
         """Accept every page complete now; ``final``: the writer has stopped, so a last page whose bytes are all
         there is complete too (and a last page that is not is reported in ``warnings``)."""
-        while True:
+        while self.other is None:
             f = self.files[-1]
             rolled = successor(self.path, len(self.files))
-            more = rolled.exists()
+            more = self.roll and rolled.exists()
             self._walk(f, final or more)
             if more and self._chain_ended(f):
                 self.files.append(_File(rolled))
@@ -194,7 +200,7 @@ class GrowingTiff:
             if final and size:
                 raise StackError(f"{f.path}: not a TIFF file (only {size} bytes)")
             return
-        while True:
+        while self.other is None:
             if f.current is None:
                 offset = f.pointer(f.ptr_pos, size)
                 if not offset:
@@ -224,9 +230,12 @@ class GrowingTiff:
             return
         if self.frame_shape is None:
             self.frame_shape, self.dtype = page.shape, page.dtype
-        elif (page.shape, page.dtype) != (self.frame_shape, self.dtype):
-            raise StackError(f"{f.path}: frame {self.n} is {page.shape[0]}x{page.shape[1]} {page.dtype.name}, the "
-                             f"first was {self.frame_shape[0]}x{self.frame_shape[1]} {self.dtype.name}")
+        elif (page.shape, page.dtype) != (self.frame_shape, self.dtype):  # another image: the movie ends here
+            self.other = (f"{f.path}: the movie's {self.n} frames are {self.frame_shape[0]}x{self.frame_shape[1]} "
+                          f"{self.dtype.name}; the page after them is {page.shape[0]}x{page.shape[1]} "
+                          f"{page.dtype.name}: it and the pages after it were left out")
+            self.warnings.append(self.other)
+            return
         self._file.append(len(self.files) - 1)
         self._first.append(self._strip_base + len(self._off))
         for offset, count in page.strips:
@@ -261,3 +270,27 @@ class GrowingTiff:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def read_pages(path: str | os.PathLike) -> tuple[Any, bool]:
+    """A finished TIFF read as ``--follow`` reads it: ``(Source or None when it holds no complete frame, cut)``;
+    ``cut``: the file ends inside a page (its complete frames are the source, the cut is in ``damage``)."""
+    from decode_mem.io._layout import FramesArray, Source
+    from decode_mem.io.damage import Damage
+
+    pages = GrowingTiff(path, roll=False)
+    try:
+        n = pages.poll(final=True)
+    except BaseException:
+        pages.close()
+        raise
+    if n == 0:
+        pages.close()
+        return None, False
+    cut = [w for w in pages.warnings if w != pages.other]
+    damage = [Damage(n, f"{w} (cut by a crash?)", f"the stack ends with frame {n - 1}, the last complete one")
+              for w in cut]
+    notes = [pages.other] if pages.other else []
+    array = FramesArray(pages.read, (pages.n, *pages.frame_shape), pages.dtype.newbyteorder("="))
+    source = Source(array, "TYX", "tiff-pages", close=pages.close, notes=notes, damage=damage)
+    return source, bool(cut)

@@ -1,9 +1,12 @@
-"""open_stack: a lazy, read-only ``(T, H, W)`` view of a TIFF, zarr or ``.npy`` movie.
+"""open_stack: a lazy, read-only ``(T, H, W)`` view of a TIFF, zarr or ``.npy`` movie or a folder of frame files.
 
 Nothing is read until frames are asked for; memory is bounded by what the caller asks for, never by
 the file. Backends: numpy memmap (``mode='r'``) for contiguous TIFF, tifffile's zarr store for compressed,
-tiled, OME and other non-contiguous TIFF, zarr for zarr v2/v3/OME-Zarr, ``np.load(mmap_mode='r')`` for
-``.npy``. A ``Stack`` pickles as its path and options and re-opens on first use in the new process.
+tiled, OME and other non-contiguous TIFF, the page reader ``--follow`` uses (``growing_tiff``) for TIFF files
+grown page by page (one series per write) and for files cut by a crash, zarr for zarr v2/v3/OME-Zarr,
+``np.load(mmap_mode='r')`` for ``.npy``, ``growing_folder`` for folders of frame files: offline and ``--follow``
+read the same frames. Damaged frames are repaired as they are read and recorded (``io.damage``,
+``Stack.damage``). A ``Stack`` pickles as its path and options and re-opens on first use in the new process.
 
     with open_stack("movie.tif", channel=0) as stack:
         for t0, frames in prefetch(stack.blocks(64, context=1)):   # frames: (n + 2, H, W)
@@ -12,6 +15,7 @@ tiled, OME and other non-contiguous TIFF, zarr for zarr v2/v3/OME-Zarr, ``np.loa
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 import threading
@@ -23,20 +27,22 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Layout, Source, resolve_layout
 from decode_mem.io.blocks import edge_blocks
+from decode_mem.io.damage import Damage, DamageLog, finite_median, repair_frames
 
 __all__ = ["Stack", "open_stack"]
 
 _TIFF_MAGIC = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")  # classic TIFF and BigTIFF, both byte orders
 _NPY_MAGIC = b"\x93NUMPY"
+LEVEL_FRAMES = 64  # frames searched for the level of a frame with no good pixel
 
 
 def open_stack(
     path: str | os.PathLike,
     *,
-    series: int = 0,
+    series: int | None = None,
     channel: int | None = None,
     z: int | None = None,
     key: str | None = None,
@@ -44,10 +50,14 @@ def open_stack(
 ) -> Stack:
     """Open an image stack read-only as a lazy ``(T, H, W)`` :class:`Stack`.
 
-    ``series`` picks a TIFF series (or a bioformats2raw OME-Zarr series), ``key`` an array inside a zarr
-    group (default: level 0 of the OME multiscales), ``channel``/``z`` pin the C (or RGB sample) and Z
-    axes of hyperstacks, ``axes`` names the dimensions of arrays whose format does not (``'TCYX'``).
+    ``series`` picks a TIFF series (or a bioformats2raw OME-Zarr series; default: a TIFF's series 0 and the
+    series after it of the same frame size, one movie, as a file grown page by page holds them), ``key`` an array
+    inside a zarr group (default: level 0 of the OME multiscales), ``channel``/``z`` pin the C (or RGB sample)
+    and Z axes of hyperstacks, ``axes`` names the dimensions of arrays whose format does not (``'TCYX'``).
+    A folder that is not a zarr store is a movie of its frame files in natural name order.
     Headers are parsed now, so a missing, corrupt or ambiguous input fails here with a StackError.
+    Damaged frames are repaired as they are read and recorded in ``stack.damage`` (see ``io.damage``);
+    ``stack.notes()`` gives the lines a run should show (series left out, damage).
     """
     stack = Stack(path, series=series, channel=channel, z=z, key=key, axes=axes)
     stack._opened()
@@ -62,11 +72,12 @@ class Stack(AbstractContextManager):
 
     ndim = 3
 
-    def __init__(self, path: str | os.PathLike, *, series: int = 0, channel: int | None = None, z: int | None = None,
-                 key: str | None = None, axes: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, *, series: int | None = None, channel: int | None = None,
+                 z: int | None = None, key: str | None = None, axes: str | None = None) -> None:
         """Record what to open; nothing is opened until first use (``open_stack`` opens at once)."""
         self.path = Path(path)
         self._options = {"series": series, "channel": channel, "z": z, "key": key, "axes": axes}
+        self._trim = True  # a zarr array ends with its last chunk in the store (GrowingZarr looks for itself)
         self._reset()
 
     def _reset(self) -> None:
@@ -76,6 +87,9 @@ class Stack(AbstractContextManager):
         self._lock: AbstractContextManager = nullcontext()
         self._pid: int | None = None
         self._closed = False
+        self._notes: list[str] = []
+        self._damage = DamageLog()
+        self._level: float | None = None
 
     # -- opening -------------------------------------------------------------------------------------
 
@@ -88,7 +102,7 @@ class Stack(AbstractContextManager):
 
     def _open(self) -> None:
         o = self._options
-        src = _open_source(self.path, series=o["series"], key=o["key"])
+        src = _open_source(self.path, series=o["series"], key=o["key"], channel=o["channel"], z=o["z"])
         try:
             dtype = np.dtype(src.array.dtype)
             if dtype.kind not in "uif":
@@ -96,12 +110,25 @@ class Stack(AbstractContextManager):
                                  "floating-point images")
             layout = resolve_layout(src.array.shape, o["axes"] or src.axes, channel=o["channel"], z=o["z"],
                                     where=str(self.path))
+            stored = getattr(src.holes, "frames_stored", None)
+            if stored is not None and self._trim:  # a zarr array larger than what was written into it
+                n = stored(layout, layout.shape[0])
+                if n == 0:
+                    raise EmptyStackError(f"{self.path}: no chunk of the array's frames is in the store yet")
+                if n < layout.shape[0]:
+                    src.damage.append(Damage(n, f"the array has {layout.shape[0]} frames but no chunk after frame "
+                                                f"{n - 1} is in the store (its writer stopped?)",
+                                             f"frames {n}..{layout.shape[0] - 1} left out; the stack ends with "
+                                             f"frame {n - 1}"))
+                    layout = dataclasses.replace(layout, shape=(n, *layout.shape[1:]))
         except BaseException:
             src.close()
             raise
         self._src, self._layout, self._dtype = src, layout, dtype.newbyteorder("=")
         self._lock = nullcontext() if src.thread_safe else threading.Lock()
         self._pid = os.getpid()
+        self._notes = list(src.notes)
+        self._damage.extend(src.damage)
 
     def close(self) -> None:
         """Release the file; further reads raise StackError."""
@@ -120,6 +147,7 @@ class Stack(AbstractContextManager):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = Path(state["path"])
         self._options = dict(state["options"])
+        self._trim = True
         self._reset()
 
     # -- array protocol --------------------------------------------------------------------------------
@@ -135,11 +163,26 @@ class Stack(AbstractContextManager):
 
     @property
     def backend(self) -> str:
-        """'memmap', 'tiff-zarr', 'zarr' or 'npy'."""
+        """'memmap', 'tiff-zarr', 'tiff-pages', 'zarr', 'npy' or 'folder'."""
         return self._opened()[0].backend
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    # -- what was found wrong --------------------------------------------------------------------------
+
+    @property
+    def damage(self) -> DamageLog:
+        """Damaged frames found so far (when opening: a cut file; when reading: NaN/inf pixels, missing zarr
+        chunks, unreadable frame files) and what was done about each (``io.damage``). Not pickled: a copy on a
+        dask worker records what it reads there."""
+        return self._damage
+
+    def notes(self) -> list[str]:
+        """Lines to show the user: what the reader chose (series left out) and, once frames were read, the
+        damage in one line."""
+        line = self._damage.line(str(self.path))
+        return [*self._notes, *([line] if line else [])]
 
     def __iter__(self) -> Iterator[np.ndarray]:
         for t in range(len(self)):
@@ -185,23 +228,35 @@ class Stack(AbstractContextManager):
         except Exception as e:
             raise StackError(f"{self.path}: cannot read frame(s) {_frames_str(frames)}: "
                              f"{type(e).__name__}: {e}") from e
-        data = layout.to_tyx(data, t)[post]
+        data = layout.to_tyx(data, t)
         # a memmap view must be copied (and its byte order made native); zarr already returned fresh memory
         out = np.array(data, dtype=self._dtype, order="C") if src.mapped else np.ascontiguousarray(data, self._dtype)
-        if out.dtype.kind == "f":
-            self._check_finite(out, frames)
-        return out
+        holes = src.holes(layout, t, ys, xs) if src.holes is not None else None
+        if out.dtype.kind == "f" or holes:
+            numbers = [t] if isinstance(t, int) else range(t.start, t.stop, t.step or 1)
+            repair_frames(out[None] if isinstance(t, int) else out, numbers, self._damage, self._stack_level, holes)
+        return np.ascontiguousarray(out[post])  # a copy only where a step was negative or an index an int
 
-    def _check_finite(self, out: np.ndarray, frames: int | range) -> None:
-        """Raise naming the first frame with NaN or inf; one float64 sum per frame, no full-size temporary."""
-        if out.size == 0:
-            return
-        per_frame = out.reshape(1 if isinstance(frames, int) else len(frames), -1)
-        if np.isfinite(per_frame.sum(axis=1, dtype=np.float64)).all():
-            return
-        bad = next(i for i, f in enumerate(per_frame) if not np.isfinite(f).all())
-        frame = frames if isinstance(frames, int) else frames[bad]
-        raise StackError(f"{self.path}: frame {frame} contains NaN or infinite values")
+    def _stack_level(self) -> float:
+        """The value of a frame with no good pixel: the median of the first frame's good pixels (the first with
+        any among the first ``LEVEL_FRAMES``; else 0), the same whichever frames are read first."""
+        if self._level is None:
+            src, layout = self._opened()
+            level = 0.0
+            for t in range(min(LEVEL_FRAMES, len(self))):
+                with self._lock:
+                    frame = np.asarray(layout.to_tyx(src.array[layout.index(t, slice(None), slice(None))], t),
+                                       dtype=np.float64)
+                holes = src.holes(layout, t, slice(None), slice(None)) if src.holes is not None else None
+                mask = None
+                if holes and 0 in holes:
+                    mask = holes[0][0] if holes[0][0] is not None else np.ones(frame.shape, bool)
+                found = finite_median(frame, mask)
+                if found is not None:
+                    level = found
+                    break
+            self._level = level
+        return self._level
 
     # -- description -----------------------------------------------------------------------------------
 
@@ -244,14 +299,20 @@ def _frames_str(frames: int | range) -> str:
     return f"{frames[0]}..{frames[-1]}" + (f" (step {frames.step})" if frames.step != 1 else "")
 
 
-def _open_source(path: Path, *, series: int, key: str | None) -> Source:
-    """Dispatch on content, not on the file name: a directory is zarr, files are sniffed by magic bytes."""
+def _open_source(path: Path, *, series: int | None, key: str | None, channel: int | None = None,
+                 z: int | None = None) -> Source:
+    """Dispatch on content, not on the file name: a zarr store, a folder of frame files, files sniffed by magic
+    bytes."""
     if not path.exists():
         raise StackError(f"{path}: no such file or directory")
     if path.is_dir():
-        from decode_mem.io._zarr import open_zarr
+        from decode_mem.io._zarr import is_zarr, open_zarr
 
-        return open_zarr(path, key=key, series=series)
+        if is_zarr(path):
+            return open_zarr(path, key=key, series=series or 0)
+        from decode_mem.io._folder import open_folder
+
+        return open_folder(path, open_stack)
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
@@ -262,7 +323,7 @@ def _open_source(path: Path, *, series: int, key: str | None) -> Source:
             raise StackError(f"{path}: key={key!r} selects an array in a zarr group; TIFF files take series=")
         from decode_mem.io._tiff import open_tiff
 
-        return open_tiff(path, series)
+        return open_tiff(path, series, channel, z)
     if head.startswith(_NPY_MAGIC):
         if series:
             raise StackError(f"{path}: series={series} given, but a .npy file holds one array")

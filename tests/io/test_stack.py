@@ -197,10 +197,10 @@ class TestOmeTiffCompressed(StackReaderContract):
         return tmp_path / "o.ome.tif", {"z": -1}, data[:, 2]
 
 
-def write_multifile_ome(tmp_path: Path, data: np.ndarray, split: int) -> tuple[Path, Path]:
+def write_multifile_ome(tmp_path: Path, data: np.ndarray, split: int,
+                        names: tuple[str, str] = ("part0.ome.tif", "part1.ome.tif")) -> tuple[Path, Path]:
     """Two OME-TIFF files sharing one OME-XML image; frames [0, split) in the first file."""
     uuids = [uuid.uuid4().urn, uuid.uuid4().urn]
-    names = ["part0.ome.tif", "part1.ome.tif"]
     n, h, w = data.shape
     tiffdata = (f'<TiffData FirstT="0" IFD="0" PlaneCount="{split}"><UUID FileName="{names[0]}">{uuids[0]}</UUID>'
                 f'</TiffData><TiffData FirstT="{split}" IFD="0" PlaneCount="{n - split}">'
