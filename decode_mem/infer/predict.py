@@ -126,9 +126,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
-    if compile == "auto":
-        compile = dev.type == "cpu" and sizes.streams == 1 and \
-            source.shape[0] * plan.work_px_per_frame >= COMPILE_MIN_WORK
+    compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
@@ -150,6 +148,14 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
                 yield block_emitters(result.results, postprocess, (h, w))
 
     return stream()
+
+
+def resolve_compile(compile: bool | str, device: torch.device, streams: int, n_frames: int, plan: Any) -> bool | str:
+    """``compile`` with 'auto' decided: on a CPU, one stream, for at least ``COMPILE_MIN_WORK`` pixels of network
+    input over ``n_frames`` frames (a resumed run decides for the whole stack, as its first run did)."""
+    if compile != "auto":
+        return compile
+    return device.type == "cpu" and streams == 1 and n_frames * plan.work_px_per_frame >= COMPILE_MIN_WORK
 
 
 def block_emitters(candidates: Sequence[torch.Tensor], postprocess: PostprocessConfig,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.config import check_output_folder
+from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped
 from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
@@ -32,6 +32,7 @@ from decode_mem.infer.domain import check_domain, model_psf
 from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
+from decode_mem.infer.predict import resolve_compile
 from decode_mem.infer.ranges import FrameRange
 from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
@@ -168,7 +169,6 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
 def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, ...], itemsize: int) -> EngineSettings:
     """'auto' sizes chosen once, here, for every worker of a distributed run: workers that chose for
     themselves (each with its own baseline memory) could cut the same stack into different tiles."""
-    from decode_mem.config import resolve_device
     from decode_mem.infer.predict import choose_for_stack
 
     sizes = dataclasses.replace(settings.sizes, streams=1)  # one stream's sizes, as choose gives every stream
@@ -200,12 +200,13 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             if start:
                 obs.block_done(job.stem, start, None)
             for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
+                if stop == start and sizes and outs.journal is not None:  # how the frames are cut and computed:
+                    kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}  # a resumed run does the
+                    outs.journal.meta = {**outs.journal.meta, **kept}  # same (a new dict: the writer thread saves it)
                 stop += n_frames
                 outs.write(table, stop)
                 if image is not None:  # the report's image, from the emitters as they are written (no re-read)
                     image.add(table)
-                if stop == start + n_frames and sizes and outs.journal is not None:  # how the frames were cut:
-                    outs.journal.meta["sizes"] = _sizes_kept(sizes)  # a resumed run cuts the same way
                 obs.block_done(job.stem, n_frames, result)
                 peak.add(worker_peak)
                 if obs.stop_requested() and stop < job.shape[0]:
@@ -299,6 +300,9 @@ class _Backend:
 
         def on_plan(choice: Any) -> None:
             sizes.update(choice.as_dict())
+            # 'auto' decided for the whole stack (a resumed run computes fewer frames but must compile as its first)
+            sizes["compile"] = resolve_compile(job.settings.compile, resolve_device(job.settings.device or "auto"),
+                                               job.settings.sizes.streams, job.shape[0], choice.plan)
 
         def on_block(result: Any) -> None:
             done.append(result)
@@ -356,6 +360,8 @@ def _resume_point(cfg: InferConfig, stem: str, key: dict[str, Any],
     kept = before.get("sizes")
     if kept and settings.sizes.automatic:
         settings = dataclasses.replace(settings, sizes=dataclasses.replace(settings.sizes, **kept))
+    if settings.compile == "auto" and isinstance(before.get("compile"), bool):
+        settings = dataclasses.replace(settings, compile=before["compile"])
     return int(state["parts"][-1]["stop"]), settings
 
 

@@ -1,0 +1,194 @@
+"""What a kill costs: ``infer`` SIGKILLed at 10 %, 50 % and 90 % of a long movie, then ``--resume``.
+
+    python benchmarks/bench_resume.py                                   # 5000 frames of 256², ~1 emitter/µm²
+    python benchmarks/bench_resume.py --frames 300 --side 64 --journal_seconds 0 --out /tmp/resume.md   # smoke
+
+A simulated EMCCD movie (``simulate_stack``) is localized once without interruption (the shipped model, default
+sizes, CSV + Picasso HDF5 + parquet, default ``--journal_seconds``), then, for each fraction, a fresh run is
+SIGKILLed when that fraction of the uninterrupted run's wall time has passed (wherever in a block it falls), and the
+same command with ``--resume`` finishes it. Reported per fraction: the frames its journal
+(``<stem>.progress/parts.json``) kept, the resumed run's wall time against the goal (the remaining fraction of the
+uninterrupted run's time + 5 s: the block in hand at the kill and the resumed run's start count against it),
+whether every output equals
+the uninterrupted run's (CSV text, Picasso table, parquet table), and the bytes written twice: the journal's parquet
+parts (every run writes them beside its outputs), the final files' partial bytes the kill discarded, and the bytes
+the resume's replay writes again (the final files' share of the rows it replays). Writes
+benchmarks/results/resume.md + .png + .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from command_line import command_line
+from machine import commit, load_average, machine_line
+from report_files import write_report_files
+
+RESULTS = Path(__file__).parent / "results"
+FORMATS = "csv,picasso,parquet"
+FINAL = ("movie.csv", "movie.hdf5", "movie.parquet")
+
+
+def simulate(path: Path, frames: int, side: int, density: float) -> None:
+    import torch
+
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.simulate.stack import simulate_stack
+
+    torch.set_num_threads(1)
+    simulate_stack(SimulationConfig(frame_size=(side, side), density=density), frames, path, seed=0)
+
+
+JOURNAL: list[str] = []  # --journal_seconds S when given (the smoke run's short movie ends within 5 s)
+
+
+def infer(movie: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--format", FORMATS, "--quiet",
+            *JOURNAL, *extra]
+
+
+def journal_stop(out: Path) -> int:
+    try:
+        parts = json.loads((out / "movie.progress" / "parts.json").read_text())["parts"]
+    except (OSError, ValueError, KeyError):
+        return 0
+    return int(parts[-1]["stop"]) if parts else 0
+
+
+def size(paths: list[Path]) -> int:
+    return sum(p.stat().st_size for p in paths if p.is_file())
+
+
+def values(out: Path) -> dict[str, object]:
+    import h5py
+    import pyarrow.parquet as pq
+
+    with h5py.File(out / "movie.hdf5", "r") as f:
+        locs = f["locs"][...]
+    return {"csv": (out / "movie.csv").read_text(), "picasso": locs, "parquet": pq.read_table(out / "movie.parquet")}
+
+
+def same(a: dict[str, object], b: dict[str, object]) -> bool:
+    return (a["csv"] == b["csv"] and np.array_equal(a["picasso"], b["picasso"])
+            and a["parquet"].equals(b["parquet"]))
+
+
+def timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd}: exit {done.returncode}: {done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, whole_s: float) -> dict[str, object]:
+    """SIGKILL at ``fraction`` of the uninterrupted run's wall time (wherever in a block that falls), then resume."""
+    proc = subprocess.Popen(infer(movie, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < fraction * whole_s and proc.poll() is None:
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        raise RuntimeError(f"the run ended before {fraction:.0%} of its time: {proc.stderr.read()[-2000:]}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = journal_stop(out)
+    journal_bytes_at_kill = size(list((out / "movie.progress").glob("*.parquet*")))
+    discarded = size([p.with_name(p.name + ".partial") for p in (out / name for name in FINAL)])
+    resumed_s = timed(infer(movie, out, "--resume"))
+    record = json.loads((out / "movie.json").read_text())
+    return {"fraction": fraction, "kept_frames": kept, "resumed_s": round(resumed_s, 2),
+            "goal_s": round((1 - fraction) * whole_s + 5.0, 2),
+            "journal_bytes_at_kill": journal_bytes_at_kill, "discarded_partial_bytes": discarded,
+            "localizations": record["localizations"], "block": record.get("sizes", {}).get("block"),
+            "out": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--frames", type=int, default=5000)
+    p.add_argument("--side", type=int, default=256)
+    p.add_argument("--density", type=float, default=1.0, help="emitters per µm² per frame")
+    p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.5, 0.9])
+    p.add_argument("--journal_seconds", type=float, help="infer's --journal_seconds (default: infer's, 5 s)")
+    p.add_argument("--out", type=Path, default=RESULTS / "resume.md")
+    args = p.parse_args(argv)
+    if args.journal_seconds is not None:
+        JOURNAL[:] = ["--journal_seconds", str(args.journal_seconds)]
+    load0, at = load_average(), commit()
+    with tempfile.TemporaryDirectory(prefix="bench_resume_") as tmp:
+        tmp = Path(tmp)
+        movie = tmp / "movie.tif"
+        simulate(movie, args.frames, args.side, args.density)
+        whole = tmp / "whole"
+        whole_s = timed(infer(movie, whole))
+        reference = values(whole)
+        final_bytes = size([whole / name for name in FINAL])
+        n_locs = json.loads((whole / "movie.json").read_text())["localizations"]
+        # the journal an uninterrupted run writes beside its outputs (removed at its end): measured on the rows
+        # of a resumed run below, here estimated from the parquet output, which holds the same columns
+        rows = []
+        for fraction in args.fractions:
+            row = killed_then_resumed(movie, tmp / f"kill{int(fraction * 100)}", args.frames, fraction, whole_s)
+            row["equal"] = same(values(row.pop("out")), reference)
+            row["replayed_bytes"] = round(final_bytes * row["kept_frames"] / args.frames)
+            rows.append(row)
+    record = {"frames": args.frames, "side": args.side, "density": args.density, "uninterrupted_s": round(whole_s, 2),
+              "localizations": n_locs, "final_bytes": final_bytes, "rows": rows, "commit": at,
+              "command": command_line(argv)}
+    lines = [
+        "# Resume after a kill (`infer` SIGKILLed, then `--resume`)", "",
+        f"`{record['command']}`", "", machine_line("torch's default", load_start=load0, at=at), "",
+        f"A simulated {args.frames}-frame {args.side}² EMCCD movie ({args.density} emitters/µm²), the shipped model, "
+        f"default sizes, {FORMATS}, `--journal_seconds` {JOURNAL[-1] if JOURNAL else 'default (5 s)'}. "
+        f"Uninterrupted: {whole_s:.1f} s, "
+        f"{n_locs} localizations, final files {final_bytes / 1e6:.1f} MB.", "",
+        "| killed at | frames kept | resume (s) | goal: rest + 5 s | within goal | outputs equal | journal at the kill "
+        "(MB) | partial final bytes discarded (MB) | replayed into final files (MB, est.) |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['fraction']:.0%} | {r['kept_frames']} | {r['resumed_s']:.1f} | {r['goal_s']:.1f} | "
+                     f"{'yes' if r['resumed_s'] <= r['goal_s'] else 'no'} | {'yes' if r['equal'] else 'NO'} | "
+                     f"{r['journal_bytes_at_kill'] / 1e6:.1f} | {r['discarded_partial_bytes'] / 1e6:.1f} | "
+                     f"{r['replayed_bytes'] / 1e6:.1f} |")
+    lines += ["", f"Killed at: that share of the uninterrupted run's wall time. Frames kept: the journal's last part "
+              f"when the kill came (a part is closed at the first block end 5 s after the last by default; blocks of "
+              f"{rows[0]['block'] if rows else 'n/a'} frames here), so the frames computed after it and the block in "
+              "hand are computed again. The journal's parts are "
+              "parquet, written beside the final files by every run, and removed once `<stem>.json` is written. "
+              "Replayed bytes are estimated as the final files' size times the share of frames kept."]
+
+    def draw(png: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+        x = [r["fraction"] * 100 for r in rows]
+        ax.plot(x, [r["resumed_s"] for r in rows], "o-", label="resumed run (measured)")
+        ax.plot(x, [r["goal_s"] for r in rows], "s--", label="goal: remaining share of the uninterrupted run + 5 s")
+        ax.axhline(whole_s, color="grey", lw=0.8, label=f"uninterrupted run ({whole_s:.0f} s)")
+        ax.set_xlabel("killed at (% of the uninterrupted run's time)")
+        ax.set_ylabel("wall time (s)")
+        ax.set_title(f"--resume after SIGKILL: {args.frames} frames of {args.side}²")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(png)
+        plt.close(fig)
+
+    write_report_files(args.out, lines, draw, record)
+    print("\n".join(lines))
+    return 0 if all(r["equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
