@@ -344,20 +344,22 @@ def candidate_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: flo
     within a bucket); then row ``i`` is compared with row ``i + s`` for s = 1, 2, ... while some pair of one bucket
     is still within ``window`` frames. A pair found in an earlier grid is not repeated."""
     cell = 3.0 * radius
-    grids = [(np.floor((x + g * cell / GRIDS) / cell).astype(np.int64),
-              np.floor((y + g * cell / GRIDS) / cell).astype(np.int64)) for g in range(GRIDS)]
+    grids = [(np.floor((x + g * cell / GRIDS) / cell).astype(np.int32),
+              np.floor((y + g * cell / GRIDS) / cell).astype(np.int32)) for g in range(GRIDS)]
+    frame32 = (frame - frame[0]).astype(np.int32) if len(frame) else frame.astype(np.int32)
     found_a, found_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for g, (gx, gy) in enumerate(grids):
         bucket = ((gx & 0xFF) << 8 | (gy & 0xFF)).astype(np.uint16)
         order = np.argsort(bucket, kind="stable")
-        bs, fs, xs, ys = bucket[order], frame[order], gx[order], gy[order]
+        bs, fs = bucket[order], frame32[order]
         for s in range(1, len(order)):
             near = (bs[s:] == bs[:-s]) & (fs[s:] - fs[:-s] <= window)
             if not near.any():
                 break
             hit = np.nonzero(near & (fs[s:] > fs[:-s]))[0]
-            hit = hit[(xs[hit] == xs[hit + s]) & (ys[hit] == ys[hit + s])]
             a, b = order[hit], order[hit + s]
+            same = (gx[a] == gx[b]) & (gy[a] == gy[b])
+            a, b = a[same], b[same]
             for hx, hy in grids[:g]:
                 seen = (hx[a] == hx[b]) & (hy[a] == hy[b])
                 a, b = a[~seen], b[~seen]

@@ -1,0 +1,495 @@
+"""After localization: linking and precision/resolution without ground truth, checked against the truth.
+
+    python benchmarks/bench_postprocess.py      # writes benchmarks/results/postprocess.md + .png + .json
+
+Movies are simulated (64 x 64 px, reference EMCCD; uniform blinking emitters at several densities, photon counts and
+on-times, and rings / filaments of repeatedly blinking sites) and localized by the shipped model
+(``data/models/default_2d.pt``). A true blinking event is one emitter's run of consecutive frames in the ground
+truth (the simulator places every emitter or binding site at its own continuous position, so the ground truth's
+(x, y) names it; a site's blinks are split at dark frames). For each movie:
+
+* the correlation of the errors (prediction - truth, matched per frame) of one event's localizations, lag 1, 2 and
+  >= 3 frames (pooled over x and y);
+* the true per-axis RMSE of all matched localizations (and the robust σ, 1.4826 x MAD) beside what
+  ``evaluate --no_truth`` states: the RMS of the predicted σ, NeNA of linked molecules corrected for the
+  correlation, NeNA as Picasso computes it (ours, and Picasso's own ``postprocess.nena`` on the same HDF5);
+* linking (``decode_mem.link``, radius 'auto', max_dark 1): the multi-frame events whose matched localizations all
+  land in one molecule (recovered), the events whose molecule also holds another event's localizations (merged),
+  and each single-event molecule's error against its true position beside its stated precision, with the
+  correlation model and with independent errors (1/sqrt(n)); Picasso's ``link`` on the same HDF5 at its defaults
+  and at our radius and max_dark (molecules, seconds, peak RssAnon);
+* for rings and filaments: FRC resolution of the halves split by molecule beside the FRC of the ground truth's
+  localizations blurred with the stated precision, split by event.
+
+Then a table of ``--rows`` simulated localizations (blinking emitters over a 512 x 512 px field, written to parquet
+in chunks) is linked by ``python -m decode_mem.link`` in a child process: wall time, rows/s, peak RssAnon (sampled
+from /proc). Every number below comes from this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from command_line import command_line
+from machine import commit, load_average, machine_line
+from picasso_runner import find_picasso_python, picasso_version
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+FRAMES = 1000
+CASES = (  # name, SimulationConfig settings
+    ("0.3/µm², 5000 ph, on 3", {"density": 0.3, "on_time": 3.0}),
+    ("1/µm², 5000 ph, on 3", {"density": 1.0, "on_time": 3.0}),
+    ("0.3/µm², 1500 ph, on 3", {"density": 0.3, "on_time": 3.0, "photons_mean": 1500.0, "photons_std": 500.0}),
+    ("0.3/µm², 5000 ph, on 1.5", {"density": 0.3, "on_time": 1.5}),
+    ("0.3/µm², 5000 ph, on 6", {"density": 0.3, "on_time": 6.0}),
+    ("rings", {"on_time": 3.0, "structure": {"kind": "rings", "off_time": 100.0, "density": 2.0}}),
+    ("filaments", {"on_time": 3.0, "structure": {"kind": "filaments", "off_time": 100.0, "density": 0.4}}),
+)
+PICASSO_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from picasso import io, postprocess
+path, r_matched, dark_matched = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+locs, info = io.load_locs(path)
+out = {}
+result, s = postprocess.nena(locs.copy(), info)
+out["nena_px"] = float(s)
+for name, r, dark in (("default", 0.05, 3), ("matched", r_matched, dark_matched)):
+    times = []
+    for _ in range(2):  # the first call compiles Picasso's numba functions
+        t = time.perf_counter()
+        linked = postprocess.link(locs.copy(), info, r_max=r, max_dark_time=dark)
+        times.append(time.perf_counter() - t)
+    out[name] = {"molecules": int(len(linked)), "first_s": times[0], "warm_s": times[1]}
+print(json.dumps(out))
+"""
+
+
+def simulate(name: str, settings: dict[str, Any], work: Path, seed: int) -> dict[str, Any]:
+    """Simulate, localize (parquet + Picasso HDF5); the paths and the pixel size."""
+    from decode_mem.infer import InferConfig, run_inference
+    from decode_mem.infer.console import ConsoleObserver
+    from decode_mem.simulate.config import SimulationConfig
+    from decode_mem.simulate.stack import simulate_stack
+
+    stem = f"m{seed}"
+    cfg = SimulationConfig(frame_size=(64, 64), **settings)
+    simulate_stack(cfg, FRAMES, work / f"{stem}.tif", work / f"{stem}_gt.csv", seed=seed)
+    t0 = time.perf_counter()
+    run_inference(InferConfig(inputs=(str(work / f"{stem}.tif"),), out=str(work / "loc"),
+                              formats=("parquet", "picasso"), report=False), ConsoleObserver(quiet=True))
+    print(f"  {name}: simulated and localized in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return {"parquet": work / "loc" / f"{stem}.parquet", "hdf5": work / "loc" / f"{stem}.hdf5",
+            "gt": work / f"{stem}_gt.csv", "pixel_size": cfg.camera.pixel_size, "shape": cfg.frame_size}
+
+
+def true_events(gt: Any) -> np.ndarray:
+    """An id per ground-truth row: one emitter (its exact position) in one run of consecutive frames."""
+    key = np.round(gt["x"].astype(np.float64) * 1e5).astype(np.int64) * (1 << 31) + \
+        np.round(gt["y"].astype(np.float64) * 1e5).astype(np.int64)
+    order = np.lexsort((gt["frame"], key))
+    k, f = key[order], gt["frame"][order]
+    new = np.ones(len(k), bool)
+    new[1:] = (k[1:] != k[:-1]) | (f[1:] != f[:-1] + 1)
+    ev = np.empty(len(k), np.int64)
+    ev[order] = np.cumsum(new) - 1
+    return ev
+
+
+def correlations(event: np.ndarray, frame: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> dict[str, float]:
+    """Pooled correlation of the errors of one event's localizations ``lag`` frames apart (x and y together)."""
+    order = np.lexsort((frame, event))
+    e, f, ex, ey = event[order], frame[order], dx[order], dy[order]
+    out: dict[str, float] = {}
+    for name, lags in (("1", (1,)), ("2", (2,)), (">=3", tuple(range(3, 50)))):
+        a_list, b_list = [], []
+        for lag in lags:
+            for s in range(1, lag + 1):
+                same = (e[s:] == e[:-s]) & (f[s:] - f[:-s] == lag)
+                idx = np.nonzero(same)[0]
+                a_list += [ex[idx], ey[idx]]
+                b_list += [ex[idx + s], ey[idx + s]]
+        a, b = np.concatenate(a_list), np.concatenate(b_list)
+        out[name] = float(np.corrcoef(a, b)[0, 1]) if len(a) > 10 else float("nan")
+        out[f"pairs {name}"] = int(len(a) // 2)
+        if name == "1":  # the localizations NeNA's consecutive pairs are made of: their robust σ
+            both = np.concatenate([a, b])
+            out["robust sigma of lag-1 pairs"] = float(1.4826 * np.median(np.abs(both - np.median(both))))
+    return out
+
+
+def link_check(pred: Any, matches: Any, events: np.ndarray, gt: Any, radius_px: float, px: float) -> dict[str, Any]:
+    """Recovered and merged events, and single-event molecules' true error vs stated precision."""
+    from decode_mem.link import DECODE_MEM, INDEPENDENT, link_table
+
+    out: dict[str, Any] = {}
+    for label, rho in (("correlated", DECODE_MEM), ("independent", INDEPENDENT)):
+        group, mol = link_table(pred, radius_px, 1, rho)
+        ev = events[matches.gt_index]
+        g = group[matches.pred_index]
+        pairs = np.unique(np.stack([ev, g], 1), axis=0)
+        groups_per_event = np.bincount(pairs[:, 0], minlength=events.max() + 1)
+        events_per_group = np.bincount(pairs[:, 1], minlength=group.max() + 1)
+        counts = np.bincount(ev, minlength=events.max() + 1)
+        multi = counts >= 2
+        merged_event = np.zeros(len(counts), bool)
+        np.logical_or.at(merged_event, pairs[:, 0], events_per_group[pairs[:, 1]] > 1)
+        if label == "correlated":
+            out["multi-frame events"] = int(multi.sum())
+            out["recovered"] = float(np.mean(groups_per_event[multi] == 1))
+            out["merged"] = float(np.mean(merged_event[multi]))
+            out["molecules"] = len(mol)
+            out["localizations"] = len(pred)
+        # single-event molecules whose localizations all matched: error of the molecule vs the event's position
+        matched_per_group = np.bincount(g, minlength=group.max() + 1)
+        clean = (events_per_group == 1) & (matched_per_group == np.bincount(group, minlength=group.max() + 1))
+        ids = np.nonzero(clean)[0]
+        ev_of = np.zeros(group.max() + 1, np.int64)
+        ev_of[pairs[:, 1]] = pairs[:, 0]
+        tx = np.zeros(events.max() + 1)
+        ty = np.zeros(events.max() + 1)
+        tx[events], ty[events] = gt["x"], gt["y"]
+        at = np.searchsorted(mol.group, ids)
+        err = np.concatenate([(mol.table["x"][at] - tx[ev_of[ids]]), (mol.table["y"][at] - ty[ev_of[ids]])]) * px
+        sig = np.concatenate([mol.table["sigma_x"][at], mol.table["sigma_y"][at]]) * px
+        n = np.concatenate([mol.n[at], mol.n[at]])
+        rows = {}
+        for name, lo, hi in (("n=1", 1, 1), ("n=2-3", 2, 3), ("n=4-6", 4, 6), ("n>=7", 7, 10**9)):
+            k = (n >= lo) & (n <= hi)
+            if k.sum() > 20:
+                rows[name] = {"molecules": int(k.sum() // 2), "rmse": float(np.sqrt(np.mean(err[k] ** 2))),
+                              "rms_sigma": float(np.sqrt(np.mean(sig[k] ** 2))),
+                              "robust_z": float(1.4826 * np.median(np.abs(err[k] / sig[k])))}
+        out[f"molecule precision ({label})"] = rows
+    return out
+
+
+def frc_of_truth(gt: Any, events: np.ndarray, precision_nm: float, shape: tuple[int, int], px: float,
+                 render_pixel: float, seed: int) -> float | None:
+    """FRC resolution of the ground truth's localizations blurred with ``precision_nm``, halves split by event."""
+    from decode_mem.evaluate.no_truth import frc_curve, frc_resolution, molecule_half
+    from decode_mem.io.table import EmitterTable
+    from decode_mem.render import Histogram
+
+    rng = np.random.default_rng(seed)
+    blurred = EmitterTable({**gt.columns, "x": gt["x"] + rng.normal(0, precision_nm / px, len(gt)),
+                            "y": gt["y"] + rng.normal(0, precision_nm / px, len(gt))})
+    half = molecule_half(events)
+    images = []
+    for mask in (half, ~half):
+        h = Histogram(shape_px=shape, pixel_size=px, render_pixel=render_pixel)
+        h.add(blurred.select(mask))
+        images.append(h.image)
+    freq, curve = frc_curve(images[0], images[1], render_pixel)
+    return frc_resolution(freq, curve)
+
+
+def picasso_run(python: str | None, hdf5: Path, r_max_px: float, max_dark: int) -> dict[str, Any] | None:
+    """Picasso's NeNA and link (defaults; ``r_max_px``, ``max_dark``) in its own interpreter: molecules, seconds
+    of each link call (first with numba's compilation, then warm), the process's wall time and peak RssAnon."""
+    if python is None:
+        return None
+    from decode_mem.memory.peaks import ProcessPeak
+
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "-c", PICASSO_SCRIPT, str(hdf5), str(r_max_px), str(max_dark)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak = ProcessPeak(proc)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return {"error": (stderr.strip().splitlines() or ["failed"])[-1]}
+    out = json.loads(stdout.strip().splitlines()[-1])
+    out.update(wall_s=wall, peak_rss_anon_mb=peak.join())
+    return out
+
+
+def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, picasso: str | None) -> dict[str, Any]:
+    from decode_mem.evaluate.metrics import match_emitters
+    from decode_mem.evaluate.no_truth import assess_file
+    from decode_mem.io.localizations import read_localizations
+    from decode_mem.link.files import AUTO_FACTOR
+
+    files = simulate(name, settings, work, seed)
+    px = files["pixel_size"]
+    pred = read_localizations(files["parquet"])
+    gt = read_localizations(files["gt"], pixel_size=px)
+    events = true_events(gt)
+    m = match_emitters(pred, gt, pixel_size=px)
+    rec: dict[str, Any] = {"case": name, "localizations": len(pred), "ground truth rows": len(gt),
+                           "matched": m.tp}
+    rec["correlation"] = correlations(events[m.gt_index], gt["frame"][m.gt_index], m.dx, m.dy)
+    rec["rmse"] = [float(np.sqrt(np.mean(m.dx ** 2))), float(np.sqrt(np.mean(m.dy ** 2)))]
+    sx = pred["sigma_x"][m.pred_index] * px
+    sy = pred["sigma_y"][m.pred_index] * px
+    core = (np.abs(m.dx) <= 10 * sx) & (np.abs(m.dy) <= 10 * sy)  # gross errors: beyond 10 predicted σ
+    rec["rmse within 10 sigma"] = [float(np.sqrt(np.mean(m.dx[core] ** 2))), float(np.sqrt(np.mean(m.dy[core] ** 2)))]
+    rec["gross error fraction"] = float(1 - core.mean())
+    rec["robust sigma"] = [float(1.4826 * np.median(np.abs(d - np.median(d)))) for d in (m.dx, m.dy)]
+    t0 = time.perf_counter()
+    q = assess_file(files["parquet"])
+    rec["assess seconds"] = time.perf_counter() - t0
+    d = q.as_dict()
+    rec["stated"] = {k: d[k] for k in ("precision_nm", "sigma_median_nm", "nena_nm", "nena_uncertainty_nm",
+                                       "nena_picasso_nm", "sigma_check", "link_radius_nm")}
+    rec["frc"] = {"molecule split": d["frc_molecule_split"]["resolution_nm"] if d["frc_molecule_split"] else None,
+                  "frame split": d["frc_frame_split"]["resolution_nm"] if d["frc_frame_split"] else None}
+    if "structure" in settings:
+        render_pixel = d["frc_molecule_split"]["pixel_nm"]
+        rec["frc"]["truth blurred with the stated precision"] = frc_of_truth(
+            gt, events, q.precision, files["shape"], px, render_pixel, seed)
+        rec["frc"]["truth blurred with the true RMSE"] = frc_of_truth(
+            gt, events, float(np.sqrt(np.mean(np.square(rec["rmse"])))), files["shape"], px, render_pixel, seed)
+    radius_px = d["link_radius_nm"] / px
+    t0 = time.perf_counter()
+    rec["link"] = link_check(pred, m, events, gt, radius_px, px)
+    rec["link"]["seconds"] = time.perf_counter() - t0
+    rec["link"]["auto factor"] = AUTO_FACTOR
+    pic = picasso_run(picasso, files["hdf5"], radius_px, 1)
+    rec["picasso"] = pic
+    rec["picasso nena nm"] = None if pic is None or "nena_px" not in pic else pic["nena_px"] * px
+    return rec
+
+
+def big_table(path: Path, rows: int, seed: int = 0) -> float:
+    """Write ``rows`` localizations of blinking emitters (512 x 512 px, ~100 per frame, geometric on-times of
+    mean 3 frames, 10 nm noise, σ columns) to parquet in chunks; the seconds it took."""
+    from decode_mem.io.localizations import open_writer
+    from decode_mem.io.table import EmitterTable
+
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    per_frame, frame0, written = 100, 0, 0
+    with open_writer(path, pixel_size=100.0, width=512, height=512, extras=("sigma_x", "sigma_y"),
+                     three_d=False) as w:
+        while written < rows:
+            frames = 2000
+            n_ev = per_frame * frames // 3
+            start = frame0 + rng.integers(0, frames, n_ev)
+            length = rng.geometric(1 / 3, n_ev)
+            idx = np.repeat(np.arange(n_ev), length)
+            f = start[idx] + np.arange(len(idx)) - np.repeat(np.cumsum(length) - length, length)
+            ex, ey = rng.uniform(0, 512, n_ev), rng.uniform(0, 512, n_ev)
+            keep = f < frame0 + frames  # events run into the next block's frames are cut there
+            idx, f = idx[keep], f[keep]
+            order = np.argsort(f, kind="stable")
+            idx, f = idx[order], f[order]
+            n = min(len(f), rows - written)
+            idx, f = idx[:n], f[:n]
+            w.write(EmitterTable.from_arrays(frame=f, x=ex[idx] + rng.normal(0, 0.1, n),
+                                             y=ey[idx] + rng.normal(0, 0.1, n), photons=np.full(n, 2000.0),
+                                             sigma_x=np.full(n, 0.1), sigma_y=np.full(n, 0.1)))
+            written += n
+            frame0 += frames
+    return time.perf_counter() - t0
+
+
+def big_link(work: Path, rows: int) -> dict[str, Any]:
+    from decode_mem.memory.peaks import ProcessPeak
+
+    path = work / "big.parquet"
+    write_s = big_table(path, rows)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "decode_mem.link", str(path), "--out", str(work / "big_out"),
+                             "--radius", "30", "--quiet"], stderr=subprocess.PIPE, text=True)
+    peak = ProcessPeak(proc, interval=0.05)
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"decode_mem.link failed on the big table: {err.strip()}")
+    # the linking alone, in this process, from the same file (no writing): rows/s of Linker.feed
+    from decode_mem.io.localizations import iter_localizations
+    from decode_mem.link import Linker
+    from decode_mem.link.core import WORK_ROWS
+
+    linker = Linker(0.3, 1)
+    read_s = link_s = 0.0
+    t = time.perf_counter()
+    for table in iter_localizations(path, chunk_rows=WORK_ROWS):
+        t1 = time.perf_counter()
+        read_s += t1 - t
+        for _ in linker.feed(table):
+            pass
+        t = time.perf_counter()
+        link_s += t - t1
+    linker.finish()
+    return {"rows": rows, "write table s": write_s, "cli wall s": wall, "cli rows/s": rows / wall,
+            "cli peak rss_anon mb": peak.join(), "read s": read_s, "link s": link_s, "link rows/s": rows / link_s}
+
+
+def fmt(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "n/a"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def report(records: list[dict[str, Any]], big: dict[str, Any], header: list[str]) -> list[str]:
+    lines = [*header, "", "## Error correlation of one blinking event's localizations (prediction - truth)", "",
+             "| movie | lag 1 | lag 2 | lag >= 3 | pairs (lag 1 / 2 / >=3) |", "|---|---|---|---|---|"]
+    for r in records:
+        c = r["correlation"]
+        lines.append(f"| {r['case']} | {fmt(c['1'])} | {fmt(c['2'])} | {fmt(c['>=3'])} | {c['pairs 1']} / "
+                     f"{c['pairs 2']} / {c['pairs >=3']} |")
+    from decode_mem.link import DECODE_MEM
+
+    lines += ["", f"The model linking and `--no_truth` use (`decode_mem.link.correlation.DECODE_MEM`): lag 1 "
+                  f"{DECODE_MEM.by_lag[0]}, lag 2 {DECODE_MEM.by_lag[1]}, beyond {DECODE_MEM.beyond}.", "",
+              "## Stated precision against the truth (nm per axis)", "",
+              "| movie | true RMSE x / y | RMSE without gross errors (> 10 σ; their fraction) | stated: RMS "
+              "predicted σ (ratio to RMSE; to RMSE without gross errors) | true robust σ, all / of the lag-1 pairs "
+              "| NeNA linked, corrected ± unc. (ratio to the lag-1 pairs' robust σ) | NeNA Picasso-compatible "
+              "(ours) | Picasso's own NeNA | σ check |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        s, rmse, rob = r["stated"], r["rmse"], r["robust sigma"]
+        rm = float(np.sqrt(np.mean(np.square(rmse))))
+        rc = float(np.sqrt(np.mean(np.square(r["rmse within 10 sigma"]))))
+        rb = float(np.sqrt(np.mean(np.square(rob))))
+        rb1 = r["correlation"]["robust sigma of lag-1 pairs"]
+        ratio = f"{s['precision_nm'] / rm:.2f}; {s['precision_nm'] / rc:.2f}" if s["precision_nm"] else "n/a"
+        nratio = s["nena_nm"] / rb1 if s["nena_nm"] else None
+        lines.append(f"| {r['case']} | {fmt(rmse[0])} / {fmt(rmse[1])} | {fmt(rc)} ({r['gross error fraction']:.4f}) "
+                     f"| {fmt(s['precision_nm'])} ({ratio}) | {fmt(rb)} / {fmt(rb1)} | {fmt(s['nena_nm'])} ± "
+                     f"{fmt(s['nena_uncertainty_nm'])} ({fmt(nratio)}) | {fmt(s['nena_picasso_nm'])} | "
+                     f"{fmt(r['picasso nena nm'])} | {fmt(s['sigma_check'])} |")
+    within = [abs(r["stated"]["precision_nm"] / float(np.sqrt(np.mean(np.square(r["rmse"])))) - 1) <= 0.15
+              for r in records]
+    within_core = [abs(r["stated"]["precision_nm"] / float(np.sqrt(np.mean(np.square(r["rmse within 10 sigma"]))))
+                       - 1) <= 0.15 for r in records]
+    lines += ["", f"Stated precision (RMS predicted σ) within 15 % of the true RMSE: {sum(within)} of "
+                  f"{len(records)} movies; of the RMSE without gross errors: {sum(within_core)} of {len(records)}.",
+              "",
+              "## Linking (radius 'auto', max_dark 1)", "",
+              "| movie | radius nm | localizations -> molecules | multi-frame events | recovered | merged | "
+              "decode_mem link s (in process) | Picasso default (0.05 px, dark 3): molecules, s first / warm | "
+              "Picasso at our radius, dark 1 | Picasso process: wall s, peak RssAnon MB |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lk = r["link"]
+
+        p = r["picasso"]
+
+        def pic(name: str, p: dict[str, Any] | None = p) -> str:
+            if p is None:
+                return "not run"
+            if "error" in p:
+                return f"failed: {p['error']}"
+            return f"{p[name]['molecules']}, {p[name]['first_s']:.2f} / {p[name]['warm_s']:.3f}"
+
+        proc = "n/a" if p is None or "error" in p else f"{p['wall_s']:.1f}, {fmt(p['peak_rss_anon_mb'], 0)}"
+        lines.append(f"| {r['case']} | {fmt(r['stated']['link_radius_nm'], 1)} | {lk['localizations']} -> "
+                     f"{lk['molecules']} | {lk['multi-frame events']} | {lk['recovered']:.3f} | {lk['merged']:.3f} | "
+                     f"{lk['seconds']:.2f} | {pic('default')} | {pic('matched')} | {proc} |")
+    lines += ["", "## A linked molecule's stated precision against its true error (single-event molecules, nm)", "",
+              "| movie | molecules | n=1: RMSE / RMS σ | n=2-3 | n=4-6 | n>=7 | robust z (n>=4), correlated model | "
+              "robust z (n>=4), independent (1/sqrt n) |", "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        cor, ind = r["link"]["molecule precision (correlated)"], r["link"]["molecule precision (independent)"]
+
+        def cell(rows: dict, k: str) -> str:
+            return f"{rows[k]['rmse']:.2f} / {rows[k]['rms_sigma']:.2f}" if k in rows else "n/a"
+
+        def z(rows: dict) -> str:
+            ks = [k for k in ("n=4-6", "n>=7") if k in rows]
+            return " / ".join(f"{rows[k]['robust_z']:.2f}" for k in ks) or "n/a"
+
+        lines.append(f"| {r['case']} | {sum(v['molecules'] for v in cor.values())} | {cell(cor, 'n=1')} | "
+                     f"{cell(cor, 'n=2-3')} | {cell(cor, 'n=4-6')} | {cell(cor, 'n>=7')} | {z(cor)} | {z(ind)} |")
+    lines += ["", "Robust z: 1.4826 x median |molecule error / stated σ| (1 when the stated σ is right); the "
+                  "independent column states σ as 1/sqrt(n) shrinks it.", "",
+              "## FRC resolution (nm, 1/7 threshold)", "",
+              "| movie | halves by molecule | halves by alternating frames | truth blurred with the stated precision, "
+              "by event | truth blurred with the true RMSE, by event |", "|---|---|---|---|---|"]
+    for r in records:
+        f = r["frc"]
+        lines.append(f"| {r['case']} | {fmt(f['molecule split'], 1)} | {fmt(f['frame split'], 1)} | "
+                     f"{fmt(f.get('truth blurred with the stated precision'), 1)} | "
+                     f"{fmt(f.get('truth blurred with the true RMSE'), 1)} |")
+    lines += ["", "Uniform emitters blink once: two halves split by molecule share no structure, so their FRC "
+                  "falls at once (a resolution of about the field of view); the frame split's halves share every "
+                  "emitter's correlated localizations and report a resolution that is not there.", "",
+              "## Streaming a large table", "",
+              f"`python -m decode_mem.link` on {big['rows']:,} simulated localizations (parquet, radius 30 nm): "
+              f"{big['cli wall s']:.1f} s wall ({big['cli rows/s'] / 1e6:.2f} M rows/s, reading and writing two "
+              f"files included), peak RssAnon {fmt(big['cli peak rss_anon mb'], 0)} MB. The linking alone "
+              f"(`Linker.feed` in this process, reading excluded): {big['link s']:.1f} s, "
+              f"{big['link rows/s'] / 1e6:.2f} M rows/s; reading {big['read s']:.1f} s. Writing the table took "
+              f"{big['write table s']:.0f} s.", ""]
+    return lines
+
+
+def draw(records: list[dict[str, Any]], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    a, b = fig.subplots(1, 2)
+    x = np.arange(len(records))
+    rm = [float(np.sqrt(np.mean(np.square(r["rmse"])))) for r in records]
+    rb = [float(np.sqrt(np.mean(np.square(r["robust sigma"])))) for r in records]
+    a.plot(x, rm, "ko-", label="true RMSE")
+    a.plot(x, rb, "k^--", label="true robust σ")
+    a.plot(x, [r["stated"]["precision_nm"] for r in records], "s-", label="stated: RMS predicted σ")
+    a.errorbar(x, [r["stated"]["nena_nm"] or np.nan for r in records],
+               yerr=[r["stated"]["nena_uncertainty_nm"] or 0 for r in records], fmt="d-",
+               label="NeNA linked, corrected")
+    a.plot(x, [r["stated"]["nena_picasso_nm"] or np.nan for r in records], "v:", label="NeNA as Picasso (ours)")
+    a.plot(x, [r["picasso nena nm"] or np.nan for r in records], "x", label="Picasso's own NeNA")
+    a.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
+    a.set_ylabel("precision per axis [nm]")
+    a.grid(alpha=0.3)
+    a.legend(fontsize="x-small")
+    for key, mark in (("1", "o-"), ("2", "s-"), (">=3", "^-")):
+        b.plot(x, [r["correlation"][key] for r in records], mark, label=f"lag {key}")
+    b.plot(x, [r["link"]["recovered"] for r in records], "k*--", label="events recovered by linking")
+    b.plot(x, [r["link"]["merged"] for r in records], "r*--", label="events merged")
+    b.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
+    b.set_ylabel("correlation of consecutive errors / fraction")
+    b.set_ylim(-0.05, 1.05)
+    b.grid(alpha=0.3)
+    b.legend(fontsize="x-small")
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    from report_files import write_report_files
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=10_000_000, help="localizations of the streamed table (default 1e7)")
+    p.add_argument("--cases", type=int, default=len(CASES), help="the first N movies only (a quick run)")
+    p.add_argument("--out", default=str(RESULTS / "postprocess.md"))
+    args = p.parse_args()
+    at, load0 = commit(), load_average()
+    picasso = find_picasso_python()
+    records = []
+    with tempfile.TemporaryDirectory(prefix="bench_postprocess_") as tmp:
+        work = Path(tmp)
+        for seed, (name, settings) in enumerate(CASES[:args.cases], start=1):
+            case_dir = work / f"case{seed}"
+            case_dir.mkdir()
+            records.append(measure_case(name, settings, case_dir, seed, picasso))
+        print("  big table ...", file=sys.stderr)
+        big = big_link(work, args.rows)
+    header = ["# Linking, precision and resolution without ground truth, checked against the truth", "",
+              f"`{command_line()}`", "", f"Machine: {machine_line('torch default', load_start=load0, at=at)}.",
+              f"Picasso: {picasso_version(picasso) if picasso else 'not installed (its columns say not run)'}, "
+              f"in its own interpreter, numba 2 threads.",
+              f"Movies: 64 x 64 px x {FRAMES} frames, reference EMCCD, localized by data/models/default_2d.pt "
+              f"(CPU). The machine is shared (2 cores, other jobs running): times are upper bounds."]
+    write_report_files(Path(args.out), report(records, big, header), lambda png: draw(records, png),
+                       {"records": records, "big": big})
+
+
+if __name__ == "__main__":
+    main()
