@@ -4,12 +4,14 @@ One streamed pass over a localization file (frame order), linking as it goes (``
 
 * **σ precision**: the RMS per axis of the localizer's own predicted σ (``sigma_x``/``sigma_y``; Picasso's
   ``lpx``/``lpy``), i.e. the RMSE those σ promise, and its median.
-* **NeNA, corrected** (Endesfelder et al. 2014, made right for correlated errors): the distances between the
-  consecutive (lag 1) localizations of one *linked molecule* — not every next-frame neighbour, so other
-  emitters barely enter — fitted with NeNA's model. For errors that correlate with coefficient ρ between
-  consecutive frames the fitted scale is ``σ √(1 - ρ)``, not σ: it is divided by ``√(1 - ρ)`` with ρ of the
-  localizer (``link.correlation``; measured on simulations for decode_mem). Uncertainty: the spread of
-  delete-one jackknife fits over ``JACKKNIFE`` groups of molecules.
+* **NeNA, corrected** (Endesfelder et al. 2014's idea, made right for this localizer): the per-axis differences
+  between consecutive (lag 1) localizations of one *linked molecule* — not every next-frame neighbour, so other
+  emitters barely enter. Their robust scale (1.4826 x median |d|) is ``σ √(2 (1 - ρ))`` for errors that
+  correlate with coefficient ρ between consecutive frames, not ``σ √2``: it is divided by ``√(2 (1 - ρ))`` with
+  ρ of the localizer (``link.correlation``; measured on simulations for decode_mem). A robust scale rather than
+  NeNA's fit of the distance distribution: the fit follows the mode, which for localizations of mixed precision
+  reads low (benchmarks/results/postprocess.md). Uncertainty: the spread of delete-one jackknife estimates over
+  ``JACKKNIFE`` groups of molecules.
 * **σ check**: the same pairs' differences divided by what the σ and ρ predict for them
   (``σ_i² + σ_j² - 2ρ σ_i σ_j``), their robust standard deviation (1.4826 x median |u|): 1 when σ and ρ hold.
 * **NeNA as Picasso computes it** (``picasso.postprocess.nena``, picassosr 0.11): every pair of localizations in
@@ -46,6 +48,7 @@ MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger 
 FRC_PIXEL = 5.0  # nm: the FRC images' pixel where the field of view allows
 JACKKNIFE = 10
 LINKED_BINS = 300  # bins of the linked distances' histogram, up to the link radius
+DIFF_BINS = 4000  # bins of the linked per-axis differences |dx|, |dy| up to the link radius (the median's)
 PICASSO_BIN = 0.001  # camera px, Picasso's NeNA histogram bin
 PICASSO_D_MAX = 1.0  # camera px
 U_BINS = np.linspace(-10.0, 10.0, 2001)
@@ -271,6 +274,8 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     bin_nm = PICASSO_BIN * camera_px
     nena_edges = np.linspace(0.0, radius_nm, LINKED_BINS + 1)
     link_hist = np.zeros((JACKKNIFE, len(nena_edges) - 1))
+    diff_edges = np.linspace(0.0, radius_nm, DIFF_BINS + 1)  # |dx|, |dy| of linked consecutive localizations
+    diff_hist = np.zeros((JACKKNIFE, DIFF_BINS))
     pic_edges = np.arange(0.0, PICASSO_D_MAX * camera_px + bin_nm / 2, bin_nm)
     pic_hist = np.zeros(len(pic_edges) - 1)
     u_hist = np.zeros(len(U_BINS) - 1)
@@ -300,6 +305,11 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
         idx = np.searchsorted(nena_edges, d, side="right") - 1
         ok = (idx >= 0) & (idx < link_hist.shape[1])
         np.add.at(link_hist, (bucket[ok], idx[ok]), 1)
+        for diff in (p.dx[lag1], p.dy[lag1]):  # per-axis differences, for the robust scale
+            j = np.searchsorted(diff_edges, np.abs(diff) * unit, side="right") - 1
+            inside = (j >= 0) & (j < diff_hist.shape[1])
+            np.add.at(diff_hist, (bucket[inside], j[inside]), 1)
+            diff_hist[:, -1] += np.bincount(bucket[~inside], minlength=JACKKNIFE)  # beyond: counted, last bin
         if has_sigma:
             for diff, s in ((p.dx[lag1], p.sx[lag1]), (p.dy[lag1], p.sy[lag1])):
                 var = s[:, 0] ** 2 + s[:, 1] ** 2 - 2 * rho1 * s[:, 0] * s[:, 1]
@@ -317,7 +327,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     sigma_rms = tuple(float(np.sqrt(v / n_locs)) for v in s2) if has_sigma and n_locs else None
     sigma_median = _hist_median(sigma_hist, 0.1) if has_sigma else None
     start = float(np.median([sigma_rms])) if sigma_rms else radius_nm / 6
-    nena = _linked_nena(nena_edges, link_hist, rho1, start)
+    nena = _linked_nena(nena_edges, link_hist, diff_edges, diff_hist, rho1)
     pic_centers = pic_edges[:-1] + bin_nm / 2
     pic_fit = fit_nena(pic_centers, pic_hist, sigma_median if sigma_median else start)
     nena_picasso = Nena(None if pic_fit is None else float(pic_fit[1]), None, pic_centers, pic_hist,
@@ -329,25 +339,38 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                          by_frames.frc("alternating frames"))
 
 
-def _linked_nena(edges: np.ndarray, hist: np.ndarray, rho1: float, start: float) -> Nena:
-    """NeNA's fit to the linked lag-1 distances, divided by √(1 - ρ1); jackknife over the groups."""
+def _linked_nena(edges: np.ndarray, hist: np.ndarray, diff_edges: np.ndarray, diff_hist: np.ndarray,
+                 rho1: float) -> Nena:
+    """The per-axis precision from linked consecutive localizations: 1.4826 x the median |dx|, |dy| (robust)
+    / sqrt(2 (1 - ρ1)); the jackknife over the groups of molecules for its uncertainty. The distance
+    histogram comes with the NeNA density of that precision (for the figure)."""
+    scale = 1.4826 / math.sqrt(2.0 * (1.0 - rho1))
     centers = (edges[:-1] + edges[1:]) / 2
     total = hist.sum(axis=0)
-    popt = fit_nena(centers, total, start * math.sqrt(max(1 - rho1, 1e-6)))
-    scale = 1.0 / math.sqrt(1.0 - rho1)
-    note = (f"linked consecutive localizations' distances, NeNA's fit / sqrt(1 - {rho1:.2f}) (the localizer's "
-            f"consecutive-frame error correlation)")
-    if popt is None:
+    note = (f"linked consecutive localizations: 1.4826 x median |dx|, |dy| / sqrt(2 (1 - {rho1:.2f})), the "
+            f"localizer's consecutive-frame error correlation; NeNA's fit of the same distances reads low where "
+            f"precisions differ")
+    all_diffs = diff_hist.sum(axis=0)
+    if all_diffs.sum() < 3:
         return Nena(None, None, centers, total, None, int(total.sum()), note)
-    value = float(popt[1]) * scale
-    leave_out = []
-    for k in range(hist.shape[0]):
-        p = fit_nena(centers, total - hist[k], float(popt[1]), [popt])
-        if p is not None:
-            leave_out.append(float(p[1]) * scale)
+    value = _hist_quantile(diff_edges, all_diffs, 0.5) * scale
+    leave_out = [_hist_quantile(diff_edges, all_diffs - diff_hist[k], 0.5) * scale for k in range(len(diff_hist))
+                 if (all_diffs - diff_hist[k]).sum() >= 3]
     g = len(leave_out)
     unc = float(np.sqrt((g - 1) / g * np.sum((np.array(leave_out) - np.mean(leave_out)) ** 2))) if g > 2 else None
-    return Nena(value, unc, centers, total, nena_model(centers, *popt), int(total.sum()), note)
+    s2 = 2.0 * (value * math.sqrt(1.0 - rho1)) ** 2  # the NeNA density of this precision, for the figure
+    width = float(edges[1] - edges[0])
+    fit = total.sum() * width * centers / s2 * np.exp(-(centers**2) / (2 * s2))
+    return Nena(value, unc, centers, total, fit, int(total.sum()), note)
+
+
+def _hist_quantile(edges: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of values histogrammed in ``counts`` over ``edges`` (linear within a bin)."""
+    c = np.concatenate([[0.0], np.cumsum(counts)])
+    target = q * c[-1]
+    i = int(np.clip(np.searchsorted(c, target, side="right") - 1, 0, len(counts) - 1))
+    frac = (target - c[i]) / counts[i] if counts[i] > 0 else 0.0
+    return float(edges[i] + frac * (edges[i + 1] - edges[i]))
 
 
 def _picasso_pairs(rows: EmitterTable, previous: EmitterTable | None, d_max: float, unit: float,
