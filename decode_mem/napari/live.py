@@ -6,7 +6,9 @@ Every ``show every`` seconds the widget reads what the run has closed so far: th
 (each a complete file once listed in ``parts.json``; only parts not read before are read, into one counting
 histogram, ``decode_mem.render.Histogram``) refresh the ``<stem> live`` image layer, and ``<stem>.json``
 (``"status": "running"``) gives the frames done and how far behind the camera they are. When the run ends, the
-final files are shown as the Localize widget shows them and the live layer goes.
+final files are shown as the Localize widget shows them and the live layer goes. ``report.html`` is left out
+unless asked for: its refreshes (figures, seconds each) stretch the run's interval between parts
+(``infer.live.REFRESH_SHARE``), and so the live layer's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from magicgui.widgets import FloatSpinBox, Label
+from magicgui.widgets import CheckBox, FloatSpinBox, Label
 from qtpy.QtCore import QTimer
 
 from decode_mem.errors import StackError
@@ -23,7 +25,7 @@ from decode_mem.infer.live_parts import live_dir, read_manifest
 from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.napari.layers import RENDER_PIXEL, image_layer
 from decode_mem.napari.localize import LocalizeWidget
-from decode_mem.render.image import Histogram
+from decode_mem.render.image import AUTO_SIGMA, Histogram
 
 if TYPE_CHECKING:
     import napari
@@ -59,9 +61,14 @@ class PartsView:
         return counted > 0
 
     def layer(self) -> tuple[Any, dict[str, Any], str]:
+        """The counts blurred by a Gaussian of ``AUTO_SIGMA`` nm (render_file's blur for a file without
+        precisions: single 10 nm pixels would not show), as an image layer in nm."""
+        from scipy.ndimage import gaussian_filter
+
         assert self.histogram is not None
         info = {"parts": self.parts, "frames": self.frames, "localizations": self.histogram.n}
-        return image_layer(self.histogram.image, self.render_pixel, f"{self.stem} live", info)
+        image = gaussian_filter(self.histogram.image, AUTO_SIGMA / self.render_pixel, mode="constant")
+        return image_layer(image, self.render_pixel, f"{self.stem} live", info)
 
 
 def live_line(state: dict[str, Any]) -> str:
@@ -82,9 +89,13 @@ class LiveWidget(LocalizeWidget):
                                          tooltip="the acquisition counts as ended after this long without a byte")
         self.refresh = FloatSpinBox(label="show every (s)", min=0.2, max=600.0, value=3.0,
                                     tooltip="how often the run closes a part and the layer is refreshed")
+        self.report = CheckBox(text="write report.html while it runs", value=False,
+                               tooltip="each refresh of the report (figures) takes seconds, and the run then closes "
+                                       "parts, so the live layer changes, that much less often")
         self.lag = Label(value="")
         self.insert(self.index(self.run_button), self.idle_timeout)
         self.insert(self.index(self.run_button), self.refresh)
+        self.insert(self.index(self.run_button), self.report)
         self.insert(self.index(self.status), self.lag)
         self.view: PartsView | None = None
         self.refreshes = 0  # times the live layer was refreshed (mid-run)
@@ -92,7 +103,8 @@ class LiveWidget(LocalizeWidget):
         self.timer.timeout.connect(self.show_progress)
 
     def extra_settings(self) -> dict[str, Any]:
-        return {"idle_timeout": float(self.idle_timeout.value), "refresh": float(self.refresh.value)}
+        return {"idle_timeout": float(self.idle_timeout.value), "refresh": float(self.refresh.value),
+                "report": bool(self.report.value)}
 
     def start(self, _value: Any = None) -> None:
         super().start()
