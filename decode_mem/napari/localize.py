@@ -18,7 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, Label, ProgressBar, PushButton, SpinBox, TextEdit
+from magicgui.widgets import (
+    CheckBox,
+    ComboBox,
+    Container,
+    FileEdit,
+    FloatSpinBox,
+    Label,
+    ProgressBar,
+    PushButton,
+    SpinBox,
+    TextEdit,
+)
 from qtpy.QtCore import QObject, Signal
 
 from decode_mem.errors import DecodeMemError, Stopped
@@ -30,7 +41,7 @@ if TYPE_CHECKING:
 
 A_FILE = "a file or folder (below)"
 CAMERAS = ("the model's", "emccd", "scmos", "a YAML file (below)")
-MODELS = ("shipped (for the device)", "a file (below)")
+MODELS = ("shipped (for the device)", "a file (below)", "fit to this movie (decode_mem.fit, budget below)")
 FORMATS = ("csv", "csv,picasso", "parquet", "csv,picasso,parquet")
 LOCALIZATION_SUFFIXES = (".csv", ".parquet", ".hdf5")  # the file a stack's layers are read from, first found
 
@@ -117,6 +128,10 @@ class LocalizeWidget(Container):
         self.camera_yaml = FileEdit(label="camera YAML", mode="r", filter="*.yaml *.yml")
         self.model = ComboBox(label="model", choices=MODELS)
         self.model_file = FileEdit(label="model file", mode="r", filter="*.pt")
+        self.budget = FloatSpinBox(label="fit budget (min)", min=0.5, max=24 * 60.0, value=15.0,
+                                   tooltip="decode_mem.fit: calibrate the movie, fine-tune the shipped model on "
+                                           "matching simulations where it does not cover the movie, localize; "
+                                           "the whole command within this many minutes when it trains")
         self.device = ComboBox(label="device", choices=("auto", "cpu", "cuda"))
         self.formats = ComboBox(label="formats", choices=FORMATS)
         self.out = FileEdit(label="output folder", mode="d")
@@ -130,8 +145,8 @@ class LocalizeWidget(Container):
         self.log = TextEdit(label="messages", value="")
         self.log.native.setReadOnly(True)
         self.extend([self.source, self.path, self.camera, self.camera_yaml, self.model, self.model_file,
-                     self.device, self.formats, self.out, self.block, self.resume, self.run_button, self.cancel_button,
-                     self.progress, self.status, self.log])
+                     self.budget, self.device, self.formats, self.out, self.block, self.resume, self.run_button,
+                     self.cancel_button, self.progress, self.status, self.log])
         self.relay = Relay()
         self.relay.started.connect(self._started)
         self.relay.frames.connect(self._frames)
@@ -202,8 +217,16 @@ class LocalizeWidget(Container):
         camera = with_fields(preset(fields.get("kind", "emccd")), fields) if fields else None
         model = str(self.model_file.value) if self.model.value == MODELS[1] else None
         device = str(resolve_device(self.device.value))
+        formats = tuple(self.formats.value.split(","))
+        if self.model.value == MODELS[2]:
+            if self.follow:
+                raise DecodeMemError("fit needs the whole movie: fit it first, then follow with the fitted model")
+            from decode_mem.fit import FitConfig
+
+            return FitConfig(movies=(self.input_path(),), out=out, camera=camera, device=device, formats=formats,
+                             budget_minutes=float(self.budget.value)), camera_name
         cfg = InferConfig(inputs=(self.input_path(),), out=out, model=model,
-                          formats=tuple(self.formats.value.split(",")), camera=camera, device=device,
+                          formats=formats, camera=camera, device=device,
                           block=int(self.block.value) or "auto", resume=bool(self.resume.value), follow=self.follow,
                           **self.extra_settings())
         return cfg, camera_name
@@ -231,14 +254,18 @@ class LocalizeWidget(Container):
         self.stop.clear()
         self.last_config = cfg
         observer = WidgetObserver(self.relay, self.stop)
-        self.worker = create_worker(run_and_open, cfg, observer, cli_command(cfg, camera), _start_thread=False,
-                                    _ignore_errors=True)
+        if hasattr(cfg, "budget_minutes"):  # a FitConfig
+            self.worker = create_worker(fit_and_open, cfg, observer, _start_thread=False, _ignore_errors=True)
+        else:
+            self.worker = create_worker(run_and_open, cfg, observer, cli_command(cfg, camera), _start_thread=False,
+                                        _ignore_errors=True)
         self.worker.returned.connect(self._returned)
         self.worker.errored.connect(self._errored)
         self.worker.finished.connect(self._finished)
         self.run_button.enabled, self.cancel_button.enabled = False, True
         self.progress.value = 0
-        self.say(f"localizing {cfg.inputs[0]} into {cfg.out}")
+        self.say(f"{'fitting and localizing' if hasattr(cfg, 'budget_minutes') else 'localizing'} "
+                 f"{(getattr(cfg, 'inputs', None) or cfg.movies)[0]} into {cfg.out}")
         self.worker.start()
 
     def cancel(self, _value: Any = None) -> None:
@@ -319,6 +346,28 @@ def in_nm(layer: Any, pixel_size: float) -> None:
     layer.scale = (*layer.scale[:-2], pixel_size, pixel_size)
     layer.translate = (*layer.translate[:-2], pixel_size / 2, pixel_size / 2)
     layer.units = (*layer.units[:-2], "nm", "nm")
+
+
+def fit_and_open(cfg: Any, observer: WidgetObserver) -> tuple[Any, list[Opened]]:
+    """``decode_mem.fit``'s ``fit_movies`` (its stages as lines; Cancel stops the training at its next step, or
+    the localization after its block), then each stack's layers, as ``run_and_open``."""
+    from decode_mem.fit import fit_movies
+
+    def on_progress(stage: str, details: dict[str, Any]) -> None:
+        observer.message(f"fit: {stage}")
+
+    def on_step(step: int, details: dict[str, Any]) -> None:
+        if observer.stop_requested():
+            raise Stopped(f"training stopped at step {step}")
+
+    report = fit_movies(cfg, on_progress=on_progress, on_step=on_step, observer=observer)
+    observer.message(f"fit: {report.decision} ({'; '.join(report.reasons)})")
+    inference = report.inference
+    if inference is None:
+        raise DecodeMemError("fit localized nothing")
+    opened = [open_localizations(path, name=s.stem) for s in inference.stacks
+              if (path := localization_file(s.outputs)) is not None and path.is_file()]
+    return inference, opened
 
 
 def _safe(name: str) -> str:

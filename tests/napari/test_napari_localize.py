@@ -124,3 +124,19 @@ def test_bad_input_is_a_line_in_the_widget(viewer, qtbot, tmp_path: Path) -> Non
     lines = widget.log.value.splitlines()
     assert lines[-1].startswith("error: ") and "broken.tif" in lines[-1] and "Traceback" not in widget.log.value
     assert not (tmp_path / "out" / "broken.csv").exists() and widget.run_button.enabled
+
+
+def test_fit_to_this_movie_calibrates_decides_and_localizes(viewer, qtbot, movie: Path, tmp_path: Path) -> None:
+    from decode_mem.napari.localize import MODELS
+
+    widget = LocalizeWidget(viewer)
+    widget.source.value = A_FILE
+    widget.path.value, widget.device.value, widget.out.value = movie, "cpu", tmp_path
+    widget.model.value, widget.budget.value = MODELS[2], 1.0
+    run(widget, qtbot)
+    log = widget.log.value
+    assert "fit: calibrate" in log and "fit: base model" in log, log  # the quick start's physics: no training
+    assert "done: 1 stack(s), 40 frames" in log and (tmp_path / "calib.yaml").is_file()
+    rows = csv_rows(tmp_path / f"{movie.stem}.csv")
+    np.testing.assert_allclose(viewer.layers[f"{movie.stem} localizations"].data,
+                               np.column_stack([rows["y [nm]"], rows["x [nm]"]]), rtol=1e-6)
