@@ -39,6 +39,7 @@ from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save
 from decode_mem.calibrate.crowding import CrowdedPhysics, crowded_estimates, crowded_physics
 from decode_mem.calibrate.match import simulation_from_estimates
 from decode_mem.config import check_output_folder, resolve_device
+from decode_mem.errors import Stopped
 from decode_mem.export.card import export_model
 from decode_mem.fit.budget import BudgetSplit, split_budget
 from decode_mem.infer import run_inference
@@ -114,6 +115,20 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     progress("calibrated", {"estimates": {k: e.value for k, e in calibration.estimates.items()},
                             "camera_warnings": list(calibration.camera_check.warnings), "outside": gaps})
 
+    try:
+        return _decide_and_localize(cfg, calibration, camera, gaps, base_path, base, choice, progress, on_step,
+                                    observer, started)
+    except Stopped as e:  # Ctrl-C or SIGTERM in training or localization: the training checkpoint is kept
+        raise Stopped(f"fit stopped ({e}); the same fit command continues the training from its checkpoint in "
+                      f"{out / 'training'} (a localization starts again)", signum=e.signum, stem=e.stem,
+                      frame=e.frame, frames=e.frames) from e
+
+
+def _decide_and_localize(cfg, calibration: Any, camera: Camera, gaps: list[str], base_path: str, base: Any,
+                         choice: Any, progress: Progress, on_step: Callable[[int, dict], object] | None,
+                         observer: InferObserver | None, started: float) -> FitReport:
+    """Stages 2 to 5 (fit_movies')."""
+    out = cfg.out_dir
     # 2. decide
     if cfg.psf is not None:
         report = _train_3d(cfg, calibration, camera, progress, on_step, started)
@@ -306,6 +321,9 @@ class _AfterFit(InferObserver):
 
     def run_finished(self) -> None:
         self.inner.run_finished()
+
+    def stop_requested(self) -> bool:
+        return self.inner.stop_requested()
 
     def memory_history(self) -> Any:
         return self.inner.memory_history()

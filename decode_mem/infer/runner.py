@@ -199,6 +199,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                     image.add(table)
             if start:
                 obs.block_done(job.stem, start, None)
+            if obs.stop_requested():  # a Cancel pressed before this stack's first block
+                raise Stopped("stop requested")
             for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
                 if stop == start and sizes and outs.journal is not None:  # how the frames are cut and computed:
                     kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}  # a resumed run does the

@@ -93,3 +93,21 @@ def test_fit_never_uses_the_base_model_as_it_is(movie: Path, tmp_path: Path) -> 
                                     "why": "a CPU: the small shipped model (the wide one is several times slower "
                                            "per frame on a CPU)"}
     assert not (out / "training").exists() and (out / "cells.csv").is_file()
+
+
+def test_a_stop_in_fit_says_how_fit_continues(movie: Path, tmp_path: Path) -> None:
+    """A Cancel (or Ctrl-C / SIGTERM) during fit's localization stops it with one line naming fit's own way on."""
+    from decode_mem.errors import Stopped
+    from decode_mem.fit import FitConfig
+    from decode_mem.fit.core import fit_movies
+    from decode_mem.infer.observe import InferObserver
+
+    class Cancel(InferObserver):
+        def stop_requested(self) -> bool:
+            return True
+
+    with pytest.raises(Stopped) as stop:
+        fit_movies(FitConfig(movies=(str(movie),), out=str(tmp_path), train="never", calib_frames=40, threads=1),
+                   observer=Cancel())
+    assert str(stop.value).startswith("fit stopped (cells: stopped at frame 0 of 60;")
+    assert "the same fit command continues" in str(stop.value) and stop.value.frame == 0

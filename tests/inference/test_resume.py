@@ -181,3 +181,13 @@ def test_a_killed_dask_run_resumes_to_the_uninterrupted_result(shipped_model, un
     run_inference(config(tmp_path, shipped_model, resume=True, **cfg))
     assert_same_outputs(outputs(tmp_path), {**uninterrupted, "prob": None})
 
+
+
+def test_a_rerun_refused_for_its_sizes_keeps_the_finished_stack(shipped_model, tmp_path):
+    run_inference(config(tmp_path, shipped_model, write_probability_map=False))
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("stack.*")}
+    assert "stack.json" in before
+    with pytest.raises(ConfigError):  # sizes that cannot fit the memory limit: refused when the stack starts
+        run_inference(InferConfig(inputs=(str(SAMPLE),), out=str(tmp_path), model=str(shipped_model),
+                                  formats=FORMATS, chunk_size=64, batch_size=100_000, memory_limit=64 * 2**20))
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("stack.*")} == before
