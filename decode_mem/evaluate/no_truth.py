@@ -44,6 +44,7 @@ from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk
 
 FRC_THRESHOLD = 1.0 / 7.0
+FRC_SMOOTH = 5  # rings averaged before the threshold is applied
 MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger field of view)
 FRC_PIXEL = 5.0  # nm: the FRC images' pixel where the field of view allows
 JACKKNIFE = 10
@@ -201,20 +202,30 @@ def frc_curve(a: np.ndarray, b: np.ndarray, pixel: float) -> tuple[np.ndarray, n
 
 
 def frc_resolution(frequency: np.ndarray, curve: np.ndarray, threshold: float = FRC_THRESHOLD) -> float | None:
-    """1 / the first frequency (after the zero ring) where the FRC falls below ``threshold``, linear between
-    rings; None when it never does (the halves agree up to Nyquist) or the curve is undefined."""
+    """1 / the frequency where the FRC falls below ``threshold`` for the last time (the finest scale at which the
+    halves still agree; linear between rings): a structure's spectral zeros (a ring of one diameter has some) dip
+    the curve below the threshold at low frequency and it comes back; the zero ring is left out. None when it
+    never falls below (the halves agree up to Nyquist); the first ring's scale when it never reaches it."""
     c = curve[1:]
     f = frequency[1:]
-    below = np.nonzero(~(c >= threshold))[0]
-    if len(below) == 0:
-        return None
-    i = below[0]
-    if i == 0:
+    above = np.nonzero(c >= threshold)[0]
+    if len(above) == 0:
         return float(1.0 / f[0])
-    if not np.isfinite(c[i]):
+    i = above[-1]
+    if i == len(c) - 1:
+        return None
+    if not np.isfinite(c[i + 1]):
         return float(1.0 / f[i])
-    t = (c[i - 1] - threshold) / (c[i - 1] - c[i])
-    return float(1.0 / (f[i - 1] + t * (f[i] - f[i - 1])))
+    t = (c[i] - threshold) / (c[i] - c[i + 1])
+    return float(1.0 / (f[i] + t * (f[i + 1] - f[i])))
+
+
+def smoothed(curve: np.ndarray, rings: int = FRC_SMOOTH) -> np.ndarray:
+    """The FRC averaged over ``rings`` neighbouring rings (the ends over fewer): the noise of a ring of few
+    pixels should not decide where the curve crosses the threshold."""
+    values = np.nan_to_num(curve.astype(np.float64))
+    kernel = np.ones(rings)
+    return np.convolve(values, kernel, "same") / np.convolve(np.ones(len(values)), kernel, "same")
 
 
 class _Halves:
@@ -234,7 +245,7 @@ class _Halves:
         if self.a.n == 0 or self.b.n == 0:
             return None
         freq, curve = frc_curve(self.a.image, self.b.image, self.a.render_pixel)
-        return Frc(freq, curve, frc_resolution(freq, curve), split, self.a.render_pixel)
+        return Frc(freq, curve, frc_resolution(freq, smoothed(curve)), split, self.a.render_pixel)
 
 
 def molecule_half(group: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from decode_mem.evaluate.__main__ import main
-from decode_mem.evaluate.no_truth import assess_file, frc_curve, frc_resolution
+from decode_mem.evaluate.no_truth import assess_file, frc_curve, frc_resolution, smoothed
 from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.link import INDEPENDENT, ErrorCorrelation
@@ -71,14 +71,15 @@ def test_frc_of_identical_halves_never_falls_and_of_independent_noise_falls_at_o
     other = rng.poisson(2.0, (128, 128)).astype(np.float32)
     freq, curve = frc_curve(image, other, pixel=5.0)
     assert abs(np.mean(curve[1:])) < 0.03
-    assert frc_resolution(freq, curve) > 100.0  # falls below 1/7 within the first rings
+    assert frc_resolution(freq, smoothed(curve)) > 100.0  # below 1/7 from the first rings on
 
 
-def test_frc_resolution_interpolates_the_threshold_crossing() -> None:
-    freq = np.array([0.0, 0.01, 0.02, 0.03])
-    curve = np.array([1.0, 0.5, 0.2, 0.1])  # crosses 1/7 between 0.02 and 0.03
+def test_frc_resolution_interpolates_the_last_threshold_crossing() -> None:
+    freq = np.array([0.0, 0.01, 0.02, 0.03, 0.04, 0.05])
+    curve = np.array([1.0, 0.5, 0.1, 0.3, 0.2, 0.1])  # a dip at 0.02 (a spectral zero), the last fall after 0.04
     t = (0.2 - 1 / 7) / (0.2 - 0.1)
-    assert frc_resolution(freq, curve) == pytest.approx(1 / (0.02 + t * 0.01))
+    assert frc_resolution(freq, curve) == pytest.approx(1 / (0.04 + t * 0.01))
+    assert np.allclose(smoothed(np.ones(20)), 1.0) and smoothed(np.arange(9.0))[4] == pytest.approx(4.0)
 
 
 def test_cli_writes_json_and_png_and_refuses_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
