@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,32 @@ def restore_state(path: Path, cfg: TrainConfig, net: DecodeNet, optimizer: torch
                                   f"({_difference(saved.get(key), now[key])}). Fix: the settings it was started "
                                   f"with, or another output folder (or remove {path.parent})")
     net.load_state_dict(build_net(state, path).state_dict())
-    optimizer.load_state_dict(train_state["optimizer"])
+    if "optimizer" in train_state:
+        optimizer.load_state_dict(train_state["optimizer"])
+    else:  # a weights-only snapshot (``save_weights_snapshot``): AdamW's moments start afresh
+        warnings.warn(f"{path}: a weights-only snapshot: the optimizer's moments start afresh (the step, learning "
+                      "rate schedule and data stream continue)", stacklevel=2)
     scheduler.load_state_dict(train_state["scheduler"])
-    scaler.load_state_dict(train_state["scaler"])
+    if "scaler" in train_state:
+        scaler.load_state_dict(train_state["scaler"])
     torch.set_rng_state(train_state["rng_cpu"])
     if train_state["rng_cuda"] and device.type == "cuda":
         torch.cuda.set_rng_state_all(train_state["rng_cuda"])
     return int(state["meta"]["step"])
+
+
+def save_weights_snapshot(checkpoint: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """``checkpoint`` without the optimizer's and the scaler's state (a third of its size for AdamW): what a machine
+    that does not have the run folder resumes from (``restore_state``: the step, schedule, data stream and weights
+    continue; AdamW's moments start afresh, which costs a short re-warm-up of the effective step size)."""
+    state = load_checkpoint(checkpoint)
+    train_state = {k: v for k, v in state["train_state"].items() if k not in ("optimizer", "scaler")}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    torch.save({**state, "train_state": train_state}, tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def canonical(config: dict) -> dict:
