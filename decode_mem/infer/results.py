@@ -27,6 +27,7 @@ class StackSummary:
     outputs: tuple[str, ...]
     skipped: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    computed: int | None = None  # frames computed by this run (a resumed stack's are fewer than ``frames``)
 
     @classmethod
     def finished_before(cls, stack: str | Path, summary: Path) -> StackSummary:
@@ -41,7 +42,9 @@ class StackSummary:
 
     @property
     def frames_per_s(self) -> float:
-        return self.frames / self.wall_s if self.wall_s > 0 else float("nan")
+        """Frames computed per second of this run's wall time."""
+        frames = self.frames if self.computed is None else self.computed
+        return frames / self.wall_s if self.wall_s > 0 else float("nan")
 
     def line(self) -> str:
         if self.skipped:
@@ -84,4 +87,5 @@ class InferReport:
 
     @property
     def frames(self) -> int:
-        return sum(s.frames for s in self.stacks if not s.skipped)
+        """Frames computed by this run (a resumed stack's frames before its resume point not counted)."""
+        return sum(s.frames if s.computed is None else s.computed for s in self.stacks if not s.skipped)

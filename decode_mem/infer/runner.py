@@ -256,7 +256,9 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                            (*map(str, files), str(summary_path(cfg.out, job.stem))),
                            extra=dict(extras, cpu_s=round(cpu, 3), shape=list(job.shape),
                                       domain_warnings=list(job.domain.warnings), domain=job.domain.numbers,
-                                      **({"sizes": sizes} if sizes else {}), **more))
+                                      **({"sizes": sizes} if sizes else {}),
+                                      **({"resumed_at_frame": start} if start else {}), **more),
+                           computed=job.shape[0] - start)
     outs.finish(summary.as_dict())
     return summary
 

@@ -83,6 +83,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(shipped_model, uninte
     assert manifest["parts"][-1]["stop"] == blocks * BLOCK
     report = run_inference(config(tmp_path, shipped_model, resume=True))
     assert report.ok and report.stacks[0].localizations == len(uninterrupted["picasso"])
+    assert json.loads((tmp_path / "stack.json").read_text())["resumed_at_frame"] == blocks * BLOCK
     assert_same_outputs(outputs(tmp_path), uninterrupted)
     assert not (tmp_path / "stack.progress").exists()
 
