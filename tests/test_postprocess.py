@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 import torch
@@ -84,13 +82,28 @@ def _check_emitters(table: EmitterTable, emitters: list[dict], frame: int = 0) -
 
 
 def test_channel_contract_matches_the_model() -> None:
-    try:
-        net = importlib.import_module("decode_mem.model.net")
-    except ModuleNotFoundError:
-        pytest.skip("decode_mem.model.net does not exist yet")
-    if not hasattr(net, "OUTPUT_CHANNELS"):
-        pytest.skip("decode_mem.model.net has no OUTPUT_CHANNELS yet")
-    assert tuple(net.OUTPUT_CHANNELS) == OUTPUT_CHANNELS
+    """The channels this module reads by name (``OUTPUT_CHANNELS``) carry what the model puts there: with every
+    raw head output saturated high, then low, each named channel of the model's output sits at the bound its
+    name promises (a logit unbounded, photons in (0, photon_scale), offsets in (-1, 1) px, z in ±z_scale, sigmas
+    between their floor and floor + sigma_max units, background in (0, bg_scale)), so no two kinds are swapped."""
+    from dataclasses import replace
+
+    from decode_mem.model import DecodeNet, ModelConfig
+
+    cfg = replace(ModelConfig.tiny(), use_z=True)
+    net = DecodeNet(cfg)
+    units = {"sigma_photons": (cfg.photon_scale, cfg.sigma_photons_eps), "sigma_x": (1.0, cfg.sigma_eps),
+             "sigma_y": (1.0, cfg.sigma_eps), "sigma_z": (cfg.z_scale, cfg.sigma_eps * cfg.z_scale)}
+    low = {"p_logit": -30.0, "photons": 0.0, "dx": -1.0, "dy": -1.0, "z": -cfg.z_scale, "bg": 0.0,
+           **{name: floor for name, (_, floor) in units.items()}}
+    high = {"p_logit": 30.0, "photons": cfg.photon_scale, "dx": 1.0, "dy": 1.0, "z": cfg.z_scale,
+            "bg": cfg.bg_scale, **{name: cfg.sigma_max * unit + floor for name, (unit, floor) in units.items()}}
+    for raw, expected in ((30.0, high), (-30.0, low)):
+        out = net.activate(torch.full((1, len(OUTPUT_CHANNELS), 2, 2), raw))
+        assert out.shape[1] == len(OUTPUT_CHANNELS)
+        got = {name: float(out[0, CH[name], 0, 0]) for name in OUTPUT_CHANNELS}
+        for name in OUTPUT_CHANNELS:
+            assert got[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-6), (name, got[name])
 
 
 def test_blobs_at_subpixel_positions_give_exactly_those_emitters() -> None:

@@ -32,20 +32,21 @@ def test_import_before_torch_asks_for_sleeping_threads_and_keeps_a_users_choice(
     assert _probe("", OMP_WAIT_POLICY="ACTIVE") == ["ACTIVE", False]
 
 
-def test_the_thread_count_follows_the_idle_cores_only_where_threads_spin(monkeypatch) -> None:
+def test_the_thread_count_follows_the_idle_cores_only_where_threads_spin(monkeypatch, torch_threads) -> None:
+    torch_threads(4)  # torch's count is the ceiling: with the tests' 1-thread pin every answer would be 1
     assert 0 <= threads.idle_cores(0.05) <= len(os.sched_getaffinity(0))
     assert threads.auto_threads(3) == 3  # asked for: given
     assert threads.auto_threads(None, passive=True) is None  # sleeping threads: torch's count stays
-    monkeypatch.setattr(threads, "idle_cores", lambda interval=0.1: 0.2)
-    assert threads.auto_threads(None, passive=False) == 1  # every core busy: one thread, no barrier to spin at
-    monkeypatch.setattr(threads, "idle_cores", lambda interval=0.1: 64.0)
-    assert threads.auto_threads(None, passive=False) == torch.get_num_threads()  # never more than torch's
+    for idle, expected in ((0.2, 1), (1.6, 2), (2.4, 2), (2.6, 3), (64.0, 4)):
+        monkeypatch.setattr(threads, "idle_cores", lambda interval=0.1, idle=idle: idle)
+        # every core busy: one thread, no barrier to spin at; else the idle cores, never more than torch's
+        assert threads.auto_threads(None, passive=False) == expected, idle
 
 
-def test_predict_stack_runs_on_the_threads_it_is_given_and_restores_them() -> None:
-    before = torch.get_num_threads()
+def test_predict_stack_runs_on_the_threads_it_is_given_and_restores_them(torch_threads) -> None:
+    before = torch_threads(3)
     seen: list[int] = []
     frames = np.full((2, 32, 32), 120, np.uint16)
-    tables = list(predict_stack(frames, load_model(), chunk_size=32, batch_size=2, threads=1,
+    tables = list(predict_stack(frames, load_model(), chunk_size=32, batch_size=2, threads=2,
                                 on_block=lambda _: seen.append(torch.get_num_threads())))
-    assert tables and seen == [1] and torch.get_num_threads() == before
+    assert tables and seen == [2] and torch.get_num_threads() == before

@@ -46,5 +46,6 @@ def test_localization_is_predicted_from_two_probes_of_the_real_path(tmp_path) ->
         for _ in predict_stack(frames[:n], net, device="cpu", compile=False, **sizes):
             pass
     measured = time.perf_counter() - t0
-    assert predicted == pytest.approx(measured, rel=2.0), (predicted, measured)  # the right size, under CI load too
-    assert predicted > 0
+    # the right size under CI load too: within 3x either way (load changes between the probes and the timed runs);
+    # (rel=2.0 before had no lower bound); a cost per frame-pixel not scaled by the frames is ~100x too small
+    assert measured / 3 <= predicted <= 3 * measured, (predicted, measured)

@@ -49,7 +49,11 @@ def test_fit_with_a_psf_trains_a_3d_model_and_writes_z(setup, tmp_path: Path, ca
     assert report["decision"] == "3-D model trained from scratch" and report["train_steps"] >= 1
     assert set(report["validation"]) == {"3-D model"} and "rmse_ax" in report["validation"]["3-D model"]
     physics = report["pixel_statistics"]  # the density, photons and background the pixels' cumulants gave
-    assert physics["density_per_um2"] == pytest.approx(0.5, rel=0.5) and physics["background_photons"] > 20
+    # the movie's truth (density 0.5 per µm², background 40 photons/px) within the 0.7-1.5x that
+    # benchmarks/results/crowding.md measured for the cumulant estimates on 12 movies; a background off by the
+    # camera's gain (x2 and more) or a density that ignores the PSF's z range falls outside
+    assert 0.7 * 0.5 <= physics["density_per_um2"] <= 1.5 * 0.5, physics
+    assert 0.7 * 40.0 <= physics["background_photons"] <= 1.5 * 40.0, physics
     state = load_checkpoint(out / "model.pt")
     assert state["model_config"]["use_z"] and state["meta"]["simulation"]["psf"] == "spline"
     assert state["meta"]["envelope"]["z_range_nm"] == [-600.0, 600.0]  # the PSF file's valid range

@@ -15,6 +15,7 @@ from decode_mem.infer import InferConfig, run_inference
 from decode_mem.infer.__main__ import main
 from decode_mem.infer.domain import check_domain
 from decode_mem.io.camera import Camera
+from decode_mem.io.localizations import read_localizations
 from decode_mem.model.checkpoint import load_model
 from decode_mem.simulate import SimulationConfig, simulate_movie
 
@@ -83,6 +84,13 @@ def test_real_emccd_movie_is_checked_and_localized(tmp_path: Path, shipped_model
     assert report.ok
     summary = json.loads((tmp_path / "real" / f"{REAL.stem}.json").read_text())
     assert summary["frames"] == 5 and "domain_warnings" in summary
+    locs = read_localizations(tmp_path / "real" / f"{REAL.stem}.csv", pixel_size=132.5)
+    assert len(locs) == summary["localizations"] > 20  # a dSTORM movie: many molecules on in every frame
+    h, w = frames.shape[1:]
+    x, y = locs["x"], locs["y"]  # px, pixel centres at integers
+    assert np.isfinite(x).all() and np.isfinite(y).all()
+    assert (x >= -0.5).all() and (x <= w - 0.5).all() and (y >= -0.5).all() and (y <= h - 0.5).all()
+    assert set(np.unique(locs["frame"])) <= set(range(5)) and len(np.unique(locs["frame"])) == 5
 
 
 def test_large_frames_are_checked_on_their_central_window(monkeypatch: pytest.MonkeyPatch) -> None:

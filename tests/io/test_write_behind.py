@@ -15,10 +15,12 @@ class GatedWriter:
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.entered = threading.Event()  # set once a write has started
         self.items: list[int] = []
         self.threads: set[str] = set()
 
     def write(self, item: int) -> None:
+        self.entered.set()
         self.gate.wait()
         self.threads.add(threading.current_thread().name)
         self.items.append(item)
@@ -70,13 +72,19 @@ def test_a_failure_of_the_last_write_is_raised_on_exit() -> None:
 
 
 def test_the_producers_exception_drops_the_queue_and_joins_the_thread() -> None:
+    """The writer is inside the first write (held at the gate) with 3 items queued when the producer fails: that
+    write ends, the 3 queued items are never written, and the thread is gone when the exception comes out. The
+    gate opens 0.5 s later, from a timer: by then the exit has long dropped the queue and is joining the thread."""
     writer = GatedWriter()
+    opener = threading.Timer(0.5, writer.gate.set)
     with pytest.raises(KeyboardInterrupt), WriteBehind(writer.write, depth=4) as behind:
         for item in range(4):
             behind.put(item)
-        writer.gate.set()
+        assert writer.entered.wait(30)  # item 0 is being written, items 1-3 wait in the queue
+        opener.start()
         raise KeyboardInterrupt
-    assert writer.items == sorted(writer.items) and len(writer.items) <= 4
+    assert writer.items == [0]  # the write under way finishes; the queue is dropped
+    assert writer.gate.is_set()  # the exit waited for the thread, which waited for the gate
     assert not any(t.name == THREAD_NAME for t in threading.enumerate())
 
 

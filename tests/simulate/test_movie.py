@@ -54,6 +54,21 @@ def test_ground_truth_rows_render_to_the_noise_free_frames(psf: str) -> None:
 
 
 def test_scmos_movie_with_sensor_maps() -> None:
+    """Each pixel's counts follow its own offset and gain: the mean over 64 frames of (ADU - the pixel's own
+    camera response to the expected photons) is zero within the noise at every pixel, and the maps spread by the
+    asked-for 10 %, so that counts made with the camera's scalars are off by several sigma."""
     cfg = SimulationConfig(frame_size=(16, 16), camera=Camera.scmos(), sensor_variation=0.1)
-    adu, _, _ = simulate_movie(cfg, 4, seed=1)
-    assert adu.dtype == np.uint16 and 50 < adu.mean() < 2000
+    sim = MovieSimulator(cfg, seed=1)
+    maps, camera = sim.sensor, sim.camera
+    assert maps is not None
+    for name, scalar in (("baseline", camera.baseline), ("e_per_adu", camera.e_per_adu)):
+        spread = float((getattr(maps, name) / scalar).std())
+        assert spread == pytest.approx(0.1, rel=0.25), (name, spread)  # 256 pixels: the std within ~10 %
+    blk = sim.block(0, 64)
+    assert blk.adu_uint16.dtype == np.uint16
+    mean_adu = camera.qe * blk.expected / maps.e_per_adu + maps.baseline  # this pixel's response, in ADU
+    variance = (camera.qe * blk.expected + maps.read_noise**2) / maps.e_per_adu**2 + 1 / 12  # shot, read, rounding
+    z = (blk.adu - mean_adu).sum(0) / variance.sum(0).sqrt()  # per pixel: ~ N(0, 1)
+    assert float(z.abs().max()) < 5.0 and abs(float(z.mean())) < 0.5, (float(z.abs().max()), float(z.mean()))
+    scalars = camera.qe * blk.expected / camera.e_per_adu + camera.baseline  # the maps ignored
+    assert float(((blk.adu - scalars).sum(0) / variance.sum(0).sqrt()).abs().max()) > 10.0

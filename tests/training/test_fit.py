@@ -27,7 +27,10 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(tiny_cfg: TrainConf
     straight = fit(replace(tiny_cfg, out=str(tmp_path / "straight")))
     first = fit(replace(tiny_cfg, out=str(tmp_path / "resumed"), steps=2))
     assert load_model(first).step == 2
-    resumed = fit(replace(tiny_cfg, out=str(tmp_path / "resumed"), resume=True))
+    trained: list[int] = []
+    resumed = fit(replace(tiny_cfg, out=str(tmp_path / "resumed"), resume=True),
+                  on_step=lambda step, row: trained.append(step))
+    assert trained == [3, 4]  # continued after the checkpoint: a restart (same data, same weights) trains 1-4
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
     for k in a:
