@@ -93,6 +93,23 @@ def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int
     return source
 
 
+def _written_page_by_page(tif) -> bool:
+    """A tifffile-written file with more pages than its first write's frames, each write plain (frames x Y x X,
+    uncompressed, striped): ``imwrite(..., append=True)`` frame by frame. tifffile makes a series of every write,
+    at a cost quadratic in their number (20 000 writes: minutes), so such a file is read page by page at once."""
+    import json
+
+    page = tif.pages.first
+    if not tif.is_shaped or page.compression != 1 or page.is_tiled or page.samplesperpixel != 1:
+        return False
+    try:
+        shape = json.loads(page.description)["shape"]
+        frames = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+        return len(tif.pages) > frames
+    except Exception:  # an odd description, or IFDs tifffile cannot follow: the general path decides
+        return False
+
+
 def _frame_key(s, channel: int | None, z: int | None) -> tuple | None:
     """What must agree for series to be frames of one movie: frame size and pixel type (None: not a movie)."""
     from decode_mem.io._layout import resolve_layout
@@ -118,6 +135,11 @@ def _series_text(tif, k: int) -> str:
 
 def _open_series(tif, path: Path, series: int | None, log: list[str], channel: int | None = None,
                  z: int | None = None) -> Source:
+    if series is None and _written_page_by_page(tif):  # before tif.series: tifffile's is quadratic in the writes
+        pages = _pages(path, chain_frames=0)
+        if pages is not None:
+            tif.close()
+            return pages
     n_series = len(tif.series)
     if series is not None and not -n_series <= series < n_series:
         raise StackError(f"{path}: series={series} out of range, the file has {n_series} series")
