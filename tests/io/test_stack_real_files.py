@@ -78,13 +78,17 @@ def test_series_of_another_size_are_left_out_with_one_line_saying_how_to_pick_th
     np.testing.assert_array_equal(np.concatenate([f[1:-1] for _, f in live]), frames)
 
 
+def write_ome_series(path: Path, *series: np.ndarray) -> Path:
+    """One OME-TIFF image (series) per array."""
+    with tifffile.TiffWriter(path, ome=True) as tw:
+        for data in series:
+            tw.write(data, metadata={"axes": "TYX"})
+    return path
+
+
 def test_ome_series_of_another_size_are_named_in_the_line(tmp_path):
     frames = movie(6)
-    path = tmp_path / "mixed.ome.tif"
-    with tifffile.TiffWriter(path, ome=True) as tw:
-        tw.write(frames[:4], metadata={"axes": "TYX"})
-        tw.write(frames[4:], metadata={"axes": "TYX"})
-        tw.write(movie(2, 6, 6), metadata={"axes": "TYX"})
+    path = write_ome_series(tmp_path / "mixed.ome.tif", frames[:4], frames[4:], movie(2, 6, 6))
     with open_stack(path) as stack:
         np.testing.assert_array_equal(stack[:], frames)
         (line,) = stack.notes()
@@ -93,10 +97,7 @@ def test_ome_series_of_another_size_are_named_in_the_line(tmp_path):
 
 def test_ome_tiff_with_several_series_of_one_size(tmp_path):
     frames = movie(8)
-    path = tmp_path / "two.ome.tif"
-    with tifffile.TiffWriter(path, ome=True) as tw:
-        tw.write(frames[:5], metadata={"axes": "TYX"})
-        tw.write(frames[5:], metadata={"axes": "TYX"})
+    path = write_ome_series(tmp_path / "two.ome.tif", frames[:5], frames[5:])
     with tifffile.TiffFile(path) as tif:
         assert len(tif.series) == 2
     assert_offline_equals_follow(path, frames)
