@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
@@ -34,6 +35,18 @@ MEANINGS = {
     "--memory_limit": "memory budget in bytes, e.g. 2GiB (host RssAnon on a CPU, device memory on CUDA)",
     "--budget_minutes": "time limit in minutes (wall clock)",
 }
+# The camera in every job's help: no internal names; units for every number (docs/cameras.md has the YAML keys).
+CAMERA_HELP = "emccd | scmos (presets) or a camera YAML (docs/cameras.md)"
+CAMERA_FLAG_HELP = {
+    "baseline": "camera offset in ADU",
+    "e_per_adu": "camera conversion in electrons per ADU",
+    "em_gain": "EM gain, a factor (1: no EM register)",
+    "qe": "quantum efficiency, a fraction 0-1",
+    "read_noise": "read noise in e- rms",
+    "pixel_size": "camera pixel in nm",
+}
+# The exit codes every tool's help states (run maps outcomes to them); a tool adds its own exit 1 where it has one.
+EXIT_STOPPED = "130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept)"
 
 
 def int_or_auto(value: str) -> int | str:
@@ -67,13 +80,17 @@ class _Parser(argparse.ArgumentParser):
 def new_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """A parser with ``--debug`` and ``--quiet``; the description keeps its line breaks and loses the
     reStructuredText double backticks of a module docstring (``--help`` is plain text)."""
-    p = _Parser(prog=f"python -m {prog}",
-                description=description.replace("``", "") if description else description,
+    p = _Parser(prog=f"python -m {prog}", description=_wrapped(description.replace("``", "")) if description else None,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quiet", action="store_true", default=None,
                    help="no progress bars or summary lines (bars are drawn only when stderr is a terminal)")
     p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return p
+
+
+def _wrapped(text: str, width: int = 116) -> str:
+    """Lines longer than 120 characters folded at ``width``; shorter ones keep their breaks (a docstring's)."""
+    return "\n".join(textwrap.fill(line, width) if len(line) > 120 else line for line in text.splitlines())
 
 
 def add(group: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, old: Sequence[str] = (),

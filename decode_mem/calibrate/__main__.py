@@ -3,8 +3,9 @@
 Example: ``python -m decode_mem.calibrate movie.tif --camera cam.yaml --out calib.yaml --png calib.png``,
 then ``python -m decode_mem.train --config calib.yaml`` (and ``infer --camera calib.yaml``). The camera:
 flags > ``--camera`` file (or the preset 'emccd' / 'scmos') > the movie's metadata (OME, ImageJ,
-Micro-Manager) > defaults. Exit codes: 0 done (camera warnings are printed, not fatal), 1 the movie could not
-be read, 2 bad settings.
+Micro-Manager) > defaults.
+Exit codes: 0 done (camera warnings are printed, not fatal), 2 bad settings or input (one line on stderr naming the
+file and the problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import EXIT_SOME_FAILED, add, new_parser, run
-from decode_mem.errors import StackError
+from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
 CAMERA_PRESETS = ("emccd", "scmos")
@@ -29,11 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--png", help="also draw the calibration figure here")
     add(p, "--frames", type=int, default=200,
         help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
-    add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties")
+    add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties, an integer (default 0)")
     cam = p.add_argument_group("camera")
-    add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
+    add(cam, "--camera", help=CAMERA_HELP)
     for flag in CAMERA_FLAGS:
-        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
+        add(cam, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera and the metadata)")
     add(p, "--model", help="checkpoint whose training envelope is checked (default: the shipped model)")
     return p
 
@@ -82,14 +82,8 @@ def _body(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)
     model, envelope, note = _envelope(args.model)  # a bad --model fails before the work
-    try:
-        cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
-                              metadata=metadata)
-    except StackError as e:  # the input, not the settings: exit 1
-        if args.debug:
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_SOME_FAILED
+    cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
+                          metadata=metadata)  # a movie that cannot be read: a StackError, exit 2 as in every job
     coverage = {"model": model, "outside": covers(cal, envelope)} if envelope else None
     extra = {"model_coverage": {"model": model, "covered": not coverage["outside"], "outside": coverage["outside"]}
              if coverage else {"model": model, "note": note}}

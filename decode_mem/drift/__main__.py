@@ -15,7 +15,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.drift", "Estimate the stage drift of a localization file (.csv ThunderSTORM, .hdf5 "
                                        "Picasso, .parquet) from the localizations themselves and remove it. Writes "
                                        "DIR/<stem>_undrift.<ext> (same format), DIR/<stem>_drift.csv (frame, dx "
-                                       "[nm], dy [nm]: the drift subtracted) and DIR/<stem>_drift.png.")
+                                       "[nm], dy [nm]: the drift subtracted) and DIR/<stem>_drift.png."
+                   "\n\nExample: python -m decode_mem.drift locs/movie.csv --out undrifted\nExit codes: 0 done,"
+                   " 2 bad settings or input (one line on stderr naming the file and the problem; nothing "
+                   "written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).")
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--method", choices=METHODS, default="loo",

@@ -16,7 +16,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.evaluate", "Match localizations to ground truth per frame (optimal assignment) and "
                                           "print SMLM-challenge metrics; or, with --no_truth, estimate precision "
                                           "and resolution of one file without ground truth (writes "
-                                          "<stem>_quality.json and <stem>_quality.png).")
+                                          "<stem>_quality.json and <stem>_quality.png)."
+                   "\n\nExample: python -m decode_mem.evaluate locs/stack.csv ground_truth.csv --json "
+                   "metrics.json; python -m decode_mem.evaluate locs/stack.csv --no_truth --out quality\nExit "
+                   "codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem;"
+                   " nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).")
     p.add_argument("pred", help="predicted localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
     p.add_argument("gt", nargs="?", help="ground truth (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
     add(p, "--no_truth", action="store_true",
@@ -26,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", default="auto", help="--no_truth: link radius in nm or 'auto' (default)")
     p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
                    help="--no_truth: the localizer's frame-to-frame error correlation: decode_mem (default) or none")
-    add(p, "--tolerance_lat", type=float, default=250.0, help="nm (default 250)")
-    add(p, "--tolerance_ax", type=float, default=500.0, help="nm (default 500)")
+    add(p, "--tolerance_lat", type=float, default=250.0, help="lateral match distance in nm (default 250)")
+    add(p, "--tolerance_ax", type=float, default=500.0, help="axial match distance in nm, 3-D only (default 500)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm where the file records none (default 100)")
     p.add_argument("--json", metavar="OUT", help="also write the metrics as JSON (NaN as null)")
     return p

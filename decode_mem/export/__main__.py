@@ -12,7 +12,10 @@ from decode_mem.cli import add, new_parser, run
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.export", "Export a training run (its model.pt, or checkpoint.pt) as an inference "
-                                        "checkpoint without optimizer state, with a model card (.md).")
+                                        "checkpoint without optimizer state, with a model card (.md)."
+                   "\n\nExample: python -m decode_mem.export runs/mine --out data/models/mine\nExit codes: 0 "
+                   "done, 2 bad settings or input (one line on stderr naming the file and the problem; nothing "
+                   "written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).")
     p.add_argument("run_dir", type=Path, help="the training run's --out folder")
     p.add_argument("--out", type=Path, required=True, help="output stem, e.g. data/models/default_2d")
     add(p, "--n_eval", type=int, default=256, help="validation windows per density on the card (default 256)")

@@ -7,8 +7,13 @@ on held-out matched simulations, localizes every movie (outputs as ``decode_mem.
 ``fit.json``. Give the camera that recorded the movies (``--camera CAM.yaml`` or the camera flags of infer).
 With ``--psf psf.h5`` (``python -m decode_mem.psf``) the movies are 3-D: a 3-D model is trained on that PSF.
 ``--budget_minutes`` is the whole command's wall time when it trains: training gets what calibration, validation
-and localization are measured or predicted to leave (``decode_mem.fit.budget``). The old spelling ``--budget``
-still works; the memory budget is ``--memory_limit``.
+and localization are measured or predicted to leave (``decode_mem.fit.budget``); the memory budget is
+``--memory_limit``.
+
+Example: python -m decode_mem.fit movie.tif --camera cam.yaml --out fitted --budget_minutes 15
+Exit codes: 0 done, 1 some movie could not be localized (the others were), 2 bad settings or input (one
+line on stderr naming the file and the problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (the
+same command continues, its training from its checkpoint).
 """
 
 from __future__ import annotations
@@ -19,7 +24,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, MEANINGS, add, int_or_auto, new_parser, progress_bars, run
+from decode_mem.cli import (
+    CAMERA_FLAG_HELP,
+    CAMERA_HELP,
+    DEVICE_HELP,
+    EXIT_SOME_FAILED,
+    MEANINGS,
+    add,
+    int_or_auto,
+    new_parser,
+    progress_bars,
+    run,
+)
 from decode_mem.io.camera import CAMERA_FLAGS
 
 
@@ -35,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="base model to use or fine-tune (default: the shipped generalist)")
     p.add_argument("--psf", help="PSF file (python -m decode_mem.psf): train a 3-D model on it within --budget_minutes")
     cam = p.add_argument_group("camera")
-    cam.add_argument("--camera", help="camera YAML, or emccd / scmos presets")
+    cam.add_argument("--camera", help=CAMERA_HELP)
     for flag in CAMERA_FLAGS:
-        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the file's metadata)")
+        add(cam, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera / the file's metadata)")
     run_ = p.add_argument_group("run")
     add(run_, "--calib_frames", type=int, default=200, help="frames the calibration reads (default 200)")
     add(run_, "--val_windows", type=int, default=256, help="held-out matched windows for validation (default 256)")
@@ -49,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         "that cannot fit it is refused")
     run_.add_argument("--device", default="auto", help=DEVICE_HELP)
     run_.add_argument("--threads", type=int, help="torch CPU threads")
-    run_.add_argument("--seed", type=int, default=0, help="random seed of the matched simulations (default 0)")
+    run_.add_argument("--seed", type=int, default=0,
+                      help="random seed of the matched simulations, an integer (default 0)")
     return p
 
 

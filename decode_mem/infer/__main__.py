@@ -7,8 +7,9 @@ Without size flags the tile size and batch are chosen per stack as the fastest t
 tile core side (each tile adds the network's halo; training's crops are ``--crop_size``) and ``--batch_size``
 the windows (tile × frame) per network call, as in ``python -m decode_mem.train``. The first frames of each
 stack are checked against the model's training envelope; ``--strict`` makes a mismatch an error.
-Exit codes: 0 all stacks done, 1 some stack failed (reported, the others were processed), 2 bad model or
-settings (nothing was done).
+Exit codes: 0 all stacks done, 1 some stack failed (reported, the others were processed), 2 bad model,
+settings or input (nothing was done), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept; the
+same command with --resume continues).
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import DEVICE_HELP, EXIT_SOME_FAILED, MEANINGS, add, int_or_auto, new_parser, run
+from decode_mem.cli import (
+    CAMERA_FLAG_HELP,
+    CAMERA_HELP,
+    DEVICE_HELP,
+    EXIT_SOME_FAILED,
+    MEANINGS,
+    add,
+    int_or_auto,
+    new_parser,
+    run,
+)
 from decode_mem.config import AMP_CHOICES, resolve_device
 from decode_mem.io.camera import CAMERA_FLAGS
 
@@ -39,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
              "without either flag: whole frames when they fit the memory budget, else tiles")
     add(mem, "--chunk_size", type=int_or_auto, default="auto",
         help=MEANINGS["--chunk_size"] + " with --use_chunking, or 'auto' (default: the fastest that fits "
-             "--memory_limit)")
+             "--memory_limit); whole frames, no tiles: --whole_frames")
     add(mem, "--batch_size", type=int_or_auto, default="auto",
         help=MEANINGS["--batch_size"] + " (one per tile and frame), or 'auto' (default)")
     add(mem, "--memory_limit", help=MEANINGS["--memory_limit"] + "; default: on a CPU 768 MiB or half the "
@@ -61,10 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float,
                      help="detection probability threshold (default 0.4, the shipped post-processing's)")
-    det.add_argument("--camera", help="emccd | scmos (presets) or a camera YAML (keys of decode_mem.io.camera.Camera; "
-                                      "sCMOS maps by path); default: the model's")
+    det.add_argument("--camera", help=CAMERA_HELP + "; default: the model's")
     for flag in CAMERA_FLAGS:
-        add(det, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera / the model's)")
+        add(det, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera / the model's)")
     add(det, "--prob_map", action="store_true",
         help="also write <stem>_prob.zarr: the detection probability of every pixel (zarr v3, float16)")
     det.add_argument("--drift", action="store_true",

@@ -41,7 +41,7 @@ class ConsoleObserver(InferObserver):
         # below the stacks bar only when it is drawn: a bar at position 1 closes with a cursor-up that leaves the
         # cursor at the bar's last column, where the next line would start (a lone "1" at column 160 in tmux)
         below = self._overall is not None and not self._overall.disable
-        self._bar = tqdm(total=frames, unit="frame", desc=stem, disable=not progress_bars(self.quiet), leave=False,
+        self._bar = tqdm(total=frames, unit=" frames", desc=stem, disable=not progress_bars(self.quiet), leave=False,
                          position=1 if below else 0, file=sys.stderr)
 
     def block_done(self, stem: str, frames: int, result: Any | None) -> None:

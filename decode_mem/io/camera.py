@@ -73,12 +73,13 @@ class Camera:
         return cls(**params)
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any], *, base_dir: str | os.PathLike | None = None) -> Camera:
-        """Build from a mapping (YAML); unknown keys are an error naming the key.
+    def from_dict(cls, params: dict[str, Any], *, base_dir: str | os.PathLike | None = None,
+                  source: str = "camera") -> Camera:
+        """Build from a mapping (YAML); unknown keys are an error naming the key (and ``source``: the file).
 
         Map paths that are relative are resolved against ``base_dir`` (the YAML file's folder) when given.
         """
-        check_keys(cls, params, "camera")
+        check_keys(cls, params, source)
         params = dict(params)
         if base_dir is not None:
             for name in MAP_FIELDS:
@@ -226,7 +227,8 @@ def camera_fields(value: str | os.PathLike | None) -> dict[str, Any]:
     if not Path(value).is_file():
         raise ConfigError(f"--camera {value}: neither a preset ({' or '.join(PRESETS)}) nor a camera YAML file")
     fields = load_yaml(value, section="camera")
-    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent).to_dict()  # validates every key
+    # validates every key; an unknown one is named with the YAML file
+    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent, source=f"{value}: camera").to_dict()
     return {k: resolved[k] for k in fields}
 
 

@@ -17,7 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
                                       "missing frames, into molecules. Writes DIR/<stem>_link.<ext> (one row per "
                                       "molecule: photon-weighted position, summed photons, len, n, combined "
                                       "precision) and DIR/<stem>_group.<ext> (every localization with the group "
-                                      "id of its molecule), in the input's format.")
+                                      "id of its molecule), in the input's format."
+                   "\n\nExample: python -m decode_mem.link locs/movie.csv --out linked --radius auto"
+                   "\nExit codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the "
+                   "problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is "
+                   "kept).")
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--radius", default="auto",

@@ -13,7 +13,11 @@ from decode_mem.cli import new_parser, run
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.pipeline", "Run a pipeline YAML: simulate -> train -> infer -> drift -> evaluate -> "
                                           "render -> report.html (each step optional), and print where "
-                                          "everything went.")
+                                          "everything went."
+                   "\n\nExample: python -m decode_mem.pipeline pipelines/quickstart.yaml (--quick: a smoke run "
+                   "of tiny sizes)\nExit codes: 0 done, 2 bad settings or input (one line on stderr naming the "
+                   "file and the problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached"
+                   " disk is kept).")
     p.add_argument("pipeline", help="pipeline YAML, e.g. pipelines/quickstart.yaml")
     p.add_argument("--out", help="output folder (default: the YAML's 'out')")
     p.add_argument("--quick", action="store_true", help="merge the YAML's 'quick' section: a tiny smoke-test run")

@@ -12,6 +12,9 @@ side (``auto``: the largest that fits, as ``train --use_chunking --crop_size aut
 frames); the model, loss and simulation come from ``--config`` (a training YAML) or the defaults. It exits
 with an error where ``train`` would refuse the settings. The old spellings ``--chunk``, ``--batch`` and
 ``--accumulation`` are still accepted (with ``--train``, ``--chunk``/``--chunk_size`` is read as ``--crop_size``).
+
+Exit codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem; nothing written), 130
+/ 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frame", type=int, nargs=2, metavar=("H", "W"), required=True, help="frame size in px")
     p.add_argument("--frames", type=int, help="frames in the stack (default: long)")
     add(p, "--chunk_size", old=("--chunk",), type=crop_arg,
-        help=MEANINGS["--chunk_size"] + ", or auto (default)")
+        help=MEANINGS["--chunk_size"] + ", or auto (default); with --train read as --crop_size (none: whole "
+             "frames)")
     add(p, "--batch_size", old=("--batch",), type=int_or_auto, default="auto",
         help=MEANINGS["--batch_size"] + " (inference: one per tile and frame; --train: a micro-batch), or auto "
              "(default; --train: the training config's)")

@@ -3,8 +3,9 @@
 Examples: ``python -m decode_mem.psf beads1.tif beads2.tif --z_step 20 --out psf.h5`` (frame k at
 ``z = z_start + k·z_step`` nm; ``--z_start`` default: the middle frame is z = 0; a negative ``--z_step`` for
 stacks recorded top-down), writing ``psf.png`` beside it; ``python -m decode_mem.psf --from_smap 3dcal.mat
---out psf.h5``. Then ``simulation: {psf: spline, psf_file: psf.h5}`` in a training config. Exit codes: 0 done,
-2 bad settings or unusable beads (too few, saturated, out of range: one line naming the files and why).
+--out psf.h5``. Then ``simulation: {psf: spline, psf_file: psf.h5}`` in a training config.
+Exit codes: 0 done, 2 bad settings or unusable beads (too few, saturated, out of range: one line naming the
+files and why; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
 BEAD_FLAGS = ("z_start", "roi", "min_beads", "threshold", "saturation", "upsample")  # BeadSettings' fields
@@ -23,9 +24,11 @@ BEAD_FLAGS = ("z_start", "roi", "min_beads", "threshold", "saturation", "upsampl
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.psf", __doc__)
+    p.usage = ("%(prog)s BEADS... --z_step NM --out psf.h5 [options]\n"
+               "       %(prog)s --from_smap 3dcal.mat --out psf.h5 [options]")
     p.add_argument("beads", nargs="*", metavar="BEADS", help="bead z-stacks (TIFF, zarr, .npy), same frame count")
     add(p, "--out", required=True, help="PSF file to write (.h5)")
-    add(p, "--z_step", type=float, help="nm between frames (negative: recorded top-down)")
+    add(p, "--z_step", type=float, help="nm between frames, required with BEADS (negative: recorded top-down)")
     add(p, "--z_start", type=float, help="z of the first frame in nm (default: the middle frame is z = 0)")
     add(p, "--from_smap", help="import a SMAP/DECODE 3dcal.mat (MATLAB v5 or v7.3) instead of fitting beads")
     add(p, "--png", help="figure to write (default: the --out path with .png)")
@@ -36,9 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--saturation", type=float, help="ADU at which a pixel is saturated (default: the integer type's max)")
     add(p, "--upsample", type=int, help="spline nodes per camera pixel laterally (2; SMAP uses 1)")
     cam = p.add_argument_group("camera")
-    add(cam, "--camera", help="camera YAML (keys of decode_mem.io.camera.Camera), or 'emccd' / 'scmos'")
+    add(cam, "--camera", help=CAMERA_HELP)
     for flag in CAMERA_FLAGS:
-        add(cam, f"--{flag}", type=float, help=f"camera {flag} (overrides --camera and the metadata)")
+        add(cam, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera and the metadata)")
     return p
 
 

@@ -21,7 +21,11 @@ from decode_mem.simulate.config import SimulationConfig
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.simulate", "Simulate a blinking-emitter SMLM movie block by block (bounded memory) "
                                           "and write it as uint16 TIFF or zarr v3, with the ground truth as a "
-                                          "ThunderSTORM CSV.")
+                                          "ThunderSTORM CSV."
+                   "\n\nExample: python -m decode_mem.simulate --frames 1000 --size 64 64 --out sim.tif --gt "
+                   "gt.csv\nExit codes: 0 done, 2 bad settings or input (one line on stderr naming the file and"
+                   " the problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is"
+                   " kept).")
     p.add_argument("--frames", type=int, required=True, help="number of frames T")
     p.add_argument("--out", required=True, help="output stack: *.tif, *.tiff or *.zarr")
     p.add_argument("--gt", help="ground-truth CSV (ThunderSTORM columns, 1-based frames, nm)")
@@ -36,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--sigma", "--psf_sigma", dest="sigma", type=float, help="PSF σ0 in px (default 1.0)")
     add(p, "--z_range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="z range in nm for 3-D PSFs "
                                                                             "(default -750 750)")
-    p.add_argument("--camera", help="emccd (default: challenge-like EMCCD), scmos or a camera YAML")
+    p.add_argument("--camera", help="emccd (default: challenge-like EMCCD), scmos or a camera YAML (docs/cameras.md)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm")
     p.add_argument("--photons", type=float, nargs=2, metavar=("MEAN", "STD"),
                    help="emitter flux in photons per full frame (default 5000 1500)")
@@ -52,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--drift_nm", type=float, help="smooth stage drift of about this many nm per --drift_frames, recorded "
                                           "in <gt stem>_drift.csv (default 0)")
     add(p, "--drift_frames", type=float, help="the drift's time scale in frames (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="random seed, an integer (default 0)")
     p.add_argument("--block", type=int, help="frames simulated and written at a time (default: ~4 M pixels)")
     p.add_argument("--device", default="cpu", help="auto | cpu | cuda | cuda:N (default cpu: a seed gives the same "
                                                    "movie on every machine, which CUDA's random numbers would not)")
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         start = time.perf_counter()
-        with tqdm(total=args.frames, unit="frame", desc="simulate", disable=not progress_bars(args.quiet)) as bar:
+        with tqdm(total=args.frames, unit=" frames", desc="simulate", disable=not progress_bars(args.quiet)) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
                                     device=args.device, camera_out=args.camera_out, progress=bar.update)
         if not args.quiet:

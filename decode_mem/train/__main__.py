@@ -4,7 +4,11 @@ Example: ``python -m decode_mem.train --use_chunking --crop_size 512 --memory_tr
 ``--batch_size`` is the number of training windows (3-frame samples) per micro-batch, that is per network call,
 as in ``python -m decode_mem.infer``; ``--crop_size`` (with ``--use_chunking``) the side of the crops large
 training frames are cut into, whose gradients are accumulated. It is not infer's ``--chunk_size`` (a tile's
-core, which adds a halo): ``--chunk_size``, the old spelling here, is still accepted and read as ``--crop_size``.
+core, which adds a halo).
+
+Exit codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem; nothing
+written), 130 / 143 stopped by Ctrl-C / SIGTERM (a checkpoint at the last whole step; the same command with
+--resume continues).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_.add_argument("--steps", type=int, help="optimizer steps (default: the config's, else 2000)")
     add(run_, "--batch_size", type=int, help=MEANINGS["--batch_size"] + ": the training windows of a micro-batch")
     add(run_, "--accumulation_steps", type=int, help=MEANINGS["--accumulation_steps"])
-    run_.add_argument("--lr", type=float, help="learning rate of AdamW (default: the config's, else 6e-4)")
-    run_.add_argument("--seed", type=int, help="random seed of the simulation and the weights (default 0)")
+    run_.add_argument("--lr", type=float,
+                      help="learning rate of AdamW, dimensionless (default: the config's, else 6e-4)")
+    run_.add_argument("--seed", type=int, help="random seed of the simulation and the weights, an integer (default 0)")
     add(run_, "--val_every", type=int, help="validate every N steps (default: the config's, else 250)")
     add(run_, "--log_every", type=int, help="a train_log.csv row every N steps (default: the config's, else 10)")
     add(run_, "--checkpoint_every", type=int,
@@ -58,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(hw, "--num_workers", type=int,
         help="simulate the training windows in N CPU worker processes (default 0: in blocks on --device)")
     hw.add_argument("--threads", type=int, help="torch CPU threads (1 is fastest on a busy machine)")
-    add(p, "--frame_size", type=int, nargs=2, metavar=("H", "W"), help="simulated training frame size")
+    add(p, "--frame_size", type=int, nargs=2, metavar=("H", "W"), help="simulated training frame size in px")
     return p
 
 

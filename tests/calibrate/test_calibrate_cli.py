@@ -81,7 +81,7 @@ def test_a_wrong_camera_is_warned_about_but_not_fatal(movie_path: Path, tmp_path
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["--frames", "0"], 2, "--frames"),
     (["--camera", "missing.yaml"], 2, "missing.yaml"),
-    (["--camera", "BAD"], 2, "unknown key 'gian'"),
+    (["--camera", "BAD"], 2, "bad.yaml: camera: unknown key 'gian'"),  # the YAML file named
     (["--model", "missing.pt"], 2, "missing.pt"),
 ])
 def test_bad_settings_exit_2(movie_path: Path, tmp_path: Path, capsys, args: list[str], code: int,
@@ -97,12 +97,14 @@ def test_bad_settings_exit_2(movie_path: Path, tmp_path: Path, capsys, args: lis
     assert not out.exists()
 
 
-def test_unreadable_movie_exits_1(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("make", [lambda p: p.write_text("not an image"), lambda p: None])  # unreadable, missing
+def test_unreadable_or_missing_movie_exits_2_as_in_every_job(tmp_path: Path, capsys, make) -> None:
     bad = tmp_path / "bad.tif"
-    bad.write_text("not an image")
-    assert main([str(bad), "--out", str(tmp_path / "c.yaml")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and "bad.tif" in err
+    make(bad)
+    assert main([str(bad), "--out", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "bad.tif" in err[0]
+    assert not (tmp_path / "c.yaml").exists()
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
