@@ -90,3 +90,17 @@ def test_the_unit_rule_catches_a_bare_number() -> None:
     assert not UNIT.search("camera baseline (overrides --camera / the model's)")
     assert not UNIT.search("random seed (default 0)")
     assert UNIT.search("camera offset in ADU") and UNIT.search("random seed, an integer (default 0)")
+
+
+def test_docs_cli_lists_every_flag_of_every_job() -> None:
+    """docs/cli.md (``python docs/make_cli.py``) holds every job and every flag the parsers have now."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    sections = dict(re.findall(r"^## (\w+)\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M))
+    for job in JOBS:
+        assert job in sections, f"docs/cli.md lacks {job}: run python docs/make_cli.py"
+        for action in _parser(job)._actions:
+            if action.help != argparse.SUPPRESS and action.option_strings:
+                flag = action.option_strings[0]
+                assert flag in sections[job], f"docs/cli.md lacks {job} {flag}: run python docs/make_cli.py"
