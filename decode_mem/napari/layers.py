@@ -30,6 +30,8 @@ from decode_mem.render.image import file_render_settings, render_counted
 MAX_POINTS = 1_000_000  # localizations shown as points; above this a labelled random subsample
 RENDER_PIXEL = 10.0  # nm
 PERCENTILE = 99.5  # the image's upper contrast limit: this percentile of its non-zero pixels
+CHUNK_ROWS = 1 << 16  # rows read at a time: pyarrow's CSV reader held ~3x more at 2^18 (a 10^7-row file: 885
+# against 299 MiB RssAnon while iterating; benchmarks/bench_napari.py)
 LayerData = tuple[Any, dict[str, Any], str]  # napari's LayerDataTuple
 
 
@@ -45,24 +47,39 @@ class Opened:
 
 class Subsample:
     """A uniform random sample of at most ``limit`` rows of a stream of tables, in the stream's order: every row
-    gets a random key and the ``limit`` smallest keys stay (all rows while there are no more than ``limit``)."""
+    gets a random key and the ``limit`` smallest keys stay (all rows while there are no more than ``limit``).
+    Tables wait until ``merge_rows`` rows have come, then join the sample at once (few copies of the sample)."""
 
-    def __init__(self, limit: int, seed: int = 0) -> None:
-        self.limit, self.rng = int(limit), np.random.default_rng(seed)
-        self.kept: EmitterTable | None = None
+    def __init__(self, limit: int, seed: int = 0, merge_rows: int = 1 << 18) -> None:
+        self.limit, self.merge_rows, self.rng = int(limit), int(merge_rows), np.random.default_rng(seed)
+        self._kept: EmitterTable | None = None
         self.keys = np.zeros(0)
+        self.pending: list[EmitterTable] = []
         self.seen = 0
 
     def add(self, table: EmitterTable) -> None:
         self.seen += len(table)
-        keys = self.rng.random(len(table))
-        if self.kept is None:
-            self.kept, self.keys = table, keys
-        else:
-            self.kept, self.keys = EmitterTable.concat([self.kept, table]), np.concatenate([self.keys, keys])
+        self.pending.append(table)
+        if sum(len(t) for t in self.pending) >= self.merge_rows:
+            self._merge()
+
+    @property
+    def kept(self) -> EmitterTable | None:
+        """The sample of every row added so far (None before the first table)."""
+        self._merge()
+        return self._kept
+
+    def _merge(self) -> None:
+        if not self.pending:
+            return
+        tables = ([self._kept] if self._kept is not None else []) + self.pending
+        n_new = sum(len(t) for t in self.pending)
+        self._kept = EmitterTable.concat(tables) if len(tables) > 1 else tables[0]
+        self.keys = np.concatenate([self.keys, self.rng.random(n_new)])
+        self.pending = []
         if len(self.keys) > self.limit:
             keep = np.sort(np.argpartition(self.keys, self.limit - 1)[:self.limit])  # sorted: the stream's order
-            self.kept, self.keys = self.kept.select(keep), self.keys[keep]
+            self._kept, self.keys = self._kept.select(keep), self.keys[keep]
 
 
 def summary_beside(path: str | os.PathLike) -> dict[str, Any]:
@@ -93,7 +110,7 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     sample = Subsample(max_points, seed)
 
     def tables() -> Iterator[EmitterTable]:
-        for table in iter_localizations(path, pixel_size=how.pixel_size):
+        for table in iter_localizations(path, pixel_size=how.pixel_size, chunk_rows=CHUNK_ROWS):
             sample.add(table)
             yield table
 

@@ -109,7 +109,7 @@ def test_above_the_limit_the_points_are_a_labelled_uniform_subsample_and_the_ima
 
 
 def test_the_subsample_is_uniform_over_chunks() -> None:
-    sample = Subsample(1000, seed=5)
+    sample = Subsample(1000, seed=5, merge_rows=2500)  # merged several times
     for start in range(0, 20_000, 3000):  # uneven chunks
         n = min(3000, 20_000 - start)
         sample.add(EmitterTable.from_arrays(frame=np.arange(start, start + n), x=np.zeros(n), y=np.zeros(n),
