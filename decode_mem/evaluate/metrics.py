@@ -10,7 +10,8 @@ evaluation is greedy and can find fewer pairs.
 Metrics (:class:`Metrics`): Jaccard ``TP/(TP+FP+FN)``, recall, precision and F1 as fractions; RMSE lateral
 ``sqrt(mean(dx²+dy²))``, axial and volumetric, and the mean bias ``pred − gt`` in nm; efficiency in % as in the
 challenge (Sage et al. 2019): ``E = 100 − sqrt((100 − 100·JI)² + α²·RMSE²)`` with α = 1 %/nm lateral and 0.5 %/nm
-axial, ``E_vol = (E_lat + E_ax)/2``. Ratios with a zero denominator and errors without any match are NaN.
+axial, ``E_vol = (E_lat + E_ax)/2``. Ratios with a zero denominator and errors without any match are NaN, and so
+are the axial and volume metrics (RMSE, bias, efficiency) of 2-D data, where every z is 0: z was not measured.
 
 Files are compared with ``evaluate_files`` (``python -m decode_mem.evaluate``).
 """
@@ -232,6 +233,7 @@ class StreamingMetrics:
     n_gt: int = field(default=0, init=False)
     tp: int = field(default=0, init=False)
     _sums: np.ndarray = field(default_factory=lambda: np.zeros(6), init=False, repr=False)  # Σdx Σdy Σdz Σdx² ..
+    axial: bool = field(default=False, init=False)  # a z other than 0 seen: 3-D data, whose axial metrics count
 
     def __post_init__(self) -> None:
         _check_settings(float(self.pixel_size), float(self.tolerance_lat), float(self.tolerance_ax))
@@ -242,6 +244,7 @@ class StreamingMetrics:
         self.n_pred += m.n_pred
         self.n_gt += m.n_gt
         self.tp += m.tp
+        self.axial = self.axial or bool(np.any(pred["z"] != 0) or np.any(gt["z"] != 0))
         d = (m.dx, m.dy, m.dz)
         self._sums += [*(v.sum() for v in d), *((v * v).sum() for v in d)]
         return m
@@ -251,6 +254,7 @@ class StreamingMetrics:
         self.n_pred += other.n_pred
         self.n_gt += other.n_gt
         self.tp += other.tp
+        self.axial = self.axial or other.axial
         self._sums += other._sums
 
     def result(self) -> Metrics:
@@ -261,6 +265,8 @@ class StreamingMetrics:
         rmse_lat = math.sqrt(_ratio(sxx + syy, tp))
         rmse_ax = math.sqrt(_ratio(szz, tp))
         rmse_vol = math.sqrt(_ratio(sxx + syy + szz, tp))
+        if not self.axial:  # 2-D: z is 0 everywhere, not measured
+            rmse_ax = rmse_vol = sz = math.nan
         e_lat = efficiency(jaccard, rmse_lat, self.alpha_lat)
         e_ax = efficiency(jaccard, rmse_ax, self.alpha_ax)
         return Metrics(
