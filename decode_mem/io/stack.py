@@ -178,11 +178,18 @@ class Stack(AbstractContextManager):
         dask worker records what it reads there."""
         return self._damage
 
+    @property
+    def reader_notes(self) -> list[str]:
+        """What the reader chose, one line each (series of another size left out, a file's pages of another
+        size), known once the stack is open; no damage."""
+        self._opened()
+        return list(self._notes)
+
     def notes(self) -> list[str]:
-        """Lines to show the user: what the reader chose (series left out) and, once frames were read, the
-        damage in one line."""
+        """Lines to show the user: ``reader_notes`` and, if any frame was found damaged (a cut file when opening,
+        NaN/inf or missing data when reading), the damage in one line."""
         line = self._damage.line(str(self.path))
-        return [*self._notes, *([line] if line else [])]
+        return [*self.reader_notes, *([line] if line else [])]
 
     def __iter__(self) -> Iterator[np.ndarray]:
         for t in range(len(self)):

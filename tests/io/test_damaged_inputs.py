@@ -61,6 +61,7 @@ def test_a_page_by_page_tiff_cut_at_ten_offsets_gives_its_complete_frames(tmp_pa
             np.testing.assert_array_equal(stack[:], frames[:n])
             (line,) = stack.notes()
             assert f"the stack ends with frame {n - 1}, the last complete one" in line
+            assert stack.reader_notes == []  # a choice of the reader's, not damage: none here
             assert [d.frame for d in stack.damage.records] == [n]
         live, f = followed(path)  # --follow reads the same frames and says the same
         np.testing.assert_array_equal(live, frames[:n])
