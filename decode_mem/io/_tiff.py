@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Source
 from decode_mem.io.damage import Damage
 
@@ -80,9 +80,12 @@ def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int
         try:
             source = _open_series(tif, path, series, log, channel, z)
         except Exception as e:
+            shape = _series_shape(tif)
             tif.close()
             if isinstance(e, StackError):
                 raise
+            if shape is not None and 0 in shape:  # 0 frames: said as for every other empty stack
+                raise EmptyStackError(f"{path}: empty stack, the data have shape {shape}") from e
             cut = _pages_if_cut(path, series) if series is None else None
             if cut is not None:
                 log.clear()
@@ -91,6 +94,14 @@ def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int
         if source.damage:  # a cut file: tifffile's complaints are about the cut, which the damage record says
             log.clear()
     return source
+
+
+def _series_shape(tif) -> tuple[int, ...] | None:
+    """The first series' shape as tifffile reads it (a 0-frame file: ``(0, H, W)``), None where it cannot."""
+    try:
+        return tuple(int(n) for n in tif.series[0].shape) if tif.series else None
+    except Exception:  # a broken structure: the caller's message says so
+        return None
 
 
 def _written_page_by_page(tif) -> bool:
