@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # one failing step must not lose the others' numbers
                 report.note(f"{step.__name__} failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
             report.write()
+        report.write()  # the steps not run for the budget are notes too: written after the last step
     log(f"done in {report.elapsed():.0f} s: {out}")
     return 0
 
