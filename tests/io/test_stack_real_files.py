@@ -92,8 +92,8 @@ def test_ome_series_of_another_size_are_named_in_the_line(tmp_path):
     with open_stack(path) as stack:
         np.testing.assert_array_equal(stack[:], frames)
         (line,) = stack.notes()
+        assert stack.reader_notes == [line]  # known when opened, before any frame is read
     assert "took series 0-1" in line and "series 2 (2x6x6" in line and "series=k" in line
-    assert stack.reader_notes == [line]  # known when opened, before any frame is read
 
 
 def test_ome_tiff_with_several_series_of_one_size(tmp_path):
