@@ -58,7 +58,7 @@ def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, 
     """Follow ``cfg.inputs[0]`` into ``cfg.out``; returns the ``InferReport`` of the one stack."""
     path = Path(cfg.inputs[0])
     stem, out = stem_of(path), Path(cfg.out)
-    if cfg.resume and summary_complete(summary_path(out, stem)):
+    if cfg.resume and summary_complete(summary_path(out, stem)) and not _stopped_before(summary_path(out, stem)):
         summary = StackSummary(str(path), stem, 0, 0, 0.0, None, (str(summary_path(out, stem)),), skipped=True)
         obs.message(summary.line())
         return InferReport((summary,), (), str(cfg.model_path), time.perf_counter() - t_start)
@@ -292,6 +292,14 @@ class _FollowRun:
         parts = files if files is not None else sorted(p for p in live_dir(self.out, self.stem).glob("part-*"))
         write_live_report(self.out, self.stem, self.status, rows, widefield, n_wide, curve, self.warnings,
                           self.obs.memory_history(), self.command, parts)
+
+
+def _stopped_before(path: Path) -> bool:
+    """``<stem>.json`` of a followed run that stopped (Ctrl-C, an error): its parts are kept, ``--resume`` goes on."""
+    try:
+        return json.loads(path.read_text()).get("status") == "stopped"
+    except (OSError, ValueError):
+        return False
 
 
 _ENDED = {"idle": "idle timeout"}  # FollowedStack.ended_by -> <stem>.json "ended"

@@ -149,6 +149,9 @@ def test_a_stopped_follow_says_stopped_not_running(sample_frames, shipped_model,
     summary = json.loads((tmp_path / "out" / "movie.json").read_text())
     assert summary["status"] == "stopped" and summary["ended"] == "stopped"
     assert summary["frames_done"] == 8
+    report = run_inference(InferConfig(inputs=(str(path),), out=str(tmp_path / "out"), model=str(shipped_model),
+                                       follow=True, resume=True, idle_timeout=0.5, **ENGINE))
+    assert not report.stacks[0].skipped and report.stacks[0].frames == 16  # --resume goes on after a stop
 
 
 @pytest.mark.parametrize(("pattern", "listings"), [("img_{:05d}.tif", 1), ("img_{:d}.tif", 1)])
