@@ -47,10 +47,14 @@ def storage_grid(array: Any) -> tuple[int, ...]:
 def chunk_exists(array: Any, coords: tuple[int, ...]) -> bool:
     """Is the stored object (chunk or shard) at grid position ``coords`` in the store? zarr reads a missing one as
     the fill value, silently."""
+    key = array.metadata.encode_chunk_key(tuple(coords))
+    key = f"{array.path}/{key}" if array.path else key
+    root = getattr(array.store, "root", None)
+    if isinstance(root, Path):  # a local store: one stat, not a round trip through zarr's event loop (~2 ms)
+        return (root / key).is_file()
     from zarr.core.sync import sync
 
-    key = array.metadata.encode_chunk_key(tuple(coords))
-    return bool(sync(array.store.exists(f"{array.path}/{key}" if array.path else key)))
+    return bool(sync(array.store.exists(key)))
 
 
 class MissingChunks:
