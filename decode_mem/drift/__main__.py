@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from decode_mem.cli import add, new_parser, run
 from decode_mem.drift.config import METHODS, DriftConfig
 from decode_mem.errors import ConfigError
+from decode_mem.io.drift import describe_drift
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,9 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           render_px=args.render_px, blur=args.blur)
         res = correct_file(args.locs, args.out, cfg, pixel_size=args.pixel_size, truth=args.truth)
         if not args.quiet:
-            span = res.estimate.dxdy.max(axis=0) - res.estimate.dxdy.min(axis=0)
-            print(f"{args.locs}: {res.localizations} localizations, {len(res.estimate.centers)} segments; drift span "
-                  f"{span[0]:.1f} nm (x), {span[1]:.1f} nm (y) -> {res.corrected}, {res.table}, {res.plot}")
+            print(f"{args.locs}: {res.localizations} localizations, {len(res.estimate.centers)} segments; "
+                  f"{describe_drift(res.estimate.dxdy)} -> {res.corrected}, {res.table}, {res.plot}")
 
     return run(build_parser(), body, argv, outputs={"out": "folder"})
 

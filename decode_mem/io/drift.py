@@ -72,3 +72,15 @@ def read_drift_csv(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     except ValueError as e:
         raise StackError(f"{path}: bad drift table ({e})") from None
     return data[:, 0].astype(np.int64) - 1, data[:, 1:3]
+
+
+def describe_drift(dxdy: np.ndarray) -> str:
+    """A drift curve (frames x 2, nm) in the words every job and the report use: its span per axis (largest minus
+    smallest) and its net change from the first to the last frame."""
+    dxdy = np.asarray(dxdy, dtype=np.float64).reshape(-1, 2)
+    if len(dxdy) == 0:
+        return "no drift measured (no frames)"
+    span = dxdy.max(axis=0) - dxdy.min(axis=0)
+    net = dxdy[-1] - dxdy[0]
+    return (f"drift span {span[0]:.1f} nm in x, {span[1]:.1f} nm in y; first to last frame "
+            f"{net[0]:+.1f} nm in x, {net[1]:+.1f} nm in y")

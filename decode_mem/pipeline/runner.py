@@ -23,6 +23,7 @@ import torch
 from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
+from decode_mem.io.drift import describe_drift
 from decode_mem.io.localizations import iter_localizations, read_localizations
 from decode_mem.memory import MemoryTracker
 from decode_mem.pipeline.config import SHIPPED_MODEL, PipelineConfig, default_model, load_pipeline, resolve_train
@@ -281,9 +282,8 @@ def _drift(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[st
     curve = DriftCurve(est.frames, est.dxdy, label=f"estimated ({est.method})",
                        truth=read_drift_csv(truth) if truth is not None else None)
     parts["drift"] = curve
-    span = est.dxdy.max(axis=0) - est.dxdy.min(axis=0)
     rmse = drift_rmse(curve)
-    echo(f"[drift] {len(est.centers)} segments ({est.method}): drift span {span[0]:.1f} nm (x), {span[1]:.1f} nm (y)"
+    echo(f"[drift] {len(est.centers)} segments ({est.method}): {describe_drift(est.dxdy)}"
          + (f"; RMSE to the simulated drift {rmse:.1f} nm" if rmse is not None else "")
          + f"; {time.perf_counter() - t0:.1f} s")
     return {"localizations_undrift": res.corrected, "drift_table": res.table, "drift_plot": res.plot}

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from decode_mem.io.atomic import atomic_output
+from decode_mem.io.drift import describe_drift
 from decode_mem.report.data import DriftCurve, ReportData, StackRow, collect_versions, format_mb
 from decode_mem.report.figures import drift_png, drift_rmse, images_png, memory_png, quality_png
 
@@ -108,9 +109,8 @@ def _drift_note(curve: DriftCurve) -> str:
     """What the curve is, how far it goes, and (with a truth) how far the estimate is from it."""
     if len(curve.frames) == 0:
         return f"<p>{escape(curve.label)}: no frames</p>"
-    dx, dy = curve.dxdy[-1] - curve.dxdy[0]
     note = (f"<p>{escape(curve.label)}, frames {int(curve.frames[0]) + 1} to {int(curve.frames[-1]) + 1}: "
-            f"{dx:+.1f} nm in x, {dy:+.1f} nm in y from the first to the last frame.")
+            f"{escape(describe_drift(curve.dxdy))}.")
     rmse = drift_rmse(curve)
     if rmse is not None:
         note += f" RMSE of the {escape(curve.label)} to the true drift: {rmse:.2f} nm (means removed)."
