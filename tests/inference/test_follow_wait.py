@@ -71,6 +71,21 @@ def test_a_followed_stack_counts_down_while_it_waits_and_times_the_wait(tmp_path
     assert said[-1] is None and 0.0 <= min(s for s in said if s is not None) <= 1.0
 
 
+def test_the_camera_rate_at_the_end_leaves_out_the_idle_timeout(tmp_path):
+    """The last frame counts as seen when the writer stopped, not when the idle timeout ended the run."""
+    frame = np.full((8, 8), 100, np.uint16)
+
+    def write(t: int):
+        return lambda: tifffile.imwrite(tmp_path / f"f{t}.tif", frame)
+
+    clock = FakeClock({0.5 * t: write(t) for t in range(1, 9)})  # 2 frames/s for 4 s, then nothing
+    write(0)()
+    followed = FollowedStack(FrameFolder(tmp_path), idle_timeout=6.0, poll_s=0.25, clock=clock, sleep=clock.sleep)
+    assert followed.wait_for(100) == 9 and followed.ended_by == "idle"
+    assert clock.now >= 10.0
+    assert followed.camera_rate() == pytest.approx(2.0, rel=0.15)  # 9 frames over 4 s, not over 10 s
+
+
 def test_the_rate_is_over_the_frames_own_time_not_the_wait():
     status = LiveStatus((8, 8), 100.0, 4)
     t0 = time.monotonic()
