@@ -289,9 +289,9 @@ class MemoryTracker:
                 ax.text(0.5, 0.5, "no readings", ha="center", va="center", transform=ax.transAxes)
         phases = list(dict.fromkeys(str(p) for p in h.get("phase", ()) if p))
         what = "host and GPU memory" if gpu_keys else "host memory"
-        axes[0].set_title(f"{what} of the process by {xlabel.split(' [')[0]}"
-                          + (f" ({', '.join(phases)})" if phases else "")
-                          + f"; {n} of {self._n} readings kept", loc="left", fontsize="medium")
+        axes[0].set_title(f"{what} of the process by {xlabel.split(' [')[0]}; {n} of {self._n} readings kept"
+                          + (f"\nphases: {', '.join(phases)}" if phases else ""),  # two lines: none is cut
+                          loc="left", fontsize="medium")
         axes[-1].set_xlabel(xlabel)
         with atomic_output(output_file) as tmp:
             fig.savefig(tmp, format="png", dpi=100)

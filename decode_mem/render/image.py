@@ -175,19 +175,21 @@ def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str)
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    w, h, dpi = max(190, bar_px + 90), 64, 100
+    w, h, dpi = max(230, bar_px + 110), 84, 100  # labels of 10 pt in white: readable on any image
     fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
     fig.patch.set_alpha(0.0)
     canvas = FigureCanvasAgg(fig)
-    fig.add_artist(Rectangle((0, 0), w, h, transform=None, color="black", alpha=0.6, linewidth=0))
-    fig.add_artist(Rectangle((8, h - 16), bar_px, 5, transform=None, color="white", linewidth=0))
-    fig.text((bar_px + 14) / w, (h - 14) / h, bar_label, color="white", fontsize=8, va="center")
-    ax = fig.add_axes((8 / w, 20 / h, 110 / w, 9 / h))
+    fig.add_artist(Rectangle((0, 0), w, h, transform=None, color="black", alpha=0.75, linewidth=0, zorder=-1))
+    fig.add_artist(Rectangle((8, h - 20), bar_px, 6, transform=None, color="white", linewidth=0))
+    fig.text((bar_px + 14) / w, (h - 17) / h, bar_label, color="white", fontsize=10, va="center")
+    ax = fig.add_axes((8 / w, 30 / h, 120 / w, 12 / h))
     ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(0, vmax, 0, 1))
     ax.set_yticks([])
-    ax.set_xticks([0, vmax], [0, f"{vmax:.3g}"])
-    ax.tick_params(colors="white", labelsize=7, length=2, pad=1)
-    fig.text(124 / w, 24 / h, unit, color="white", fontsize=7, va="center")
+    ax.set_xticks([0, vmax], ["0", f"{vmax:.3g}"])
+    ax.tick_params(colors="white", labelcolor="white", labelsize=10, length=3, pad=2)
+    for side in ax.spines.values():
+        side.set_color("white")
+    fig.text(136 / w, 36 / h, unit, color="white", fontsize=10, va="center")
     canvas.draw()
     return np.asarray(canvas.buffer_rgba()).copy()
 
@@ -235,7 +237,7 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
                 width_nm = image.shape[1] * render_pixel
                 bar = nice_length(min(width_nm / 5, 100 * render_pixel))
                 _paste(rgba, _legend_rgba(max(1, round(bar / render_pixel)), length_label(bar), vmax, cmap,
-                                          "locs / px"))
+                                          f"locs per\n{render_pixel:g} nm px"))
             imsave(tmp, rgba, format="png", origin="upper")
         else:
             import tifffile

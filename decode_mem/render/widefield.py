@@ -150,14 +150,16 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
             vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
             shown = ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
                               interpolation="antialiased" if kind == "superres" else "nearest")
-            if kind == "superres":
-                label = "super-resolution" + (f" ({render_pixel:g} nm pixels)" if render_pixel else "")
+            shown_pixel = abs(extent[1] - extent[0]) * 1000.0 / image.shape[1]  # nm: binned when the image is big
+            if kind == "superres":  # the pixels shown, which the colour bar counts in (binned: sums of rendered ones)
+                label = f"super-resolution ({shown_pixel:.3g} nm pixels" + (
+                    f", sums of {render_pixel:g} nm" if render_pixel and abs(shown_pixel - render_pixel) > 1e-6
+                    else "") + ")"
                 if n_locs is not None:  # what the image holds: drift correction moves some out of the field
                     label += f"\n{n_locs} localizations inside the field"
             else:
                 label = f"super-resolution, zoom {zoom:g} µm"
             ax.set_title(label, loc="left", fontsize="medium")
-            shown_pixel = abs(extent[1] - extent[0]) * 1000.0 / image.shape[1]  # nm: binned when the image is big
             unit = f"localizations per {shown_pixel:.3g} nm pixel"
         if box is not None and kind != "zoom":
             ax.add_patch(Rectangle(box[:2], box[2], box[2], fill=False, edgecolor="tab:cyan", linewidth=1.2))
