@@ -78,7 +78,7 @@ def render_html(data: ReportData, base: Path | None = None) -> str:
     if data.memory is not None and len(data.memory.get("elapsed_s", ())) > 0:
         parts.append(_section("Memory", _memory_peaks(data.memory) + _img(memory_png(data.memory), "memory history")))
     if data.stacks:
-        parts.append(_section("Stacks", _stack_table(data.stacks)))
+        parts.append(_section("Stacks", _stack_table(data.stacks, base)))
     if data.files:
         parts.append(_section("Files", _files(data.files, base)))
     tail = ""
@@ -127,7 +127,18 @@ def _memory_peaks(history: Mapping[str, np.ndarray]) -> str:
     return _kv_table(rows) if rows else ""
 
 
-def _stack_table(stacks: Sequence[StackRow]) -> str:
+def _relative(path: str, base: Path | None) -> str:
+    """``path`` relative to ``base`` where it is a file path (not a name already, nor on another drive)."""
+    if base is None or not os.path.isabs(path):
+        return path
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:  # another drive (Windows)
+        return path
+
+
+def _stack_table(stacks: Sequence[StackRow], base: Path | None = None) -> str:
+    """The batch's stacks, each named by its path relative to the report's folder (as the Files section links)."""
     head = ("<tr><th>stack</th><th>status</th><th class=num>frames</th><th class=num>localizations</th>"
             "<th class=num>frames/s</th><th class=num>peak RssAnon</th><th>warnings</th></tr>")
     body = []
@@ -135,7 +146,7 @@ def _stack_table(stacks: Sequence[StackRow]) -> str:
         fps = row.frames_per_s
         status = escape(row.status) if row.status == "done" else f'<span class="bad">{escape(row.status)}</span>'
         body.append(
-            f"<tr><td>{escape(row.stack)}</td><td>{status}</td><td class=num>{row.frames}</td>"
+            f"<tr><td>{escape(_relative(row.stack, base))}</td><td>{status}</td><td class=num>{row.frames}</td>"
             f"<td class=num>{row.localizations}</td>"
             f"<td class=num>{'n/a' if fps is None or not math.isfinite(fps) else f'{fps:.1f}'}</td>"
             f"<td class=num>{format_mb(row.peak_rss_anon_mb)}</td>"
