@@ -23,6 +23,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.infer.config import InferConfig
 from decode_mem.infer.ranges import split_frames
 from decode_mem.infer.work import StackJob, predict_range, warm_up
+from decode_mem.io.damage import DamageLog
 from decode_mem.io.stack import Stack
 from decode_mem.io.table import EmitterTable
 
@@ -42,6 +43,7 @@ class DaskBackend:
                                                             start=job.start)])
         self._pending: deque[tuple[StackJob, Any]] = deque()
         self._peaks: dict[str, float] = {}
+        self.damage: dict[str, DamageLog] = {}  # stem -> the damage its ranges' workers repaired as they read
         self._current = 0
         self.client: Any = None
         self.cluster: Any = None
@@ -101,6 +103,7 @@ class DaskBackend:
             result = future.result()
             future.release()
             self._submit()
+            self.damage.setdefault(job.stem, DamageLog()).extend(result.damage)
             if result.peak_rss_anon_mb is not None:
                 key = f"pid {result.pid}"
                 self._peaks[key] = max(self._peaks.get(key, 0.0), result.peak_rss_anon_mb)

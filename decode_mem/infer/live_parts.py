@@ -30,11 +30,11 @@ MANIFEST = "parts.json"
 
 def summary_complete(path: Path) -> bool:
     """Is ``<stem>.json`` the summary of a finished stack (a followed run refreshes it with ``"status":
-    "running"`` while it goes)?"""
+    "running"`` while it goes, and leaves ``"stopped"`` after a stop)?"""
     if not path.is_file():
         return False
     try:
-        return json.loads(path.read_text()).get("status") != "running"
+        return json.loads(path.read_text()).get("status") not in ("running", "stopped")
     except (OSError, ValueError):
         return False
 

@@ -38,6 +38,7 @@ from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.atomic import remove_path
 from decode_mem.io.camera import with_fields
+from decode_mem.io.damage import DamageLog
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
@@ -299,6 +300,11 @@ class _Backend:
         if self._dask is not None:
             for table, n_frames, worker_peak in self._dask.emitters(job):
                 yield table, n_frames, worker_peak, None
+            log = self._dask.damage.pop(job.stem, DamageLog())  # what the workers repaired, range by range
+            with open_stack(job.path) as opened:  # the reader's own choices (headers only)
+                notes = opened.reader_notes
+            line = log.line(str(job.path))
+            self.read_notes[job.stem] = ([*notes, *([line] if line else [])], log)
             return
         done: list[Any] = []
 

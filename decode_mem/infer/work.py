@@ -68,6 +68,7 @@ class RangeResult:
     seconds: float
     peak_rss_anon_mb: float | None
     pid: int
+    damage: tuple[Any, ...] = ()  # ``io.damage.Damage`` records of the frames the range read (repaired as read)
 
 
 def cached_model(path: str, device: str | None) -> TrainedModel:
@@ -114,7 +115,9 @@ def predict_range(stack: Any, start: int, stop: int, settings: EngineSettings) -
     table = EmitterTable.concat(tables)
     if len(tables) and start:
         table = EmitterTable({**table.columns, "frame": table["frame"] + start})
-    return RangeResult(start, stop, table, time.perf_counter() - t, max(peak, default=None), os.getpid())
+    damage = getattr(stack, "damage", None)
+    return RangeResult(start, stop, table, time.perf_counter() - t, max(peak, default=None), os.getpid(),
+                       tuple(damage.records) if damage is not None else ())
 
 
 @dataclass(frozen=True)
