@@ -25,6 +25,7 @@ class ConsoleObserver(InferObserver):
         self.tracker = MemoryTracker(memory_log_file, log_interval=1)
         self._overall: Any = None
         self._bar: Any = None
+        self._said_wait = False
 
     def run_started(self, n_stacks: int) -> None:
         self._overall = tqdm(total=n_stacks, unit="stack", desc="stacks",
@@ -49,6 +50,18 @@ class ConsoleObserver(InferObserver):
             self._bar.update(frames)
         if result is not None:
             self.tracker.update(step=result.t0, phase=stem)
+
+    def waiting(self, stem: str, seconds_left: float | None) -> None:
+        """A followed stack waits for frames (``seconds_left`` until the idle timeout ends it; None: frames came):
+        the bar says so instead of standing still, or, without a bar, one line per wait."""
+        if self._bar is not None and not self._bar.disable:
+            self._bar.set_description_str(stem if seconds_left is None else
+                                          f"{stem}: waiting for frames, ends in {seconds_left:.0f} s")
+        elif seconds_left is None:
+            self._said_wait = False
+        elif not self._said_wait:
+            self._said_wait = True
+            self.message(f"{stem}: waiting for frames, ends in {seconds_left:.0f} s without a new byte")
 
     def stack_finished(self, stem: str) -> None:
         if self._bar is not None:

@@ -66,3 +66,28 @@ def test_a_log_file_gets_no_bars_and_no_cursor_codes(capsys) -> None:
     captured = capsys.readouterr()
     assert "\x1b[" not in captured.err + captured.out and "\r" not in captured.err + captured.out
     assert "stack0" not in captured.err and "1 stack(s) done" in captured.out
+
+
+def test_a_wait_for_frames_is_said_on_the_bar_or_once_in_a_log(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    obs = ConsoleObserver()
+    obs.run_started(1)
+    obs.stack_started("live", 100)
+    obs.waiting("live", 27.4)
+    assert "live: waiting for frames, ends in 27 s" in term.getvalue()  # the bar's description, not a frozen bar
+    obs.waiting("live", None)
+    obs.block_done("live", 5, None)
+    assert term.getvalue().rstrip().split("\r")[-1].startswith("live:")  # frames again: the bar's own name back
+    obs.stack_finished("live")
+    monkeypatch.undo()
+    log = ConsoleObserver()  # no terminal: no bar; one line per wait, however often it is told
+    log.stack_started("live", 100)
+    for left in (29.0, 28.0, 27.0):
+        log.waiting("live", left)
+    log.waiting("live", None)
+    log.waiting("live", 12.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["live: waiting for frames, ends in 29 s without a new byte",
+                     "live: waiting for frames, ends in 12 s without a new byte"]
