@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=MEANINGS["--batch_size"] + " (inference: one per tile and frame; --train: a micro-batch), or auto "
              "(default; --train: the training config's)")
     p.add_argument("--amp", choices=AMP_CHOICES,
-                   help="precision (default: off for inference, the training config's for --train)")
+                   help="precision (default: auto for inference, as infer runs it: bf16 on CUDA and on CPUs with "
+                        "native bf16, else off; the training config's for --train)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--model", help="checkpoint (default: the shipped model)")
     p.add_argument("--dtype", help="pixel type of the stack (default uint16)")
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         itemsize = np.dtype(args.dtype or "uint16").itemsize
         chunk_size = "auto" if args.chunk_size is None else args.chunk_size
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=chunk_size, batch_size=args.batch_size,
-                                   amp=args.amp or "off", device=device, itemsize=itemsize,
+                                   amp=args.amp or "auto", device=device, itemsize=itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
                                    probe=not args.no_probe, streams=args.streams)
         plan = choice.plan
