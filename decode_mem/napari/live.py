@@ -130,6 +130,13 @@ class LiveWidget(LocalizeWidget):
             self.show_layer(*self.view.layer())
             self.refreshes += 1
 
+    def cancel(self, _value: Any = None) -> None:
+        """Ask the run to stop; ``infer.live`` does not poll ``stop_requested`` yet, so a followed run goes on to
+        the end of the acquisition (its idle timeout), and the widget says so."""
+        super().cancel()
+        if self.worker is not None:
+            self.say("a followed run ends with the acquisition (idle timeout): infer's --follow takes no Cancel yet")
+
     def _finished(self) -> None:
         self.timer.stop()
         if self.view is not None and f"{self.view.stem} live" in self.viewer.layers and self.opened:
