@@ -66,3 +66,20 @@ def test_rendered_png_legend_labels_are_white_and_readable() -> None:
     assert tile.shape[0] >= 80  # room for 10 pt labels
     ticks = tile[-28:, :60, :3]  # the colour bar's tick labels ('0', ...) under it
     assert (ticks.min(axis=2) > 0.9).sum() > 15  # white text, not grey under the legend's shade
+
+
+def test_widefield_png_has_a_scale_bar_when_its_pixel_is_known(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    from decode_mem.render.widefield import save_widefield
+
+    frame = np.random.default_rng(0).normal(500.0, 20.0, (96, 96))  # no pixel near white by itself
+    save_widefield(frame, tmp_path / "plain.png")
+    save_widefield(frame, tmp_path / "legend.png", pixel_size=100.0)
+    plain, legend = imread(tmp_path / "plain.png"), imread(tmp_path / "legend.png")
+    assert plain.shape[:2] == (96, 96)  # one pixel per camera pixel, as before
+    assert legend.shape[:2] == (480, 480)  # 5 screen pixels per camera pixel
+    corner = legend[-90:, :240, :3]
+    assert (corner.min(axis=2) > 0.97).sum() > 300  # the white 2 µm bar (200 px x 6) and the white labels
+    enlarged = np.repeat(np.repeat(plain, 5, axis=0), 5, axis=1)
+    assert np.array_equal(legend[:300], enlarged[:300])  # above the legend: the same image, only enlarged

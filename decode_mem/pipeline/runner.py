@@ -328,7 +328,7 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
     out = {"image": config.out / step.image, "widefield": config.out / step.widefield,
            "side_by_side": config.out / step.side_by_side}
     save_image(image, out["image"], render_pixel=step.pixel)
-    save_widefield(widefield, out["widefield"])
+    save_widefield(widefield, out["widefield"], pixel_size=px)
     save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=step.pixel,
                       n_frames=n_frames, n_locs=n, zoom=step.zoom)
     parts["images"] = Images(px, widefield, image, step.pixel, n_frames, n, step.zoom)

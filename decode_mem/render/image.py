@@ -169,8 +169,8 @@ def length_label(nm: float) -> str:
     return f"{nm / 1000:g} µm" if nm >= 1000 else f"{nm:g} nm"
 
 
-def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str) -> np.ndarray:
-    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from 0 to ``vmax``."""
+def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0) -> np.ndarray:
+    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
@@ -182,10 +182,10 @@ def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str)
     fig.add_artist(Rectangle((0, 0), w, h, transform=None, color="black", alpha=0.75, linewidth=0, zorder=-1))
     fig.add_artist(Rectangle((8, h - 20), bar_px, 6, transform=None, color="white", linewidth=0))
     fig.text((bar_px + 14) / w, (h - 17) / h, bar_label, color="white", fontsize=10, va="center")
-    ax = fig.add_axes((8 / w, 30 / h, 120 / w, 12 / h))
-    ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(0, vmax, 0, 1))
+    ax = fig.add_axes((20 / w, 30 / h, 108 / w, 12 / h))  # room for the first tick label at its left
+    ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(vmin, vmax, 0, 1))
     ax.set_yticks([])
-    ax.set_xticks([0, vmax], ["0", f"{vmax:.3g}"])
+    ax.set_xticks([vmin, vmax], [f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in (vmin, vmax)])
     ax.tick_params(colors="white", labelcolor="white", labelsize=10, length=3, pad=2)
     for side in ax.spines.values():
         side.set_color("white")

@@ -58,13 +58,26 @@ def display_range(image: np.ndarray, low: float = 0.5, high: float = 99.8) -> tu
     return lo, hi if hi > lo else lo + 1.0
 
 
-def save_widefield(image: np.ndarray, path: str | os.PathLike) -> Path:
-    """The widefield image alone as a grey PNG, one pixel per camera pixel (percentile contrast)."""
+def save_widefield(image: np.ndarray, path: str | os.PathLike, *, pixel_size: float | None = None) -> Path:
+    """The widefield image alone as a grey PNG (percentile contrast). With ``pixel_size`` (nm) a small frame is
+    enlarged to whole screen pixels per camera pixel (at least 480 px on its short side) and gets a scale bar and
+    a colour bar in mean ADU; without, one PNG pixel per camera pixel and no legend."""
+    from matplotlib import colormaps
     from matplotlib.image import imsave  # no pyplot: no global figure state
 
+    from decode_mem.render.image import _legend_rgba, _paste, length_label, nice_length
+
     lo, hi = display_range(image)
+    rgba = colormaps["gray"](np.clip((image - lo) / ((hi - lo) or 1.0), 0.0, 1.0), bytes=True)
+    if pixel_size is not None:
+        f = max(1, -(-480 // max(1, min(image.shape))))  # whole screen pixels per camera pixel
+        rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
+        shown = pixel_size / f  # nm per PNG pixel
+        bar = nice_length(rgba.shape[1] * shown / 5)
+        _paste(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), hi, "gray", "mean frame\n[ADU]",
+                                  vmin=lo))
     with atomic_output(path) as tmp:
-        imsave(tmp, image, vmin=lo, vmax=hi, cmap="gray", format="png", origin="upper")
+        imsave(tmp, rgba, format="png", origin="upper")
     return Path(path)
 
 
