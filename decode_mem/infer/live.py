@@ -128,14 +128,19 @@ class _FollowRun:
         obs.stack_started(stem, None)
         results: list[Any] = []
         last_refresh, interval = time.monotonic(), cfg.refresh
+        whole = True  # False while a block is half in the open part (an interrupt there drops the part)
         try:
             for table in stream_emitters(self.followed, settings, on_block=results.append, on_plan=self._plan):
                 result = results.pop()
+                whole = False
                 self.parts.write(table)
                 status.add(table, result.t0, result.n_frames)
+                whole = True
                 # the engine's reader polls only when it waits; rates run on a clock that stops while it waits
                 status.sample(self.followed.poll(), self._lag_s(), self.followed.waited_s)
                 obs.block_done(stem, result.n_frames, result)
+                if obs.stop_requested():  # a Cancel button
+                    raise Stopped("stop requested")
                 self._peak()
                 self._check_pace()
                 if time.monotonic() - last_refresh >= interval:
@@ -144,6 +149,16 @@ class _FollowRun:
                     self._refresh(running=True)
                     last_refresh = time.monotonic()
                     interval = max(cfg.refresh, (last_refresh - began) / REFRESH_SHARE)
+        except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM, Cancel: the blocks done are kept as a part
+            if whole:
+                self.parts.close_part(status.frames_done)
+            else:
+                self.parts.abort()
+            self._stopped(e)
+            raise Stopped(f"{stem}: stopped at frame {self.parts.start} of the {self.followed.available} written so "
+                          f"far; the same command with --resume continues there (kept in {self.parts.dir})",
+                          signum=getattr(e, "signum", 2 if isinstance(e, KeyboardInterrupt) else None), stem=stem,
+                          frame=self.parts.start, frames=self.followed.available) from e
         except BaseException as e:
             self.parts.abort()
             self._stopped(e)
