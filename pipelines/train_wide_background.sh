@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 RUN=runs/generalist_2d_wide
 SNAPSHOT=data/models/snapshots/default_2d_wide_snapshot.pt
-mkdir -p "$RUN"
+mkdir -p "$RUN" "$(dirname "$SNAPSHOT")"
 if [ ! -f "$RUN/checkpoint.pt" ] && [ -f "$SNAPSHOT" ]; then
   cp "$SNAPSHOT" "$RUN/checkpoint.pt"
 fi
