@@ -146,7 +146,12 @@ def test_phase_catches_a_freed_200mb_allocation() -> None:
         time.sleep(0.2)
         del a
     assert peak.rss_anon_delta_mb >= 180, peak
-    assert abs(peak.rss_anon_end_mb - peak.rss_anon_start_mb) < 50
+    # the phase's end reading is the process's RssAnon then, and the 200 MB were freed: back to the start, after a
+    # trim where the allocator kept the pages (it did, late in a full suite run: 201 MB still resident)
+    assert abs(peak.rss_anon_end_mb - read_host_memory()["rss_anon_mb"]) < 20
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+    assert read_host_memory()["rss_anon_mb"] - peak.rss_anon_start_mb < 50
     assert peak.n_samples >= 3
     if peak.hwm_exact:  # VmHWM reset through /proc/self/clear_refs worked: an exact VmRSS peak
         assert peak.vm_hwm_mb - peak.rss_anon_start_mb >= 180

@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--link", action="store_true",
                      help="also link each stack's localizations into molecules (decode_mem.link, after --drift): "
                           "<stem>_link.<ext>, <stem>_group.<ext>")
+    det.add_argument("--quality", action="store_true",
+                     help="also estimate each stack's precision and resolution without ground truth (NeNA, FRC; "
+                          "decode_mem.evaluate --no_truth) into <stem>.json and report.html (also with --link); its "
+                          "memory grows with a stack's localizations")
     det.add_argument("--strict", action="store_true",
                      help="data outside the model's domain are an error (exit 2, nothing written)")
     add(mem, "--block", type=int_or_auto, default="auto",
@@ -133,7 +137,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         block=args.block, follow=args.follow, idle_timeout=args.idle_timeout, refresh=args.refresh,
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
-        link=args.link,
+        link=args.link, quality=args.quality,
         scheduler=args.scheduler, threads=args.threads, **extra)
 
 

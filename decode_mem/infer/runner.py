@@ -237,7 +237,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
         else:
             files += written
             more["drift"]["seconds"] = round(time.perf_counter() - t_drift, 3)
-    if (cfg.report or cfg.link) and outs.n_localizations > 0:  # linked molecules; precision and resolution
+    if (cfg.quality or cfg.link) and outs.n_localizations > 0:  # linked molecules; precision and resolution
         try:
             written, quality, figure = assess_stack(outs.paths, Path(cfg.out), job.settings.camera.pixel_size,
                                                     cfg.link)
