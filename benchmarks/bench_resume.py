@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Uninterrupted: {whole_s:.1f} s, "
         f"{n_locs} localizations, final files {final_bytes / 1e6:.1f} MB.", "",
         f"Of the uninterrupted run's wall time, {whole_loc_s:.1f} s were the localization itself (`<stem>.json` "
-        "`wall_s`: the blocks, from the first to the last; the rest is the process's start, the plan, and after "
-        "the blocks the stack's precision and resolution, which every run computes over the whole stack).", "",
+        "`wall_s`: the blocks, from the first to the last; the rest is the process's start, the plan and the "
+        "files' closing).", "",
         "| killed at | frames kept | resume (s) | of which localization (s) | goal: rest + 5 s | within goal | "
         "outputs equal | journal at the kill (MB) | partial final bytes discarded (MB) | replayed into final files "
         "(MB, est.) |",
