@@ -47,12 +47,9 @@ def simulate(path: Path, frames: int, side: int, density: float) -> None:
     simulate_stack(SimulationConfig(frame_size=(side, side), density=density), frames, path, seed=0)
 
 
-JOURNAL: list[str] = []  # --journal_seconds S when given (the smoke run's short movie ends within 5 s)
-
-
 def infer(movie: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--format", FORMATS, "--quiet",
-            *JOURNAL, *extra]
+            *extra]
 
 
 def journal_stop(out: Path) -> int:
@@ -89,9 +86,10 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, whole_s: float) -> dict[str, object]:
+def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, whole_s: float,
+                        journal: list[str]) -> dict[str, object]:
     """SIGKILL at ``fraction`` of the uninterrupted run's wall time (wherever in a block that falls), then resume."""
-    proc = subprocess.Popen(infer(movie, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(infer(movie, out, *journal), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < fraction * whole_s and proc.poll() is None:
         time.sleep(0.02)
@@ -102,7 +100,7 @@ def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, wh
     kept = journal_stop(out)
     journal_bytes_at_kill = size(list((out / "movie.progress").glob("*.parquet*")))
     discarded = size([p.with_name(p.name + ".partial") for p in (out / name for name in FINAL)])
-    resumed_s = timed(infer(movie, out, "--resume"))
+    resumed_s = timed(infer(movie, out, *journal, "--resume"))
     record = json.loads((out / "movie.json").read_text())
     return {"fraction": fraction, "kept_frames": kept, "resumed_s": round(resumed_s, 2),
             "goal_s": round((1 - fraction) * whole_s + 5.0, 2),
@@ -121,15 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--journal_seconds", type=float, help="infer's --journal_seconds (default: infer's, 5 s)")
     p.add_argument("--out", type=Path, default=RESULTS / "resume.md")
     args = p.parse_args(argv)
-    if args.journal_seconds is not None:
-        JOURNAL[:] = ["--journal_seconds", str(args.journal_seconds)]
+    journal = [] if args.journal_seconds is None else ["--journal_seconds", str(args.journal_seconds)]
     load0, at = load_average(), commit()
     with tempfile.TemporaryDirectory(prefix="bench_resume_") as tmp:
         tmp = Path(tmp)
         movie = tmp / "movie.tif"
         simulate(movie, args.frames, args.side, args.density)
         whole = tmp / "whole"
-        whole_s = timed(infer(movie, whole))
+        whole_s = timed(infer(movie, whole, *journal))
         reference = values(whole)
         final_bytes = size([whole / name for name in FINAL])
         whole_record = json.loads((whole / "movie.json").read_text())
@@ -138,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         # of a resumed run below, here estimated from the parquet output, which holds the same columns
         rows = []
         for fraction in args.fractions:
-            row = killed_then_resumed(movie, tmp / f"kill{int(fraction * 100)}", args.frames, fraction, whole_s)
+            row = killed_then_resumed(movie, tmp / f"kill{int(fraction * 100)}", args.frames, fraction, whole_s,
+                                      journal)
             row["equal"] = same(values(row.pop("out")), reference)
             row["replayed_bytes"] = round(final_bytes * row["kept_frames"] / args.frames)
             rows.append(row)
@@ -150,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Resume after a kill (`infer` SIGKILLed, then `--resume`)", "",
         f"`{record['command']}`", "", machine_line("torch's default", load_start=load0, at=at), "",
         f"A simulated {args.frames}-frame {args.side}² EMCCD movie ({args.density} emitters/µm²), the shipped model, "
-        f"default sizes, {FORMATS}, `--journal_seconds` {JOURNAL[-1] if JOURNAL else 'default (5 s)'}. "
+        f"default sizes, {FORMATS}, `--journal_seconds` {journal[-1] if journal else 'default (5 s)'}. "
         f"Uninterrupted: {whole_s:.1f} s, "
         f"{n_locs} localizations, final files {final_bytes / 1e6:.1f} MB.", "",
         f"Of the uninterrupted run's wall time, {whole_loc_s:.1f} s were the localization itself (`<stem>.json` "

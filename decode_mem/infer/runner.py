@@ -190,36 +190,44 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                         prob_map_block=job.settings.block if cfg.write_probability_map else None,
                         journal=True, block=job.settings.block, journal_seconds=cfg.journal_seconds,
                         **writer_options)
-    given = {k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")}
-    start = outs.begin(job.start > 0, {**job.key, **({"sizes": _sizes_kept(given)} if _sizes_kept(given) else {})})
+    given = _sizes_kept({k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")})
+    start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {})})
     stop = start
-    with outs:
-        try:
-            for table in outs.replay():  # a resumed stack: the frames done before, from its journal
-                if image is not None:
-                    image.add(table)
-            if start:
-                obs.block_done(job.stem, start, None)
-            if obs.stop_requested():  # a Cancel pressed before this stack's first block
-                raise Stopped("stop requested")
-            for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
-                if stop == start and sizes and outs.journal is not None:  # how the frames are cut and computed:
-                    kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}  # a resumed run does the
-                    outs.journal.meta = {**outs.journal.meta, **kept}  # same (a new dict: the writer thread saves it)
-                stop += n_frames
-                outs.write(table, stop)
-                if image is not None:  # the report's image, from the emitters as they are written (no re-read)
-                    image.add(table)
-                obs.block_done(job.stem, n_frames, result)
-                peak.add(worker_peak)
-                if obs.stop_requested() and stop < job.shape[0]:
+    try:
+        with outs:
+            try:
+                for table in outs.replay():  # a resumed stack: the frames done before, from its journal
+                    if image is not None:
+                        image.add(table)
+                if start:
+                    obs.block_done(job.stem, start, None)
+                if obs.stop_requested():  # a Cancel pressed before this stack's first block
                     raise Stopped("stop requested")
-        except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM, a Cancel button: keep what reached disk
-            kept = outs.keep_progress()
-            signum = getattr(e, "signum", 2 if isinstance(e, KeyboardInterrupt) else None)
-            raise Stopped(f"{job.stem}: stopped at frame {kept} of {job.shape[0]}; the same command with --resume "
-                          f"continues there (kept in {progress_dir(cfg.out, job.stem)})", signum=signum,
-                          stem=job.stem, frame=kept, frames=job.shape[0]) from e
+                for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
+                    # how the frames are cut and computed (a resumed run does the same); a new dict: the writer
+                    # thread saves it
+                    if stop == start and sizes and outs.journal is not None:
+                        kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}
+                        outs.journal.meta = {**outs.journal.meta, **kept}
+                    stop += n_frames
+                    outs.write(table, stop)
+                    if image is not None:  # the report's image, from the emitters as they are written (no re-read)
+                        image.add(table)
+                    obs.block_done(job.stem, n_frames, result)
+                    peak.add(worker_peak)
+                    if obs.stop_requested() and stop < job.shape[0]:
+                        raise Stopped("stop requested")
+            except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM, a Cancel button: keep what reached disk
+                kept = outs.keep_progress()
+                signum = getattr(e, "signum", 2 if isinstance(e, KeyboardInterrupt) else None)
+                raise Stopped(f"{job.stem}: stopped at frame {kept} of {job.shape[0]}; the same command with --resume "
+                              f"continues there (kept in {progress_dir(cfg.out, job.stem)})", signum=signum,
+                              stem=job.stem, frame=kept, frames=job.shape[0]) from e
+    except KeyboardInterrupt as e:  # before the writers were open, or while they closed: the journal stands
+        kept = outs.journal.start if outs.journal is not None else start
+        raise Stopped(f"{job.stem}: stopped at frame {kept} of {job.shape[0]}; the same command with --resume "
+                      f"continues there (kept in {progress_dir(cfg.out, job.stem)})",
+                      signum=getattr(e, "signum", 2), stem=job.stem, frame=kept, frames=job.shape[0]) from e
     peak.add(read_host_memory().get("rss_anon_mb"))
     measured_device = device_peak.as_dict(sizes.get("plan", {}))
     if measured_device is not None:

@@ -43,7 +43,8 @@ class StopAfter(InferObserver):
 def config(out: Path, model: Path, **kw) -> InferConfig:
     kw = {"write_probability_map": True, **kw}
     return InferConfig(inputs=(str(SAMPLE),), out=str(out), model=str(model), formats=FORMATS, block=BLOCK,
-                       batch_size=8, chunk_size="whole", journal_seconds=0.0, threads=1, **kw)
+                       batch_size=8, chunk_size="whole", journal_seconds=0.0, threads=1, device="cpu",
+                       **kw)
 
 
 def outputs(out: Path) -> dict[str, object]:
@@ -117,7 +118,7 @@ def test_a_resumed_finished_batch_keeps_its_report(shipped_model, tmp_path):
 def infer_command(out: Path, model: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "decode_mem.infer", str(SAMPLE), "--out", str(out), "--model", str(model),
             "--format", ",".join(FORMATS), "--block", str(BLOCK), "--batch_size", "8", "--whole_frames",
-            "--prob_map", "--journal_seconds", "0", "--threads", "1", "--quiet", *extra]
+            "--prob_map", "--journal_seconds", "0", "--threads", "1", "--device", "cpu", "--quiet", *extra]
 
 
 def parts_done(out: Path) -> int:
