@@ -28,7 +28,7 @@ from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped
 from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
-from decode_mem.infer.domain import check_domain, model_psf
+from decode_mem.infer.domain import DomainCheck, check_domain, model_psf
 from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
@@ -38,12 +38,12 @@ from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.atomic import remove_path
 from decode_mem.io.camera import with_fields
-from decode_mem.io.damage import DamageLog
+from decode_mem.io.damage import Damage, DamageLog
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
-from decode_mem.tiling import block_length
+from decode_mem.tiling import CPU_BLOCK_PIXELS, block_length
 
 
 def run_inference(cfg: InferConfig, observer: InferObserver | None = None, command: str | None = None) -> InferReport:
@@ -82,6 +82,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     jobs: list[StackJob] = []
     psf = model_psf(model)  # a 3-D model's PSF: the domain check fits the spots with it
     model_sha = file_sha256(model_path)
+    on_cpu = resolve_device(cfg.device or "auto").type == "cpu"
     for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
         stem = stem_of(path)
         done = summary_path(cfg.out, stem)
@@ -93,14 +94,18 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         try:
             with open_stack(path) as stack:
                 shape, dtype = stack.shape, stack.dtype
-                domain = check_domain(stack, camera, model.envelope, psf=psf)
+                key = resume_key(cfg, model_sha, camera, shape, dtype)
+                # a resumed stack's check is its first run's (recorded in its journal): the same frames, checked once
+                domain = (_journal_domain(cfg, stem, key)
+                          or check_domain(stack, camera, model.envelope, psf=psf))
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), _reason(e)))
             continue
         if not domain.ok:
             obs.warning(domain.message(str(path)))
-        settings = engine.with_block(block_length(shape, dtype.itemsize, cfg.block, cfg.streams))
-        key = resume_key(cfg, model_sha, camera, shape, dtype)
+        # on a CPU 'auto' blocks are also short in pixels: the journal's unit, what a kill or a stop redoes
+        settings = engine.with_block(block_length(shape, dtype.itemsize, cfg.block, cfg.streams,
+                                                  max_pixels=CPU_BLOCK_PIXELS if on_cpu else None))
         start, settings = _resume_point(cfg, stem, key, settings)  # ConfigError: settings that change results
         if start:
             obs.message(f"{stem}: resuming at frame {start} of {shape[0]} (the frames before it are in "
@@ -191,8 +196,11 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                         journal=True, block=job.settings.block, journal_seconds=cfg.journal_seconds,
                         **writer_options)
     given = _sizes_kept({k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")})
-    start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {})})
-    stop = start
+    start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {}),
+                                       "domain": _domain_record(job.domain)})
+    # frames repaired before the resume point (the first run's, from its journal): this run does not read them
+    damage_before = [Damage(**d) for d in outs.journal.meta.get("damage", [])] if start and outs.journal else []
+    stop, n_kept = start, 0
     try:
         with outs:
             try:
@@ -210,6 +218,13 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                         kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}
                         outs.journal.meta = {**outs.journal.meta, **kept}
                     stop += n_frames
+                    seen = backend.damage_so_far(job.stem)
+                    if seen and outs.journal is not None:  # the journal's parts carry the repairs of the frames
+                        covered = [d for d in (*damage_before, *seen.records) if d.frame < stop]  # they cover
+                        if len(covered) != n_kept:  # (read ahead: later frames' repairs wait for their block)
+                            n_kept = len(covered)  # a new dict: the writer thread saves it
+                            outs.journal.meta = {**outs.journal.meta,
+                                                 "damage": [dataclasses.asdict(d) for d in covered]}
                     outs.write(table, stop)
                     if image is not None:  # the report's image, from the emitters as they are written (no re-read)
                         image.add(table)
@@ -257,6 +272,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
             if quality_figures is not None:
                 quality_figures[job.stem] = figure
     notes, damage = backend.read_notes.pop(job.stem, ([], None))
+    if damage_before:
+        damage = DamageLog([*damage_before, *(damage.records if damage else ())])
     for line in notes:  # series left out, damaged frames repaired (Stack.notes)
         obs.warning(line)
     if damage:
@@ -288,6 +305,7 @@ class _Backend:
         self.cfg, self.jobs = cfg, jobs
         self._dask: Any = None
         self.read_notes: dict[str, tuple[list[str], Any]] = {}  # stem -> (Stack.notes(), Stack.damage) once read
+        self._reading: dict[str, DamageLog] = {}  # stem -> the damage log of the stack being read (in this process)
 
     def __enter__(self) -> _Backend:
         if self.cfg.distributed and self.jobs:
@@ -299,6 +317,12 @@ class _Backend:
     def __exit__(self, *exc: object) -> None:
         if self._dask is not None:
             self._dask.__exit__(*exc)
+
+    def damage_so_far(self, stem: str) -> DamageLog | None:
+        """The repairs of ``stem``'s frames read so far (in this process or reported by dask workers)."""
+        if self._dask is not None:
+            return self._dask.damage.get(stem)
+        return self._reading.get(stem)
 
     def emitters(self, job: StackJob, peak: _Peak, sizes: dict[str, Any], prob_map: Any = None,
                  start: int = 0) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
@@ -331,6 +355,7 @@ class _Backend:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
             if start >= job.shape[0]:
                 return
+            self._reading[job.stem] = stack.damage
             # a resumed stack: frames start .. T-1, their context the real frames around them (the blocks, hence
             # the emitters, of one pass over the whole stack)
             source = FrameRange(stack, start, job.shape[0]) if start else stack
@@ -341,6 +366,7 @@ class _Backend:
                     table = EmitterTable({**table.columns, "frame": table["frame"] + start})
                 yield table, result.n_frames if result is not None else 0, None, result
             self.read_notes[job.stem] = (stack.notes(), stack.damage)  # io.damage: frames repaired as read
+            self._reading.pop(job.stem, None)
 
     def worker_peaks(self) -> dict[str, float]:
         return self._dask.worker_peaks() if self._dask is not None else {}
@@ -381,6 +407,24 @@ def _resume_point(cfg: InferConfig, stem: str, key: dict[str, Any],
     if settings.compile == "auto" and isinstance(before.get("compile"), bool):
         settings = dataclasses.replace(settings, compile=before["compile"])
     return int(state["parts"][-1]["stop"]), settings
+
+
+def _journal_domain(cfg: InferConfig, stem: str, key: dict[str, Any]) -> DomainCheck | None:
+    """With ``--resume``, the domain check the first run recorded in its journal (same settings only: other
+    settings are refused by ``_resume_point``); None when there is none."""
+    state = read_manifest(progress_dir(cfg.out, stem)) if cfg.resume else None
+    meta = (state or {}).get("meta", {})
+    if not state or not state.get("parts") or "domain" not in meta or any(meta.get(k) != key[k] for k in key):
+        return None
+    d = meta["domain"]
+    return DomainCheck(tuple(d["warnings"]), d["numbers"], bool(d["camera_suspect"]), bool(d["psf_mismatch"]))
+
+
+def _domain_record(domain: DomainCheck) -> dict[str, Any]:
+    """The domain check as the journal keeps it (``_journal_domain`` reads it back)."""
+    return json.loads(json.dumps({"warnings": list(domain.warnings), "numbers": domain.numbers,
+                                  "camera_suspect": domain.camera_suspect, "psf_mismatch": domain.psf_mismatch},
+                                 default=str))
 
 
 def _sizes_kept(sizes: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ below; the network is duck-typed (``TileNetwork``), post-processing is the calle
 """
 
 from decode_mem.tiling.backoff import DeviceMemoryError, is_oom
-from decode_mem.tiling.blocks import ArrayStack, BlockResult, FrameSource, as_source, block_length
+from decode_mem.tiling.blocks import CPU_BLOCK_PIXELS, ArrayStack, BlockResult, FrameSource, as_source, block_length
 from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.executor import TiledExecutor, TileNetwork
 from decode_mem.tiling.grid import AxisTile, Tile, TileGrid, grid_axis, halo_for
@@ -22,6 +22,7 @@ TilePlan = TileGrid  # deprecated name: "plan" is the memory planner's word (dec
 plan_axis = grid_axis  # deprecated name
 
 __all__ = [
+    "CPU_BLOCK_PIXELS",
     "ArrayStack", "AxisTile", "BlockResult", "DeviceMemoryError", "FrameSource", "Tile",
     "TileConfig", "TileGrid", "TileNetwork", "TilePlan", "TiledExecutor", "as_source", "block_length",
     "grid_axis", "halo_for", "is_oom", "plan_axis",

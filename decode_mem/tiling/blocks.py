@@ -17,10 +17,16 @@ BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ..
 BLOCK_RANGE = (4, 256)  # ... within these many frames
 STREAM_ROUNDS = 4  # 'auto' block with streams: at least this many blocks per stream ...
 STREAM_BLOCK_MIN = 16  # ... unless blocks would get shorter than this (each recomputes its two context frames)
+CPU_BLOCK_PIXELS = 2**21  # 'auto' block of a run on a CPU: at most about this many pixels (32 frames of 256²: ~7 s
+# of a 2-core EPYC's work, measured 4.3 frames/s): a kill loses at most the block in hand, a stop waits for it; not
+# slower than 256-frame blocks there (600 frames of 256²: 135.7 s in 32-frame blocks, 147.2 s in 256-frame ones)
 
 
-def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str = "auto", streams: int = 1) -> int:
-    """Frames per block: ``block`` itself, or for 'auto' about ``BLOCK_BYTES`` of raw (H, W) frames.
+def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str = "auto", streams: int = 1,
+                 max_pixels: int | None = None) -> int:
+    """Frames per block: ``block`` itself, or for 'auto' about ``BLOCK_BYTES`` of raw (H, W) frames and, with
+    ``max_pixels`` (``CPU_BLOCK_PIXELS`` for a run on a CPU), at most that many pixels (never under
+    ``STREAM_BLOCK_MIN`` frames: each block recomputes its two context frames).
 
     With ``streams > 1`` and a ``(T, H, W)`` shape, 'auto' blocks are also short enough to give each stream
     ``STREAM_ROUNDS`` blocks: the last block runs alone, so a stack cut into few long blocks spends much of its
@@ -31,6 +37,8 @@ def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str =
         return int(block)
     h, w = frame_shape[-2:]
     n = int(np.clip(BLOCK_BYTES // (h * w * itemsize), *BLOCK_RANGE))
+    if max_pixels is not None:
+        n = min(n, max(STREAM_BLOCK_MIN, int(max_pixels) // (h * w)))
     if streams > 1 and len(frame_shape) == 3:
         n = min(n, max(STREAM_BLOCK_MIN, -(-int(frame_shape[0]) // (STREAM_ROUNDS * streams))))
     return n

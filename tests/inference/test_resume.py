@@ -19,7 +19,7 @@ import pytest
 import zarr
 from infer_helpers import SAMPLE
 
-from decode_mem.errors import ConfigError, Stopped
+from decode_mem.errors import ConfigError, StackError, Stopped
 from decode_mem.infer import InferConfig, run_inference
 from decode_mem.infer.observe import InferObserver
 
@@ -41,8 +41,8 @@ class StopAfter(InferObserver):
 
 
 def config(out: Path, model: Path, **kw) -> InferConfig:
-    kw = {"write_probability_map": True, **kw}
-    return InferConfig(inputs=(str(SAMPLE),), out=str(out), model=str(model), formats=FORMATS, block=BLOCK,
+    kw = {"write_probability_map": True, "inputs": (str(SAMPLE),), **kw}
+    return InferConfig(out=str(out), model=str(model), formats=FORMATS, block=BLOCK,
                        batch_size=8, chunk_size="whole", journal_seconds=0.0, threads=1, device="cpu",
                        **kw)
 
@@ -102,6 +102,51 @@ def test_a_resume_with_settings_that_change_results_is_refused_naming_them(shipp
     with pytest.raises(ConfigError, match=r"threshold: null then, 0\.6 now"):
         run_inference(config(tmp_path, shipped_model, resume=True, threshold=0.6))
     assert (tmp_path / "stack.progress" / "parts.json").is_file()  # refused before any work: the journal stays
+
+
+def test_a_resumed_run_takes_the_first_runs_domain_check_from_its_journal(shipped_model, tmp_path, monkeypatch):
+    """The same frames are not checked twice (the check costs seconds at the start of every resume)."""
+    import decode_mem.infer.runner as runner
+
+    with pytest.raises(Stopped):
+        run_inference(config(tmp_path, shipped_model), StopAfter(2))
+    recorded = json.loads((tmp_path / "stack.progress" / "parts.json").read_text())["meta"]["domain"]
+    assert recorded["numbers"]["frames"] > 0
+
+    def checked_again(*args, **kwargs):
+        raise AssertionError("the domain was checked again")
+
+    monkeypatch.setattr(runner, "check_domain", checked_again)
+    run_inference(config(tmp_path, shipped_model, resume=True))
+    assert json.loads((tmp_path / "stack.json").read_text())["domain"] == recorded["numbers"]
+    with pytest.raises(StackError, match="checked again"):  # a stack without a journal is checked
+        run_inference(config(tmp_path / "again", shipped_model, resume=True))
+
+
+def test_frames_repaired_before_the_resume_point_stay_in_the_record(shipped_model, tmp_path):
+    """A resumed run does not read the frames before its start: their repairs come from the journal, so
+    ``<stem>.json`` 'damage' is that of one uninterrupted run."""
+    import tifffile
+
+    movie = tifffile.imread(SAMPLE).astype(np.float32)
+    movie[3] = np.nan  # before the resume point (frame 32)
+    movie[5, :4, :4] = np.inf
+    movie[120, 10, 10] = np.nan  # after it
+    path = tmp_path / "nan.tif"
+    tifffile.imwrite(path, movie)
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    run_inference(config(whole, shipped_model, inputs=(str(path),), write_probability_map=False))
+    expected = json.loads((whole / "nan.json").read_text())["damage"]
+    assert expected["frames"] == [3, 5, 120]
+    with pytest.raises(Stopped) as stop:
+        run_inference(config(stopped, shipped_model, inputs=(str(path),), write_probability_map=False),
+                      StopAfter(2))
+    assert stop.value.frame == 2 * BLOCK
+    run_inference(config(stopped, shipped_model, inputs=(str(path),), write_probability_map=False, resume=True))
+    summary = json.loads((stopped / "nan.json").read_text())
+    assert summary["resumed_at_frame"] == 2 * BLOCK
+    assert summary["damage"] == expected
+    assert (stopped / "nan.csv").read_text() == (whole / "nan.csv").read_text()
 
 
 def test_a_resumed_finished_batch_keeps_its_report(shipped_model, tmp_path):

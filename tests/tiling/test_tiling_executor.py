@@ -427,3 +427,17 @@ def test_auto_blocks_give_every_stream_several_blocks(tiny: DecodeNet) -> None:
     ex = TiledExecutor(tiny, (24, 24), TileConfig(chunk_size=24, block="auto", streams=2))
     blocks = list(ex.run(ArrayStack(_stack(160, 24, 24, seed=3)), lambda tile, frames, out: None))
     assert [b.n_frames for b in blocks] == [20] * 8
+
+
+def test_auto_blocks_on_a_cpu_are_short_in_pixels() -> None:
+    """``max_pixels`` (a run on a CPU: ``CPU_BLOCK_PIXELS``) caps an 'auto' block at about that many pixels, never
+    under ``STREAM_BLOCK_MIN`` frames and never longer than without it; sizes given are kept."""
+    from decode_mem.tiling import CPU_BLOCK_PIXELS
+    from decode_mem.tiling.blocks import STREAM_BLOCK_MIN
+
+    assert block_length((5000, 256, 256), 2, max_pixels=CPU_BLOCK_PIXELS) == CPU_BLOCK_PIXELS // 256**2 == 32
+    assert block_length((5000, 128, 128), 2, max_pixels=CPU_BLOCK_PIXELS) == 128
+    assert block_length((5000, 64, 64), 2, max_pixels=CPU_BLOCK_PIXELS) == 256  # BLOCK_RANGE's top
+    assert block_length((5000, 1024, 1024), 2, max_pixels=CPU_BLOCK_PIXELS) == STREAM_BLOCK_MIN
+    assert block_length((5000, 2048, 2048), 2, max_pixels=CPU_BLOCK_PIXELS) == block_length((2048, 2048), 2) == 8
+    assert block_length((5000, 256, 256), 2, block=200, max_pixels=CPU_BLOCK_PIXELS) == 200
