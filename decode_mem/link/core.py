@@ -193,6 +193,12 @@ class Linker:
         d2 = (rows["x"][a] - rows["x"][b]) ** 2 + (rows["y"][a] - rows["y"][b]) ** 2
         ok = (d2 <= self.radius ** 2) & (b >= n_tail)
         a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
+        # a pair whose two ends are in no other pair is taken whatever the order: only the others compete
+        alone = (np.bincount(a, minlength=n)[a] == 1) & (np.bincount(b, minlength=n)[b] == 1)
+        succ[a[alone]] = b[alone]
+        pred[b[alone]] = a[alone]
+        rest = ~alone
+        a, b, lag, d2 = a[rest], b[rest], lag[rest], d2[rest]
         order = np.argsort(lag + d2 / (self.radius ** 2 * 1.001))  # gap first, then distance
         a, b = a[order], b[order]
         while len(a):
@@ -230,7 +236,7 @@ class Linker:
         molecule is a tail row's (ids below ``first_new``) or one that starts here (``first_new`` on, in order)."""
         new = slice(n_tail, None)
         group = rows["group"][new]
-        old = np.unique(rows["group"][:n_tail])  # the tail: the localizations of a few frames
+        old = np.unique(group[group < first_new])  # tail molecules continued here
         groups = np.concatenate([old, np.arange(first_new, self._next_group)])
         inverse = np.where(group >= first_new, group - first_new + len(old),
                            np.searchsorted(old, np.minimum(group, first_new - 1)))
@@ -267,8 +273,7 @@ class Linker:
             out[f"B{a}"] = total(ws)
             out[f"C{a}"] = total(ws * ws)
             out[f"E{a}"] = total(ws * (extra1 * rows[f"ws{a}"][p] + extra2 * rows[f"p1{a}"][p]))
-        used = out["n"] > 0  # tail molecules not continued here
-        return {k: v[used] for k, v in out.items()} if not used.all() else out
+        return out
 
     def _merge(self, sums: dict[str, np.ndarray]) -> None:
         """Add one chunk's sums into the open molecules (the tail's are open; the others are new)."""
@@ -291,8 +296,9 @@ class Linker:
                 op[k][at] += sums[k][src]
         fresh = ~known
         self._open = {k: np.concatenate([op[k], sums[k][fresh]]) for k in op}
-        order = np.argsort(self._open["group"], kind="stable")
-        if np.any(order != np.arange(len(order))):
+        g = self._open["group"]
+        if np.any(g[1:] < g[:-1]):
+            order = np.argsort(g, kind="stable")
             self._open = {k: v[order] for k, v in self._open.items()}
 
     def _close(self, still_open: np.ndarray) -> Molecules:
@@ -344,27 +350,29 @@ def candidate_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: flo
     within a bucket); then row ``i`` is compared with row ``i + s`` for s = 1, 2, ... while some pair of one bucket
     is still within ``window`` frames. A pair found in an earlier grid is not repeated."""
     cell = 3.0 * radius
-    grids = [(np.floor((x + g * cell / GRIDS) / cell).astype(np.int32),
-              np.floor((y + g * cell / GRIDS) / cell).astype(np.int32)) for g in range(GRIDS)]
+    keys, buckets = [], []
+    for g in range(GRIDS):  # per grid: each row's cell (one int64 key) and its 16-bit bucket
+        gx = np.floor((x + g * cell / GRIDS) / cell).astype(np.int64)
+        gy = np.floor((y + g * cell / GRIDS) / cell).astype(np.int64)
+        buckets.append(((gx & 0xFF) << 8 | (gy & 0xFF)).astype(np.uint16))
+        keys.append(gx << 32 ^ gy)
     frame32 = (frame - frame[0]).astype(np.int32) if len(frame) else frame.astype(np.int32)
     found_a, found_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for g, (gx, gy) in enumerate(grids):
-        bucket = ((gx & 0xFF) << 8 | (gy & 0xFF)).astype(np.uint16)
-        order = np.argsort(bucket, kind="stable")
-        bs, fs = bucket[order], frame32[order]
+    for g in range(GRIDS):
+        order = np.argsort(buckets[g], kind="stable")
+        bs, fs = buckets[g][order], frame32[order]
         for s in range(1, len(order)):
-            near = (bs[s:] == bs[:-s]) & (fs[s:] - fs[:-s] <= window)
+            df = fs[s:] - fs[:-s]
+            near = (bs[s:] == bs[:-s]) & (df <= window)
             if not near.any():
                 break
-            hit = np.nonzero(near & (fs[s:] > fs[:-s]))[0]
+            hit = np.nonzero(near & (df > 0))[0]
             a, b = order[hit], order[hit + s]
-            same = (gx[a] == gx[b]) & (gy[a] == gy[b])
-            a, b = a[same], b[same]
-            for hx, hy in grids[:g]:
-                seen = (hx[a] == hx[b]) & (hy[a] == hy[b])
-                a, b = a[~seen], b[~seen]
-            found_a.append(a)
-            found_b.append(b)
+            keep = keys[g][a] == keys[g][b]
+            for h in range(g):  # found in an earlier grid already
+                keep &= keys[h][a] != keys[h][b]
+            found_a.append(a[keep])
+            found_b.append(b[keep])
     return np.concatenate(found_a), np.concatenate(found_b)
 
 

@@ -231,3 +231,49 @@ def test_cli_bad_inputs_are_one_line_exit_2_and_nothing_written(tmp_path: Path,
     assert not out.exists() or not any(out.iterdir())
     assert main([str(good), "--out", str(out), "--quiet"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["good_group.parquet", "good_link.parquet"]
+
+
+@pytest.mark.parametrize("max_dark", [0, 1, 2])
+def test_fast_paths_equal_the_plain_greedy_and_the_sums_written_out(max_dark: int) -> None:
+    """The vectorized search (shifted grids), the isolated-pair shortcut of the greedy and the running sums give
+    what the plain greedy and per-molecule sums give, on a random table with dense and sparse parts, fed in
+    uneven chunks."""
+    rng = np.random.default_rng(11 + max_dark)
+    n_events = 500
+    start = rng.integers(0, 150, n_events)
+    length = rng.geometric(1 / 3, n_events)
+    dense = rng.random(n_events) < 0.4  # 40 % of the events crowd a 2 x 2 px corner
+    ex = np.where(dense, rng.uniform(0, 2, n_events), rng.uniform(-20, 40, n_events))
+    ey = np.where(dense, rng.uniform(0, 2, n_events), rng.uniform(-20, 40, n_events))
+    idx = np.repeat(np.arange(n_events), length)
+    frames = start[idx] + (np.arange(len(idx)) - np.repeat(np.cumsum(length) - length, length))
+    keep = rng.random(len(idx)) > 0.2
+    idx, frames = idx[keep], frames[keep]
+    n = len(idx)
+    t = EmitterTable.from_arrays(frame=frames, x=ex[idx] + rng.normal(0, 0.08, n),
+                                 y=ey[idx] + rng.normal(0, 0.08, n), photons=rng.uniform(100, 5000, n),
+                                 sigma_x=rng.uniform(0.02, 0.1, n), sigma_y=rng.uniform(0.02, 0.1, n)).sorted_by_frame()
+    expected = greedy_reference(t, 0.3, max_dark)
+    linker = Linker(0.3, max_dark, DECODE_MEM)
+    cuts = np.sort(rng.choice(np.arange(1, len(t)), 6, replace=False))
+    bounds = [0, *cuts.tolist(), len(t)]
+    steps = [s for a, b in itertools.pairwise(bounds) for s in linker.feed(t.select(slice(a, b)))]
+    steps.append(linker.finish())
+    group = np.concatenate([s.group for s in steps])
+    np.testing.assert_array_equal(group, expected)
+    mol_group = np.concatenate([s.molecules.group for s in steps])
+    order = np.argsort(mol_group)
+    assert np.array_equal(mol_group[order], np.arange(expected.max() + 1))
+    mol = EmitterTable.concat([s.molecules.table for s in steps]).select(order)
+    n_of = np.concatenate([s.molecules.n for s in steps])[order]
+    len_of = np.concatenate([s.molecules.length for s in steps])[order]
+    w = np.maximum(t["photons"].astype(float), 1.0)
+    for g in range(expected.max() + 1):
+        k = np.nonzero(expected == g)[0]
+        f = t["frame"][k]
+        assert n_of[g] == len(k) and len_of[g] == f.max() - f.min() + 1 and mol["frame"][g] == f.min()
+        assert mol["x"][g] == pytest.approx(np.sum(w[k] * t["x"][k]) / w[k].sum(), rel=1e-6, abs=1e-9)
+        assert mol["y"][g] == pytest.approx(np.sum(w[k] * t["y"][k]) / w[k].sum(), rel=1e-6, abs=1e-9)
+        assert mol["photons"][g] == pytest.approx(t["photons"][k].sum(), rel=1e-6)
+        assert mol["sigma_x"][g] == pytest.approx(double_sum(f, w[k], t["sigma_x"][k].astype(float), DECODE_MEM),
+                                                  rel=1e-5)
