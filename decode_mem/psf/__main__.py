@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--z_start", type=float, help="z of the first frame in nm (default: the middle frame is z = 0)")
     add(p, "--from_smap", help="import a SMAP/DECODE 3dcal.mat (MATLAB v5 or v7.3) instead of fitting beads")
     add(p, "--png", help="figure to write (default: the --out path with .png)")
-    add(p, "--roi", type=int, help="bead region in px, odd (25)")
+    add(p, "--roi", type=int, help="bead region in px, odd (default: the one, 7 to 25, that keeps the most beads "
+        "with their own light inside and no other bead's)")
     add(p, "--min_beads", type=int, help="fewest usable beads (3)")
     add(p, "--threshold", type=float,
         help="bead detection: robust standard deviations above the median of the max projection (10)")
@@ -90,7 +91,8 @@ def _body(args: argparse.Namespace) -> int:
         s = cal.spline
         res = sorted(b["residual"] for b in cal.beads)
         dropped = ", ".join(f"{v} {k}" for k, v in cal.rejected.items() if v) or "none"
-        print(f"{len(cal.beads)} beads (dropped: {dropped}); residual per bead median "
+        roi = f"{cal.roi}x{cal.roi} px regions" + (" (chosen; --roi sets it)" if cal.roi_auto else "")
+        print(f"{len(cal.beads)} beads in {roi} (dropped: {dropped}); residual per bead median "
               f"{100 * res[len(res) // 2]:.1f} %, max {100 * res[-1]:.1f} %")
         print(f"spline {s.shape[2]}x{s.shape[1]} nodes ({s.upsample} per px) x {s.shape[0] + 1} planes, "
               f"dz {s.dz:g} nm, valid z {s.z_range[0]:g} to {s.z_range[1]:g} nm -> wrote {out} and {png}")

@@ -5,10 +5,16 @@ reversed so that z increases). Steps, each bounded in memory by the beads' regio
 
 1. find: the maximum over frames (one pass, frame by frame) is smoothed; local maxima brighter than the
    median by ``threshold`` robust standard deviations, at least half a region apart and moved to the centroid of
-   their light, are candidates. A candidate is dropped when it is
-   saturated (a pixel of its region at ``saturation`` ADU), its region leaves the frame, another bead is
-   within one region, or its focus (the frame of its brightest smoothed pixel) is within ``edge_frames``
-   of the stack's ends (the stack does not cover its PSF).
+   their light, are candidates. A bead's light is the connected patch of the projection around it more than
+   ``LIGHT_SIGMAS`` robust standard deviations above the median (every z's spot, defocused wings included).
+   A candidate is dropped when it is saturated (a pixel of its region at ``saturation`` ADU), its region
+   leaves the frame, its region (or the px around it) holds light of another bead at least a fifth as bright
+   (two beads whose light touches are both dropped), or its focus (the frame of its brightest smoothed pixel)
+   is within ``edge_frames`` of the stack's ends (the stack does not cover its PSF). So beads closer than
+   their box but with their light apart are kept with a smaller box: ``roi=None`` (the default) takes the
+   odd region of 7 to ``ROI_MAX`` px that keeps the most beads, each with its own light inside its region
+   (a px to spare) and no other bead's (``best_roi``); a given ``roi`` that drops beads as overlapping makes
+   the error name the ``--roi`` that would keep them.
 2. cut: a second pass reads each frame once and cuts every bead's ``roi × roi`` region (photons); each bead's
    background (the median of its regions' border pixels over all frames) is subtracted and each bead is scaled
    to a mean of 1 photon per frame.
@@ -23,6 +29,7 @@ reversed so that z increases). Steps, each bounded in memory by the beads' regio
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -41,7 +48,7 @@ class BeadSettings:
 
     z_step: float
     z_start: float | None = None
-    roi: int = 25
+    roi: int | None = None
     min_beads: int = 3
     threshold: float = 10.0
     saturation: float | None = None
@@ -52,7 +59,7 @@ class BeadSettings:
     def __post_init__(self) -> None:
         if not np.isfinite(self.z_step) or self.z_step == 0:
             raise ConfigError(f"--z_step must be a non-zero number of nm, got {self.z_step!r}")
-        if self.roi < 7 or self.roi % 2 == 0:
+        if self.roi is not None and (self.roi < 7 or self.roi % 2 == 0):
             raise ConfigError(f"--roi must be an odd number of px >= 7, got {self.roi!r}")
         if self.min_beads < 1:
             raise ConfigError(f"--min_beads must be >= 1, got {self.min_beads!r}")
@@ -72,6 +79,8 @@ class BeadCalibration:
     beads: list[dict] = field(default_factory=list)
     rejected: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    roi: int = 0
+    roi_auto: bool = False
 
 
 def _saturation_level(dtype: np.dtype, settings: BeadSettings) -> float:
@@ -80,8 +89,28 @@ def _saturation_level(dtype: np.dtype, settings: BeadSettings) -> float:
     return float(np.iinfo(dtype).max) if np.issubdtype(dtype, np.integer) else np.inf
 
 
-def find_beads(stack, settings: BeadSettings) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
-    """Bead candidates ``(row, col, focus frame)`` of one stack and how many were dropped per reason."""
+ROI_MAX = 25  # px: the largest region the automatic choice takes (the former fixed default)
+LIGHT_SIGMAS = 3.0  # a bead's light: projection pixels this many robust standard deviations above the median
+REASONS = ("focus outside the stack", "overlapping", "too close to the edge", "saturated",
+           "light wider than the region")
+
+
+@dataclass
+class Candidates:
+    """The bead candidates of one stack: what the keep/drop rules need for any region size."""
+
+    centres: np.ndarray  # (n, 2) row, col
+    focus: np.ndarray  # (n,) frame of the brightest smoothed pixel
+    touching: np.ndarray  # (n,) bool: its light touches the light of a bead at least a fifth as bright
+    clear: np.ndarray  # (n,) px: Chebyshev distance to the nearest light of another such bead (large: none)
+    extent: np.ndarray  # (n,) px: Chebyshev reach of its own light from its centre
+    edge: np.ndarray  # (n,) px: distance to the frame's nearest edge
+    saturated_within: np.ndarray  # (n,) px: half-size from which its region holds a saturated pixel (large: never)
+    frames: int
+
+
+def bead_candidates(stack, settings: BeadSettings) -> Candidates:
+    """One pass over ``stack``: the candidates and their light (module docstring, step 1)."""
     from skimage.feature import peak_local_max
 
     t, h, w = stack.shape
@@ -98,36 +127,104 @@ def find_beads(stack, settings: BeadSettings) -> tuple[list[tuple[int, int, int]
     med = float(np.median(proj))
     noise = 1.4826 * float(np.median(np.abs(proj - med))) or 1e-6
     floor = med + settings.threshold * noise
-    half = settings.roi // 2
+    half = (settings.roi or ROI_MAX) // 2
     # one peak per bead: a PSF with several lobes (a double helix) has a maximum per lobe, up to half a region
     # apart; each bead is then centred on the centroid of its light in the projection
     peaks = peak_local_max(proj, min_distance=max(3, half), threshold_abs=floor, exclude_border=False)
-    peaks = np.array([_centroid(proj - med, int(r), int(c), half) for r, c in peaks], dtype=np.int64).reshape(-1, 2)
+    labels, _ = ndimage.label(proj > med + LIGHT_SIGMAS * noise)
+    boxes = ndimage.find_objects(labels)
+    own = labels[peaks[:, 0], peaks[:, 1]] if len(peaks) else np.zeros(0, np.int64)
+    peaks = np.array([_centroid(proj - med, int(r), int(c), half, labels == lab if lab else None)
+                      for (r, c), lab in zip(peaks, own, strict=True)], dtype=np.int64).reshape(-1, 2)
+    n = len(peaks)
+    height = proj[peaks[:, 0], peaks[:, 1]] - med if n else np.zeros(0)
+    far = 10 * (h + w)
+    touching, clear, extent = np.zeros(n, bool), np.full(n, far), np.zeros(n, np.int64)
     level = _saturation_level(stack.dtype, settings)
-    rejected = {"saturated": 0, "too close to the edge": 0, "overlapping": 0, "focus outside the stack": 0}
+    sat_rows, sat_cols = np.nonzero(raw_max >= level)
+    saturated_within = np.full(n, far)
+    for i, (r, c) in enumerate(peaks):
+        if own[i]:
+            rows, cols = np.nonzero(labels[boxes[own[i] - 1]] == own[i])
+            sl = boxes[own[i] - 1]
+            extent[i] = max(np.abs(rows + sl[0].start - r).max(), np.abs(cols + sl[1].start - c).max())
+        if len(sat_rows):
+            saturated_within[i] = np.maximum(np.abs(sat_rows - r), np.abs(sat_cols - c)).min()
+        for j in range(n):
+            if j == i or not height[j] > 0.2 * height[i]:
+                continue
+            if own[j] and own[j] == own[i]:
+                touching[i] = True
+                continue
+            if not own[j]:
+                d = max(abs(int(peaks[j, 0]) - r), abs(int(peaks[j, 1]) - c))
+            else:
+                sl = boxes[own[j] - 1]
+                lo = max(max(sl[0].start - r, r - sl[0].stop + 1, 0), max(sl[1].start - c, c - sl[1].stop + 1, 0))
+                if lo >= clear[i]:
+                    continue
+                rows, cols = np.nonzero(labels[sl] == own[j])
+                d = np.maximum(np.abs(rows + sl[0].start - r), np.abs(cols + sl[1].start - c)).min()
+            clear[i] = min(clear[i], int(d))
+    edge = (np.minimum.reduce([peaks[:, 0], peaks[:, 1], h - 1 - peaks[:, 0], w - 1 - peaks[:, 1]])
+            if n else np.zeros(0, np.int64))
+    return Candidates(centres=peaks, focus=brightest[peaks[:, 0], peaks[:, 1]] if n else np.zeros(0, np.int32),
+                      touching=touching, clear=clear, extent=extent, edge=edge,
+                      saturated_within=saturated_within, frames=t)
+
+
+def select_beads(cands: Candidates, roi: int, settings: BeadSettings,
+                 light_inside: bool) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
+    """The candidates kept with regions of ``roi`` px, and how many were dropped per reason (``light_inside``:
+    a bead whose own light reaches the region's border row is dropped too)."""
+    half = roi // 2
+    rejected = dict.fromkeys(REASONS, 0)
     kept = []
-    for r, c in peaks:
-        others = [(r2, c2) for r2, c2 in peaks if (r2, c2) != (r, c)]
-        if any(abs(r2 - r) <= 2 * half and abs(c2 - c) <= 2 * half and proj[r2, c2] > 0.2 * proj[r, c]
-               for r2, c2 in others):
+    t = cands.frames
+    for i, (r, c) in enumerate(cands.centres):
+        if not settings.edge_frames <= cands.focus[i] < t - settings.edge_frames:
+            rejected["focus outside the stack"] += 1  # first: such a bead is defocused, wide, in every frame
+        elif cands.touching[i] or cands.clear[i] <= half + 1:  # another bead's light within a px of the region
             rejected["overlapping"] += 1
-        elif r < half or c < half or r >= h - half or c >= w - half:
+        elif cands.edge[i] < half:
             rejected["too close to the edge"] += 1
-        elif raw_max[r - half:r + half + 1, c - half:c + half + 1].max() >= level:
+        elif cands.saturated_within[i] <= half:
             rejected["saturated"] += 1
-        elif not settings.edge_frames <= brightest[r, c] < t - settings.edge_frames:
-            rejected["focus outside the stack"] += 1
+        elif light_inside and cands.extent[i] >= half:
+            rejected["light wider than the region"] += 1
         else:
-            kept.append((int(r), int(c), int(brightest[r, c])))
+            kept.append((int(r), int(c), int(cands.focus[i])))
     return kept, rejected
 
 
-def _centroid(image: np.ndarray, r: int, c: int, half: int) -> tuple[int, int]:
-    """The pixel nearest the centroid of the positive ``image`` within ``half`` px of (r, c) (twice)."""
+def best_roi(candidates: list[Candidates], settings: BeadSettings, largest: int = ROI_MAX) -> tuple[int, int]:
+    """(roi, beads kept): the odd region of 7 to ``largest`` px that keeps the most beads of all stacks, each
+    with its own light inside and no other bead's; the largest such region on a tie."""
+    best = (largest - 1 + largest % 2, -1)
+    for roi in range(largest - 1 + largest % 2, 6, -2):
+        n = sum(len(select_beads(c, roi, settings, light_inside=True)[0]) for c in candidates)
+        if n > best[1]:
+            best = (roi, n)
+    return best
+
+
+def find_beads(stack, settings: BeadSettings) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
+    """Bead candidates ``(row, col, focus frame)`` of one stack and how many were dropped per reason (the
+    region: ``settings.roi``, or the automatic choice for this stack alone)."""
+    cands = bead_candidates(stack, settings)
+    roi = settings.roi if settings.roi is not None else best_roi([cands], settings)[0]
+    return select_beads(cands, roi, settings, light_inside=settings.roi is None)
+
+
+def _centroid(image: np.ndarray, r: int, c: int, half: int, light: np.ndarray | None = None) -> tuple[int, int]:
+    """The pixel nearest the centroid of the positive ``image`` within ``half`` px of (r, c) (twice), of the
+    pixels of ``light`` only where given (a bead's own light, not its neighbour's)."""
     h, w = image.shape
     for _ in range(2):
         r0, r1, c0, c1 = max(0, r - half), min(h, r + half + 1), max(0, c - half), min(w, c + half + 1)
         win = np.clip(image[r0:r1, c0:c1], 0, None)
+        if light is not None:
+            win = win * light[r0:r1, c0:c1]
         total = win.sum()
         if not total > 0:
             break
@@ -220,18 +317,28 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
     if t < 2 * settings.edge_frames + 4:
         raise ConfigError(f"{paths[0]}: {t} frames is too few for a bead z-stack "
                           f"(need >= {2 * settings.edge_frames + 4})")
-    found, rejected = [], {}
-    for stack in stacks:
-        kept, dropped = find_beads(stack, settings)
+    cands = [bead_candidates(stack, settings) for stack in stacks]
+    auto = settings.roi is None
+    roi = best_roi(cands, settings)[0] if auto else settings.roi
+    found, rejected = [], dict.fromkeys(REASONS, 0)
+    for c in cands:
+        kept, dropped = select_beads(c, roi, settings, light_inside=auto)
         found.append(kept)
         for k, v in dropped.items():
-            rejected[k] = rejected.get(k, 0) + v
+            rejected[k] += v
     n = sum(len(f) for f in found)
     if n < settings.min_beads:
         reasons = ", ".join(f"{v} {k}" for k, v in rejected.items() if v) or "no bright spots found"
         names = ", ".join(str(p) for p in paths)
-        raise ConfigError(f"{names}: {n} usable bead(s), need at least {settings.min_beads} (dropped: {reasons})")
-    rois = np.concatenate([_cut(s, f, settings.roi, camera) for s, f in zip(stacks, found, strict=True) if f])
+        hint = ""
+        if not auto and rejected["overlapping"]:  # found again as the default finds them (no region given)
+            again = [bead_candidates(stack, dataclasses.replace(settings, roi=None)) for stack in stacks]
+            better, m = best_roi(again, settings, largest=max(settings.roi, ROI_MAX))
+            if m > n:
+                hint = f"; --roi {better} keeps {m} (their light stays apart in a {better}x{better} px region)"
+        raise ConfigError(f"{names}: {n} usable bead(s), need at least {settings.min_beads} ({roi}x{roi} px "
+                          f"regions; dropped: {reasons}){hint}")
+    rois = np.concatenate([_cut(s, f, roi, camera) for s, f in zip(stacks, found, strict=True) if f])
     for s in stacks:
         s.close()
     step = abs(float(settings.z_step))
@@ -261,4 +368,4 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
         info.append({"file": names[b], "row": centres[b][0], "col": centres[b][1], "shift_z_nm": shifts[b, 0] * step,
                      "shift_y_px": shifts[b, 1], "shift_x_px": shifts[b, 2], "residual": res})
     return BeadCalibration(spline=spline, volume=average, z=z, beads=info, rejected=rejected,
-                           files=[str(p) for p in paths])
+                           files=[str(p) for p in paths], roi=roi, roi_auto=auto)

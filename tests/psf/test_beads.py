@@ -92,3 +92,56 @@ def test_settings_errors_exit_2(tmp_path, capsys) -> None:
     assert main(["nope.tif", "--out", str(tmp_path / "p.h5")]) == 2
     assert "--z_step" in capsys.readouterr().err
     assert main(["nope.tif", "--z_step", "40", "--out", str(tmp_path / "p.tif")]) == 2
+
+
+def test_the_3d_quick_starts_own_bead_stack_works_with_the_default_region(tmp_path, capsys) -> None:
+    """Issue 46: its beads (20 px apart) all were 'overlapping' with the fixed 25 px region; their light is apart."""
+    from decode_mem.pipeline.config import load_pipeline
+    from decode_mem.pipeline.runner import _psf
+
+    config = load_pipeline("pipelines/astig3d.yaml", quick=True, out=tmp_path / "run")
+    config.out.mkdir(parents=True)
+    _psf(config, lambda line: None, {})
+    beads = str(config.out / "beads.tif")
+    assert main([beads, "--z_step", str(config.psf.z_step), "--out", str(tmp_path / "psf.h5")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{config.psf.n_beads} beads in ") and "(chosen; --roi sets it)" in out
+    assert "(dropped: none)" in out
+    # a region that does hold the neighbours' light: exit 2, and the message names the --roi that keeps them
+    assert main([beads, "--z_step", str(config.psf.z_step), "--roi", "31", "--out", str(tmp_path / "p.h5")]) == 2
+    err = capsys.readouterr().err
+    import re
+
+    found = re.search(r"overlapping\); --roi (\d+) keeps (\d+) ", err)
+    assert found, err
+    assert int(found.group(2)) == config.psf.n_beads
+    assert main([beads, "--z_step", str(config.psf.z_step), "--roi", found.group(1), "--out",
+                 str(tmp_path / "p.h5")]) == 0
+    assert capsys.readouterr().out.startswith(f"{config.psf.n_beads} beads in {found.group(1)}x{found.group(1)} px")
+
+
+def _pair_and_two_alone(path, gap: float) -> np.ndarray:
+    x, y = np.array([14.0, 14.0 + gap, 50.0, 74.0]), np.array([14.0, 14.0, 44.0, 20.0])
+    return simulate_bead_stack(_config(frame_size=(64, 96)), x, y, Z, photons=20000.0, bg=20.0, offset=np.zeros(4),
+                               seed=1)
+
+
+@pytest.mark.parametrize("gap", [14, 24])
+def test_beads_are_kept_when_their_light_is_apart_not_their_box(tmp_path, gap: float) -> None:
+    from decode_mem.psf.beads import bead_candidates, find_beads
+
+    stack = _pair_and_two_alone(tmp_path, gap)
+    settings = BeadSettings(z_step=40.0)
+    cands = bead_candidates(stack, settings)
+    pair = cands.centres[:, 0] < 30
+    pair &= cands.centres[:, 1] < 60
+    kept, rejected = find_beads(stack, settings)
+    alone = sorted((r, c) for r, c, _ in kept if not (r < 30 and c < 60))
+    assert alone == [(20, 74), (44, 50)]
+    if gap == 14:  # their light touches: both dropped, whatever the region
+        assert pair.sum() == 2 and cands.touching[pair].all()
+        assert len(kept) == 2 and sum(rejected.values()) == 2
+    else:  # 24 px apart, less than the fixed 25 px region of old (which dropped both): their light is apart
+        assert not cands.touching.any()
+        assert sorted(c for r, c, _ in kept if r < 30 and c < 60) == [14, 38]
+        assert not any(rejected.values())
