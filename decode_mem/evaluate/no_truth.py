@@ -14,6 +14,14 @@ One streamed pass over a localization file (frame order), linking as it goes (``
   ``JACKKNIFE`` groups of molecules.
 * **σ check**: the same pairs' differences divided by what the σ and ρ predict for them
   (``σ_i² + σ_j² - 2ρ σ_i σ_j``), their robust standard deviation (1.4826 x median |u|): 1 when σ and ρ hold.
+* **Stated precision** (``precision_nm``): the RMS σ times the **σ scale**, the RMS of those same ``u`` (not
+  robust): what the RMSE of the localizations is when the errors the σ do not predict (gross errors, crowded
+  spots) show in consecutive differences as much as in the errors themselves. It estimates the RMSE of all
+  localizations, tails included; the RMS σ alone (``sigma_rms_nm``) reads 0.7-0.85 of it for decode_mem, whose
+  σ describe the core of its errors well (robust σ check ~1) but not its tails. Its limits: differences larger
+  than the link radius are not linked (tails beyond it are not seen), and where other emitters are linked in
+  (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md). Uncertainty: the
+  delete-one jackknife over ``JACKKNIFE`` groups of molecules.
 * **NeNA as Picasso computes it** (``picasso.postprocess.nena``, picassosr 0.11): every pair of localizations in
   consecutive frames within 1 camera pixel, histogram of 0.001 px bins, the same model, Picasso's three starting
   points; its value is the fitted scale, for comparison (it reads low by ``√(1 - ρ)`` for this localizer).
@@ -93,6 +101,8 @@ class NoTruthResult:
     nena: Nena
     nena_picasso: Nena
     sigma_check: float | None
+    sigma_scale: float | None  # RMS of the σ check's u (module docstring)
+    sigma_scale_uncertainty: float | None
     correlation: ErrorCorrelation
     link_radius: float
     frc_molecules: Frc | None
@@ -101,11 +111,16 @@ class NoTruthResult:
 
     @property
     def precision(self) -> float | None:
-        """The stated precision per axis (nm): the σ precision (x, y averaged in square) where σ exists, else
-        the corrected NeNA."""
+        """The stated precision per axis (nm): the σ precision (x, y averaged in square) times the σ scale
+        where σ exists (the σ precision alone where no pair was linked), else the corrected NeNA."""
         if self.sigma_rms is not None:
-            return float(np.sqrt(np.mean(np.square(self.sigma_rms))))
+            return float(np.sqrt(np.mean(np.square(self.sigma_rms)))) * (self.sigma_scale or 1.0)
         return self.nena.value
+
+    @property
+    def sigma_precision(self) -> float | None:
+        """The RMS of the predicted σ per axis (nm), unscaled: the RMSE the σ promise."""
+        return None if self.sigma_rms is None else float(np.sqrt(np.mean(np.square(self.sigma_rms))))
 
     def as_dict(self) -> dict[str, Any]:
         def num(v: Any) -> Any:
@@ -122,7 +137,8 @@ class NoTruthResult:
             "nena_nm": num(self.nena.value), "nena_uncertainty_nm": num(self.nena.uncertainty),
             "nena_pairs": self.nena.pairs, "nena_note": self.nena.note,
             "nena_picasso_nm": num(self.nena_picasso.value), "nena_picasso_pairs": self.nena_picasso.pairs,
-            "sigma_check": num(self.sigma_check),
+            "sigma_check": num(self.sigma_check), "sigma_precision_nm": num(self.sigma_precision),
+            "sigma_scale": num(self.sigma_scale), "sigma_scale_uncertainty": num(self.sigma_scale_uncertainty),
             "error_correlation": self.correlation.to_dict(), "link_radius_nm": num(self.link_radius),
             "frc_molecule_split": frc(self.frc_molecules), "frc_frame_split": frc(self.frc_frames),
             **self.extras,
@@ -290,6 +306,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     pic_edges = np.arange(0.0, PICASSO_D_MAX * camera_px + bin_nm / 2, bin_nm)
     pic_hist = np.zeros(len(pic_edges) - 1)
     u_hist = np.zeros(len(U_BINS) - 1)
+    u2 = np.zeros((2, JACKKNIFE))  # sum of u² and count, per group of molecules
     s2 = np.zeros(2)
     sigma_hist = np.zeros(5001)  # 0.1 nm bins to 500 nm, for the median
     n_locs = n_mol = 0
@@ -326,6 +343,9 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                 var = s[:, 0] ** 2 + s[:, 1] ** 2 - 2 * rho1 * s[:, 0] * s[:, 1]
                 u = diff / np.sqrt(np.maximum(var, 1e-30))
                 u_hist[:] += np.histogram(u, U_BINS)[0]
+                fine = np.isfinite(u)
+                u2[0] += np.bincount(bucket[fine], weights=u[fine] ** 2, minlength=JACKKNIFE)
+                u2[1] += np.bincount(bucket[fine], minlength=JACKKNIFE)
 
     for table in iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS):
         for step in linker.feed(table):
@@ -345,8 +365,10 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                         None if pic_fit is None else nena_model(pic_centers, *pic_fit), int(pic_hist.sum()),
                         "Picasso's NeNA: all consecutive-frame pairs within 1 camera px, Picasso's model and starts")
     sigma_check = 1.4826 * _hist_median_abs(u_hist) if has_sigma and u_hist.sum() else None
+    scale, scale_unc = _sigma_scale(u2) if has_sigma else (None, None)
     return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
-                         correlation, radius_nm, by_molecule.frc("molecules (a molecule's localizations in one half)"),
+                         scale, scale_unc, correlation, radius_nm,
+                         by_molecule.frc("molecules (a molecule's localizations in one half)"),
                          by_frames.frc("alternating frames"))
 
 
@@ -373,6 +395,18 @@ def _linked_nena(edges: np.ndarray, hist: np.ndarray, diff_edges: np.ndarray, di
     width = float(edges[1] - edges[0])
     fit = total.sum() * width * centers / s2 * np.exp(-(centers**2) / (2 * s2))
     return Nena(value, unc, centers, total, fit, int(total.sum()), note)
+
+
+def _sigma_scale(u2: np.ndarray) -> tuple[float | None, float | None]:
+    """RMS of the σ check's u over all groups, and its delete-one jackknife uncertainty."""
+    total, n = u2[0].sum(), u2[1].sum()
+    if n < 3:
+        return None, None
+    value = math.sqrt(total / n)
+    leave_out = [math.sqrt((total - u2[0, k]) / (n - u2[1, k])) for k in range(u2.shape[1]) if n - u2[1, k] >= 3]
+    g = len(leave_out)
+    unc = float(np.sqrt((g - 1) / g * np.sum((np.array(leave_out) - np.mean(leave_out)) ** 2))) if g > 2 else None
+    return value, unc
 
 
 def _hist_quantile(edges: np.ndarray, counts: np.ndarray, q: float) -> float:
@@ -435,7 +469,11 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
 
     rho = d["error_correlation"]
     rows = [("localizations, molecules (linked)", f"{d['localizations']}, {d['molecules']}"),
-            ("precision per axis (RMS of the predicted σ)", nm(d["precision_nm"])),
+            ("precision per axis: RMSE estimate (RMS predicted σ × σ scale)", nm(d["precision_nm"])),
+            ("RMS predicted σ (the core of the errors)", nm(d.get("sigma_precision_nm"))),
+            ("σ scale (RMS of consecutive differences / predicted)",
+             "n/a" if d.get("sigma_scale") is None else f"{d['sigma_scale']:.2f}"
+             + ("" if d.get("sigma_scale_uncertainty") is None else f" ± {d['sigma_scale_uncertainty']:.2f}")),
             ("median predicted σ", nm(d["sigma_median_nm"])),
             ("NeNA of linked molecules, corrected for the error correlation",
              nm(d["nena_nm"], d["nena_uncertainty_nm"])),

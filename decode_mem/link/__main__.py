@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--radius", default="auto",
-                   help="largest distance between linked localizations in nm, or 'auto' (default): 6 x the RMS of "
+                   help="largest distance between linked localizations in nm, or 'auto' (default): 8 x the median of "
                         "the localizations' precision (sigma_x/sigma_y, Picasso's lpx/lpy)")
     add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")
     p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",

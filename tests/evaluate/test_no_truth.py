@@ -53,12 +53,32 @@ def test_nena_of_linked_molecules_recovers_a_known_precision_and_picasso_reads_l
     assert abs(r.nena.value - SIGMA_NM) < 4 * r.nena.uncertainty + 0.02 * SIGMA_NM
     # Picasso's NeNA sees only the consecutive difference: σ √(1 - ρ)
     assert r.nena_picasso.value == pytest.approx(SIGMA_NM * np.sqrt(1 - rho), rel=0.08)
-    assert r.precision == pytest.approx(SIGMA_NM, rel=1e-4)  # the stated σ
+    assert r.sigma_precision == pytest.approx(SIGMA_NM, rel=1e-4)  # the RMS σ
+    assert r.sigma_scale == pytest.approx(1.0, abs=0.05) and 0 < r.sigma_scale_uncertainty < 0.03
+    assert r.precision == pytest.approx(SIGMA_NM, rel=0.05)  # the stated precision: RMS σ x σ scale
     assert r.sigma_check == pytest.approx(1.0, abs=0.06)
     if rho:  # ignoring the correlation would understate the precision by √(1 - ρ)
         naive = assess_file(path, correlation=INDEPENDENT, radius=60.0)
         assert naive.nena.value == pytest.approx(SIGMA_NM * np.sqrt(1 - rho), rel=0.08)
         assert naive.sigma_check < 0.7
+
+
+def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path) -> None:
+    """5 % of the localizations err 3x more than their σ say (independently, within the link radius): the RMS σ
+    reads low against the true RMSE, the σ scale (RMS of the consecutive differences / predicted) brings the
+    stated precision to it."""
+    t = blinking_draws(0.0, seed=4)
+    rng = np.random.default_rng(5)
+    gross = rng.random(len(t)) < 0.05
+    extra = rng.normal(0, 1, (len(t), 2)) * np.sqrt(3.0**2 - 1) * SIGMA_NM / PX * gross[:, None]
+    t = EmitterTable({**t.columns, "x": t["x"] + extra[:, 0], "y": t["y"] + extra[:, 1]})
+    true_rmse = SIGMA_NM * np.sqrt(0.95 + 0.05 * 9)
+    path = tmp_path / "tails.parquet"
+    write_localizations(t, path, pixel_size=PX, width=40, height=40)
+    r = assess_file(path, correlation=INDEPENDENT, radius=100.0)
+    assert r.sigma_precision == pytest.approx(SIGMA_NM, rel=1e-4)
+    assert r.precision == pytest.approx(true_rmse, rel=0.06)
+    assert r.sigma_check == pytest.approx(1.0, abs=0.08)  # the core still agrees with σ
 
 
 def test_frc_of_identical_halves_never_falls_and_of_independent_noise_falls_at_once() -> None:
@@ -88,7 +108,8 @@ def test_cli_writes_json_and_png_and_refuses_bad_inputs(tmp_path: Path, capsys: 
     out = tmp_path / "q"
     assert main([str(path), "--no_truth", "--out", str(out), "--correlation", "none", "--quiet"]) == 0
     data = json.loads((out / "draws_quality.json").read_text())
-    assert data["precision_nm"] == pytest.approx(SIGMA_NM, rel=1e-3) and data["nena_nm"] > 0
+    assert data["sigma_precision_nm"] == pytest.approx(SIGMA_NM, rel=1e-3) and data["nena_nm"] > 0
+    assert data["precision_nm"] == pytest.approx(SIGMA_NM * data["sigma_scale"], rel=1e-3)
     assert (out / "draws_quality.png").read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     bad = tmp_path / "bad"

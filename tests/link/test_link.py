@@ -196,11 +196,11 @@ def test_files_in_every_format_hold_molecules_and_every_localizations_group(tmp_
         assert sorted(set(read(res.groups_path).to_pydict()["group"])) == [0, 1, 2]
 
 
-def test_auto_radius_is_a_multiple_of_the_rms_precision(tmp_path: Path) -> None:
+def test_auto_radius_is_a_multiple_of_the_median_precision(tmp_path: Path) -> None:
     src = tmp_path / "l.parquet"
     write_localizations(blinking(), src, pixel_size=PX)
     res = link_file(src, tmp_path / "o", radius="auto")
-    assert res.radius_nm == pytest.approx(6.0 * 0.03 * PX, rel=1e-4) and res.molecules == 3
+    assert res.radius_nm == pytest.approx(8.0 * 0.03 * PX, rel=1e-4) and res.molecules == 3
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str], needle: str) -> None:
