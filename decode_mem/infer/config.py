@@ -199,12 +199,15 @@ class Found:
 
 
 def find_stacks(inputs: tuple[str, ...]) -> Found:
-    """Expand files, folders and globs into stack paths; a folder contributes ``STACK_PATTERNS``."""
+    """Expand files, folders and globs into stack paths; a folder contributes ``STACK_PATTERNS``, or itself when it
+    is a folder of frame files (``_frame_folder``)."""
     stacks: list[Path] = []
     missing: list[tuple[str, str]] = []
     for item in inputs:
         path = Path(item)
-        if path.is_dir() and not _is_zarr(path):
+        if path.is_dir() and not _is_zarr(path) and _frame_folder(path):
+            found = [path]  # one movie of its frame files (open_stack of the folder), as --follow reads it
+        elif path.is_dir() and not _is_zarr(path):
             found = sorted({p for pattern in STACK_PATTERNS for p in path.glob(pattern)})
             if not found:
                 missing.append((item, f"folder has no stacks ({', '.join(STACK_PATTERNS)})"))
@@ -240,6 +243,23 @@ def check_stems(stacks: tuple[Path, ...]) -> None:
             raise ConfigError(f"{seen[s]} and {p} would both write '{s}.*' into the output folder; "
                               "run them into different --out folders")
         seen[s] = p
+
+
+def _frame_folder(path: Path) -> bool:
+    """A folder of frame files (an image sequence: its first file in name order holds one frame) is one movie; a
+    folder of multi-frame stacks is a batch of stacks."""
+    from decode_mem.io._folder import frame_file, natural_key
+    from decode_mem.io.stack import open_stack
+
+    with os.scandir(path) as entries:
+        names = [e.name for e in entries if e.is_file() and frame_file(e.name)]
+    if not names:
+        return False
+    try:
+        with open_stack(path / min(names, key=natural_key)) as first:
+            return int(first.shape[0]) == 1
+    except Exception:  # an unreadable first file: the folder is taken as stacks, each failing on its own
+        return False
 
 
 def _is_zarr(path: Path) -> bool:

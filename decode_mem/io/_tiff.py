@@ -175,9 +175,20 @@ def _open_series(tif, path: Path, series: int | None, log: list[str], channel: i
         if (chain > 1 or (fatal and not contiguous)) and plain:
             pages = _pages(path, chain_frames=sum(len(tif.series[k].pages) for k in range(chain)) if not fatal
                            else None)
+            if pages is None:  # compressed or tiled pages, which the page reader does not decode: tifffile's
+                pages = _page_frames(path)
+                frames = sum(len(tif.series[k].pages) for k in range(chain))
+                # damaged: only a cut this reader sees (not a missing file of a multi-file series); whole: the
+                # frames tifffile's series hold
+                if pages is not None and not (pages.damage or (not fatal and pages.array.shape[0] == frames)):
+                    pages.close()
+                    pages = None
             if pages is not None:
                 tif.close()
                 return replace(pages, notes=notes or pages.notes)
+        if chain > 1:  # no reader takes the series as one movie: series 0 alone, and said so (never silently)
+            notes.append(f"{path}: took series 0 as the movie; series 1-{chain - 1} of the same frame size could not "
+                         "be read as its continuation: open_stack(path, series=k) reads series k alone")
         series = 0
     s = tif.series[series].levels[0]
     fatal = [m for m in log if is_fatal(m)]
@@ -208,9 +219,18 @@ def _open_series(tif, path: Path, series: int | None, log: list[str], channel: i
         axes = s.axes
         tif.close()  # the mapping does not need the file handle
         return Source(mm, axes, "memmap", mapped=True, notes=notes, damage=damage)
-    if fatal:
-        raise StackError(f"{path}: corrupt, truncated or incomplete TIFF: tifffile reported " + "; ".join(fatal))
-    _check_extent(s, path)
+    try:
+        if fatal:
+            raise StackError(f"{path}: corrupt, truncated or incomplete TIFF: tifffile reported " + "; ".join(fatal))
+        _check_extent(s, path)
+    except StackError:  # a compressed file cut by a crash: its complete pages, when every page is a frame
+        pages = _page_frames(path) if _plain(tif.series[series]) else None
+        if pages is None or not pages.damage:
+            if pages is not None:
+                pages.close()
+            raise
+        tif.close()
+        return pages
     import tifffile
     import zarr
 
@@ -286,8 +306,54 @@ def _pages_if_cut(path: Path, series: int | None) -> Source | None:
     try:
         source, _ = read_pages(path)
     except StackError:
+        return _page_frames(path)
+    return source if source is not None else _page_frames(path)
+
+
+def _page_frames(path: Path) -> Source | None:
+    """Every page of the first page's shape and type a frame, decoded by tifffile page by page (compressed or
+    tiled pages, which ``growing_tiff``'s reader does not decode; linear in the pages, where tifffile's series of
+    every ``append`` write are quadratic). Pages up to the first the file does not hold whole — its directory or
+    its data cut by a crash (``Source.damage``); None when there is no complete 2-D page."""
+    import tifffile
+
+    from decode_mem.io._layout import FramesArray
+
+    with _tifffile_log(path) as log:
+        try:
+            tif = tifffile.TiffFile(path, is_shaped=False, is_imagej=False, is_ome=False)
+        except Exception:
+            return None
+        kept: list = []
+        cut = False
+        try:
+            size = tif.filehandle.size
+            for page in tif.pages:  # a directory cut by a crash raises, or is logged, here
+                if page is None or any(o + n > size for o, n in zip(page.dataoffsets, page.databytecounts,
+                                                                     strict=True)):
+                    cut = True
+                    break
+                if kept and (page.shape != kept[0].shape or page.dtype != kept[0].dtype):
+                    continue  # another image in the file (a thumbnail, a mask): not a frame
+                kept.append(page)
+        except Exception:
+            cut = True
+        cut = cut or any(is_fatal(m) for m in log)
+        log.clear()
+    if not kept or len(kept[0].shape) != 2:
+        tif.close()
         return None
-    return source
+    damage = []
+    if cut:
+        damage.append(Damage(len(kept), f"the file ends at byte {size}, after page {len(kept) - 1} (cut by a "
+                                        "crash?)", f"the stack ends with frame {len(kept) - 1}, the last complete one"))
+    dtype = np.dtype(kept[0].dtype).newbyteorder("=")
+
+    def read(lo: int, hi: int) -> np.ndarray:
+        return np.stack([kept[i].asarray() for i in range(lo, hi)]).astype(dtype, copy=False)
+
+    return Source(FramesArray(read, (len(kept), *kept[0].shape), dtype), "TYX", "tiff-pages", thread_safe=False,
+                  close=tif.close, damage=damage)
 
 
 def _check_extent(s, path: Path) -> None:

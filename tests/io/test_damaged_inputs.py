@@ -206,3 +206,31 @@ def test_a_folder_whose_last_file_is_cut_ends_before_it(tmp_path):
     live, f = followed(folder)
     np.testing.assert_array_equal(live, frames[:3])
     assert any("f3.tif" in w and "left out" in w for w in f.growing.warnings)
+
+
+@pytest.mark.parametrize("one_write", [False, True], ids=["page_by_page", "one_write"])
+def test_a_compressed_tiff_gives_every_frame_and_when_cut_its_complete_ones(tmp_path, one_write):
+    """Compressed pages, which the page reader does not decode: every frame of a file grown page by page (it used
+    to open as its first frame, silently), and a file cut at ten offsets in its last pages gives its complete
+    frames with the cut recorded (it used to be refused whole)."""
+    frames = movie()
+    whole = tmp_path / "whole.tif"
+    if one_write:
+        tifffile.imwrite(whole, frames, compression="zlib")
+    else:
+        for f in frames:
+            tifffile.imwrite(whole, f, compression="zlib", append=True)
+    with open_stack(whole) as stack:
+        np.testing.assert_array_equal(stack[:], frames)
+        assert not stack.damage and stack.notes() == []
+    data = whole.read_bytes()
+    for cut in cut_offsets(whole):
+        path = tmp_path / f"cut{cut}.tif"
+        path.write_bytes(data[:cut])
+        n = complete_pages(whole, cut)
+        assert n in (len(frames) - 2, len(frames) - 1)
+        with open_stack(path) as stack:
+            np.testing.assert_array_equal(stack[:], frames[:n])
+            assert [d.frame for d in stack.damage.records] == [n]
+            (line,) = stack.notes()
+            assert f"the stack ends with frame {n - 1}, the last complete one" in line
