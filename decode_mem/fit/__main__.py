@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from decode_mem.config import parse_bytes
         from decode_mem.fit import FitConfig, fit_movies
         from decode_mem.infer.console import ConsoleObserver
+        from decode_mem.train.observers import ProgressLines
 
         flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
         camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         memory_limit=parse_bytes(args.memory_limit))
         bar = None
         t_train = [0.0]
+        lines: list[ProgressLines | None] = [None]
 
         def on_progress(stage: str, details: dict) -> None:
             nonlocal bar
@@ -106,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                           + "; ".join(details["why"]))
                 bar = tqdm(total=round(60 * details["train_minutes"]), unit="s", desc="fine-tune",
                            disable=not progress_bars(args.quiet))
+                if not args.quiet and not progress_bars(args.quiet):  # a log or a pipe: a line every 30 s
+                    lines[0] = ProgressLines(None, lambda line: print(line, flush=True),
+                                             prefix="train" if args.psf else "fine-tune",
+                                             budget_s=60 * details["train_minutes"])
             elif bar is not None:
                 bar.close()
                 bar = None
@@ -122,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"validating on {details['windows']} held-out matched windows")
 
         def on_step(step: int, row: dict) -> None:
+            if lines[0] is not None:
+                lines[0](step, row)
             if bar is not None:
                 bar.n = min(bar.total, round(time.perf_counter() - t_train[0]))
                 bar.set_postfix(step=step, loss=f"{row['loss']:.3g}", refresh=True)

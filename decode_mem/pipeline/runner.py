@@ -46,6 +46,8 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         config = load_pipeline(path_or_config, quick=quick, out=out, overrides=overrides)
     _check_inputs(config)
     check_output_folder(config.out)
+    if quick:
+        echo(quick_note(config))
     config.out.mkdir(parents=True, exist_ok=True)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -90,10 +92,32 @@ def run_pipeline(path_or_config: str | os.PathLike | PipelineConfig, *, out: str
         command = f"run_pipeline({str(path_or_config)!r}" + (", quick=True" if quick else "") + ")"
     produced["report"] = _report(config, device, parts, produced, tracker.history, command, wall)
     echo(f"\ndone in {wall:.1f} s; everything is in {config.out}/ (open report.html):")
+    if quick:
+        echo(f"  ({quick_note(config)})")
     width = max(len(k) for k in produced)
     for name, path in produced.items():
         echo(f"  {name:<{width}}  {path}")
     return produced
+
+
+def quick_note(config: PipelineConfig) -> str:
+    """What a ``--quick`` run shows and what it does not (printed first, recalled last)."""
+    sizes = []
+    if config.simulate is not None:
+        sizes.append(f"{config.simulate.frames} frames")
+    trains = config.train is not None or config.train_deferred is not None
+    if trains:
+        steps = config.train.steps if config.train is not None else config.train_deferred.get("steps")
+        if steps is not None:
+            sizes.append(f"{steps} training steps")
+    line = (f"--quick: a smoke run with the YAML's tiny sizes ({', '.join(sizes) or 'its quick section'}): it "
+            "shows that every step runs and writes its files, not what the full run finds")
+    if trains:
+        line += ("; its model is barely trained, so few or no localizations and a Jaccard near 0 are expected "
+                 "here")
+    elif config.simulate is not None:
+        line += "; its metrics come from a short movie"
+    return line + ". Without --quick: the full run."
 
 
 def _check_inputs(config: PipelineConfig) -> None:
@@ -207,14 +231,17 @@ def _psf(config: PipelineConfig, echo: Callable[[str], object], parts: dict[str,
 
 
 def _train(config: PipelineConfig, echo: Callable[[str], object]) -> dict[str, Path]:
-    from decode_mem.train.loop import fit
+    from dataclasses import replace
+
+    from decode_mem.train.observers import train_observed
 
     cfg = config.train
     assert cfg is not None
     echo(f"[train] training a small model from scratch for {cfg.steps} steps on simulated "
          f"{cfg.simulation.psf} data -> {cfg.out_dir} (a brief run, not a production model)")
     t0 = time.perf_counter()
-    model = fit(cfg)
+    # the pipeline's own tracker samples the memory; a line every 30 s: step, time so far, time left
+    model = train_observed(replace(cfg, memory_tracking=False), echo=echo)
     echo(f"[train] done in {time.perf_counter() - t0:.1f} s")
     produced = {"model": model, "train_log": cfg.out_dir / "train_log.csv"}
     if (cfg.out_dir / "training.png").exists():

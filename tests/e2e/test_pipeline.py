@@ -34,6 +34,7 @@ def test_quickstart_quick_produces_every_promised_file(tmp_path: Path, capsys: p
             assert str(out / name) in printed, f"{name} not reported"
     assert "shipped model" in printed
     assert "Jaccard" in printed  # the metrics table was printed
+    assert printed.startswith("--quick: a smoke run with the YAML's tiny sizes") and "barely trained" not in printed
     for png in ("render.png", "widefield.png", "side_by_side.png", "memory.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
     report = (out / "report.html").read_text(encoding="utf-8")
@@ -60,6 +61,14 @@ def test_astig3d_quick_calibrates_the_psf_trains_on_it_then_runs_the_3d_localize
     produced = run_pipeline(ASTIG3D, quick=True, out=tmp_path / "a3", overrides={"threads": 1})
     printed = capsys.readouterr().out
     assert "training a small model" in printed and "[psf]" in printed
+    # --quick says what it shows and what not, first and last (issue 46: 'Jaccard 0.0000' with no word on it)
+    lines = printed.splitlines()
+    assert lines[0].startswith("--quick: a smoke run with the YAML's tiny sizes (6 frames, 4 training steps)")
+    assert "barely trained, so few or no localizations and a Jaccard near 0 are expected" in lines[0]
+    assert f"  ({lines[0]})" in lines  # recalled under "done in"
+    # training says how far it is and the time left (the full run printed nothing for 1741 s)
+    assert any(line.startswith("[train] step 1 of 4 (25 %), ") for line in lines)
+    assert any(line.startswith("[train] step 4 of 4 (100 %), ") and ", done" in line for line in lines)
     assert produced["model"] == tmp_path / "a3" / "train" / "model.pt"
     for key in ("stack", "ground_truth", "bead_stack", "psf", "psf_plot", "model", "localizations_csv", "metrics",
                 "image", "memory_png"):

@@ -4,6 +4,7 @@ validate both models on held-out matched windows -> localize; and the decision w
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,8 @@ def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, t
     assert card.startswith(f"> Chosen by `decode_mem.fit`: the {report['decision']}") and "fine_tuned.pt" in card
     captured = capsys.readouterr()
     assert "held-out matched windows, fine-tuned" in captured.out and "calibrated" in captured.out
+    # stdout is not a terminal here (a log): a progress line with the time left of the training budget
+    assert re.search(r"\[fine-tune\] step 1, \d+ s so far, \d+ s left of the \d+ s budget", captured.out), captured.out
     assert "decode_mem.fit MOVIE" not in captured.err  # no advice to run the fit that just ran
 
 
