@@ -21,7 +21,7 @@ from typing import Any
 
 from decode_mem.errors import StackError
 from decode_mem.infer.config import SUFFIXES
-from decode_mem.io.atomic import atomic_output, remove_path
+from decode_mem.io.atomic import atomic_output, remove_path, sync_to_disk
 from decode_mem.io.localizations import iter_localizations, open_writer
 from decode_mem.io.table import EmitterTable
 
@@ -117,6 +117,7 @@ class LiveParts:
         if self._writers is not None:
             self._writers.close()  # each file renamed to its final name
             files = [p.name for w in self._open for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
+            sync_to_disk(*(self.dir / name for name in files))  # on disk before parts.json names them
         self.parts.append({"start": self.start, "stop": int(stop), "localizations": self._rows, "files": files})
         self.start, self._writers, self._open, self._rows = int(stop), None, [], 0
         self._save()
@@ -131,6 +132,8 @@ class LiveParts:
         state = {"block": self.block, "parts": self.parts, "stop": self.start, "meta": self.meta}
         with atomic_output(self.manifest) as tmp:
             tmp.write_text(json.dumps(state, indent=1) + "\n")
+            sync_to_disk(tmp)
+        sync_to_disk(self.dir)  # the renames (the parts' and parts.json's) survive a power cut too
 
     def tables(self) -> Iterator[EmitterTable]:
         """Every part's emitters, in frame order, exactly as the engine gave them (from the parquet parts)."""

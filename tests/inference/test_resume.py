@@ -238,3 +238,32 @@ def test_a_rerun_refused_for_its_sizes_keeps_the_finished_stack(shipped_model, t
         run_inference(InferConfig(inputs=(str(SAMPLE),), out=str(tmp_path), model=str(shipped_model),
                                   formats=FORMATS, chunk_size=64, batch_size=100_000, memory_limit=64 * 2**20))
     assert {p.name: p.read_bytes() for p in tmp_path.glob("stack.*")} == before
+
+
+def test_a_journal_part_is_on_disk_before_parts_json_names_it(tmp_path, monkeypatch):
+    """A closed part survives a power cut, not only a kill: its files, then parts.json and the folder's renames,
+    are fsynced, in that order."""
+    import os
+
+    from decode_mem.infer.live_parts import LiveParts
+    from decode_mem.io.table import EmitterTable
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    parts = LiveParts(tmp_path, "stack", (), block=4, common={"pixel_size": 100.0, "width": 8, "height": 8,
+                                                               "frames": 8, "extras": (), "three_d": False},
+                      picasso={}, folder=tmp_path / "stack.progress")
+    parts.begin(False, {})
+    synced.clear()
+    ones = np.ones(2, np.float32)
+    parts.write(EmitterTable({"frame": np.array([0, 1]), "x": ones, "y": ones, "z": 0 * ones, "photons": 900 * ones,
+                              "bg": 10 * ones}))
+    parts.close_part(4)
+    names = [Path(p).name for p in synced]
+    assert names[0] == "part-00000.parquet" and names[1:] == ["parts.json.partial", "stack.progress"]
