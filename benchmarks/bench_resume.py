@@ -154,13 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         f"Of the uninterrupted run's wall time, {whole_loc_s:.1f} s were the localization itself (`<stem>.json` "
         "`wall_s`: the blocks, from the first to the last; the rest is the process's start, the plan and the "
         "files' closing).", "",
-        "| killed at | frames kept | resume (s) | of which localization (s) | goal: rest + 5 s | within goal | "
+        "| killed at | frames kept | resume (s) | of which localization (s) | start, plan, close (s) | "
+        "localization beyond the frames left at the uninterrupted pace (s) | goal: rest + 5 s | within goal | "
         "outputs equal | journal at the kill (MB) | partial final bytes discarded (MB) | replayed into final files "
         "(MB, est.) |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    pace = whole_loc_s / args.frames  # the uninterrupted run's localization seconds per frame
     for r in rows:
+        beyond = r["resumed_localization_s"] - (args.frames - r["kept_frames"]) * pace
         lines.append(f"| {r['fraction']:.0%} | {r['kept_frames']} | {r['resumed_s']:.1f} | "
-                     f"{r['resumed_localization_s']:.1f} | {r['goal_s']:.1f} | "
+                     f"{r['resumed_localization_s']:.1f} | {r['resumed_s'] - r['resumed_localization_s']:.1f} | "
+                     f"{beyond:+.1f} | {r['goal_s']:.1f} | "
                      f"{'yes' if r['resumed_s'] <= r['goal_s'] else 'no'} | {'yes' if r['equal'] else 'NO'} | "
                      f"{r['journal_bytes_at_kill'] / 1e6:.1f} | {r['discarded_partial_bytes'] / 1e6:.1f} | "
                      f"{r['replayed_bytes'] / 1e6:.1f} |")
@@ -169,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{rows[0]['block'] if rows else 'n/a'} frames here), so the frames computed after it and the block in "
               "hand are computed again. The journal's parts are "
               "parquet, written beside the final files by every run, and removed once `<stem>.json` is written. "
-              "Replayed bytes are estimated as the final files' size times the share of frames kept."]
+              "Replayed bytes are estimated as the final files' size times the share of frames kept. "
+              "Start, plan, close: the resumed process's wall time outside its localization (importing torch, the "
+              "model, the plan, closing the files). Localization beyond the frames left: the resumed run's "
+              "localization (the replay included) less its frames at the uninterrupted run's pace — the replay, and "
+              "how much slower or faster this run went than the uninterrupted one on a shared machine."]
 
     def draw(png: Path) -> None:
         import matplotlib
