@@ -2,12 +2,15 @@
 
     python benchmarks/bench_wide.py [--device cpu|cuda] [--threads 1]  # -> benchmarks/results/wide_model[_<dev>].md
 
+(``--warm_steps``, ``--batch``, ``--size``, ``--densities`` and the frame counts make a tiny run possible, as
+``tests/benchmarks/test_bench_smoke.py`` does: its numbers measure nothing.)
+
 1. **Training**: steps per second of the two recipes (``pipelines/train_generalist_2d_stage2.yaml``, the small
    model's last full stage, and ``pipelines/train_generalist_2d_wide.yaml``) through the public
    ``decode_mem.train.fit``, their own simulation and batch, timed from the train log between step
-   ``WARM_STEPS`` and the last; from it the time the wide recipe's steps would take on this device.
+   ``--warm_steps`` (``WARM_STEPS``) and the last; from it the time the wide recipe's steps would take on this device.
 2. **Localization**: frames per second of the two architectures (weights do not change the speed) through
-   ``predict_stack`` on 256 x 256 frames, sizes chosen by the planner, after a warm-up.
+   ``predict_stack`` on 256 x 256 frames (``--size``), sizes chosen by the planner, after a warm-up.
 3. **Tried for the small model per unit of compute**: inference precision (``amp`` bf16 against fp32) on the
    reference physics at 0.2 / 1 / 2 emitters/um2 (``bench_accuracy``'s movies: EMCCD, sigma 1 px, 100 nm,
    5000 +- 1500 photons, background 100), Jaccard and RMSE of the shipped small model.
@@ -32,25 +35,28 @@ WARM_STEPS = 5
 DENSITIES = (0.2, 1.0, 2.0)
 
 
-def train_speed(recipe: Path, device: str, threads: int, steps: int, work: Path) -> dict:
-    """Steps/s of ``recipe`` through ``decode_mem.train.fit`` (its batch and simulation), after the warm-up steps."""
+def train_speed(recipe: Path, device: str, threads: int, steps: int, work: Path, warm_steps: int = WARM_STEPS,
+                batch: int | None = None) -> dict:
+    """Steps/s of ``recipe`` through ``decode_mem.train.fit`` (its batch, or ``batch``, and its simulation) over the
+    ``steps`` after the first ``warm_steps``."""
     from decode_mem.train import fit, load_train_config
 
     recipe_cfg = load_train_config(recipe)
     out = work / recipe.stem
-    cfg = replace(recipe_cfg, out=str(out), steps=steps, max_minutes=None, resume=False, init_from=None, val_size=16,
+    total = warm_steps + steps
+    cfg = replace(recipe_cfg, out=str(out), steps=total, max_minutes=None, resume=False, init_from=None, val_size=16,
                   val_every=10**9, log_every=1, checkpoint_every=10**9, device=device, threads=threads,
-                  memory_tracking=False, quiet=True)
+                  memory_tracking=False, quiet=True, batch_size=batch or recipe_cfg.batch_size)
     fit(cfg)
     with open(out / "train_log.csv") as fh:
         rows = {int(r["step"]): float(r["time_s"]) for r in csv.DictReader(fh)}
-    seconds = rows[steps] - rows[WARM_STEPS]
-    return {"features": cfg.model.features, "batch": cfg.batch_size, "steps_per_s": (steps - WARM_STEPS) / seconds,
+    seconds = rows[total] - rows[warm_steps]
+    return {"features": cfg.model.features, "batch": cfg.batch_size, "steps_per_s": steps / seconds,
             "recipe_steps": recipe_cfg.steps}
 
 
-def infer_speed(features: int, device: str, frames: int) -> float:
-    """Frames/s of a 2-D network of ``features`` (the generalists' other settings) on 256 x 256 frames."""
+def infer_speed(features: int, device: str, frames: int, size: int = 256) -> float:
+    """Frames/s of a 2-D network of ``features`` (the generalists' other settings) on ``size`` x ``size`` frames."""
     import numpy as np
     import torch
 
@@ -61,7 +67,7 @@ def infer_speed(features: int, device: str, frames: int) -> float:
     torch.manual_seed(0)
     net = DecodeNet(ModelConfig(depth=2, features=features, inter_features=features, input_transform="anscombe",
                                 input_scale=3.0, photon_scale=30000.0, bg_param="sqrt", bg_scale=4000.0))
-    stack = np.random.default_rng(0).poisson(100.0, (frames, 256, 256)).astype(np.float32)
+    stack = np.random.default_rng(0).poisson(100.0, (frames, size, size)).astype(np.float32)
     for _ in predict_stack(stack[:8], net, device=device):  # warm-up: kernels, the planner's timing
         pass
     t0 = time.perf_counter()
@@ -70,8 +76,8 @@ def infer_speed(features: int, device: str, frames: int) -> float:
     return frames / (time.perf_counter() - t0)
 
 
-def precision_rows(device: str, frames: int, work: Path) -> list[dict]:
-    """The shipped small model at amp bf16 and fp32 on the reference physics at ``DENSITIES``."""
+def precision_rows(device: str, frames: int, work: Path, densities: tuple[float, ...] = DENSITIES) -> list[dict]:
+    """The shipped small model at amp bf16 and fp32 on the reference physics at ``densities``."""
     from decode_mem.evaluate import evaluate
     from decode_mem.infer.predict import predict_stack
     from decode_mem.io import open_stack
@@ -85,11 +91,12 @@ def precision_rows(device: str, frames: int, work: Path) -> list[dict]:
     cam = Camera.emccd()
     model = load_model(SHIPPED_MODEL)
     rows = []
-    for i, density in enumerate(DENSITIES):
+    for i, density in enumerate(densities):
         sim = SimulationConfig(frame_size=(64, 64), density=density, photons_mean=5000.0, photons_std=1500.0,
                                bg=100.0, psf="gauss2d", psf_sigma=1.0, camera=cam)
         path, gt = work / f"reference_{i}.tif", work / f"reference_{i}.csv"
-        simulate_stack(sim, frames, path, gt, seed=100 + i)  # bench_accuracy's test movies (its seeds)
+        seed = 100 + (DENSITIES.index(density) if density in DENSITIES else i)
+        simulate_stack(sim, frames, path, gt, seed=seed)  # bench_accuracy's test movies (its seeds)
         truth = read_localizations(gt, pixel_size=cam.pixel_size)
         for amp in ("bf16", "off"):
             with open_stack(path) as s:
@@ -105,10 +112,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     p.add_argument("--steps", type=int, default=40, help="training steps timed per recipe (after the warm-up)")
+    p.add_argument("--warm_steps", type=int, default=WARM_STEPS, help="training steps run before the timed ones")
+    p.add_argument("--batch", type=int, help="training batch of both recipes (default: each recipe's own)")
     p.add_argument("--frames", type=int, default=64, help="frames localized per architecture")
+    p.add_argument("--size", type=int, default=256, help="side of the localized frames (px)")
     p.add_argument("--reference_frames", type=int, default=500, help="frames of each reference movie (section 3)")
+    p.add_argument("--densities", type=float, nargs="+", default=list(DENSITIES),
+                   help="emitters/um2 of the reference movies (section 3)")
     p.add_argument("--out", help="report path (default benchmarks/results/wide_model[_<device>].md)")
     args = p.parse_args(argv)
+    if min(args.steps, args.warm_steps, args.frames, args.reference_frames) < 1 or (args.batch or 1) < 1:
+        p.error("--steps, --warm_steps, --batch, --frames and --reference_frames must be at least 1")
 
     import torch
     from command_line import command_line
@@ -119,12 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else None
     with tempfile.TemporaryDirectory(prefix="bench_wide_") as tmp:
         work = Path(tmp)
-        train = {name: train_speed(path, args.device, args.threads, args.steps + WARM_STEPS, work)
+        train = {name: train_speed(path, args.device, args.threads, args.steps, work, args.warm_steps, args.batch)
                  for name, path in RECIPES.items()}
         for name, row in train.items():
-            row["infer_fps"] = infer_speed(row["features"], args.device, args.frames)
+            row["infer_fps"] = infer_speed(row["features"], args.device, args.frames, args.size)
             print(f"{name}: {row['steps_per_s']:.2f} steps/s, {row['infer_fps']:.1f} frames/s", flush=True)
-        precision = precision_rows(args.device, args.reference_frames, work)
+        precision = precision_rows(args.device, args.reference_frames, work, tuple(args.densities))
     machine = machine_line(args.threads, load_start=load_start, at=at, gpu=gpu)
     suffix = "" if args.device == "cpu" else f"_{args.device.split(':')[0]}"
     out = Path(args.out or RESULTS / f"wide_model{suffix}.md")
@@ -152,7 +166,7 @@ def write_report(out: Path, train: dict, precision: list[dict], command: str, ma
         "",
         "## 1-2. Training and localization speed",
         "",
-        "| model | features | batch | training steps/s | localization frames/s (256 x 256) |",
+        f"| model | features | batch | training steps/s | localization frames/s ({args.size} x {args.size}) |",
         "|---|---|---|---|---|",
     ]
     for name, r in train.items():
@@ -175,7 +189,7 @@ def write_report(out: Path, train: dict, precision: list[dict], command: str, ma
     for r in precision:
         lines.append(f"| {r['density']:g} | {r['amp']} | {r['jaccard']:.4f} | {r['rmse_lat']:.2f} |")
     by = {(r["density"], r["amp"]): r for r in precision}
-    worst = max(abs(by[(d, "bf16")]["jaccard"] - by[(d, "off")]["jaccard"]) for d in DENSITIES)
+    worst = max(abs(by[(d, "bf16")]["jaccard"] - by[(d, "off")]["jaccard"]) for d in args.densities)
     lines += ["", f"- Largest Jaccard difference between the two: {worst:.4f}.", "",
               "![wide_model](" + out.with_suffix(".png").name + ")", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +200,7 @@ def write_report(out: Path, train: dict, precision: list[dict], command: str, ma
     axes[0].bar(names, [train[n]["steps_per_s"] for n in names], color=["tab:blue", "tab:orange"])
     axes[0].set_ylabel("training steps/s")
     axes[1].bar(names, [train[n]["infer_fps"] for n in names], color=["tab:blue", "tab:orange"])
-    axes[1].set_ylabel("frames/s (256 x 256)")
+    axes[1].set_ylabel(f"frames/s ({args.size} x {args.size})")
     fig.suptitle(f"small vs wide generalist on {args.device} ({args.threads} thread(s))")
     fig.tight_layout()
     with atomic_output(out.with_suffix(".png")) as tmp:

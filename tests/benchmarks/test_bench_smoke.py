@@ -5,8 +5,9 @@ script starts, runs ``pytest -m gpu`` (skipped without CUDA), marks every later 
 spent)" and writes md + json + png. The steps after the first take minutes even with ``--quick`` (a 2048² movie,
 end-to-end runs in fresh processes, training), so this smoke run does not reach them.
 
-``benchmarks/bench_wide.py`` has no smoke test: it trains both real recipes (``WARM_STEPS`` = 5 warm-up steps each
-at their own batch, fixed) and localizes 256² frames before it writes anything, minutes on a CPU whatever its flags.
+``benchmarks/bench_wide.py`` with one warm-up and one timed training step of both real recipes at a batch of 2,
+2 localized frames of 64², and a 2-frame reference movie at one density: every section of its report, from the
+real recipes and the shipped model.
 """
 
 from __future__ import annotations
@@ -41,4 +42,34 @@ def test_bench_gpu_quick_on_a_cpu_writes_its_report(tmp_path: Path) -> None:
         assert record["tests"]["rc"] == 0 and "skipped" in record["tests"]["summary"], record["tests"]
     for step in ("simulate_movies", "end_to_end", "memory_rows", "speed_paths", "training"):
         assert f"{step}: not run (time budget spent)" in text, step
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow  # ~40 s idle, 2 min at load 4: a Python start, 2 + 2 training steps and 4 + 2 tiny
+# localizations, each planned by the footprint tracer (the real path: no size is given)
+def test_bench_wide_tiny_writes_every_section_of_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "wide_smoke.md"
+    done = subprocess.run([sys.executable, "benchmarks/bench_wide.py", "--steps", "1", "--warm_steps", "1", "--batch",
+                           "2", "--frames", "2", "--size", "64", "--reference_frames", "2", "--densities", "1", "--out",
+                           str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    assert text.startswith("# The wide generalist against the small one")
+    assert "--warm_steps 1" in text and "--size 64" in text and "Device: cpu" in text  # the command that made it
+    assert "localization frames/s (64 x 64)" in text
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith(("| small |", "| wide |")):
+            rows[cells[0]] = cells
+    # the recipes' own widths (pipelines/train_generalist_2d_*.yaml) at the batch asked for, speeds measured
+    assert [rows["small"][1], rows["wide"][1]] == ["16", "48"] and rows["small"][2] == rows["wide"][2] == "2"
+    assert all(float(rows[m][k]) > 0 for m in rows for k in (3, 4)), rows
+    assert "Its recipe's 30000 steps would take" in text  # the wide recipe's schedule, from its file
+    assert "2 frames of 64 x 64" in text
+    precision = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| 1 |")]
+    assert [(d.strip(), a.strip()) for d, a, _, _ in precision] == [("1", "bf16"), ("1", "off")]
+    assert all(0.0 <= float(j) <= 1.0 for _, _, j, _ in precision), precision
+    assert "Largest Jaccard difference between the two:" in text and "![wide_model](wide_smoke.png)" in text
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
