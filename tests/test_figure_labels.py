@@ -83,3 +83,45 @@ def test_widefield_png_has_a_scale_bar_when_its_pixel_is_known(tmp_path: Path) -
     assert (corner.min(axis=2) > 0.97).sum() > 300  # the white 2 µm bar (200 px x 6) and the white labels
     enlarged = np.repeat(np.repeat(plain, 5, axis=0), 5, axis=1)
     assert np.array_equal(legend[:300], enlarged[:300])  # above the legend: the same image, only enlarged
+
+
+def test_render_z_png_has_a_scale_bar_and_labels_inside(tmp_path: Path, monkeypatch) -> None:
+    from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
+
+    from decode_mem.render.depth import save_depth_png
+
+    drawn: list[Figure] = []
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), original(self, *a, **k))[1])
+    rgb = np.zeros((640, 640, 3), np.float32)  # 6.4 µm at 10 nm
+    save_depth_png(rgb, (-400.0, 400.0), tmp_path / "render_z.png", render_pixel=10.0)
+    (fig,) = drawn
+    ax = fig.axes[0]
+    (bar,) = [a for a in ax.artists if isinstance(a, AnchoredSizeBar)]
+    assert bar.txt_label.get_text() == "1 µm"  # a round length near a fifth of the 6.4 µm field
+    assert bar.size_bar.get_children()[0].get_width() == 1.0  # drawn 1 µm long in the axes' µm
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    assert _texts_inside(fig) == []
+    assert fig.axes[1].get_ylabel() == "z [nm]"
+
+
+def test_live_lag_plot_has_a_legend_naming_both_lines_and_their_axes(monkeypatch) -> None:
+    import decode_mem.report.figures as figures
+    from decode_mem.infer.live_status import LiveStatus, timeline_png
+
+    drawn: list[Figure] = []
+    original = figures.png_bytes
+    monkeypatch.setattr(figures, "png_bytes", lambda fig, *a, **k: (drawn.append(fig), original(fig, *a, **k))[1])
+    status = LiveStatus((64, 64), pixel_size=100.0, block=10)
+    for seen in (20, 30, 40):
+        status.sample(seen=seen, lag_s=0.5)
+    assert timeline_png(status).startswith(b"\x89PNG")
+    (fig,) = drawn
+    bottom = fig.axes[1]
+    legend = bottom.get_legend()
+    assert legend is not None
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["frames behind the camera (left axis)", "seconds behind the camera (right axis)"]
+    assert _texts_inside(fig) == []

@@ -149,11 +149,15 @@ def timeline_png(status: LiveStatus) -> bytes:
     top.set_ylabel("localizations / frame")
     if status.lag:
         t, _, behind, seconds = np.array(list(status.lag)).T
-        bottom.plot(t, behind, color="#b00020", label="frames behind")
+        frames_line, = bottom.plot(t, behind, color="#b00020", label="frames behind the camera (left axis)")
         bottom.set_ylabel("frames behind")
         twin = bottom.twinx()
-        twin.plot(t, seconds, color="#6e6e73", linestyle="--", label="seconds behind")
+        seconds_line, = twin.plot(t, seconds, color="#6e6e73", linestyle="--",
+                                  label="seconds behind the camera (right axis)")
         twin.set_ylabel("seconds behind")
+        # one legend for the two axes' lines, above the plot (inside, it hid the lag's start: its largest value)
+        bottom.legend(handles=[frames_line, seconds_line], loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2,
+                      fontsize="small", frameon=False, borderaxespad=0.2)
     bottom.set_xlabel("run time (s)")
     return png_bytes(fig)
 

@@ -40,11 +40,13 @@ def plot_psf(cal: BeadCalibration, out: str | os.PathLike) -> Path:
     ax.bar(np.arange(len(res)), 100 * res)
     if len(res):
         ax.axhline(100 * np.median(res), color="k", ls="--", label=f"median {100 * np.median(res):.1f} %")
-        ax.legend()
+        ax.set_ylim(0, 100 * res.max() * 1.25)  # room above the bars for the legend
+        ax.legend(loc="upper right")
     ax.set(title=f"residual per bead ({len(res)} beads; dropped: "
                  + (", ".join(f"{v} {k}" for k, v in cal.rejected.items() if v) or "none") + ")",
            xlabel="bead", ylabel="RMS(bead − PSF) / RMS(bead) [%]")
-    fig.suptitle(f"PSF from {', '.join(Path(f).name for f in cal.files)}: {s.source}")
+    region = f"; {cal.roi}x{cal.roi} px regions" + (" (chosen)" if cal.roi_auto else "") if cal.roi else ""
+    fig.suptitle(f"PSF from {', '.join(Path(f).name for f in cal.files)}: {s.source}{region}")
     fig.tight_layout()
     out = Path(out)
     with atomic_output(out) as tmp:

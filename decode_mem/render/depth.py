@@ -69,19 +69,23 @@ def render_depth(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple
 
 def save_depth_png(rgb: np.ndarray, z_range: tuple[float, float], path: str | os.PathLike, *, render_pixel: float,
                    cmap: str = "turbo") -> Path:
-    """The z-coloured image with a colour bar in nm and a scale in µm, as a PNG (atomically)."""
+    """The z-coloured image with a colour bar in nm, axes in µm and a scale bar, as a PNG (atomically)."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
+    from decode_mem.render.widefield import _scale_bar
+
     h, w = rgb.shape[:2]
     fig = Figure(figsize=(8, 8 * h / w + 0.6))
     ax = fig.add_subplot(1, 1, 1)
-    ax.imshow(rgb, extent=(0, w * render_pixel / 1000, h * render_pixel / 1000, 0))
+    width_um = w * render_pixel / 1000
+    ax.imshow(rgb, extent=(0, width_um, h * render_pixel / 1000, 0))
     ax.set(xlabel="x [µm]", ylabel="y [µm]", title="localizations coloured by z")
+    _scale_bar(ax, width_um)  # white, lower right, as on the side-by-side panels
     fig.colorbar(ScalarMappable(Normalize(*z_range), colormaps[cmap]), ax=ax, label="z [nm]", shrink=0.8)
     out = Path(path)
-    with atomic_output(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
+    with atomic_output(out) as tmp:  # cropped to what is drawn (the square image leaves bands above and below)
+        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
     return out
