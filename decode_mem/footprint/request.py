@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 Size = int | Literal["auto"]
+ENGINE_CHOICES = ("auto", "torch", "openvino", "onnxruntime")  # ``model.engine.ENGINE_CHOICES`` (torch-free here)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class SizeRequest:
                     ``footprint.choose``'s modest default
     streams         blocks computed at once on a CPU (always one on CUDA)
     probe           time 'auto' candidates on the device (False: the largest tiles that fit, not timed)
+    engine          what computes the network: 'torch', 'openvino', 'onnxruntime' (CPU runtimes, the ``cpu``
+                    extra) or 'auto' (the fastest measured here; ``footprint.engines``)
     """
 
     chunk_size: Size | Literal["whole"] = "auto"
@@ -39,12 +42,15 @@ class SizeRequest:
     memory_limit: int | None = None
     streams: int = 1
     probe: bool = True
+    engine: str = "torch"
 
     def __post_init__(self) -> None:
         for name, words in (("chunk_size", ("auto", "whole")), ("batch_size", ("auto",)), ("block", ("auto",))):
             value = getattr(self, name)
             if value not in words and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}")
+        if self.engine not in ENGINE_CHOICES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {self.engine!r}")
 
     @property
     def automatic(self) -> bool:

@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--device", default="auto", help=DEVICE_HELP)
     mem.add_argument("--threads", type=int, help="torch CPU threads per process (default: torch's, the cores; idle "
                                                   "threads sleep instead of spinning)")
+    mem.add_argument("--engine", choices=("auto", "torch", "openvino", "onnxruntime"), default="torch",
+                     help="what computes the network on a CPU: torch (default), openvino or onnxruntime (pip install "
+                          "-e \".[cpu]\"; fp32 on --threads), or auto: the fastest measured on this machine, "
+                          "remembered (torch, saying why, where no runtime loads)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                      help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")
     mem.add_argument("--streams", type=int, default=1,
@@ -138,7 +142,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
         link=args.link, quality=args.quality,
-        scheduler=args.scheduler, threads=args.threads, **extra)
+        scheduler=args.scheduler, threads=args.threads, engine=args.engine, **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -63,6 +63,8 @@ class InferConfig:
     frames_per_task frames per dask task (rounded up to a multiple of the block length)
     threads         torch CPU threads per process (None: torch's default; the idle cores where torch was
                     imported before decode_mem, ``decode_mem.threads``)
+    engine          what computes the network on a CPU: 'torch' (default), 'openvino', 'onnxruntime' (the ``cpu``
+                    extra, fp32, on ``threads``) or 'auto' (the fastest measured here; ``footprint.engines``)
     follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
                     page, a zarr array growing along time or a folder receiving frame files; ends after
                     ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed
@@ -91,6 +93,7 @@ class InferConfig:
     scheduler: str | None = None
     frames_per_task: int = FRAMES_PER_TASK
     threads: int | None = None
+    engine: str = "torch"
     write_probability_map: bool = False
     drift: bool = False
     link: bool = False
@@ -150,7 +153,7 @@ class InferConfig:
                               "run without workers/scheduler")
         object.__setattr__(self, "sizes", SizeRequest(
             chunk_size=self.chunk_size, batch_size=self.batch_size, block=self.block, amp=self.amp,
-            memory_limit=self.memory_limit, streams=self.streams))
+            memory_limit=self.memory_limit, streams=self.streams, engine=self.engine))
 
     def _check_follow(self) -> None:
         if len(self.inputs) != 1:
@@ -186,7 +189,7 @@ class InferConfig:
                 "threshold": self.threshold, "journal_seconds": self.journal_seconds,
                 "workers": self.workers, "scheduler": self.scheduler, "frames_per_task": self.frames_per_task,
                 "threads": self.threads, "strict": self.strict, "drift": self.drift, "link": self.link,
-                "quality": self.quality,
+                "quality": self.quality, **({"engine": self.engine} if self.engine != "torch" else {}),
                 **({"follow": True, "idle_timeout": self.idle_timeout, "refresh": self.refresh} if self.follow else {})}
 
 

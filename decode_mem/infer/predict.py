@@ -16,6 +16,7 @@ returns the full output map of one image or window, for inspection and for calle
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
@@ -26,6 +27,7 @@ import torch
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.choose import SizeChoice, choose_here
+from decode_mem.footprint.engines import choose_engine
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
@@ -71,6 +73,7 @@ def predict_stack(
     on_plan: Callable[[SizeChoice], None] | None = None,
     on_block: Callable[[BlockResult], None] | None = None,
     threads: int | None = None,
+    engine: str = "torch",
 ) -> Iterator[EmitterTable]:
     """Localize emitters in every frame of ``stack``; yields one ``EmitterTable`` per block, in frame order.
 
@@ -96,11 +99,14 @@ def predict_stack(
     ``memory_limit`` are a ConfigError. ``on_plan(SizeChoice)`` gets the sizes and why, before the first
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
     ``MemoryTracker.update`` there). ``threads``: torch CPU threads for this run (None: torch's; where torch
-    was imported before decode_mem, the idle cores, ``decode_mem.threads``). Set-up errors are raised here,
-    before the first block is read.
+    was imported before decode_mem, the idle cores, ``decode_mem.threads``). ``engine``: what computes the
+    network on a CPU: 'torch' (the default), 'openvino' or 'onnxruntime' (the ``cpu`` extra; fp32, the runtime
+    on the same threads, an ``EngineUnavailable`` where it is missing), or 'auto' (the fastest measured on this
+    machine for the plan, remembered; torch, with a warning saying why, where no runtime loads;
+    ``decode_mem.footprint.engines``). Set-up errors are raised here, before the first block is read.
     """
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, memory_limit=memory_limit,
-                        streams=streams)
+                        streams=streams, engine=engine)
     return predict_with(stack, model, sizes, device=device, postprocess=postprocess, camera=camera, compile=compile,
                         channels_last=channels_last, prob_map=prob_map, on_plan=on_plan, on_block=on_block,
                         threads=threads)
@@ -126,10 +132,17 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
+    engine = choose_engine(sizes.engine, net, plan, dev, max(1, (threads or torch.get_num_threads()) // sizes.streams))
+    if engine.fallback:
+        warnings.warn(f"engine {engine.why}", stacklevel=2)
+    if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
+        compile = False
+    if sizes.engine != "torch":
+        choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}")
     compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)
-    executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam)
+    executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam, engine=engine.engine)
     if on_plan is not None:
         on_plan(choice)
 

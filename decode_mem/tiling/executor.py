@@ -75,10 +75,12 @@ class TiledExecutor:
     raw frames to photons on the device, with its per-pixel sCMOS maps when it names them; without it the
     frames are taken to be photons with no read noise. Each frame's level (``normalize``) is computed once
     from the whole frame, before it is cut into tiles. The network is used as it is (eval mode, on ``device``).
+    ``engine`` (``decode_mem.model.engine``, CPU only): a runtime that computes ``frame_features`` and ``temporal``
+    instead of the modules (in fp32; ``amp`` and ``compile`` then act on nothing); the rest is unchanged.
     """
 
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
-                 device: torch.device | str = "cpu", camera: Any = None) -> None:
+                 device: torch.device | str = "cpu", camera: Any = None, engine: Any = None) -> None:
         self.net, self.config, self.camera = net, config, camera
         self.device = torch.device(device)
         self.shape = (int(shape[0]), int(shape[1]))
@@ -91,7 +93,10 @@ class TiledExecutor:
         self._amp = resolve_amp(config.amp, self.device)
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
         self._frame_features, self._temporal = net.frame_features, net.temporal
-        if config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
+        self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
+        if engine is not None and engine.name != "torch":  # a CPU runtime: fp32, not compiled by torch
+            self._frame_features, self._temporal = engine.frame_features, engine.temporal
+        elif config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
             self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)

@@ -1,0 +1,145 @@
+"""Which inference engine a run uses (``SizeRequest.engine``), ``'auto'`` measured per machine like the tile sizes.
+
+``'torch'``, ``'openvino'`` or ``'onnxruntime'`` is loaded as asked (a runtime that is missing or fails is an
+``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's unit of work (a block's
+steady state: ``batch_size`` new frames, two carried) with torch and with each installed runtime and takes the
+fastest; the seconds are remembered in ``engines.json`` beside the planner's ``throughput.json``
+(``$DECODE_MEM_CACHE``'s folder), keyed by the machine, threads, runtime version, network architecture, tile and
+unit shape and the network code, so a machine times each setting once. ``'auto'`` falls back to torch, saying why
+in one line, where no runtime is installed or the faster one fails to load. The converted networks are kept in
+``engines/`` there (``model.engine``: once per machine and checkpoint). On CUDA every choice but ``torch`` is a
+ConfigError, and ``'auto'`` is torch. The runtimes' own buffers are not in the memory plan yet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.errors import ConfigError
+from decode_mem.footprint.heap import release_free_heap
+from decode_mem.footprint.inference import InferencePlan
+from decode_mem.footprint.speed import UNIT_SECONDS, cache_path, remembered_seconds, time_unit, unit_key
+from decode_mem.io.atomic import atomic_output
+from decode_mem.model.engine import (
+    ENGINE_CHOICES,
+    RUNTIMES,
+    EngineUnavailable,
+    TorchEngine,
+    installed,
+    load_engine,
+    runtime_version,
+)
+from decode_mem.tiling import TiledExecutor
+
+
+@dataclass
+class EngineChoice:
+    """The engine a run uses and why (``why``: one line; ``fallback``: auto fell back to torch)."""
+
+    engine: Any
+    why: str
+    fallback: bool = False
+
+    @property
+    def name(self) -> str:
+        return str(self.engine.name)
+
+
+def engines_path() -> Path:
+    """The remembered engine timings: ``engines.json`` beside the planner's ``throughput.json``."""
+    return cache_path().with_name("engines.json")
+
+
+def converted_dir() -> Path:
+    """Where the runtimes' converted networks are kept (``model.engine``): ``engines/`` beside ``engines.json``."""
+    return cache_path().with_name("engines")
+
+
+def engine_key(net: Any, plan: InferencePlan, device: torch.device, name: str, threads: int) -> str:
+    return f"{unit_key(net, plan, device)}|{runtime_version(name)} x{threads}"
+
+
+def _load() -> dict[str, float]:
+    try:
+        return json.loads(engines_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _remember(key: str, seconds: float) -> None:
+    table = _load()
+    table[key] = seconds
+    try:
+        with atomic_output(engines_path()) as tmp:
+            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+    except OSError:  # a read-only home: the measurement is still used, just not remembered
+        pass
+
+
+def time_engine(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float:
+    """Seconds per unit of work of ``plan`` (a block's steady state, as ``speed.time_unit``) with ``engine``."""
+    ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device, engine=engine)
+    gen = torch.Generator().manual_seed(0)  # noise, not zeros: no runtime takes a short cut on constant input
+    tiles, frames = plan.unit_shape
+    data = torch.poisson(torch.full((tiles, frames, *ex.grid.tile_shape), 20.0), generator=gen)
+    unit = ex.unit(frames - 2, data=data, carried=True)
+    unit()  # warm-up: kernels chosen, buffers made
+    t0, n = time.perf_counter(), 0
+    while n == 0 or time.perf_counter() - t0 < UNIT_SECONDS:
+        unit()
+        n += 1
+    seconds = (time.perf_counter() - t0) / n
+    del unit, ex
+    release_free_heap()
+    return seconds
+
+
+def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device,
+                  threads: int | None = None) -> EngineChoice:
+    """The engine ``name`` asks for (see the module docstring) for ``plan`` on ``device`` with ``threads``
+    threads per stream (None: torch's count now)."""
+    if name not in ENGINE_CHOICES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}")
+    if name == "torch" or (name == "auto" and device.type != "cpu"):
+        return EngineChoice(TorchEngine(net), "torch" if name == "torch" else f"auto: torch on {device.type}")
+    if device.type != "cpu":
+        raise ConfigError(f"engine {name}: a CPU runtime; on {device} use engine torch or auto")
+    n = int(threads) if threads else torch.get_num_threads()
+    if name != "auto":
+        return EngineChoice(load_engine(name, net, n, converted_dir()), f"{runtime_version(name)}, {n} thread(s), fp32")
+    present = [r for r in RUNTIMES if installed(r)]
+    if not present:
+        return EngineChoice(TorchEngine(net), f"auto: torch (no CPU runtime installed: {', '.join(RUNTIMES)}; "
+                                              "pip install -e \".[cpu]\")", fallback=True)
+    torch_s = remembered_seconds(net, plan, device)
+    if torch_s is None:
+        torch_s = time_unit(net, plan, device)
+    seconds, loaded, failed = {"torch": torch_s}, {}, []
+    for r in present:
+        key = engine_key(net, plan, device, r, n)
+        s = _load().get(key)
+        if isinstance(s, (int, float)) and s >= torch_s:
+            seconds[r] = float(s)  # remembered slower than torch: not loaded at all
+            continue
+        try:
+            loaded[r] = load_engine(r, net, n, converted_dir())
+        except EngineUnavailable as e:
+            failed.append(str(e))
+            continue
+        if not isinstance(s, (int, float)):
+            s = time_engine(net, plan, device, loaded[r])
+            _remember(key, s)
+        seconds[r] = float(s)
+    best = min((r for r in seconds if r == "torch" or r in loaded), key=seconds.__getitem__)
+    timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in seconds)
+    why = f"auto: {best}, the fastest per unit of work on this machine ({timings}; {n} thread(s))"
+    if failed:
+        why += "; " + "; ".join(failed)
+    engine = loaded[best] if best != "torch" else TorchEngine(net)
+    return EngineChoice(engine, why, fallback=bool(failed) and best == "torch")

@@ -1,0 +1,285 @@
+"""Inference back ends for the two sub-networks the tiled executor calls: torch, or a runtime made for CPUs.
+
+``DecodeNet.frame_features`` (once per tile and frame) and ``DecodeNet.temporal`` (once per window) are the whole
+network work of inference; the executor normalizes, cuts tiles, reuses features and stitches around them. An
+engine runs those two, torch tensors in and out, so the executor's work order and exact stitching stay as they are:
+
+* ``torch``: the modules themselves (what ``amp`` and ``torch.compile`` act on);
+* ``openvino``: both sub-networks converted with ``openvino.convert_model`` (dynamic batch and tile size),
+  compiled for the CPU in fp32 with ``threads`` inference threads; one infer request per calling thread (the
+  executor's ``streams``);
+* ``onnxruntime``: both exported with ``torch.onnx.export`` (which needs the ``onnx`` package) and run by ONNX
+  Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin).
+
+With a ``cache_dir`` (``footprint.engines`` passes ``engines/`` beside the planner's cache) the converted network is
+kept on disk, keyed by the weights, the model code and the runtime's version (``network_digest``): tracing and
+converting run once per machine and checkpoint, later runs read the files (OpenVINO also caches its compiled
+kernels there). The runtimes come with the optional ``cpu`` extra (``pip install -e ".[cpu]"``); without it only
+``torch`` loads. The runtimes compute in fp32 whatever ``amp`` asks (int8 is not built yet). Their outputs equal
+torch's fp32 up to float rounding (``ENGINE_ATOL``; ``benchmarks/results/cpu_engines.md``). A runtime that is
+not installed or fails to convert the network is an ``EngineUnavailable`` (a ``ConfigError``) naming why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from decode_mem.errors import ConfigError
+
+RUNTIMES = ("openvino", "onnxruntime")
+ENGINES = ("torch", *RUNTIMES)
+ENGINE_CHOICES = ("auto", *ENGINES)
+EXTRA_HINT = "pip install -e \".[cpu]\""
+# largest difference from torch's fp32 output allowed per output channel (OUTPUT_CHANNELS order), in its units:
+# float summation order only (measured 1e-5 .. 8e-3 on the shipped model; photons ~1e3, sigma_z in nm)
+ENGINE_ATOL = (1e-3, 2e-2, 1e-4, 1e-4, 1e-2, 5e-2, 1e-4, 1e-4, 1e-2, 1e-3)
+
+
+class EngineUnavailable(ConfigError):
+    """A runtime that is not installed or failed to load the network; the message says which and why."""
+
+
+def installed(name: str) -> bool:
+    """Whether the runtime ``name`` can be imported (torch always can; ``onnxruntime`` also needs ``onnx``)."""
+    if name == "torch":
+        return True
+    needs = ("onnxruntime", "onnx") if name == "onnxruntime" else (name,)
+    return all(importlib.util.find_spec(m) is not None for m in needs)
+
+
+def runtime_version(name: str) -> str:
+    """``<name> <version>`` of an engine's runtime (torch's for ``torch``)."""
+    if name == "torch":
+        return f"torch {torch.__version__}"
+    try:
+        return f"{name} {importlib.metadata.version(name)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{name} (not installed)"
+
+
+def network_digest(net: Any) -> str:
+    """A short hash of what a converted network depends on: the model code (``decode_mem/model``), the
+    config and every weight (in standard layout, so channels-last weights hash the same)."""
+    h = hashlib.sha256()
+    for src in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(src.read_bytes())
+    h.update(repr(net.config).encode())
+    for k, v in sorted(net.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().to("cpu").contiguous().numpy().tobytes())
+    return h.hexdigest()[:20]
+
+
+def _cached(cache_dir: Path | None, name: str, net: Any, files: tuple[str, ...], write: Any) -> Path | None:
+    """The folder holding ``files`` of the converted ``net`` for runtime ``name`` under ``cache_dir``, made with
+    ``write(folder)`` when it is not there yet (in a temporary folder renamed into place: a concurrent run or a
+    kill leaves no half-written model). None without a ``cache_dir`` or where it cannot be written."""
+    if cache_dir is None:
+        return None
+    final = Path(cache_dir) / f"{runtime_version(name).replace(' ', '-')}-{network_digest(net)}"
+    if all((final / f).is_file() for f in files):
+        return final
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=cache_dir))
+    except OSError:
+        return None
+    try:
+        write(tmp)
+        os.replace(tmp, final)
+    except OSError:  # another process put it there first, or the folder is read-only
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final if all((final / f).is_file() for f in files) else None
+
+
+class TorchEngine:
+    """The network's own modules (the default)."""
+
+    name = "torch"
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+        self.threads: int | None = None
+
+    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.frame_features(x)
+
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        return self.net.temporal(f_prev, f_mid, f_next)
+
+
+class _FrameFeatures(nn.Module):
+    def __init__(self, net: Any) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.frame_features(x)
+
+
+class _Temporal(nn.Module):
+    def __init__(self, net: Any) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        return self.net.temporal(f_prev, f_mid, f_next)
+
+
+def _examples(net: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Small example inputs of both sub-networks (a side the down-sampling divides) on the CPU."""
+    side = 4 * int(net.downsample_factor)
+    c, f = int(net.config.input_channels), int(net.config.inter_features)
+    return torch.zeros(2, c, side, side), tuple(torch.zeros(2, f, side, side) for _ in range(3))
+
+
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    """A float32, C-contiguous (NCHW) CPU array of ``x`` (no copy where it is one already)."""
+    return x.detach().to("cpu", torch.float32).contiguous().numpy()
+
+
+class OpenVINOEngine:
+    """Both sub-networks compiled by OpenVINO for the CPU, fp32, ``threads`` inference threads."""
+
+    name = "openvino"
+
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None) -> None:
+        import openvino as ov
+
+        self.net, self.threads = net, int(threads)
+
+        def convert() -> tuple[Any, Any]:
+            x, feats = _examples(net)
+            c, f = x.shape[1], feats[0].shape[1]
+            with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
+                warnings.simplefilter("ignore")
+                ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x,
+                                      input=[ov.PartialShape([-1, c, -1, -1])])
+                tp = ov.convert_model(_Temporal(net).eval(), example_input=feats,
+                                      input=[ov.PartialShape([-1, f, -1, -1])] * 3)
+            return ff, tp
+
+        def write(folder: Path) -> None:
+            for model, stem in zip(convert(), ("frame_features", "temporal"), strict=True):
+                ov.save_model(model, str(folder / f"{stem}.xml"), compress_to_fp16=False)  # fp32 weights as they are
+
+        core = ov.Core()
+        folder = _cached(cache_dir, self.name, net, ("frame_features.xml", "frame_features.bin", "temporal.xml",
+                                                     "temporal.bin"), write)
+        if folder is not None:
+            ff, tp = core.read_model(str(folder / "frame_features.xml")), core.read_model(str(folder / "temporal.xml"))
+        else:
+            ff, tp = convert()
+        config = {"INFERENCE_NUM_THREADS": self.threads, "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": 1,
+                  "PERFORMANCE_HINT": "LATENCY"}
+        if folder is not None:
+            config["CACHE_DIR"] = str(folder / "compiled")
+        self._ff = core.compile_model(ff, "CPU", config)
+        self._tp = core.compile_model(tp, "CPU", config)
+        self._local = threading.local()
+
+    def _requests(self) -> tuple[Any, Any]:
+        """This thread's infer requests (a request serves one call at a time; ``streams`` call from threads)."""
+        req = getattr(self._local, "requests", None)
+        if req is None:
+            req = self._local.requests = (self._ff.create_infer_request(), self._tp.create_infer_request())
+        return req
+
+    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+        out = self._requests()[0].infer({0: _numpy(x)}, share_inputs=True)
+        return torch.from_numpy(out[0])
+
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        out = self._requests()[1].infer({i: _numpy(t) for i, t in enumerate((f_prev, f_mid, f_next))},
+                                        share_inputs=True)
+        return torch.from_numpy(out[0])
+
+
+def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str]) -> bytes:
+    """``module`` exported to ONNX (opset 17) with dynamic batch and tile size, as bytes."""
+    buf = io.BytesIO()
+    axes = {name: {0: "n", 2: "h", 3: "w"} for name in (*inputs, "out")}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), example, buf, input_names=inputs, output_names=["out"], dynamic_axes=axes,
+                          opset_version=17, dynamo=False)
+    return buf.getvalue()
+
+
+class OnnxRuntimeEngine:
+    """Both sub-networks run by ONNX Runtime's CPU provider, fp32, ``threads`` intra-op threads."""
+
+    name = "onnxruntime"
+
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None) -> None:
+        import onnxruntime as ort
+
+        self.net, self.threads = net, int(threads)
+        x, feats = _examples(net)
+
+        def export() -> tuple[bytes, bytes]:
+            return (_onnx_bytes(_FrameFeatures(net), (x,), ["x"]), _onnx_bytes(_Temporal(net), feats, ["a", "b", "c"]))
+
+        def write(folder: Path) -> None:
+            for data, stem in zip(export(), ("frame_features", "temporal"), strict=True):
+                (folder / f"{stem}.onnx").write_bytes(data)
+
+        folder = _cached(cache_dir, self.name, net, ("frame_features.onnx", "temporal.onnx"), write)
+        if folder is not None:
+            models: tuple[Any, Any] = (str(folder / "frame_features.onnx"), str(folder / "temporal.onnx"))
+        else:
+            models = export()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = self.threads, 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # a shared machine: sleep when idle
+        opts.log_severity_level = 3
+        providers = ["CPUExecutionProvider"]
+        self._ff = ort.InferenceSession(models[0], opts, providers=providers)
+        self._tp = ort.InferenceSession(models[1], opts, providers=providers)
+
+    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self._ff.run(None, {"x": _numpy(x)})[0])
+
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        feeds = {k: _numpy(t) for k, t in zip("abc", (f_prev, f_mid, f_next), strict=True)}
+        return torch.from_numpy(self._tp.run(None, feeds)[0])
+
+
+Engine = TorchEngine | OpenVINOEngine | OnnxRuntimeEngine
+_CLASSES = {"openvino": OpenVINOEngine, "onnxruntime": OnnxRuntimeEngine}
+
+
+def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str | os.PathLike | None = None) -> Engine:
+    """The engine ``name`` ('torch', 'openvino', 'onnxruntime') for ``net`` (on the CPU, eval mode) with
+    ``threads`` threads (None: torch's count now), its converted network kept in ``cache_dir`` (None: converted
+    in memory each time). EngineUnavailable where the runtime is missing or fails."""
+    if name == "torch":
+        return TorchEngine(net)
+    if name not in _CLASSES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}")
+    if not installed(name):
+        missing = "onnxruntime and onnx" if name == "onnxruntime" else name
+        raise EngineUnavailable(f"engine {name}: {missing} not installed ({EXTRA_HINT})")
+    n = int(threads) if threads else torch.get_num_threads()
+    try:
+        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir))
+    except Exception as e:  # a runtime fails in its own ways (conversion, unsupported op, its own errors)
+        raise EngineUnavailable(f"engine {name}: failed to load the network ({type(e).__name__}: "
+                                f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e

@@ -1,0 +1,149 @@
+"""CPU inference engines (``decode_mem.model.engine``, ``decode_mem.footprint.engines``): each runtime gives torch's
+fp32 output within ``ENGINE_ATOL`` through the tiled executor (tiles, carried features) and the same emitters;
+``auto`` falls back to torch with one warning when no runtime is installed or the runtime fails to load; an engine
+asked for by name that is missing is a ConfigError. The runtimes come with the ``cpu`` extra: their tests skip,
+saying so, where it is not installed (CI installs ``.[test]`` only)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from numerics import assert_same_emitters
+
+from decode_mem.errors import ConfigError
+from decode_mem.footprint import engines as engine_choice
+from decode_mem.footprint import request
+from decode_mem.infer import predict_stack
+from decode_mem.io.table import EmitterTable
+from decode_mem.model import engine as engines
+from decode_mem.model.checkpoint import load_model
+from decode_mem.postprocess import PostprocessConfig
+from decode_mem.tiling import ArrayStack, TiledExecutor
+from decode_mem.tiling.config import TileConfig
+
+
+def _needs(name: str) -> None:
+    if not engines.installed(name):
+        pytest.skip(f"{name} not installed (the optional 'cpu' extra: pip install -e \".[cpu]\")")
+
+
+def _raw_outputs(model, frames: np.ndarray, engine=None) -> dict:
+    """Every (tile, frame) output of the executor: 32² tile cores, two windows per call (features carried)."""
+    net = model.net.eval()
+    ex = TiledExecutor(net, frames.shape[1:], TileConfig(chunk_size=32, batch_size=2), camera=model.camera,
+                       engine=engine)
+    out = {}
+
+    def consume(tile, ids, output):
+        for i, f in enumerate(ids):
+            out[(tile.index, int(f))] = output[i].float().clone()
+
+    for _ in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
+        pass
+    return out
+
+
+@pytest.mark.parametrize("name", ["openvino", "onnxruntime"])
+def test_each_runtime_gives_the_fp32_torch_output_within_the_tolerance(name, shipped_model, sample_frames) -> None:
+    _needs(name)
+    frames = np.tile(sample_frames[:7], (1, 2, 2)).astype(np.float32)  # 128²: several tiles
+    model = load_model(str(shipped_model))
+    ref = _raw_outputs(model, frames)
+    got = _raw_outputs(model, frames, engines.load_engine(name, model.net, threads=1))
+    assert got.keys() == ref.keys() and len(ref) > 7 and len(ref) % 7 == 0
+    diff = torch.stack([(got[k] - ref[k]).abs().amax(dim=(1, 2)) for k in ref]).amax(dim=0)
+    assert (diff <= torch.tensor(engines.ENGINE_ATOL)).all(), f"{name}: max abs difference per channel {diff.tolist()}"
+
+
+@pytest.mark.parametrize("name", ["openvino", "onnxruntime"])
+def test_predict_stack_with_a_runtime_finds_the_torch_emitters(name, shipped_model, sample_frames) -> None:
+    _needs(name)
+    runs = {}
+    for engine in ("torch", name):
+        model = load_model(str(shipped_model))
+        runs[engine] = EmitterTable.concat(predict_stack(sample_frames[:6], model, chunk_size=64, batch_size=2,
+                                                         amp="off", device="cpu", engine=engine))
+    assert_same_emitters(runs["torch"], runs[name], PostprocessConfig().threshold)
+
+
+def test_openvino_honours_the_thread_count(shipped_model) -> None:
+    _needs("openvino")
+    eng = engines.load_engine("openvino", load_model(str(shipped_model)).net.eval(), threads=1)
+    assert eng.threads == 1 and int(eng._ff.get_property("INFERENCE_NUM_THREADS")) == 1
+
+
+def test_auto_falls_back_to_torch_with_one_warning_when_no_runtime_is_installed(
+        monkeypatch, shipped_model, sample_frames) -> None:
+    monkeypatch.setattr(engine_choice, "installed", lambda name: name == "torch")
+    model = load_model(str(shipped_model))
+    ref = EmitterTable.concat(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off",
+                                            device="cpu"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = EmitterTable.concat(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off",
+                                                device="cpu", engine="auto"))
+    lines = [str(w.message) for w in caught if "engine" in str(w.message)]
+    assert len(lines) == 1 and "no CPU runtime installed" in lines[0] and "\n" not in lines[0]
+    assert np.array_equal(np.asarray(ref["x"]), np.asarray(got["x"]))  # torch itself: the very same numbers
+
+
+def test_auto_falls_back_to_torch_when_the_runtime_fails_to_load(monkeypatch, shipped_model) -> None:
+    def broken(name, net, threads=None, cache_dir=None):
+        raise engines.EngineUnavailable(f"engine {name}: failed to load the network (RuntimeError: boom)")
+
+    monkeypatch.setattr(engine_choice, "installed", lambda name: True)
+    monkeypatch.setattr(engine_choice, "load_engine", broken)
+    monkeypatch.setattr(engine_choice, "remembered_seconds", lambda *a: 1.0)  # torch's unit: no timing here
+    monkeypatch.setattr(engine_choice, "engine_key", lambda *a: "never timed")
+    choice = engine_choice.choose_engine("auto", load_model(str(shipped_model)).net, plan=None,
+                                         device=torch.device("cpu"), threads=1)
+    assert choice.name == "torch" and choice.fallback and "boom" in choice.why and "\n" not in choice.why
+
+
+def test_an_engine_asked_for_by_name_that_is_missing_is_a_config_error(monkeypatch, shipped_model) -> None:
+    monkeypatch.setattr(engines, "installed", lambda name: name == "torch")
+    with pytest.raises(ConfigError, match=r"openvino not installed .*\[cpu\]"):
+        engines.load_engine("openvino", load_model(str(shipped_model)).net)
+    with pytest.raises(ConfigError, match="CPU runtime"):
+        engine_choice.choose_engine("onnxruntime", None, None, torch.device("cuda"))
+    with pytest.raises(ConfigError, match="engine must be one of"):
+        request.SizeRequest(engine="tensorrt")
+
+
+def test_auto_remembers_its_timings(monkeypatch, tmp_path, shipped_model, sample_frames) -> None:
+    present = [r for r in engines.RUNTIMES if engines.installed(r)]
+    if not present:
+        pytest.skip("no CPU runtime installed (the optional 'cpu' extra: pip install -e \".[cpu]\")")
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
+    model = load_model(str(shipped_model))
+    next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
+                       engine="auto"))
+    table = json.loads((tmp_path / "engines.json").read_text())
+    assert {k.rsplit("|", 1)[1].split()[0] for k in table} == set(present)
+    calls = []
+    monkeypatch.setattr(engine_choice, "time_engine", lambda *a: calls.append(a) or 1.0)
+    next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
+                       engine="auto"))
+    assert not calls  # the second run reads what the first measured
+
+
+def test_the_engine_choices_agree() -> None:
+    assert request.ENGINE_CHOICES == engines.ENGINE_CHOICES
+
+
+@pytest.mark.parametrize("name", ["openvino", "onnxruntime"])
+def test_the_converted_network_is_kept_on_disk_and_read_back(name, tmp_path, shipped_model) -> None:
+    _needs(name)
+    net = load_model(str(shipped_model)).net.eval()
+    x = torch.randn(3, net.config.input_channels, 32, 32, generator=torch.Generator().manual_seed(0))
+    first = engines.load_engine(name, net, threads=1, cache_dir=tmp_path)
+    (folder,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert folder.name.startswith(name) and engines.network_digest(net) in folder.name
+    stamps = {p: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()}
+    again = engines.load_engine(name, net, threads=1, cache_dir=tmp_path)
+    assert {p: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()} == stamps  # read, not rewritten
+    assert torch.equal(first.frame_features(x), again.frame_features(x))
