@@ -1,8 +1,13 @@
-"""Shared test setup: print the environment, skip `gpu` tests without CUDA."""
+"""Shared test setup: print the environment, skip `gpu` tests without CUDA, keep `serial` tests apart from the
+others where the suite runs on several pytest-xdist workers (the README's command: ``-n 2 --dist loadfile``)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +50,9 @@ def _gpu_name() -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import torch
 
+    for item in items:  # several torch threads: kept apart as ``serial`` tests are (below)
+        if "torch_threads" in getattr(item, "fixturenames", ()) and item.get_closest_marker("serial") is None:
+            item.add_marker(pytest.mark.serial)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
@@ -92,3 +100,82 @@ def _throughput_cache(tmp_path_factory):
         os.environ.pop("DECODE_MEM_CACHE", None)
     else:
         os.environ["DECODE_MEM_CACHE"] = previous
+
+
+# ---------------------------------------------------------------------------------------------- serial tests
+# A test that measures wall time or a whole process's memory, or that gives torch several threads, is marked
+# ``serial`` (``torch_threads`` marks its tests so): on xdist workers it runs while no other worker runs a test. Two
+# lock files shared by the run's workers: the room (held shared by every other test, exclusive by a serial run)
+# and a gate that a serial test takes before it waits for the room, so that no test starts on another worker
+# while it waits. A run of consecutive serial tests (``--dist loadfile`` keeps a file's tests together) holds the
+# room from the first to the last; its module fixtures' set-up and tear-down happen inside. Without workers
+# (a plain ``pytest``) nothing is locked.
+
+def _is_serial(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("serial") is not None
+
+
+class _Room:
+    """This worker's hold on the shared locks: None, "shared" or "alone"."""
+
+    def __init__(self, run: str) -> None:
+        base = Path(tempfile.gettempdir())
+        self.paths = (base / f"decode_mem-tests-{run}.gate", base / f"decode_mem-tests-{run}.room")
+        self.gate = open(self.paths[0], "a+")  # noqa: SIM115 (held for the worker's life)
+        self.room = open(self.paths[1], "a+")  # noqa: SIM115
+        self.held: str | None = None
+
+    def enter(self, alone: bool) -> None:
+        import fcntl
+
+        want = "alone" if alone else "shared"
+        if self.held == want:
+            return
+        self.leave()
+        fcntl.flock(self.gate, fcntl.LOCK_EX)  # behind a serial test that waits for the room
+        if not alone:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        fcntl.flock(self.room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        self.held = want
+
+    def leave(self) -> None:
+        import fcntl
+
+        if self.held is not None:
+            fcntl.flock(self.room, fcntl.LOCK_UN)
+            if self.held == "alone":
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.held = None
+
+    def close(self) -> None:
+        self.leave()
+        self.gate.close()
+        self.room.close()
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+_ROOM: list[_Room] = []  # this worker's, made at its first test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None or os.name != "posix":  # no workers (or no flock): tests run one at a time anyway
+        yield
+        return
+    if not _ROOM:
+        _ROOM.append(_Room(run))
+    room, alone = _ROOM[0], _is_serial(item)
+    room.enter(alone)
+    try:
+        yield
+    finally:
+        if not (alone and _is_serial(nextitem)):  # a run of serial tests keeps the room to its end
+            room.leave()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _ROOM:
+        _ROOM.pop().close()

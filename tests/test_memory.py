@@ -33,6 +33,8 @@ from decode_mem.memory import (
     readings,
 )
 
+pytestmark = pytest.mark.serial  # this process's own memory and its sampling threads' timing: no other worker beside
+
 LINUX_PROC = Path("/proc/self/status").exists()
 needs_proc = pytest.mark.skipif(not LINUX_PROC, reason="needs /proc/self/status (Linux)")
 MiB = 2**20

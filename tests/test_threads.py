@@ -9,11 +9,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from decode_mem import threads
 from decode_mem.infer import predict_stack
 from decode_mem.model.checkpoint import load_model
+
+pytestmark = pytest.mark.serial  # several torch threads, idle cores read: no other worker beside them
 
 PROBE = ("import json, os, sys\n{first}\nimport decode_mem.threads as t\n"
          "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), t.WAITS_PASSIVELY]))")

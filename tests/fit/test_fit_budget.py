@@ -31,6 +31,7 @@ def test_a_budget_too_small_for_the_stages_around_training_is_warned_of() -> Non
     assert "about 1.2 min" in line  # 30 + 30 + 12 s
 
 
+@pytest.mark.serial  # wall time measured: no other worker beside it
 def test_localization_is_predicted_from_two_probes_of_the_real_path(tmp_path) -> None:
     torch.manual_seed(0)
     net = DecodeNet(ModelConfig(depth=1, features=8, inter_features=8)).eval()

@@ -86,6 +86,7 @@ def test_the_camera_rate_at_the_end_leaves_out_the_idle_timeout(tmp_path):
     assert followed.camera_rate() == pytest.approx(2.0, rel=0.15)  # 9 frames over 4 s, not over 10 s
 
 
+@pytest.mark.serial  # wall time measured: no other worker beside it
 def test_the_rate_is_over_the_frames_own_time_not_the_wait():
     status = LiveStatus((8, 8), 100.0, 4)
     t0 = time.monotonic()

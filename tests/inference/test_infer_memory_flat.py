@@ -16,10 +16,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tifffile
 from infer_helpers import REPO
 
 from decode_mem.memory import ProcessPeak
+
+pytestmark = pytest.mark.serial  # a child's peak sampled every 5 ms: no other worker beside it
 
 MARGIN_MIB = 20.0
 RUN = """
