@@ -17,7 +17,17 @@ from decode_mem.psf import spline_from_volume
 from decode_mem.simulate import SimulationConfig, simulate_movie
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "psf"))
-from psf_helpers import analytic_volume
+from psf_helpers import analytic_patches, analytic_volume
+
+
+def _analytic_psf_sums(z0: float, z1: float, n: int = 4000) -> tuple[float, float]:
+    """Σh² and Σh³ of the unit-flux analytic PSF (the one the test's spline is made from), averaged over z uniform
+    in [z0, z1] and uniform sub-pixel positions."""
+    rng = np.random.default_rng(0)
+    z = rng.uniform(z0, z1, n)
+    x, y = (20.0 + rng.uniform(-0.5, 0.5, n) for _ in range(2))
+    h = analytic_patches(x, y, z, 25)
+    return float((h**2).sum((1, 2)).mean()), float((h**3).sum((1, 2)).mean())
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +60,15 @@ def test_fit_with_a_psf_trains_a_3d_model_and_writes_z(setup, tmp_path: Path, ca
     assert set(report["validation"]) == {"3-D model"} and "rmse_ax" in report["validation"]["3-D model"]
     physics = report["pixel_statistics"]  # the density, photons and background the pixels' cumulants gave
     # the movie's truth (density 0.5 per µm², background 40 photons/px) within the 0.7-1.5x that
-    # benchmarks/results/crowding.md measured for the cumulant estimates on 12 movies; a background off by the
-    # camera's gain (x2 and more) or a density that ignores the PSF's z range falls outside
+    # benchmarks/results/crowding.md measured for the cumulant estimates on 12 movies: cumulants fed twice the
+    # photons (a gain off by 2x) gave a background of 74 (37.96 right)
     assert 0.7 * 0.5 <= physics["density_per_um2"] <= 1.5 * 0.5, physics
     assert 0.7 * 40.0 <= physics["background_photons"] <= 1.5 * 40.0, physics
+    # the PSF's sums behind them are over the PSF file's whole z range (-600..600 nm), as the analytic PSF gives
+    # them (psf_helpers, sub-pixel positions drawn): the in-focus PSF alone gives 1.28x / 1.54x and the movie's
+    # -500..500 nm 1.09x / 1.14x; the density alone cannot tell (the in-focus sums moved it 0.655 -> 0.74)
+    h2, h3 = _analytic_psf_sums(-600.0, 600.0)
+    assert physics["psf_sum_h2"] == pytest.approx(h2, rel=0.05) and physics["psf_sum_h3"] == pytest.approx(h3, rel=0.05)
     state = load_checkpoint(out / "model.pt")
     assert state["model_config"]["use_z"] and state["meta"]["simulation"]["psf"] == "spline"
     assert state["meta"]["envelope"]["z_range_nm"] == [-600.0, 600.0]  # the PSF file's valid range
