@@ -45,7 +45,7 @@ def test_bench_gpu_quick_on_a_cpu_writes_its_report(tmp_path: Path) -> None:
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.slow  # ~40 s idle, 2 min at load 4: a Python start, 2 + 2 training steps and 4 + 2 tiny
+@pytest.mark.slow  # 5.4 min at load ~11 on 2 cores: a Python start, 2 + 2 training steps and 4 + 2 tiny
 # localizations, each planned by the footprint tracer (the real path: no size is given)
 def test_bench_wide_tiny_writes_every_section_of_its_report(tmp_path: Path) -> None:
     out = tmp_path / "wide_smoke.md"
