@@ -3,12 +3,17 @@
 ``'torch'``, ``'openvino'`` or ``'onnxruntime'`` is loaded as asked (a runtime that is missing or fails is an
 ``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's unit of work (a block's
 steady state: ``batch_size`` new frames, two carried) with torch and with each installed runtime and takes the
-fastest; the seconds are remembered in ``engines.json`` beside the planner's ``throughput.json``
-(``$DECODE_MEM_CACHE``'s folder), keyed by the machine, threads, runtime version, network architecture, tile and
-unit shape and the network code, so a machine times each setting once. ``'auto'`` falls back to torch, saying why
-in one line, where no runtime is installed or the faster one fails to load. The converted networks are kept in
-``engines/`` there (``model.engine``: once per machine and checkpoint). On CUDA every choice but ``torch`` is a
-ConfigError, and ``'auto'`` is torch. The runtimes' own buffers are not in the memory plan yet.
+fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. The seconds are remembered in
+``engines.json`` beside the planner's ``throughput.json`` (``$DECODE_MEM_CACHE``'s folder), keyed by the machine,
+threads, runtime version, network architecture, tile and unit shape and the network code, so a machine times each
+setting once; the converted networks are kept in ``engines/`` there (``model.engine``: once per machine and
+checkpoint). ``'auto'`` falls back to torch, saying why in one line, where no runtime is installed or the faster
+one fails to load. On CUDA every choice but ``torch`` is a ConfigError, and ``'auto'`` is torch.
+
+Not planned yet: the runtimes' own buffers. Each compiled sub-network keeps its working memory between calls
+(torch reuses one freed pool for both), so a runtime's working set is 2-3x torch's: at 256² (batch 4), after
+the first and the carried units, RssAnon stood 385 and 419 MiB above the loaded model with OpenVINO against 188
+and 148 MiB with torch, and whole runs peaked 1.3-1.4x their plan (``benchmarks/results/cpu_engines.md``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from decode_mem.model.engine import (
     runtime_version,
 )
 from decode_mem.tiling import TiledExecutor
+
+AUTO_MARGIN = 1.1  # 'auto' takes a runtime only where it is at least this much faster than torch per unit
 
 
 @dataclass
@@ -137,6 +144,8 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
             _remember(key, s)
         seconds[r] = float(s)
     best = min((r for r in seconds if r == "torch" or r in loaded), key=seconds.__getitem__)
+    if seconds[best] > torch_s / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
+        best = "torch"
     timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in seconds)
     why = f"auto: {best}, the fastest per unit of work on this machine ({timings}; {n} thread(s))"
     if failed:
