@@ -83,8 +83,10 @@ class SimulateStep:
 class PsfStep:
     """Calibrate a spline PSF to ``<out>/<out>`` (``decode_mem.psf``) from bead z-stacks: ``beads`` (input paths),
     or, when null, a stack simulated with the simulate step's PSF and camera: ``n_beads`` beads of ``photons`` over
-    ``bg`` photons/px on ``frame_size`` frames, ``planes`` planes ``z_step`` nm apart centred on z = 0. A train
-    step whose simulation says ``psf: spline`` without a ``psf_file`` trains on this file."""
+    ``bg`` photons/px on ``frame_size`` frames, ``planes`` planes ``z_step`` nm apart centred on z = 0 (one
+    ``roi`` + 3 px apart, 21 px when null). ``roi``: the beads' regions in px; null (the default) chooses them
+    as ``python -m decode_mem.psf`` does. A train step whose simulation says ``psf: spline`` without a
+    ``psf_file`` trains on this file."""
 
     beads: tuple[str, ...] | None = None
     z_step: float = 40.0
@@ -93,7 +95,7 @@ class PsfStep:
     n_beads: int = 10
     photons: float = 20000.0
     bg: float = 20.0
-    roi: int = 21
+    roi: int | None = None
     upsample: int = 2
     frame_size: tuple[int, int] = (96, 128)
     out: str = "psf.h5"

@@ -193,9 +193,9 @@ def _psf(config: PipelineConfig, echo: Callable[[str], object], parts: dict[str,
         truth = replace(sim, frame_size=step.frame_size)
         h, w = step.frame_size
         rng = np.random.default_rng(config.seed)
-        half = step.roi // 2  # beads on a grid one region + 3 px apart, away from the edges
-        gx, gy = np.meshgrid(np.arange(half + 3, w - half - 3, step.roi + 3), np.arange(half + 3, h - half - 3,
-                                                                                          step.roi + 3))
+        roi = step.roi or 21
+        half = roi // 2  # beads on a grid one region + 3 px apart, away from the edges
+        gx, gy = np.meshgrid(np.arange(half + 3, w - half - 3, roi + 3), np.arange(half + 3, h - half - 3, roi + 3))
         n = min(step.n_beads, gx.size)
         x = gx.ravel()[:n] + rng.uniform(-0.5, 0.5, n)
         y = gy.ravel()[:n] + rng.uniform(-0.5, 0.5, n)

@@ -118,6 +118,14 @@ def test_the_3d_quick_starts_own_bead_stack_works_with_the_default_region(tmp_pa
     assert main([beads, "--z_step", str(config.psf.z_step), "--roi", found.group(1), "--out",
                  str(tmp_path / "p.h5")]) == 0
     assert capsys.readouterr().out.startswith(f"{config.psf.n_beads} beads in {found.group(1)}x{found.group(1)} px")
+    # a pipeline's psf step on these beads with no roi in its YAML chooses the regions as the CLI does
+    from dataclasses import replace
+
+    own = replace(config, psf=replace(config.psf, beads=(beads,), roi=None), out=tmp_path / "own")
+    own.out.mkdir()
+    parts: dict = {}
+    _psf(own, lambda line: None, parts)
+    assert parts["psf"].startswith(f"{config.psf.n_beads} beads, ")
 
 
 def _pair_and_two_alone(path, gap: float) -> np.ndarray:
