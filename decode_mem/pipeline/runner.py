@@ -362,11 +362,12 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
     if _is_3d(config):
         from decode_mem.render import render_depth, save_depth_png
 
-        rgb, z_range, _ = render_depth(iter_localizations(locs, pixel_size=px), shape_px=shape, pixel_size=px,
-                                       render_pixel=step.pixel, sigma=step.sigma or 2 * step.pixel)
+        rgb, z_range, n_z = render_depth(iter_localizations(locs, pixel_size=px), shape_px=shape, pixel_size=px,
+                                         render_pixel=step.pixel, sigma=step.sigma or 2 * step.pixel)
         out["depth_image"] = save_depth_png(rgb, z_range, config.out / step.depth_image, render_pixel=step.pixel)
         parts.setdefault("figures", []).append(("Localizations coloured by z", out["depth_image"].read_bytes()))
-        echo(f"[render] coloured by z ({z_range[0]:.0f} to {z_range[1]:.0f} nm) -> {out['depth_image'].name}")
+        span = f"{z_range[0]:.0f} to {z_range[1]:.0f} nm" if n_z else "no localizations with z: an empty image"
+        echo(f"[render] coloured by z ({span}) -> {out['depth_image'].name}")
     echo(f"[render] {n} localizations inside the field -> {image.shape[1]} x {image.shape[0]} px (width x height) of "
          f"{step.pixel:g} nm, blur {step.blur}; "
          f"widefield (mean of {n_frames} frames) beside it in {out['side_by_side'].name}")

@@ -69,6 +69,9 @@ def test_astig3d_quick_calibrates_the_psf_trains_on_it_then_runs_the_3d_localize
     # training says how far it is and the time left (the full run printed nothing for 1741 s)
     assert any(line.startswith("[train] step 1 of 4 (25 %), ") for line in lines)
     assert any(line.startswith("[train] step 4 of 4 (100 %), ") and ", done" in line for line in lines)
+    n_pred = json.loads(produced["metrics"].read_text())["n_pred"]
+    # the z range of no localizations is not printed as if measured (it said '-1 to 1 nm')
+    assert ("[render] coloured by z (no localizations with z: an empty image)" in printed) == (n_pred == 0)
     assert produced["model"] == tmp_path / "a3" / "train" / "model.pt"
     for key in ("stack", "ground_truth", "bead_stack", "psf", "psf_plot", "model", "localizations_csv", "metrics",
                 "image", "memory_png"):
