@@ -17,6 +17,16 @@ if TYPE_CHECKING:
 
 Size = int | Literal["auto"]
 ENGINE_CHOICES = ("auto", "torch", "openvino", "onnxruntime")  # ``model.engine.ENGINE_CHOICES`` (torch-free here)
+RUNTIME_MODULES = {"openvino": ("openvino",), "onnxruntime": ("onnxruntime", "onnx")}  # what each runtime imports
+
+
+def missing_runtime(engine: str) -> str | None:
+    """The modules a runtime ``engine`` needs that are not installed, as words ('openvino'); None where nothing is
+    missing or ``engine`` is no runtime ('torch', 'auto')."""
+    import importlib.util
+
+    gone = [m for m in RUNTIME_MODULES.get(engine, ()) if importlib.util.find_spec(m) is None]
+    return " and ".join(gone) or None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from decode_mem.config import AMP_CHOICES, check_choice, resolve_device
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.request import SizeRequest
+from decode_mem.footprint.request import SizeRequest, missing_runtime
 from decode_mem.io.camera import Camera
 from decode_mem.model.choice import ModelChoice, choose_model
 
@@ -146,6 +146,9 @@ class InferConfig:
             raise ConfigError(f"streams {self.streams}: not with " + ("write_probability_map (written one block at a "
                               "time)" if self.write_probability_map else "compile on (not measured from several "
                               "threads)") + "; use streams 1")
+        gone = missing_runtime(self.engine)
+        if gone:  # before any work, not once per stack
+            raise ConfigError(f"engine {self.engine}: {gone} not installed (pip install -e \".[cpu]\")")
         if self.follow:
             self._check_follow()
         if self.write_probability_map and self.distributed:

@@ -147,3 +147,24 @@ def test_the_converted_network_is_kept_on_disk_and_read_back(name, tmp_path, shi
     again = engines.load_engine(name, net, threads=1, cache_dir=tmp_path)
     assert {p: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()} == stamps  # read, not rewritten
     assert torch.equal(first.frame_features(x), again.frame_features(x))
+
+
+def test_the_engine_flag_reaches_the_planner_and_the_summary(tmp_path) -> None:
+    from decode_mem.infer.__main__ import build_parser, config_from_args
+
+    args = build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o"), "--engine", "auto"])
+    cfg = config_from_args(args)
+    assert cfg.engine == cfg.sizes.engine == "auto" and cfg.settings()["engine"] == "auto"
+    default = config_from_args(build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o")]))
+    assert default.sizes.engine == "torch" and "engine" not in default.settings()  # nothing changes by default
+
+
+def test_infer_refuses_a_missing_runtime_before_any_work(monkeypatch, tmp_path, capsys) -> None:
+    from decode_mem.infer import __main__ as cli
+    from decode_mem.infer import config
+
+    monkeypatch.setattr(config, "missing_runtime", lambda engine: "openvino" if engine == "openvino" else None)
+    code = cli.main([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o"), "--engine", "openvino", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "engine openvino: openvino not installed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
