@@ -193,26 +193,31 @@ class Linker:
         d2 = (rows["x"][a] - rows["x"][b]) ** 2 + (rows["y"][a] - rows["y"][b]) ** 2
         ok = (d2 <= self.radius ** 2) & (b >= n_tail)
         a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
-        # a pair whose two ends are in no other pair is taken whatever the order: only the others compete
-        alone = (np.bincount(a, minlength=n)[a] == 1) & (np.bincount(b, minlength=n)[b] == 1)
-        succ[a[alone]] = b[alone]
-        pred[b[alone]] = a[alone]
-        rest = ~alone
-        a, b, lag, d2 = a[rest], b[rest], lag[rest], d2[rest]
-        order = np.argsort(lag + d2 / (self.radius ** 2 * 1.001))  # gap first, then distance
-        a, b = a[order], b[order]
-        while len(a):
-            # a pair is taken when it is the first remaining pair of both its ends (as greedy in this order would)
-            rank = np.arange(len(a))
-            first_a = np.full(n, len(a))
-            np.minimum.at(first_a, a, rank)
-            first_b = np.full(n, len(a))
-            np.minimum.at(first_b, b, rank)
-            take = (first_a[a] == rank) & (first_b[b] == rank)
-            succ[a[take]] = b[take]
-            pred[b[take]] = a[take]
-            free = (succ[a] < 0) & (pred[b] < 0)
-            a, b = a[free], b[free]
+        for k in range(1, window + 1):  # all pairs of gap k come before those of gap k + 1
+            at = lag == k
+            ak, bk, dk = a[at], b[at], d2[at]
+            free = (succ[ak] < 0) & (pred[bk] < 0)  # ends not linked at a shorter gap
+            ak, bk, dk = ak[free], bk[free], dk[free]
+            # a pair whose two ends are in no other pair of this gap is taken whatever the order: only the
+            # others compete
+            alone = (np.bincount(ak, minlength=n)[ak] == 1) & (np.bincount(bk, minlength=n)[bk] == 1)
+            succ[ak[alone]] = bk[alone]
+            pred[bk[alone]] = ak[alone]
+            order = np.argsort(dk[~alone], kind="stable")  # shortest distance first
+            ak, bk = ak[~alone][order], bk[~alone][order]
+            while len(ak):
+                # a pair is taken when it is the first remaining pair of both its ends (as greedy in this order
+                # would)
+                rank = np.arange(len(ak))
+                first_a = np.full(n, len(ak))
+                np.minimum.at(first_a, ak, rank)
+                first_b = np.full(n, len(ak))
+                np.minimum.at(first_b, bk, rank)
+                take = (first_a[ak] == rank) & (first_b[bk] == rank)
+                succ[ak[take]] = bk[take]
+                pred[bk[take]] = ak[take]
+                free = (succ[ak] < 0) & (pred[bk] < 0)
+                ak, bk = ak[free], bk[free]
         return pred, succ
 
     def _groups(self, pred: np.ndarray, group: np.ndarray, n_tail: int) -> np.ndarray:
