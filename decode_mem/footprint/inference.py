@@ -10,7 +10,11 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   64-bit Linux, in the heap instead of returning them. Where bf16 is not native (no AVX-512 BF16 / AMX),
   oneDNN computes bf16 convolutions through fp32 buffers that the trace does not see:
   ``EMULATED_BF16`` times the traced bf16 bytes (fitted on an AMD EPYC with torch 2.13; the bf16 rows of
-  the memory table show its error).
+  the memory table show its error). A CPU runtime (``SizeRequest.engine`` 'openvino' / 'onnxruntime',
+  ``model.engine``) keeps each compiled sub-network's working memory between calls where torch reuses one pool:
+  ``RUNTIME_WORKING_SET`` times the traced fp32 bytes (fitted on an AMD EPYC from one 256² run of each:
+  OpenVINO 2026.4 held 419 MiB above the model where the trace said 157; ``benchmarks/results/cpu_engines.md``
+  shows the whole command's peak against this plan).
   The memory-table benchmark reports the prediction error on the machine where it runs.
   With ``streams`` blocks computed at once (CPU), each holds its own network working set, slack and block,
   and each stream beyond the first ``STREAM_ARENA_SLACK`` more: its thread allocates from a glibc arena of its
@@ -38,6 +42,8 @@ from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 MiB = float(2**20)
 ALLOCATOR_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # two freed blocks at glibc's largest mmap threshold (docstring)
 EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
+RUNTIME_WORKING_SET = 2.8  # RssAnon of a CPU runtime's network work / torch's traced bytes (module docstring)
+RUNTIME_ENGINES = ("openvino", "onnxruntime")
 STREAM_ARENA_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # per stream beyond the first (module docstring)
 
 
@@ -58,6 +64,7 @@ class InferencePlan:
     staging_bytes: int
     baseline_bytes: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    engine: str = "torch"  # what computes the network ('auto' is planned as torch until it has chosen)
 
     @property
     def chunk_size(self) -> int:
@@ -96,6 +103,8 @@ class InferencePlan:
         if self.device != "cpu":
             return 0
         factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
+        if self.engine in RUNTIME_ENGINES:  # fp32 whatever amp says, each sub-network with its own buffers
+            factor = RUNTIME_WORKING_SET
         per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
         return self.streams * per_stream + (self.streams - 1) * STREAM_ARENA_SLACK
 
@@ -174,7 +183,7 @@ def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_dep
     blocks = in_flight * (n + 2) * h * w * work.itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
     return InferencePlan((h, w), config, prefetch_depth, device.type, (ly, lx), len(ex.grid), (tiles, run + 2),
-                         network, int(blocks), int(staging), int(baseline_bytes))
+                         network, int(blocks), int(staging), int(baseline_bytes), engine=sizes.engine)
 
 
 def tile_config(sizes: SizeRequest, work: Workload, *, block: int) -> TileConfig:

@@ -137,6 +137,9 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
+    if sizes.engine == "auto" and engine.name != "torch":  # planned as torch: again with the runtime's working set
+        choice = choose_for_stack(net, source.shape, itemsize, dev, dataclasses.replace(sizes, engine=engine.name))
+        plan = choice.plan
     if sizes.engine != "torch":
         choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}")
     compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)

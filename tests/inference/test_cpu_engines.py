@@ -168,3 +168,18 @@ def test_infer_refuses_a_missing_runtime_before_any_work(monkeypatch, tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and "engine openvino: openvino not installed" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_the_plan_counts_a_runtimes_working_set(shipped_model) -> None:
+    from decode_mem.footprint.inference import RUNTIME_WORKING_SET, plan_for
+    from decode_mem.footprint.request import Workload
+
+    net = load_model(str(shipped_model)).net
+    work = Workload((128, 128), torch.device("cpu"), 0, 2, 8)
+    plans = {e: plan_for(net, work, request.SizeRequest(chunk_size=128, batch_size=2, block=4, amp="off", engine=e))
+             for e in ("torch", "openvino", "onnxruntime")}
+    net_bytes = plans["torch"].network_bytes
+    for e in ("openvino", "onnxruntime"):
+        assert plans[e].network_bytes == net_bytes  # the same trace, counted for the runtime's own buffers
+        grown = plans[e].network_host_bytes - plans["torch"].network_host_bytes
+        assert grown == pytest.approx((RUNTIME_WORKING_SET - 1) * net_bytes, abs=2)
