@@ -183,3 +183,14 @@ def test_the_plan_counts_a_runtimes_working_set(shipped_model) -> None:
         assert plans[e].network_bytes == net_bytes  # the same trace, counted for the runtime's own buffers
         grown = plans[e].network_host_bytes - plans["torch"].network_host_bytes
         assert grown == pytest.approx((RUNTIME_WORKING_SET - 1) * net_bytes, abs=2)
+
+
+def test_a_runtime_serves_parallel_streams(shipped_model, sample_frames) -> None:
+    _needs("openvino")  # one infer request per stream's thread
+    runs = {}
+    for engine, streams in (("torch", 1), ("openvino", 2)):
+        model = load_model(str(shipped_model))
+        runs[engine] = EmitterTable.concat(predict_stack(sample_frames[:12], model, chunk_size=64, batch_size=2,
+                                                         block=4, amp="off", device="cpu", engine=engine,
+                                                         streams=streams, threads=2))
+    assert_same_emitters(runs["torch"], runs["openvino"], PostprocessConfig().threshold)
