@@ -88,9 +88,8 @@ def first_chunk(path: Path, unit: float) -> EmitterTable:
     return chunk
 
 
-def auto_radius(chunk: EmitterTable, unit: float, path: Path) -> float:
-    """``AUTO_FACTOR`` x the median of the localizations' precision (σx and σy together) in the first rows, in
-    nm."""
+def auto_radius(chunk: EmitterTable, unit: float, path: Path, factor: float = AUTO_FACTOR) -> float:
+    """``factor`` x the median of the localizations' precision (σx and σy together) in the first rows, in nm."""
     if "sigma_x" not in chunk or "sigma_y" not in chunk:
         raise ConfigError(f"{path}: --radius auto needs each localization's precision (sigma_x/sigma_y, Picasso's "
                           f"lpx/lpy); this file has none: give --radius in nm")
@@ -98,7 +97,7 @@ def auto_radius(chunk: EmitterTable, unit: float, path: Path) -> float:
     sigma = sigma[np.isfinite(sigma)]
     if len(sigma) == 0:
         raise ConfigError(f"{path}: no finite sigma_x/sigma_y in the first rows; give --radius in nm")
-    return AUTO_FACTOR * float(np.median(sigma)) * unit
+    return factor * float(np.median(sigma)) * unit
 
 
 def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: float | str = "auto",
