@@ -494,9 +494,9 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
               "Stated (`precision_nm` of `evaluate --no_truth`): the RMS predicted σ times the σ scale, the RMS of "
               "the linked consecutive differences divided by what σ and ρ predict for them — an estimate of the "
               "RMSE of all localizations, tails included. The RMS predicted σ alone was stated before. "
-              f"`--no_truth` links at its own 'auto' radius, {QUALITY_FACTOR_TEXT} x the median predicted σ (last "
-              "column). The factors of both radii were chosen on the first 7 movies; the movies marked held out "
-              "were simulated afterwards with other settings and seeds and not used for any choice.", "",
+              f"`--no_truth` links at its 'auto' radius, {QUALITY_FACTOR_TEXT} x the median predicted σ (last "
+              "column). The radius factor was chosen on the first 7 movies; the movies marked held out were "
+              "simulated afterwards with other settings and seeds and not used for any choice.", "",
               "| movie | true RMSE x / y | RMSE without gross errors (> 10 σ; their fraction) | RMS predicted σ "
               "(ratio to RMSE) | σ scale ± unc. | **stated** (ratio to RMSE) | true robust σ, all / of the lag-1 "
               "pairs | NeNA linked, corrected ± unc. (ratio to the lag-1 pairs' robust σ) | NeNA Picasso-compatible "
