@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from decode_mem.calibrate import calibrate_movie, covers
-from decode_mem.calibrate.psf_shape import check_psf_shape
 from decode_mem.errors import DecodeMemError
 from decode_mem.io.camera import Camera
 
@@ -105,6 +103,10 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
                  psf: ModelPsf | None = None) -> DomainCheck:
     """Check the first ``frames`` frames of ``stack`` (raw camera counts; fewer for large frames, see the module
     docstring) with ``camera`` against ``envelope``; with ``psf`` (``model_psf``), also the spots' shape."""
+    # imported here: a resumed run takes its check from the journal and need not import the calibration (about a
+    # second of scipy.optimize and the rest)
+    from decode_mem.calibrate import calibrate_movie, covers
+
     window = _central(stack.shape[1:], camera)
     h, w = (len(range(*s.indices(int(n)))) for s, n in zip(window, stack.shape[1:3], strict=True))
     n = min(int(frames), int(stack.shape[0]), max(DOMAIN_MIN_FRAMES, DOMAIN_PIXELS // max(1, h * w)))
@@ -148,6 +150,8 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
 
 def _psf_shape(sample: np.ndarray, camera: Camera, calibration: Any, psf: ModelPsf) -> Any:
     """The spots of ``sample`` fitted with the model's PSF (a ``PsfShape``), or a dict saying why not."""
+    from decode_mem.calibrate.psf_shape import check_psf_shape
+
     if psf.psf is None:
         return {"note": psf.note}
     t0 = time.perf_counter()
