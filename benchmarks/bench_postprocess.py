@@ -613,7 +613,7 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 4), layout="constrained")
+    fig = Figure(figsize=(13, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     a, b = fig.subplots(1, 2)
     x = np.arange(len(records))
@@ -643,7 +643,7 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
     b.set_ylabel("correlation of consecutive errors / fraction")
     b.set_ylim(-0.05, 1.05)
     b.grid(alpha=0.3)
-    b.legend(fontsize="x-small")
+    b.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.savefig(path, dpi=100)
 
 
