@@ -118,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.5, 0.9])
     p.add_argument("--journal_seconds", type=float, help="infer's --journal_seconds (default: infer's, 5 s)")
     p.add_argument("--out", type=Path, default=RESULTS / "resume.md")
+    p.add_argument("--render", type=Path, metavar="JSON",
+                   help="write the report of a measured record (a resume.json) again, measuring nothing")
     args = p.parse_args(argv)
+    if args.render is not None:
+        return write(json.loads(args.render.read_text()), args.out)
     journal = [] if args.journal_seconds is None else ["--journal_seconds", str(args.journal_seconds)]
     load0, at = load_average(), commit()
     with tempfile.TemporaryDirectory(prefix="bench_resume_") as tmp:
@@ -143,29 +147,51 @@ def main(argv: list[str] | None = None) -> int:
     record = {"frames": args.frames, "side": args.side, "density": args.density, "uninterrupted_s": round(whole_s, 2),
               "uninterrupted_localization_s": whole_loc_s,
               "localizations": n_locs, "final_bytes": final_bytes, "rows": rows, "commit": at,
-              "command": command_line(argv)}
+              "command": command_line(argv), "journal_seconds": journal[-1] if journal else None,
+              "machine": machine_line("torch's default", load_start=load0, at=at)}
+    return write(record, args.out)
+
+
+def machine_of(record: dict, out: Path) -> str:
+    """The machine line of a measured record (a record from before the line was kept: the one its report wrote)."""
+    if "machine" in record:
+        return record["machine"]
+    lines = out.read_text().splitlines() if out.is_file() else []
+    return lines[4] if len(lines) > 4 else "machine: not recorded"
+
+
+def write(record: dict, out: Path) -> int:
+    """The report of a measured ``record``: ``out`` (.md, .png, .json)."""
+    rows, frames, side = record["rows"], record["frames"], record["side"]
+    whole_s, whole_loc_s = record["uninterrupted_s"], record["uninterrupted_localization_s"]
+    record = {**record, "machine": machine_of(record, out)}
+    journal = record.get("journal_seconds")
     lines = [
         "# Resume after a kill (`infer` SIGKILLed, then `--resume`)", "",
-        f"`{record['command']}`", "", machine_line("torch's default", load_start=load0, at=at), "",
-        f"A simulated {args.frames}-frame {args.side}² EMCCD movie ({args.density} emitters/µm²), the shipped model, "
-        f"default sizes, {FORMATS}, `--journal_seconds` {journal[-1] if journal else 'default (5 s)'}. "
+        f"`{record['command']}`", "", record["machine"], "",
+        f"A simulated {frames}-frame {side}² EMCCD movie ({record['density']} emitters/µm²), the shipped model, "
+        f"default sizes, {FORMATS}, `--journal_seconds` {journal if journal else 'default (5 s)'}. "
         f"Uninterrupted: {whole_s:.1f} s, "
-        f"{n_locs} localizations, final files {final_bytes / 1e6:.1f} MB.", "",
+        f"{record['localizations']} localizations, final files {record['final_bytes'] / 1e6:.1f} MB.", "",
         f"Of the uninterrupted run's wall time, {whole_loc_s:.1f} s were the localization itself (`<stem>.json` "
         "`wall_s`: the blocks, from the first to the last; the rest is the process's start, the plan and the "
         "files' closing).", "",
         "| killed at | frames kept | resume (s) | of which localization (s) | start, plan, close (s) | "
-        "localization beyond the frames left at the uninterrupted pace (s) | goal: rest + 5 s | within goal | "
-        "outputs equal | journal at the kill (MB) | partial final bytes discarded (MB) | replayed into final files "
-        "(MB, est.) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    pace = whole_loc_s / args.frames  # the uninterrupted run's localization seconds per frame
+        "pace: uninterrupted / resumed (frames/s) | goal: rest + 5 s | within goal | "
+        "resume at the uninterrupted pace (s) | outputs equal | journal at the kill (MB) | "
+        "partial final bytes discarded (MB) | replayed into final files (MB, est.) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    pace = frames / whole_loc_s  # the uninterrupted run's localization frames per second
     for r in rows:
-        beyond = r["resumed_localization_s"] - (args.frames - r["kept_frames"]) * pace
+        left = frames - r["kept_frames"]
+        other = r["resumed_s"] - r["resumed_localization_s"]
+        at_pace = other + left / pace  # the same resume had it localized at the uninterrupted run's pace
         lines.append(f"| {r['fraction']:.0%} | {r['kept_frames']} | {r['resumed_s']:.1f} | "
-                     f"{r['resumed_localization_s']:.1f} | {r['resumed_s'] - r['resumed_localization_s']:.1f} | "
-                     f"{beyond:+.1f} | {r['goal_s']:.1f} | "
-                     f"{'yes' if r['resumed_s'] <= r['goal_s'] else 'no'} | {'yes' if r['equal'] else 'NO'} | "
+                     f"{r['resumed_localization_s']:.1f} | {other:.1f} | "
+                     f"{pace:.2f} / {left / r['resumed_localization_s']:.2f} | {r['goal_s']:.1f} | "
+                     f"{'yes' if r['resumed_s'] <= r['goal_s'] else 'no'} | {at_pace:.1f} "
+                     f"({'within' if at_pace <= r['goal_s'] else 'over'} the goal by "
+                     f"{abs(at_pace - r['goal_s']):.1f}) | {'yes' if r['equal'] else 'NO'} | "
                      f"{r['journal_bytes_at_kill'] / 1e6:.1f} | {r['discarded_partial_bytes'] / 1e6:.1f} | "
                      f"{r['replayed_bytes'] / 1e6:.1f} |")
     lines += ["", f"Killed at: that share of the uninterrupted run's wall time. Frames kept: the journal's last part "
@@ -175,9 +201,12 @@ def main(argv: list[str] | None = None) -> int:
               "parquet, written beside the final files by every run, and removed once `<stem>.json` is written. "
               "Replayed bytes are estimated as the final files' size times the share of frames kept. "
               "Start, plan, close: the resumed process's wall time outside its localization (importing torch, the "
-              "model, the plan, closing the files). Localization beyond the frames left: the resumed run's "
-              "localization (the replay included) less its frames at the uninterrupted run's pace — the replay, and "
-              "how much slower or faster this run went than the uninterrupted one on a shared machine."]
+              "model, the plan, closing the files, the report). Pace: frames localized per second of localization "
+              "(the resumed run's includes its replay); on a shared machine the runs' paces differ, and the goal's "
+              "comparison with them. Resume at the uninterrupted pace: the resume's start, plan and close plus its "
+              "frames at the uninterrupted run's pace — the comparison with the goal without the runs' difference "
+              "in pace; what stays over the goal is the resumed process's start and close and the block in hand "
+              "the kill lost."]
 
     def draw(png: Path) -> None:
         import matplotlib
@@ -192,14 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         ax.axhline(whole_s, color="grey", lw=0.8, label=f"uninterrupted run ({whole_s:.0f} s)")
         ax.set_xlabel("killed at (% of the uninterrupted run's time)")
         ax.set_ylabel("wall time (s)")
-        ax.set_title(f"--resume after SIGKILL: {args.frames} frames of {args.side}²")
+        ax.set_title(f"--resume after SIGKILL: {frames} frames of {side}²")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(png)
         plt.close(fig)
 
-    write_report_files(args.out, lines, draw, record)
+    write_report_files(out, lines, draw, record)
     print("\n".join(lines))
     return 0 if all(r["equal"] for r in rows) else 1
 
