@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="checkpoint (default: the shipped data/models/default_2d.pt)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
+    p.add_argument("--series", type=int,
+                   help="the TIFF (or OME-Zarr) series of every input to localize (default: series 0 and the series "
+                        "after it of the same frame size, one movie)")
     mem = p.add_argument_group("memory and speed")
     tiling = mem.add_mutually_exclusive_group()
     add(tiling, "--use_chunking", action="store_true",
@@ -134,7 +137,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         raise ConfigError("--whole_frames takes no --chunk_size (use --use_chunking --chunk_size N for tiles)")
     chunk = "whole" if args.whole_frames else args.chunk_size
     return InferConfig(
-        inputs=tuple(args.inputs), out=args.out, model=args.model,
+        inputs=tuple(args.inputs), out=args.out, model=args.model, series=args.series,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
         compile={"on": True, "off": False}.get(args.compile, "auto"), streams=args.streams,

@@ -137,7 +137,7 @@ def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> An
     from decode_mem.render import mean_frame
     from decode_mem.report import Images
 
-    with open_stack(summary.stack) as stack:
+    with open_stack(summary.stack, series=summary.extra.get("settings", {}).get("series")) as stack:
         frames = min(stack.shape[0], WIDEFIELD_FRAMES)
         widefield = mean_frame(stack, max_frames=frames)
     if superres is None:

@@ -32,6 +32,8 @@ class InferConfig:
     inputs          files (anything ``open_stack`` reads), folders (their *.tif, *.tiff, *.zarr, *.npy) or globs
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
     model           checkpoint path (None: the shipped ``data/models/default_2d.pt``)
+    series          the TIFF (or OME-Zarr) series of every input to localize (None: series 0 and the series after
+                    it of the same frame size, one movie, as a file grown page by page holds them)
     formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'
     chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` (chunk_size 'whole': no tiles;
                     'auto' sizes: the fastest that fit
@@ -74,6 +76,7 @@ class InferConfig:
     inputs: tuple[str, ...]
     out: str
     model: str | None = None
+    series: int | None = None
     formats: tuple[str, ...] = ("csv",)
     chunk_size: Size | Literal["whole"] = "auto"
     batch_size: Size = "auto"
@@ -151,6 +154,9 @@ class InferConfig:
             raise ConfigError(f"engine {self.engine}: {gone} not installed (pip install -e \".[cpu]\")")
         if self.follow:
             self._check_follow()
+            if self.series is not None:
+                raise ConfigError("series: a followed file is read page by page as it grows; extract the series "
+                                  "into a file of its own, or localize it when it is complete")
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")
@@ -186,7 +192,8 @@ class InferConfig:
 
     def settings(self) -> dict[str, Any]:
         """The settings recorded in each stack's JSON summary."""
-        return {"formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
+        return {**({"series": self.series} if self.series is not None else {}),
+                "formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
                 "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "compile": self.compile,
                 "streams": self.streams, "device": self.device,
                 "threshold": self.threshold, "journal_seconds": self.journal_seconds,

@@ -92,7 +92,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             obs.message(summaries[-1].line())
             continue
         try:
-            with open_stack(path) as stack:
+            with open_stack(path, series=cfg.series) as stack:
                 shape, dtype = stack.shape, stack.dtype
                 key = resume_key(cfg, model_sha, camera, shape, dtype)
                 # a resumed stack's check is its first run's (recorded in its journal): the same frames, checked once
@@ -333,7 +333,7 @@ class _Backend:
             for table, n_frames, worker_peak in self._dask.emitters(job):
                 yield table, n_frames, worker_peak, None
             log = self._dask.damage.pop(job.stem, DamageLog())  # what the workers repaired, range by range
-            with open_stack(job.path) as opened:  # the reader's own choices (headers only)
+            with open_stack(job.path, series=self.cfg.series) as opened:  # the reader's own choices (headers only)
                 notes = opened.reader_notes
             line = log.line(str(job.path))
             self.read_notes[job.stem] = ([*notes, *([line] if line else [])], log)
@@ -350,7 +350,7 @@ class _Backend:
             done.append(result)
             peak.add(read_host_memory().get("rss_anon_mb"))
 
-        with open_stack(job.path) as stack:
+        with open_stack(job.path, series=self.cfg.series) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
             if start >= job.shape[0]:
@@ -375,7 +375,8 @@ class _Backend:
 def resume_key(cfg: InferConfig, model_sha: str, camera: Any, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
     """What a stack's localizations depend on beyond the frames: a resumed run must have the same (its journal
     records the first run's)."""
-    return {"model_sha256": model_sha, "camera": camera.to_dict(), "threshold": cfg.threshold, "amp": cfg.amp,
+    return {"model_sha256": model_sha, "series": cfg.series, "camera": camera.to_dict(), "threshold": cfg.threshold,
+            "amp": cfg.amp,
             "device": str(cfg.device), "probability_map": bool(cfg.write_probability_map),
             "shape": [int(v) for v in shape], "dtype": str(dtype)}
 

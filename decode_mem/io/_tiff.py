@@ -167,8 +167,8 @@ def _open_series(tif, path: Path, series: int | None, log: list[str], channel: i
         if left:
             notes.append(f"{path}: took {'series 0' if chain == 1 else f'series 0-{chain - 1}'} as the movie; "
                          f"left out {', '.join(_series_text(tif, k) for k in left[:3])}"
-                         f"{f' and {len(left) - 3} more' if len(left) > 3 else ''}: open_stack(path, series=k) "
-                         f"reads series k alone (infer has no series option: extract it into a file of its own)")
+                         f"{f' and {len(left) - 3} more' if len(left) > 3 else ''}: infer --series k (open_stack(path, "
+                         f"series=k)) reads series k alone")
         fatal = [m for m in log if is_fatal(m)]
         s = tif.series[0].levels[0]
         contiguous = s.dataoffset is not None and tif.filehandle.is_file and chain == 1

@@ -233,8 +233,8 @@ class GrowingTiff:
         elif (page.shape, page.dtype) != (self.frame_shape, self.dtype):  # another image: the movie ends here
             self.other = (f"{f.path}: the movie's {self.n} frames are {self.frame_shape[0]}x{self.frame_shape[1]} "
                           f"{self.dtype.name}; the page after them is {page.shape[0]}x{page.shape[1]} "
-                          f"{page.dtype.name}: it and the pages after it were left out (open_stack(path, series=k) "
-                          "reads a TIFF series k alone)")
+                          f"{page.dtype.name}: it and the pages after it were left out (infer --series k, "
+                          "open_stack(path, series=k), reads a TIFF series k alone)")
             self.warnings.append(self.other)
             return
         self._file.append(len(self.files) - 1)
