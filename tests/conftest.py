@@ -118,8 +118,7 @@ def _is_serial(item: pytest.Item | None) -> bool:
 class _Room:
     """This worker's hold on the shared locks: None, "shared" or "alone"."""
 
-    def __init__(self, run: str) -> None:
-        base = Path(tempfile.gettempdir())
+    def __init__(self, run: str, base: Path) -> None:
         self.paths = (base / f"decode_mem-tests-{run}.gate", base / f"decode_mem-tests-{run}.room")
         self.gate = open(self.paths[0], "a+")  # noqa: SIM115 (held for the worker's life)
         self.room = open(self.paths[1], "a+")  # noqa: SIM115
@@ -165,8 +164,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if run is None or os.name != "posix":  # no workers (or no flock): tests run one at a time anyway
         yield
         return
-    if not _ROOM:
-        _ROOM.append(_Room(run))
+    if not _ROOM:  # in the run's temporary folder (a worker's basetemp is <the run's>/popen-gwN): pytest's to clear
+        given = item.config.option.basetemp
+        _ROOM.append(_Room(run, Path(given).parent if given else Path(tempfile.gettempdir())))
     room, alone = _ROOM[0], _is_serial(item)
     room.enter(alone)
     try:
