@@ -190,6 +190,10 @@ def write(record: dict, out: Path) -> int:
         "partial final bytes discarded (MB) | replayed into final files (MB, est.) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pace = frames / whole_loc_s  # the uninterrupted run's localization frames per second
+    by_journal = all("killed_after_s" in r for r in rows)
+    if by_journal:  # the goal from where the kill came: the frames kept and the half block computed after them
+        rows = [{**r, "goal_s": round((1 - min(frames, r["kept_frames"] + 0.5 * int(r["block"] or 0)) / frames)
+                                      * whole_s + 5.0, 2)} for r in rows]
     for r in rows:
         left = frames - r["kept_frames"]
         other = r["resumed_s"] - r["resumed_localization_s"]
@@ -202,9 +206,10 @@ def write(record: dict, out: Path) -> int:
                      f"{abs(at_pace - r['goal_s']):.1f}) | {'yes' if r['equal'] else 'NO'} | "
                      f"{r['journal_bytes_at_kill'] / 1e6:.1f} | {r['discarded_partial_bytes'] / 1e6:.1f} | "
                      f"{r['replayed_bytes'] / 1e6:.1f} |")
-    by_journal = all("killed_after_s" in r for r in rows)
     killed = ("once the journal held that share of the frames, half a block's time later (where a kill lands in a "
-              "block on average)" if by_journal else "that share of the uninterrupted run's wall time")
+              "block on average); the goal is the share of the frames left at the kill (those after the frames kept "
+              "and the half block computed after them) of the uninterrupted run's time, + 5 s" if by_journal
+              else "that share of the uninterrupted run's wall time")
     lines += ["", f"Killed at: {killed}. Frames kept: the journal's last part "
               f"when the kill came (a part is closed at the first block end 5 s after the last by default; blocks of "
               f"{rows[0]['block'] if rows else 'n/a'} frames here), so the frames computed after it and the block in "
@@ -228,7 +233,8 @@ def write(record: dict, out: Path) -> int:
         fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
         x = [r["fraction"] * 100 for r in rows]
         ax.plot(x, [r["resumed_s"] for r in rows], "o-", label="resumed run (measured)")
-        ax.plot(x, [r["goal_s"] for r in rows], "s--", label="goal: remaining share of the uninterrupted run + 5 s")
+        ax.plot(x, [r["goal_s"] for r in rows], "s--",
+                label="goal: the share left at the kill of the uninterrupted run + 5 s")
         ax.axhline(whole_s, color="grey", lw=0.8, label=f"uninterrupted run ({whole_s:.0f} s)")
         ax.set_xlabel("killed at (% of the frames in the journal)" if by_journal
                       else "killed at (% of the uninterrupted run's time)")
