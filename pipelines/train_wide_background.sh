@@ -16,7 +16,7 @@ fi
 PROGRESS=data/models/snapshots/default_2d_wide_progress.csv  # one row per piece: when it ended, the steps done
 [ -f "$PROGRESS" ] || echo "utc,steps,machine" > "$PROGRESS"
 while true; do
-  nice -n 19 python -m decode_mem.train --config pipelines/train_generalist_2d_wide.yaml --out "$RUN" \
+  chrt --idle 0 nice -n 19 python -m decode_mem.train --config pipelines/train_generalist_2d_wide.yaml --out "$RUN" \
     --device cpu --threads 1 --quiet || { echo "piece failed (exit $?)"; sleep 60; }
   steps=$(python -c "import sys, torch; print(torch.load(sys.argv[1], map_location='cpu', weights_only=False)['meta']['step'])" "$RUN/checkpoint.pt" 2>/dev/null || echo 0)
   # the weights-only snapshot a later machine continues from (commit it now and then; it replaces the last one)
