@@ -17,9 +17,10 @@ BLOCK_BYTES = 64 * 2**20  # 'auto' block: about this much raw input per block ..
 BLOCK_RANGE = (4, 256)  # ... within these many frames
 STREAM_ROUNDS = 4  # 'auto' block with streams: at least this many blocks per stream ...
 STREAM_BLOCK_MIN = 16  # ... unless blocks would get shorter than this (each recomputes its two context frames)
-CPU_BLOCK_PIXELS = 2**21  # 'auto' block of a run on a CPU: at most about this many pixels (32 frames of 256²: ~7 s
-# of a 2-core EPYC's work, measured 4.3 frames/s): a kill loses at most the block in hand, a stop waits for it; not
-# slower than 256-frame blocks there (600 frames of 256²: 135.7 s in 32-frame blocks, 147.2 s in 256-frame ones)
+CPU_BLOCK_PIXELS = 2**21  # 'auto' block of a run on a CPU: at most about this many pixels (32 frames of 256²,
+# seconds of a 2-core CPU's work): a kill loses at most the block in hand, a stop waits for it. Its cost against
+# 256-frame blocks (two context frames recomputed per block) is not in a benchmark report: one ad-hoc pair of runs
+# (600 frames of 256²) showed no slowdown
 
 
 def block_length(frame_shape: tuple[int, ...], itemsize: int, block: int | str = "auto", streams: int = 1,

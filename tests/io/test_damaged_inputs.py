@@ -5,6 +5,7 @@ zarr chunks and unreadable frame files are repaired in place (frame numbers kept
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +45,9 @@ def complete_pages(path: Path, cut: int) -> int:
                                                                        strict=True)) <= cut and p.offset < cut)
 
 
-def test_a_page_by_page_tiff_cut_at_ten_offsets_gives_its_complete_frames(tmp_path):
-    frames = movie()
-    whole = tmp_path / "whole.tif"
-    for f in frames:
-        tifffile.imwrite(whole, f, append=True)
+def cut_copies(whole: Path, frames: np.ndarray, tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """Copies of ``whole`` cut at ``cut_offsets``, each with the frames it still holds whole (checked against
+    ``frames``: the last one or two pages are cut)."""
     data = whole.read_bytes()
     offsets = cut_offsets(whole)
     assert len(offsets) == 10
@@ -57,6 +56,15 @@ def test_a_page_by_page_tiff_cut_at_ten_offsets_gives_its_complete_frames(tmp_pa
         path.write_bytes(data[:cut])
         n = complete_pages(whole, cut)
         assert n in (len(frames) - 2, len(frames) - 1)
+        yield path, n
+
+
+def test_a_page_by_page_tiff_cut_at_ten_offsets_gives_its_complete_frames(tmp_path):
+    frames = movie()
+    whole = tmp_path / "whole.tif"
+    for f in frames:
+        tifffile.imwrite(whole, f, append=True)
+    for path, n in cut_copies(whole, frames, tmp_path):
         with open_stack(path) as stack:
             np.testing.assert_array_equal(stack[:], frames[:n])
             (line,) = stack.notes()
@@ -223,12 +231,7 @@ def test_a_compressed_tiff_gives_every_frame_and_when_cut_its_complete_ones(tmp_
     with open_stack(whole) as stack:
         np.testing.assert_array_equal(stack[:], frames)
         assert not stack.damage and stack.notes() == []
-    data = whole.read_bytes()
-    for cut in cut_offsets(whole):
-        path = tmp_path / f"cut{cut}.tif"
-        path.write_bytes(data[:cut])
-        n = complete_pages(whole, cut)
-        assert n in (len(frames) - 2, len(frames) - 1)
+    for path, n in cut_copies(whole, frames, tmp_path):
         with open_stack(path) as stack:
             np.testing.assert_array_equal(stack[:], frames[:n])
             assert [d.frame for d in stack.damage.records] == [n]
