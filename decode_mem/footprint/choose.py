@@ -17,8 +17,9 @@ Python, torch, the model; a laptop keeps working), on CUDA ``DEVICE_FRACTION`` o
 allowance is counted above the baseline, not for the whole process, because the baseline is not the run's to
 choose: a process that has touched CUDA starts at ~1 GB of RssAnon (the first GPU run, DESIGN §9), and a notebook
 may hold data of its own; a whole-process budget refused CPU work there. ``--memory_limit`` stays a cap on the
-whole process. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget
-free for the planner's error and for the spread of identical runs (the errors are in
+whole process. Sizes chosen automatically keep ``PLAN_HEADROOM`` of the budget (on a CPU, of the budget above
+the process's measured baseline: a 1.5 GB baseline took 12 % of itself out of a 256 MiB allowance and refused a
+run that fit) free for the planner's error and for the spread of identical runs (the errors are in
 ``benchmarks/results/memory_table.md``; one regeneration under-predicted 1024² frames in 512-px tiles by 11 %, and
 its default 2048² run, which chose those tiles, peaked 4 % over the 1 GiB budget); sizes the user gives are refused
 only when their plan exceeds the budget itself.
@@ -56,9 +57,10 @@ TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
 PLAN_HEADROOM = 0.12  # of the budget, kept free by automatic choices for the planner's error (module docstring)
 
 
-def with_headroom(budget: int) -> int:
-    """What sizes chosen automatically may plan for: ``budget`` less ``PLAN_HEADROOM`` (module docstring)."""
-    return int((1 - PLAN_HEADROOM) * budget)
+def with_headroom(budget: int, baseline: int = 0) -> int:
+    """What sizes chosen automatically may plan for: ``budget`` less ``PLAN_HEADROOM`` of its part above
+    ``baseline`` (memory the process already holds, measured: the planner's error is in what the run adds)."""
+    return int(baseline + (1 - PLAN_HEADROOM) * max(0, budget - baseline))
 
 
 @dataclass(frozen=True)
@@ -140,9 +142,9 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes,
                         trace=isinstance(net, torch.nn.Module))  # duck-typed: geometry
         return SizeChoice(plan, 0, "none", "as given")
-    budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=baseline_bytes
-                                 if budget_baseline_bytes is None else budget_baseline_bytes)
-    usable = with_headroom(budget) if automatic else budget
+    budget_base = baseline_bytes if budget_baseline_bytes is None else budget_baseline_bytes
+    budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=budget_base)
+    usable = with_headroom(budget, budget_base if device.type == "cpu" else 0) if automatic else budget
     streams = sizes.streams
     if automatic and streams > 1 and device.type == "cpu":
         # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
@@ -256,7 +258,8 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoic
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
-    if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes):
+    if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes,
+                                                                  baseline if work.device.type == "cpu" else 0):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
                        budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "

@@ -35,7 +35,8 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
-    budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0])
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0],
+                           baseline if device.type == "cpu" else 0)
     for chunk in candidates:
         if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
             return chunk
@@ -57,8 +58,9 @@ def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
     whose plan fits ``cfg.memory_limit`` or, without one, what the machine has, less ``PLAN_HEADROOM``
     (``with_headroom``); batch 1 where none fits (``fit`` then refuses it). For a job that chooses its own training
     sizes (``decode_mem.fit``'s fine-tuning)."""
-    budget = with_headroom(memory_budget(device, cfg.memory_limit, modest=False)[0])
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, modest=False)[0],
+                           baseline if device.type == "cpu" else 0)
     effective = cfg.batch_size * cfg.accumulation_steps
     batch = cfg.batch_size
     while True:
