@@ -107,6 +107,7 @@ class FollowedStack:
         self.poll_s, self.clock, self.sleep = poll_s, clock, sleep
         self.available = 0
         self.ended = False
+        self._abandoned = threading.Event()  # set by ``stop_waiting``: the reader has gone
         self.ended_by = ""  # 'idle' once the writer was quiet for idle_timeout
         self.arrivals: deque[tuple[int, float]] = deque()  # (frames complete, when first seen), increasing
         self._lock = threading.Lock()  # the arrivals and the widefield sum, read by another thread
@@ -140,11 +141,15 @@ class FollowedStack:
                 self.ended, self.ended_by = True, "idle"
             return self.available
 
+    def stop_waiting(self) -> None:
+        """End every wait for frames now and stop ``blocks`` (from any thread): the run reading them stopped."""
+        self._abandoned.set()
+
     def wait_for(self, n: int) -> int:
         """Frames complete once at least ``n`` are, or the acquisition ended (then: all there are); while it
         waits, ``on_wait(seconds until the idle timeout)`` about once a second."""
         began = None
-        while self.poll() < n and not self.ended:
+        while self.poll() < n and not self.ended and not self._abandoned.is_set():
             now = self.clock()
             began = now if began is None else began
             left = max(0.0, self.idle_timeout - (now - self._last_change))
@@ -236,7 +241,7 @@ class FollowedStack:
         t0 = self.start
         while True:
             n = self.wait_for(t0 + length + context)
-            if n <= t0:
+            if n <= t0 or self._abandoned.is_set():
                 return
             t1 = min(t0 + length, n)
             lo, hi = max(t0 - context, 0), min(t1 + context, n)

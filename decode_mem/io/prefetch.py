@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -20,12 +20,14 @@ THREAD_NAME = "decode_mem-prefetch"
 _POLL_S = 0.05  # how often a blocked producer checks whether the consumer has gone
 
 
-def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
+def prefetch(iterable: Iterable[T], depth: int = 2, *, cancel: Callable[[], None] | None = None) -> Iterator[T]:
     """Iterate over ``iterable`` with up to ``depth`` items read ahead in a background thread.
 
     The producer's exception is re-raised in the consumer at the position it occurred. When the consumer
     stops early (``break``, exception, ``close()``), the thread stops after the item it is reading and is
-    joined before this generator finishes closing, so no thread outlives the loop.
+    joined before this generator finishes closing, so no thread outlives the loop; ``cancel`` is called first,
+    to wake a source that waits inside its next item (a followed stack waiting for frames that may never come:
+    without it a Ctrl-C waited out ``--idle_timeout``).
     """
     if depth < 1:
         raise ValueError(f"prefetch: depth must be >= 1, got {depth}")
@@ -69,4 +71,6 @@ def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
                 raise item
     finally:
         stop.set()
+        if cancel is not None and thread.is_alive():
+            cancel()
         thread.join()

@@ -146,7 +146,7 @@ class TiledExecutor:
         itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
         blocks = source.blocks(self.block_length(itemsize, source.shape[0]), context=1)
         if prefetch_depth:
-            blocks = prefetch(blocks, depth=prefetch_depth)
+            blocks = prefetch(blocks, depth=prefetch_depth, cancel=getattr(source, "stop_waiting", None))
         if self.config.streams > 1 and self.device.type == "cpu":
             yield from run_streams(blocks, source.shape[0], self.config.streams, self.backoff,
                                    lambda t0, frames: self._attempt(t0, frames, consume),

@@ -145,11 +145,12 @@ class StopAfter(InferObserver):
     """Ctrl-C after the second block."""
 
     def __init__(self) -> None:
-        self.blocks = 0
+        self.blocks, self.raised_at = 0, None
 
     def block_done(self, stem, frames, result) -> None:
         self.blocks += 1
         if self.blocks == 2:
+            self.raised_at = time.monotonic()
             raise KeyboardInterrupt
 
 
@@ -158,9 +159,13 @@ def test_a_stopped_follow_says_stopped_not_running(sample_frames, shipped_model,
     path = tmp_path / "movie.tif"
     for f in frames:
         tifffile.imwrite(path, f, append=True)
+    obs = StopAfter()
     with pytest.raises(BaseException) as stop:  # KeyboardInterrupt, or the run's Stopped
         run_inference(InferConfig(inputs=(str(path),), out=str(tmp_path / "out"), model=str(shipped_model),
-                                  follow=True, idle_timeout=30, refresh=0.05, **ENGINE), StopAfter())
+                                  follow=True, idle_timeout=30, refresh=0.05, **ENGINE), obs)
+    # at once, not after --idle_timeout: the read-ahead thread waiting for frames 9-13 is woken (it held the stop
+    # for the whole 30 s before)
+    assert time.monotonic() - obs.raised_at < 10
     assert isinstance(stop.value, KeyboardInterrupt) or type(stop.value).__name__ == "Stopped"
     summary = json.loads((tmp_path / "out" / "movie.json").read_text())
     assert summary["status"] == "stopped" and summary["ended"] == "stopped"
