@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tifffile
@@ -99,7 +101,8 @@ def test_the_3d_quick_starts_own_bead_stack_works_with_the_default_region(tmp_pa
     from decode_mem.pipeline.config import load_pipeline
     from decode_mem.pipeline.runner import _psf
 
-    config = load_pipeline("pipelines/astig3d.yaml", quick=True, out=tmp_path / "run")
+    config = load_pipeline(Path(__file__).resolve().parents[2] / "pipelines" / "astig3d.yaml", quick=True,
+                           out=tmp_path / "run")
     config.out.mkdir(parents=True)
     _psf(config, lambda line: None, {})
     beads = str(config.out / "beads.tif")

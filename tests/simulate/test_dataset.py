@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from fresh_process import run_check
 from torch.utils.data import DataLoader
 
 from decode_mem.simulate import SimulatedDataset, SimulationConfig, simulate_batch, simulate_samples, simulate_windows
@@ -61,6 +62,10 @@ def test_iteration_is_deterministic_and_epochs_differ() -> None:
 
 
 def test_workers_yield_disjoint_samples_equal_to_the_single_process_ones() -> None:
+    run_check(__file__, "_check_workers_yield_disjoint_samples")  # a process of its own: tests/fresh_process.py
+
+
+def _check_workers_yield_disjoint_samples() -> None:
     ds = SimulatedDataset(CFG, seed=2, length=6)
     loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork")
     got = [s["frames"] for s in loader]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fresh_process import run_check
 
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train import data
@@ -52,6 +53,10 @@ def test_the_stream_is_a_function_of_step_and_micro_batch(monkeypatch) -> None:
 
 
 def test_worker_processes_give_the_same_stream() -> None:
+    run_check(__file__, "_check_worker_processes_give_the_same_stream")  # a process of its own: tests/fresh_process.py
+
+
+def _check_worker_processes_give_the_same_stream() -> None:
     stream = SimulatedBatches(CFG, 2, 1, seed=4)
     alone = [b for b, _ in zip(batch_loader(stream, num_workers=0, pin_memory=False), range(4), strict=False)]
     workers = batch_loader(stream, num_workers=2, pin_memory=False)
