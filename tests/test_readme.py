@@ -32,7 +32,7 @@ def test_a_readme_block_runs_as_written(index: int, quickstart: Path, monkeypatc
     namespace: dict = {}
     exec(compile(BLOCKS[index], f"README.md python block {index + 1}", "exec"), namespace)
     if "report" in namespace:  # the Library block: each call did its work
-        assert namespace["report"].ok and (quickstart / "locs" / "stack.csv").is_file()
+        assert namespace["report"].ok and (quickstart / "runs" / "quickstart" / "locs" / "stack.csv").is_file()
         assert namespace["output"].shape[0] == 10 and len(namespace["drift"].frames) > 0
         assert capsys.readouterr().out.strip()  # the block's own print
 
