@@ -405,8 +405,9 @@ def plot(res: dict, path: Path) -> None:
         xs, ys = zip(*r["series"], strict=True) if r["series"] else ((), ())
         ax[0].plot(xs, ys, marker=".", label=f"{n} frames")
     ax[0].set(xlabel="frames processed", ylabel="RssAnon after each block (MiB)", title="(a) stack length")
-    ax[0].set_ylim(bottom=0)
-    ax[0].legend()
+    top = max((y for r in res["a"].values() for _, y in r["series"]), default=1.0)
+    ax[0].set_ylim(0, 1.3 * top)  # room above the flat lines for the legend
+    ax[0].legend(loc="lower right")
     sizes = list(res["b"])
     tiled = [res["b"][s]["peak_mb"] - res["b"][s]["base_mb"] for s in sizes]
     whole = [res["b"][s]["whole"]["peak_mb"] - res["b"][s]["whole"]["base_mb"] if "whole" in res["b"][s] else 0
