@@ -22,8 +22,6 @@ RESULTS = HERE / "results"
 
 # Reports that describe code which has changed since they were made; re-run them before quoting their numbers.
 STALE = {
-    "engine.md": "predates the planner, write-behind writers and streams it would measure (its own commit plus "
-                 "uncommitted changes)",
     "throughput.md": "predates the current inference defaults (sizes chosen by the planner, compile auto, "
                      "write-behind writers)",
     "memory_table.md": "predates the memory budget being counted above the process's baseline",
