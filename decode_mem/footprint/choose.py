@@ -57,9 +57,12 @@ TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
 PLAN_HEADROOM = 0.12  # of the budget, kept free by automatic choices for the planner's error (module docstring)
 
 
-def with_headroom(budget: int, baseline: int = 0) -> int:
+def with_headroom(budget: int, baseline: int = 0, device: torch.device | None = None) -> int:
     """What sizes chosen automatically may plan for: ``budget`` less ``PLAN_HEADROOM`` of its part above
-    ``baseline`` (memory the process already holds, measured: the planner's error is in what the run adds)."""
+    ``baseline`` (host memory the process already holds, measured: the planner's error is in what the run adds).
+    On a CUDA ``device`` the budget is device memory, which the host baseline is no part of."""
+    if device is not None and device.type != "cpu":
+        baseline = 0
     return int(baseline + (1 - PLAN_HEADROOM) * max(0, budget - baseline))
 
 
@@ -144,7 +147,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         return SizeChoice(plan, 0, "none", "as given")
     budget_base = baseline_bytes if budget_baseline_bytes is None else budget_baseline_bytes
     budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=budget_base)
-    usable = with_headroom(budget, budget_base if device.type == "cpu" else 0) if automatic else budget
+    usable = with_headroom(budget, budget_base, device) if automatic else budget
     streams = sizes.streams
     if automatic and streams > 1 and device.type == "cpu":
         # every stream gets one stream's sizes: at 2048² two streams ran at 0.57x of one in throughput.md; in a
@@ -258,8 +261,7 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoic
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
-    if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes,
-                                                                  baseline if work.device.type == "cpu" else 0):
+    if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes, baseline, work.device):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
                        budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "

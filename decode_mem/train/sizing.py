@@ -35,8 +35,7 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
     side = max(cfg.simulation.frame_size)
     candidates = [_aligned(side, factor)] + [c for c in CHUNKS if c < side and c >= 4 * factor]
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
-    budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0],
-                           baseline if device.type == "cpu" else 0)
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0], baseline, device)
     for chunk in candidates:
         if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
             return chunk
@@ -59,8 +58,7 @@ def fitting_batch(cfg: TrainConfig, net: DecodeNet, device: torch.device, *,
     (``with_headroom``); batch 1 where none fits (``fit`` then refuses it). For a job that chooses its own training
     sizes (``decode_mem.fit``'s fine-tuning)."""
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
-    budget = with_headroom(memory_budget(device, cfg.memory_limit, modest=False)[0],
-                           baseline if device.type == "cpu" else 0)
+    budget = with_headroom(memory_budget(device, cfg.memory_limit, modest=False)[0], baseline, device)
     effective = cfg.batch_size * cfg.accumulation_steps
     batch = cfg.batch_size
     while True:

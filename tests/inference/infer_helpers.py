@@ -1,4 +1,4 @@
-"""Shared paths and stack writers for the inference tests (a plain module: conftest is not importable)."""
+"""Shared paths, stack writers and observers for the inference tests (a plain module: conftest is not importable)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import tifffile
+
+from decode_mem.infer.observe import InferObserver
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "stack.tif"
@@ -26,3 +28,13 @@ def write_stacks(folder: Path, frames: np.ndarray, n: int, length: int) -> list[
             tifffile.imwrite(path, cut)
         paths.append(path)
     return paths
+
+
+class WarningLines(InferObserver):
+    """Keeps a run's warning lines, in order."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def warning(self, line: str) -> None:
+        self.lines.append(line)

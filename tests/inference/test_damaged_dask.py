@@ -7,17 +7,9 @@ import json
 
 import numpy as np
 import tifffile
+from infer_helpers import WarningLines
 
 from decode_mem.infer import InferConfig, run_inference
-from decode_mem.infer.observe import InferObserver
-
-
-class Lines(InferObserver):
-    def __init__(self) -> None:
-        self.warnings: list[str] = []
-
-    def warning(self, line: str) -> None:
-        self.warnings.append(line)
 
 
 def test_dask_workers_report_the_frames_they_repaired(sample_frames, shipped_model, tmp_path):
@@ -25,7 +17,7 @@ def test_dask_workers_report_the_frames_they_repaired(sample_frames, shipped_mod
     movie[2, 0, :5] = np.nan  # read by the first range's worker
     movie[13] = np.inf  # read by the last range's worker
     tifffile.imwrite(tmp_path / "nan.tif", movie)
-    obs = Lines()
+    obs = WarningLines()
     cfg = InferConfig(inputs=(str(tmp_path / "nan.tif"),), out=str(tmp_path / "out"), model=str(shipped_model),
                       formats=("csv",), block=4, chunk_size=32, batch_size=8, workers=2, frames_per_task=4,
                       threads=1)
@@ -33,5 +25,5 @@ def test_dask_workers_report_the_frames_they_repaired(sample_frames, shipped_mod
     assert report.ok
     summary = json.loads((tmp_path / "out" / "nan.json").read_text())
     assert summary["damage"]["frames"] == [2, 13]
-    assert [w for w in obs.warnings if "2 damaged frame record(s)" in w]
+    assert [w for w in obs.lines if "2 damaged frame record(s)" in w]
     assert "nan" not in (tmp_path / "out" / "nan.csv").read_text().lower()

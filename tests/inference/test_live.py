@@ -22,12 +22,11 @@ import h5py
 import numpy as np
 import pytest
 import tifffile
-from infer_helpers import REPO
+from infer_helpers import REPO, WarningLines
 
 from decode_mem.errors import ConfigError
 from decode_mem.infer import InferConfig, run_inference
 from decode_mem.infer.live_parts import live_dir
-from decode_mem.infer.observe import InferObserver
 from decode_mem.io.localizations import read_localizations
 
 WRITER = Path(__file__).with_name("live_writer.py")
@@ -128,14 +127,6 @@ def assert_same_files(out: Path, stem: str, offline: Path) -> None:
     assert json.loads((out / f"{stem}.json").read_text())["frames"] == FRAMES
 
 
-class Warnings(InferObserver):
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def warning(self, line: str) -> None:
-        self.lines.append(line)
-
-
 @pytest.mark.parametrize("kind", list(TARGETS))
 def test_follow_equals_offline_and_files_are_valid_mid_run(kind, frames, offline, shipped_model, tmp_path):
     proc, target = start_writer(kind, frames, tmp_path)
@@ -179,7 +170,7 @@ def test_a_device_slower_than_the_camera_says_so_once_and_drops_nothing(sample_f
         go.touch()
 
     threading.Thread(target=start_camera, daemon=True).start()
-    obs = Warnings()
+    obs = WarningLines()
     report = run_inference(InferConfig(inputs=(str(target),), out=str(out), model=str(shipped_model),
                                        follow=True, idle_timeout=1.0, refresh=0.2, **ENGINE), obs)
     assert proc.wait(timeout=30) == 0

@@ -8,28 +8,20 @@ import json
 import numpy as np
 import pytest
 import tifffile
+from infer_helpers import WarningLines
 
 from decode_mem.errors import ConfigError
 from decode_mem.infer import InferConfig, run_inference
-from decode_mem.infer.observe import InferObserver
 
 ENGINE = {"block": 4, "chunk_size": 32, "batch_size": 8, "amp": "off", "threads": 1, "compile": False,
           "device": "cpu", "report": False, "formats": ("csv",)}
-
-
-class Warnings(InferObserver):
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def warning(self, line: str) -> None:
-        self.lines.append(line)
 
 
 def test_series_picks_one_series_of_a_file_and_the_default_says_how(sample_frames, shipped_model, tmp_path):
     path = tmp_path / "two.tif"
     tifffile.imwrite(path, sample_frames[:8, :32, :32])
     tifffile.imwrite(path, np.ascontiguousarray(sample_frames[8:14, :40, :40]), append=True)  # another frame size
-    seen = Warnings()
+    seen = WarningLines()
     report = run_inference(InferConfig(inputs=(str(path),), out=str(tmp_path / "default"), model=str(shipped_model),
                                        **ENGINE), seen)
     assert [s.frames for s in report.stacks] == [8]
