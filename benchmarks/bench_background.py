@@ -4,12 +4,12 @@
     python benchmarks/bench_background.py --frames 60 --side 32 --rounds 1 --out /tmp/bg.md   # smoke
 
 The background job is the one ``pipelines/train_wide_background.sh`` runs: ``decode_mem.train`` on the wide recipe,
-one thread, ``nice -n 19`` (here into a temporary folder, from step 0: the same work per step). ``infer`` (default
-threads, CSV) localizes a simulated EMCCD movie; runs alternate without and with the training running, after one
-unmeasured warm-up run. Reported: each run's wall time and localization time, the medians and their ratio, the
-training steps the background job did meanwhile, and the load average. Other training processes on the machine
-(e.g. the real background job, unless stopped with SIGSTOP) are named in the report: pause them for a clean
-measurement. Writes
+one thread, under SCHED_IDLE and ``nice -n 19`` (here into a temporary folder, from step 0: the same work per step).
+``infer`` (default threads, CSV) localizes a simulated EMCCD movie; runs alternate without and with the training
+running, after one unmeasured warm-up run. Reported: each run's wall time and localization time, the medians and
+their ratio, the training steps the background job did meanwhile, and the load average. Other training processes on
+the machine (e.g. the real background job, unless stopped with SIGSTOP) are named in the report: pause them for a
+clean measurement. Writes
 benchmarks/results/background.md + .png + .json.
 """
 
@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_resume import simulate, timed
 from command_line import command_line
 from machine import commit, load_average, machine_line
 from report_files import write_report_files
@@ -34,16 +35,6 @@ RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "pipelines" / "train_generalist_2d_wide.yaml"
 BACKGROUND = ("chrt", "--idle", "0", "nice", "-n", "19")  # as pipelines/train_wide_background.sh runs the training
-
-
-def simulate(path: Path, frames: int, side: int) -> None:
-    import torch
-
-    from decode_mem.simulate.config import SimulationConfig
-    from decode_mem.simulate.stack import simulate_stack
-
-    torch.set_num_threads(1)
-    simulate_stack(SimulationConfig(frame_size=(side, side), density=1.0), frames, path, seed=0)
 
 
 def other_training() -> list[str]:
@@ -64,12 +55,8 @@ def other_training() -> list[str]:
 
 def infer_once(movie: Path, out: Path) -> tuple[float, float]:
     """(wall s, localization s from <stem>.json) of one ``infer`` process."""
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--quiet",
-                           "--format", "csv"], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"infer exit {done.returncode}: {done.stderr[-2000:]}")
+    wall = timed([sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--quiet", "--format",
+                  "csv"])
     return wall, float(json.loads((out / f"{movie.stem}.json").read_text())["wall_s"])
 
 
@@ -96,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_background_") as tmp:
         tmp = Path(tmp)
         movie = tmp / "movie.tif"
-        simulate(movie, args.frames, args.side)
+        simulate(movie, args.frames, args.side, density=1.0)
         infer_once(movie, tmp / "warm")  # page cache, model file, the planner's remembered timings
         steps: list[int | None] = []
         for i in range(args.rounds):

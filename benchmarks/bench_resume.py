@@ -87,6 +87,12 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
+def kill_goal_s(kept_frames: int, block: int, frames: int, whole_s: float) -> float:
+    """The goal of a resume: the share of the frames left at the kill (after the frames kept and the half block
+    computed after them) of the uninterrupted run's time, + 5 s."""
+    return round((1 - min(frames, kept_frames + 0.5 * block) / frames) * whole_s + 5.0, 2)
+
+
 def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, whole_s: float,
                         journal: list[str], half_block_s: float) -> dict[str, object]:
     """SIGKILL once the journal holds ``fraction`` of the frames and half a block's time more has passed (where
@@ -108,11 +114,12 @@ def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, wh
     discarded = size([p.with_name(p.name + ".partial") for p in (out / name for name in FINAL)])
     resumed_s = timed(infer(movie, out, *journal, "--resume"))
     record = json.loads((out / "movie.json").read_text())
+    block = record.get("sizes", {}).get("block")
     return {"fraction": fraction, "kept_frames": kept, "killed_after_s": round(killed_after_s, 2),
-            "resumed_s": round(resumed_s, 2), "goal_s": round((1 - fraction) * whole_s + 5.0, 2),
+            "resumed_s": round(resumed_s, 2), "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
             "resumed_localization_s": record["wall_s"],
             "journal_bytes_at_kill": journal_bytes_at_kill, "discarded_partial_bytes": discarded,
-            "localizations": record["localizations"], "block": record.get("sizes", {}).get("block"),
+            "localizations": record["localizations"], "block": block,
             "out": out}
 
 
@@ -191,9 +198,8 @@ def write(record: dict, out: Path) -> int:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pace = frames / whole_loc_s  # the uninterrupted run's localization frames per second
     by_journal = all("killed_after_s" in r for r in rows)
-    if by_journal:  # the goal from where the kill came: the frames kept and the half block computed after them
-        rows = [{**r, "goal_s": round((1 - min(frames, r["kept_frames"] + 0.5 * int(r["block"] or 0)) / frames)
-                                      * whole_s + 5.0, 2)} for r in rows]
+    if by_journal:  # the goal from where the kill came (records made before it was stored so hold another)
+        rows = [{**r, "goal_s": kill_goal_s(r["kept_frames"], int(r["block"] or 0), frames, whole_s)} for r in rows]
     for r in rows:
         left = frames - r["kept_frames"]
         other = r["resumed_s"] - r["resumed_localization_s"]
