@@ -317,6 +317,8 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
 
         if is_zarr(path):
             return open_zarr(path, key=key, series=series or 0)
+        if series:  # each frame file holds its own series; a folder has none to pick
+            raise StackError(f"{path}: series={series} given, but a folder of frame files holds no series")
         from decode_mem.io._folder import open_folder
 
         return open_folder(path, open_stack)

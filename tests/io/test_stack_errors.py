@@ -214,6 +214,12 @@ def test_zarr_group_needs_a_key(tmp_path) -> None:
 def test_series_only_where_there_are_series(tmp_path) -> None:
     np.save(tmp_path / "m.npy", movie((3, 8, 8)))
     zarr.create_array(tmp_path / "m.zarr", shape=(3, 8, 8), dtype="uint16")
-    for path in (tmp_path / "m.npy", tmp_path / "m.zarr"):
+    frames = tmp_path / "frames"  # a folder of frame files (infer --series on it was silently ignored)
+    frames.mkdir()
+    for t in range(3):
+        tifffile.imwrite(frames / f"img_{t:03d}.tif", movie((1, 8, 8))[0])
+    for path in (tmp_path / "m.npy", tmp_path / "m.zarr", frames):
         with pytest.raises(StackError, match="series=1 given"):
             open_stack(path, series=1)
+    with open_stack(frames) as stack:
+        assert stack.shape == (3, 8, 8)
