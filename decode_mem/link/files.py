@@ -7,8 +7,8 @@ parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and wri
   (photons / n) and ``group`` (the molecule's id); rows in the order molecules end;
 * ``DIR/<stem>_group<suffix>``: every localization, in frame order, with the ``group`` of its molecule.
 
-Memory: the chunks read and the linking window, whatever the file's length. Every file appears complete under
-its name or not at all.
+Reading, linking and writing run on three threads, each queue a few chunks long. Memory: those chunks and the
+linking window, whatever the file's length. Every file appears complete under its name or not at all.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
+from decode_mem.io.prefetch import prefetch
 from decode_mem.io.table import OPTIONAL, EmitterTable
+from decode_mem.io.write_behind import WriteBehind
 from decode_mem.link.core import WORK_ROWS, Linker, LinkStep
 from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
 from decode_mem.link.writers import open_writer_with_columns
@@ -33,6 +35,7 @@ CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round 
 # neighbours; 8 x the median recovers >= 95 % of multi-frame events with < 2 % merged at 0.3 emitters/µm²
 # (benchmarks/results/postprocess.md scans the factor)
 AUTO_FACTOR = 8.0
+WRITE_DEPTH = 4  # linked chunks that may wait for the writer thread
 MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
 
 
@@ -126,27 +129,33 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
                            "Max dark frames": max_dark, "Error correlation": correlation.to_dict()}
     out_dir.mkdir(parents=True, exist_ok=True)
     n_locs = n_mol = 0
-    on = np.zeros(0, np.int64)
+    on = np.zeros(101, np.int64)
     with open_writer_with_columns(mol_path, MOLECULE_COLUMNS, extras=_molecule_extras(extras), **options) as mols, \
             open_writer_with_columns(group_path, ("group",), extras=extras, **options) as groups:
 
         def write(step: LinkStep) -> None:
-            nonlocal n_locs, n_mol, on
             groups.write(step.rows, {"group": step.group})
             m = step.molecules
             mols.write(m.table, {"len": m.length, "n": m.n, "group": m.group,
                                  "photon_rate": m.table["photons"] / np.maximum(m.n, 1)})
-            n_locs += len(step.rows)
-            n_mol += len(m)
-            on = np.bincount(np.minimum(m.n, 100), minlength=101) + (on if len(on) else 0)
 
-        for table in iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS):
-            for step in linker.feed(table):
-                write(step)
-        write(linker.finish())
+        # three stages on their own threads: reading ahead, linking here, writing behind (parquet's and HDF5's
+        # encoding and compression release the GIL); each queue holds a few chunks, so memory stays bounded
+        with WriteBehind(write, depth=WRITE_DEPTH) as behind:
+
+            def emit(step: LinkStep) -> None:
+                nonlocal n_locs, n_mol, on
+                behind.put(step)
+                n_locs += len(step.rows)
+                n_mol += len(step.molecules)
+                on += np.bincount(np.minimum(step.molecules.n, 100), minlength=101)
+
+            for table in prefetch(iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS)):
+                for step in linker.feed(table):
+                    emit(step)
+            emit(linker.finish())
     frames_on = {"mean_localizations_per_molecule": round(n_locs / n_mol, 3) if n_mol else None,
-                 "molecules_with_1": int(on[1]) if len(on) else 0,
-                 "molecules_with_2_or_more": int(on[2:].sum()) if len(on) else 0}
+                 "molecules_with_1": int(on[1]), "molecules_with_2_or_more": int(on[2:].sum())}
     return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on)
 
 

@@ -277,3 +277,49 @@ def test_fast_paths_equal_the_plain_greedy_and_the_sums_written_out(max_dark: in
         assert mol["photons"][g] == pytest.approx(t["photons"][k].sum(), rel=1e-6)
         assert mol["sigma_x"][g] == pytest.approx(double_sum(f, w[k], t["sigma_x"][k].astype(float), DECODE_MEM),
                                                   rel=1e-5)
+
+
+@pytest.mark.parametrize("where", ["writer", "reader"])
+def test_a_failure_mid_file_is_raised_and_leaves_no_linked_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                where: str) -> None:
+    """Reading, linking and writing run on three threads: an error in the writer's thread (a full disk) or the
+    reader's (a damaged chunk) after the first chunks still reaches the caller, and neither file appears."""
+    import decode_mem.link.core as core
+    import decode_mem.link.files as files
+
+    monkeypatch.setattr(core, "WORK_ROWS", 16)
+    monkeypatch.setattr(files, "WORK_ROWS", 16)
+    src = tmp_path / "l.parquet"
+    write_localizations(blinking(), src, pixel_size=PX)
+    if where == "writer":
+        real = files.open_writer_with_columns
+
+        def failing(path, more, **options):
+            writer = real(path, more, **options)
+            calls = itertools.count()
+            original = writer.write
+
+            def write(table, columns):
+                if next(calls) == 2:
+                    raise OSError("No space left on device")
+                original(table, columns)
+
+            writer.write = write
+            return writer
+
+        monkeypatch.setattr(files, "open_writer_with_columns", failing)
+        expected: type[Exception] = OSError
+    else:
+        real_iter = files.iter_localizations
+
+        def damaged(*args, **kwargs):
+            for k, chunk in enumerate(real_iter(*args, **kwargs)):
+                if k == 3:
+                    raise StackError("damaged chunk")
+                yield chunk
+
+        monkeypatch.setattr(files, "iter_localizations", damaged)
+        expected = StackError
+    with pytest.raises(expected):
+        link_file(src, tmp_path / "out", radius=20.0)
+    assert not any((tmp_path / "out").iterdir())
