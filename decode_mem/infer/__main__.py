@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "run left them (<stem>.progress/; the same settings, else exit 2 naming the difference)")
     add(run_, "--journal_seconds", type=float,
         help="seconds between the parts of <stem>.progress/ that --resume continues from (default 5; 0: after "
-             "every block): what a kill can lose beside the block in hand")
+             "every block): what a kill can lose beside the block in hand. Offline runs; with --follow, --refresh "
+             "sets it")
     run_.add_argument("--workers", type=int, default=0, help="start a local dask cluster with N processes")
     run_.add_argument("--scheduler", help="address of an existing dask scheduler")
     add(run_, "--frames_per_task", type=int, default=None, help="frames per dask task (long stacks are split)")
@@ -129,11 +130,14 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
+    from decode_mem.errors import ConfigError
+
     if args.journal_seconds is not None:
+        if args.follow:  # one knob per job: a followed stack's parts are closed every --refresh seconds
+            raise ConfigError("--journal_seconds is for offline runs; with --follow the parts that --resume "
+                              "continues from are closed every --refresh seconds")
         extra["journal_seconds"] = args.journal_seconds
     if args.whole_frames and args.chunk_size != "auto":
-        from decode_mem.errors import ConfigError
-
         raise ConfigError("--whole_frames takes no --chunk_size (use --use_chunking --chunk_size N for tiles)")
     chunk = "whole" if args.whole_frames else args.chunk_size
     return InferConfig(

@@ -267,3 +267,14 @@ def test_a_journal_part_is_on_disk_before_parts_json_names_it(tmp_path, monkeypa
     parts.close_part(4)
     names = [Path(p).name for p in synced]
     assert names[0] == "part-00000.parquet" and names[1:] == ["parts.json.partial", "stack.progress"]
+
+
+def test_journal_seconds_with_follow_is_refused_in_one_line(tmp_path, capsys):
+    """A followed stack's parts are closed every --refresh seconds: --journal_seconds there would do nothing, so
+    it is refused (exit 2, one line naming --refresh) before anything is read or written."""
+    from decode_mem.infer.__main__ import main
+
+    code = main([str(SAMPLE), "--out", str(tmp_path / "o"), "--follow", "--journal_seconds", "1", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--refresh" in err[0], err
+    assert not (tmp_path / "o").exists()
