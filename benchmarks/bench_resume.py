@@ -1,7 +1,7 @@
 """What a kill costs: ``infer`` SIGKILLed at 10 %, 50 % and 90 % of a long movie, then ``--resume``.
 
     python benchmarks/bench_resume.py                                   # 5000 frames of 256², ~1 emitter/µm²
-    python benchmarks/bench_resume.py --frames 300 --side 64 --journal_seconds 0 --out /tmp/resume.md   # smoke
+    python benchmarks/bench_resume.py --frames 1200 --side 128 --journal_seconds 0 --fractions 0.1 0.5 --out /tmp/resume.md   # smoke
 
 A simulated EMCCD movie (``simulate_stack``) is localized once without interruption (the shipped model, default
 sizes, CSV + Picasso HDF5 + parquet, default ``--journal_seconds``), then, for each fraction, a fresh run is
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import signal
 import subprocess
 import sys
@@ -79,11 +80,20 @@ def same(a: dict[str, object], b: dict[str, object]) -> bool:
             and a["parquet"].equals(b["parquet"]))
 
 
-def timed(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's waited-for children so far."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def timed(cmd: list[str], cpu: dict[str, float] | None = None) -> float:
+    """The wall seconds of ``cmd``; with ``cpu``, its CPU seconds in ``cpu["s"]``."""
+    t0, c0 = time.perf_counter(), children_cpu_s()
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{cmd}: exit {done.returncode}: {done.stderr[-2000:]}")
+    if cpu is not None:
+        cpu["s"] = children_cpu_s() - c0
     return time.perf_counter() - t0
 
 
@@ -112,11 +122,12 @@ def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, wh
     kept = journal_stop(out)
     journal_bytes_at_kill = size(list((out / "movie.progress").glob("*.parquet*")))
     discarded = size([p.with_name(p.name + ".partial") for p in (out / name for name in FINAL)])
-    resumed_s = timed(infer(movie, out, *journal, "--resume"))
+    cpu: dict[str, float] = {}
+    resumed_s = timed(infer(movie, out, *journal, "--resume"), cpu)
     record = json.loads((out / "movie.json").read_text())
     block = record.get("sizes", {}).get("block")
     return {"fraction": fraction, "kept_frames": kept, "killed_after_s": round(killed_after_s, 2),
-            "resumed_s": round(resumed_s, 2), "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
+            "resumed_s": round(resumed_s, 2), "resumed_cpu_s": round(cpu["s"], 2), "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
             "resumed_localization_s": record["wall_s"],
             "journal_bytes_at_kill": journal_bytes_at_kill, "discarded_partial_bytes": discarded,
             "localizations": record["localizations"], "block": block,
@@ -143,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         movie = tmp / "movie.tif"
         simulate(movie, args.frames, args.side, args.density)
         whole = tmp / "whole"
-        whole_s = timed(infer(movie, whole, *journal))
+        cpu: dict[str, float] = {}
+        whole_s = timed(infer(movie, whole, *journal), cpu)
         reference = values(whole)
         final_bytes = size([whole / name for name in FINAL])
         whole_record = json.loads((whole / "movie.json").read_text())
@@ -160,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             row["replayed_bytes"] = round(final_bytes * row["kept_frames"] / args.frames)
             rows.append(row)
     record = {"frames": args.frames, "side": args.side, "density": args.density, "uninterrupted_s": round(whole_s, 2),
-              "uninterrupted_localization_s": whole_loc_s,
+              "uninterrupted_cpu_s": round(cpu["s"], 2), "uninterrupted_localization_s": whole_loc_s,
               "localizations": n_locs, "final_bytes": final_bytes, "rows": rows, "commit": at,
               "command": command_line(argv), "journal_seconds": journal[-1] if journal else None,
               "machine": machine_line("torch's default", load_start=load0, at=at)}
@@ -252,6 +264,27 @@ def write(record: dict, out: Path) -> int:
         fig.savefig(png)
         plt.close(fig)
 
+    if "uninterrupted_cpu_s" in record and all("resumed_cpu_s" in r for r in rows):
+        whole_cpu = record["uninterrupted_cpu_s"]
+        cores = whole_cpu / whole_s
+        lines += ["", "### The same resumes in CPU seconds (what a run gets of a shared machine's cores does not "
+                      "change them)", "",
+                  "| killed at | resume CPU s | the share left of the uninterrupted run's CPU s | extra CPU s of the "
+                  "resume | cores in use: uninterrupted / resumed | resume at the uninterrupted run's cores in use "
+                  "(s) | goal (s) | within goal |", "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            share = (r["goal_s"] - 5.0) / whole_s  # the share of the frames left at the kill
+            at_cores = r["resumed_cpu_s"] / cores
+            lines.append(f"| {r['fraction']:.0%} | {r['resumed_cpu_s']:.1f} | {share * whole_cpu:.1f} | "
+                         f"{r['resumed_cpu_s'] - share * whole_cpu:+.1f} | {cores:.2f} / "
+                         f"{r['resumed_cpu_s'] / r['resumed_s']:.2f} | {at_cores:.1f} | {r['goal_s']:.1f} | "
+                         f"{'yes' if at_cores <= r['goal_s'] else 'no'} |")
+        lines += ["", f"The uninterrupted run used {whole_cpu:.1f} CPU s in {whole_s:.1f} s ({cores:.2f} cores on "
+                      "average). Extra CPU s: everything a resume does beyond the frames left at the kill — its "
+                      "start, plan and close, replaying the journal into the final files, the frames computed after "
+                      "the last part. Resume at the uninterrupted run's cores in use: its CPU seconds over the "
+                      "uninterrupted run's average cores — its wall time had it got the same share of the machine; "
+                      "replay included."]
     write_report_files(out, lines, draw, record)
     print("\n".join(lines))
     return 0 if all(r["equal"] for r in rows) else 1
