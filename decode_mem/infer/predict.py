@@ -142,7 +142,8 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         plan = choice.plan
     if sizes.engine != "torch":
         choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}")
-    compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
+    run_frames = getattr(source, "run_frames", None) or source.shape[0]  # a resumed run: its whole stack's
+    compile = resolve_compile(compile, dev, sizes.streams, run_frames, plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam, engine=engine.engine)

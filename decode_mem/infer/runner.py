@@ -358,7 +358,7 @@ class _Backend:
             self._reading[job.stem] = stack.damage
             # a resumed stack: frames start .. T-1, their context the real frames around them (the blocks, hence
             # the emitters, of one pass over the whole stack)
-            source = FrameRange(stack, start, job.shape[0]) if start else stack
+            source = FrameRange(stack, start, job.shape[0], run_frames=job.shape[0]) if start else stack
             for table in stream_emitters(source, job.settings, on_block=on_block, on_plan=on_plan,
                                          prob_map=prob_map):
                 result = done.pop() if done else None
