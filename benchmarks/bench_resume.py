@@ -1,7 +1,8 @@
 """What a kill costs: ``infer`` SIGKILLed at 10 %, 50 % and 90 % of a long movie, then ``--resume``.
 
     python benchmarks/bench_resume.py                                   # 5000 frames of 256², ~1 emitter/µm²
-    python benchmarks/bench_resume.py --frames 1200 --side 128 --journal_seconds 0 --fractions 0.1 0.5 --out /tmp/resume.md   # smoke
+    python benchmarks/bench_resume.py --frames 1200 --side 128 --journal_seconds 0 --fractions 0.1 0.5 \
+        --out /tmp/resume.md   # smoke
 
 A simulated EMCCD movie (``simulate_stack``) is localized once without interruption (the shipped model, default
 sizes, CSV + Picasso HDF5 + parquet, default ``--journal_seconds``), then, for each fraction, a fresh run is
@@ -127,7 +128,8 @@ def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, wh
     record = json.loads((out / "movie.json").read_text())
     block = record.get("sizes", {}).get("block")
     return {"fraction": fraction, "kept_frames": kept, "killed_after_s": round(killed_after_s, 2),
-            "resumed_s": round(resumed_s, 2), "resumed_cpu_s": round(cpu["s"], 2), "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
+            "resumed_s": round(resumed_s, 2), "resumed_cpu_s": round(cpu["s"], 2),
+            "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
             "resumed_localization_s": record["wall_s"],
             "journal_bytes_at_kill": journal_bytes_at_kill, "discarded_partial_bytes": discarded,
             "localizations": record["localizations"], "block": block,
