@@ -68,23 +68,26 @@ class LinkPairs:
 @dataclass(frozen=True)
 class LinkStep:
     """What one ``feed``/``finish`` settled: ``rows`` (frame order) with their molecule ``group``, the
-    ``molecules`` that are complete and the ``pairs`` linked."""
+    ``molecules`` that are complete and the ``pairs`` linked (None from a ``Linker(..., pairs=False)``)."""
 
     rows: EmitterTable
     group: np.ndarray
     molecules: Molecules
-    pairs: LinkPairs
+    pairs: LinkPairs | None
 
 
 class Linker:
-    """Links a frame-ordered stream of localizations (module docstring). ``radius`` in px."""
+    """Links a frame-ordered stream of localizations (module docstring). ``radius`` in px; ``pairs``: give each
+    step the pairs linked (what the precision estimate reads; writing linked files does not need them)."""
 
-    def __init__(self, radius: float, max_dark: int = 1, correlation: ErrorCorrelation = INDEPENDENT) -> None:
+    def __init__(self, radius: float, max_dark: int = 1, correlation: ErrorCorrelation = INDEPENDENT, *,
+                 pairs: bool = True) -> None:
         if not np.isfinite(radius) or radius <= 0:
             raise ConfigError(f"link: the radius must be > 0, got {radius}")
         if int(max_dark) != max_dark or max_dark < 0:
             raise ConfigError(f"link: max_dark must be an integer >= 0 frames, got {max_dark}")
         self.radius, self.max_dark, self.correlation = float(radius), int(max_dark), correlation
+        self.with_pairs = pairs
         self._names: tuple[str, ...] | None = None
         self._axes: tuple[str, ...] = ()  # the axes with a σ column
         self._held: EmitterTable | None = None  # the last frame seen: linked when the next frame arrives
@@ -156,13 +159,15 @@ class Linker:
         self._tail = {k: v[keep] for k, v in rows.items()}
         still_open = np.isin(self._open["group"], self._tail["group"])
         molecules = self._close(still_open)
-        linked = np.nonzero(has)[0]
-        pairs = LinkPairs(lag=(rows["frame"][linked] - rows["frame"][pred[linked]]),
-                          dx=rows["x"][linked] - rows["x"][pred[linked]],
-                          dy=rows["y"][linked] - rows["y"][pred[linked]],
-                          sx=np.stack([rows["sx"][pred[linked]], rows["sx"][linked]], axis=1),
-                          sy=np.stack([rows["sy"][pred[linked]], rows["sy"][linked]], axis=1),
-                          group=rows["group"][linked])
+        pairs = None
+        if self.with_pairs:
+            linked = np.nonzero(has)[0]
+            pairs = LinkPairs(lag=(rows["frame"][linked] - rows["frame"][pred[linked]]),
+                              dx=rows["x"][linked] - rows["x"][pred[linked]],
+                              dy=rows["y"][linked] - rows["y"][pred[linked]],
+                              sx=np.stack([rows["sx"][pred[linked]], rows["sx"][linked]], axis=1),
+                              sy=np.stack([rows["sy"][pred[linked]], rows["sy"][linked]], axis=1),
+                              group=rows["group"][linked])
         return LinkStep(table, rows["group"][n_tail:].copy(), molecules, pairs)
 
     def _columns(self, table: EmitterTable) -> dict[str, np.ndarray]:
@@ -336,7 +341,7 @@ class Linker:
         names = self._names or EmitterTable.empty().names
         rows = EmitterTable({c: np.zeros(0) for c in names})
         none = np.zeros(0)
-        return LinkStep(rows, np.zeros(0, np.int64), self._no_molecules(),
+        return LinkStep(rows, np.zeros(0, np.int64), self._no_molecules(), None if not self.with_pairs else
                         LinkPairs(none.astype(np.int64), none, none, none.reshape(0, 2), none.reshape(0, 2),
                                   none.astype(np.int64)))
 

@@ -113,7 +113,8 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
     chunk = first_chunk(path, unit)
     radius_nm, source = ((auto_radius(chunk, unit, path), f"auto: {AUTO_FACTOR:g} x the median precision")
                          if radius == "auto" else (float(radius), "given"))
-    linker = Linker(radius_nm / unit, max_dark, correlation)  # checks max_dark before anything is written
+    # checks max_dark before anything is written; the files need no pairs
+    linker = Linker(radius_nm / unit, max_dark, correlation, pairs=False)
     mol_path, group_path = linked_paths(path, out_dir)
     if path.resolve() in (mol_path.resolve(), group_path.resolve()):
         raise ConfigError(f"{path}: the linked file would overwrite the input; choose another --out")

@@ -140,6 +140,11 @@ def test_streamed_links_equal_a_plain_greedy_over_the_whole_table() -> None:
              for s in linker.feed(t.select(slice(a, b)))] + [linker.finish()]
     np.testing.assert_array_equal(np.concatenate([s.group for s in steps]), expected)
     assert sum(len(s.molecules) for s in steps) == expected.max() + 1
+    assert all(s.pairs is not None for s in steps)
+    lean = Linker(0.3, 1, pairs=False)  # what link_file uses: the same links, no pairs kept
+    lean_steps = [*lean.feed(t), lean.finish()]
+    np.testing.assert_array_equal(np.concatenate([s.group for s in lean_steps]), expected)
+    assert all(s.pairs is None for s in lean_steps)
 
 
 def test_localizations_out_of_frame_order_across_chunks_are_an_error() -> None:
