@@ -75,12 +75,14 @@ class SizeChoice:
     budget_kind: str
     reason: str
     candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    compile: bool | str | None = None  # what the executor was built with (set by inference; None: not decided)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"chunk_size": self.plan.chunk_size, "batch_size": self.plan.batch_size, "block": self.plan.block,
-                "prefetch_depth": self.plan.prefetch_depth, "amp": self.plan.amp,
-                "budget_mib": round(self.budget_bytes / MiB, 1), "budget": self.budget_kind, "reason": self.reason,
-                "plan": self.plan.as_dict(), "candidates": list(self.candidates)}
+        out = {"chunk_size": self.plan.chunk_size, "batch_size": self.plan.batch_size, "block": self.plan.block,
+               "prefetch_depth": self.plan.prefetch_depth, "amp": self.plan.amp,
+               "budget_mib": round(self.budget_bytes / MiB, 1), "budget": self.budget_kind, "reason": self.reason,
+               "plan": self.plan.as_dict(), "candidates": list(self.candidates)}
+        return out if self.compile is None else {**out, "compile": self.compile}
 
 
 def memory_budget(device: torch.device, memory_limit: int | None, *, modest: bool = True,

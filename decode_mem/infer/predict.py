@@ -142,13 +142,12 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         plan = choice.plan
     if sizes.engine != "torch":
         choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}")
-    run_frames = getattr(source, "run_frames", None) or source.shape[0]  # a resumed run: its whole stack's
-    compile = resolve_compile(compile, dev, sizes.streams, run_frames, plan)
+    compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam, engine=engine.engine)
     if on_plan is not None:
-        on_plan(choice)
+        on_plan(dataclasses.replace(choice, compile=compile))  # the decision made here, recorded as made
 
     def consume(tile: Tile, frames: np.ndarray, output: torch.Tensor) -> torch.Tensor:
         if prob_map is not None:

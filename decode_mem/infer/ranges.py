@@ -29,8 +29,6 @@ class FrameRange:
     stack: Any
     start: int
     stop: int
-    run_frames: int | None = None  # the frames of the run this range stands for, in decisions made once per run
-    # ('auto' compile): a resumed run's rest is its whole stack's run (it compiles as its first run did); None: its own
 
     def __post_init__(self) -> None:
         n = self.stack.shape[0]

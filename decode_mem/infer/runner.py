@@ -32,7 +32,6 @@ from decode_mem.infer.domain import DomainCheck, check_domain, model_psf
 from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
-from decode_mem.infer.predict import resolve_compile
 from decode_mem.infer.ranges import FrameRange
 from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
@@ -341,10 +340,8 @@ class _Backend:
         done: list[Any] = []
 
         def on_plan(choice: Any) -> None:
+            # with the compile decision predict made; the journal keeps it and a resumed run takes it (_resume_point)
             sizes.update(choice.as_dict())
-            # 'auto' decided for the whole stack (a resumed run computes fewer frames but must compile as its first)
-            sizes["compile"] = resolve_compile(job.settings.compile, resolve_device(job.settings.device or "auto"),
-                                               job.settings.sizes.streams, job.shape[0], choice.plan)
 
         def on_block(result: Any) -> None:
             done.append(result)
@@ -358,7 +355,7 @@ class _Backend:
             self._reading[job.stem] = stack.damage
             # a resumed stack: frames start .. T-1, their context the real frames around them (the blocks, hence
             # the emitters, of one pass over the whole stack)
-            source = FrameRange(stack, start, job.shape[0], run_frames=job.shape[0]) if start else stack
+            source = FrameRange(stack, start, job.shape[0]) if start else stack
             for table in stream_emitters(source, job.settings, on_block=on_block, on_plan=on_plan,
                                          prob_map=prob_map):
                 result = done.pop() if done else None

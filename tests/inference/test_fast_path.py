@@ -199,20 +199,3 @@ def test_the_streams_flag_reaches_the_executor_and_the_summary(sample_frames, sh
     assert summary["settings"]["streams"] == 2
     assert summary["sizes"]["plan"]["streams"] == 2
 
-
-def test_a_resumed_runs_rest_compiles_as_its_whole_stack(shipped_model, monkeypatch) -> None:
-    """A resumed run computes only the frames after its journal, but 'auto' decides for the whole stack, as the
-    first run did: the last 10 % of a long 256² stack is too little work to compile on its own, yet the resume
-    must not run it eagerly (measured ~20 % more CPU per frame than compiled)."""
-    import decode_mem.infer.predict as predict_module
-    from decode_mem.infer import FrameRange
-
-    seen: list[bool] = []
-    real = predict_module.TiledExecutor
-    monkeypatch.setattr(predict_module, "TiledExecutor",
-                        lambda net, shape, config, **kw: seen.append(config.compile) or real(net, shape, config, **kw))
-    model = load_model(shipped_model)
-    stack = _LongStack(5000, 256)
-    for source in (FrameRange(stack, 4512, 5000, run_frames=5000), FrameRange(stack, 4512, 5000)):
-        predict_stack(source, model, amp="off", chunk_size=256, batch_size=1, compile="auto")
-    assert seen == [True, False]
