@@ -11,16 +11,17 @@ output of the stack is complete: ``--resume`` skips exactly the stacks that have
 With a journal (``journal=True``, what ``run_inference`` uses) every block's emitters also go to parquet parts in
 ``<stem>.progress/`` (``LiveParts``): a part is closed at the first block boundary ``JOURNAL_SECONDS`` after the
 last, and at a stop. A run killed or stopped midway leaves its closed parts; the resumed run replays them into
-fresh writers (``replay``) and goes on from the first frame they do not cover, so every file is that of one
-uninterrupted run. The parts hold the engine's float32 values exactly (parquet float64).
+fresh writers (``replay``: in the writer thread, while the network compiles and computes the next block) and goes
+on from the first frame they do not cover, so every file is that of one uninterrupted run. The parts hold the engine's float32 values exactly (parquet float64).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +44,15 @@ WRITE_QUEUE_BLOCKS = 4  # blocks of emitters waiting for the writers at most (a 
 
 @dataclass(frozen=True)
 class _Item:
-    """What the writer thread takes: a block's emitters up to frame ``stop`` (``journal``: into the journal too;
-    a replayed part is not), or with ``table`` None a request to close the journal's part (``force``: now)."""
+    """What the writer thread takes: a block's emitters up to frame ``stop`` (``journal``: into the journal too),
+    with ``table`` None a request to close the journal's part (``force``: now), or ``replay``: the journal's
+    closed parts, to every file."""
 
     table: EmitterTable | None
     stop: int | None = None
     journal: bool = True
     force: bool = False
+    replay: bool = False
 
 
 def summary_path(out: str | os.PathLike, stem: str) -> Path:
@@ -86,7 +89,8 @@ class StackOutputs:
     def __init__(self, out: str | os.PathLike, stem: str, formats: tuple[str, ...], *, pixel_size: float,
                  shape: tuple[int, int, int], three_d: bool = False, psf_sigma: float = 1.0,
                  source: str | None = None, source_dtype: str = "uint16", prob_map_block: int | None = None,
-                 journal: bool = False, block: int = 256, journal_seconds: float = JOURNAL_SECONDS) -> None:
+                 journal: bool = False, block: int = 256, journal_seconds: float = JOURNAL_SECONDS,
+                 on_written: Callable[[EmitterTable], object] | None = None) -> None:
         self.out, self.stem, self.formats = Path(out), stem, formats
         self.shape = shape
         frames, height, width = shape
@@ -110,6 +114,8 @@ class StackOutputs:
         self._journal_stop = 0  # the end of the last block the writer thread took (it closes parts there)
         self._stack = ExitStack()
         self._behind: WriteBehind[_Item] | None = None
+        self._on_written = on_written  # called in the writer thread with every table written, in frame order
+        self._stopping = threading.Event()  # a stop or an error: a replay still going on is cut short
         self.n_localizations = 0
         self.last_frame = -1
 
@@ -142,14 +148,15 @@ class StackOutputs:
             self.prob_map.start_at(start)
         return start
 
-    def replay(self) -> Iterator[EmitterTable]:
-        """Write the journal's parts (a resumed run's frames done before) to every file; yields each table (the
-        report's image counts them too)."""
-        if self.journal is None:
+    def replay(self) -> None:
+        """Queue the journal's parts (a resumed run's frames done before) for every file: the writer thread reads
+        and writes them while this one goes on (compiles, computes the next block); what ``write`` queues after
+        comes after them, so the files keep frame order."""
+        if self.journal is None or not self.journal.parts:
             return
-        for table in self.journal.tables():
-            self._put(_Item(table, journal=False))
-            yield table
+        self._put(_Item(None, replay=True))
+        self.n_localizations += sum(int(part["localizations"]) for part in self.journal.parts)
+        self.last_frame = max(self.last_frame, int(self.journal.parts[-1]["stop"]) - 1)
 
     def write(self, table: EmitterTable, stop: int | None = None) -> None:
         """Append one block of emitters (frames must not go backwards) to every file; ``stop``: the block ends
@@ -174,17 +181,26 @@ class StackOutputs:
         frame a resumed run starts from (the end of the frames kept)."""
         if self._behind is None or self.journal is None:
             return 0
+        self._stopping.set()  # the files are discarded at a stop: a replay going on need not finish
         self._behind.put(_Item(None, force=True))
         self._behind.drain()
         return self.journal.start
 
     def _write_all(self, item: _Item) -> None:
-        """In the writer thread: the block to every file (and the journal), or the journal's part closed."""
-        if item.table is not None:
+        """In the writer thread: the block to every file (and the journal), the journal's parts replayed, or the
+        journal's part closed."""
+        tables = [item.table] if item.table is not None else []
+        if item.replay and self.journal is not None:
+            tables = self.journal.tables()  # read part by part, as they are written
+        for table in tables:
+            if item.replay and self._stopping.is_set():
+                return
             for writer in self._writers:
-                writer.write(item.table)
-            if self.journal is not None and item.journal:
-                self.journal.write(item.table)
+                writer.write(table)
+            if self._on_written is not None:
+                self._on_written(table)
+        if item.table is not None and self.journal is not None and item.journal:
+            self.journal.write(item.table)
         if item.stop is not None:
             self._journal_stop = item.stop
         if self.journal is not None and (item.force or (item.stop is not None and
@@ -194,6 +210,8 @@ class StackOutputs:
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._behind = None
+        if exc_type is not None:
+            self._stopping.set()
         if exc_type is None:  # the old summary goes before any new file replaces an old one under its final name
             summary_path(self.out, self.stem).unlink(missing_ok=True)
         try:

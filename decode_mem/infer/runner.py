@@ -193,6 +193,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                         shape=job.shape, source=str(job.path), source_dtype=job.dtype,
                         prob_map_block=job.settings.block if cfg.write_probability_map else None,
                         journal=True, block=job.settings.block, journal_seconds=cfg.journal_seconds,
+                        on_written=image.add if image is not None else None,  # the report's image, as written
                         **writer_options)
     given = _sizes_kept({k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")})
     start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {}),
@@ -203,9 +204,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     try:
         with outs:
             try:
-                for table in outs.replay():  # a resumed stack: the frames done before, from its journal
-                    if image is not None:
-                        image.add(table)
+                outs.replay()  # a resumed stack: the frames done before, from its journal (written behind)
                 if start:
                     obs.block_done(job.stem, start, None)
                 if obs.stop_requested():  # a Cancel pressed before this stack's first block
@@ -225,8 +224,6 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                             outs.journal.meta = {**outs.journal.meta,
                                                  "damage": [dataclasses.asdict(d) for d in covered]}
                     outs.write(table, stop)
-                    if image is not None:  # the report's image, from the emitters as they are written (no re-read)
-                        image.add(table)
                     obs.block_done(job.stem, n_frames, result)
                     peak.add(worker_peak)
                     if obs.stop_requested() and stop < job.shape[0]:

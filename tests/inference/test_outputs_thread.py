@@ -64,3 +64,84 @@ def test_an_exception_in_the_loop_leaves_no_file(tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RuntimeError, match="outside its with block"):
         outs.write(block(1, 0, first_frame=20))
+
+
+def journaled(tmp_path, **kw) -> StackOutputs:
+    return StackOutputs(tmp_path, "movie", ("csv", "parquet", "picasso"), pixel_size=100.0, shape=(50, 64, 64),
+                        journal=True, block=10, journal_seconds=0, **kw)
+
+
+def killed_after(tmp_path, blocks: list[EmitterTable]) -> None:
+    """A run whose journal closed a part per block, then ended by an error (as a kill leaves it)."""
+    outs = journaled(tmp_path)
+    outs.begin(False, {})
+    with pytest.raises(RuntimeError), outs:
+        for i, b in enumerate(blocks):
+            outs.write(b, stop=10 * (i + 1))
+        outs.keep_progress()
+        raise RuntimeError("killed")
+
+
+def test_a_resumed_run_replays_its_journal_in_the_writer_thread(tmp_path, monkeypatch) -> None:
+    """``replay`` returns at once (the network compiles and computes meanwhile); the replayed parts reach every
+    file before the blocks written after them, and ``on_written`` sees every table, in frame order, in the writer
+    thread (the report's image)."""
+    from decode_mem.io import thunderstorm as csv_io
+
+    before = [block(300, seed, first_frame=10 * seed) for seed in range(3)]
+    killed_after(tmp_path, before)
+    seen: list[tuple[str, int]] = []
+    release = threading.Event()
+    real = csv_io.ThunderstormWriter.write
+
+    def held(self, table: EmitterTable) -> None:  # the writer thread waits until the test lets it go
+        release.wait(10)
+        real(self, table)
+
+    monkeypatch.setattr(csv_io.ThunderstormWriter, "write", held)
+    outs = journaled(tmp_path, on_written=lambda t: seen.append((threading.current_thread().name,
+                                                                 int(t["frame"].min()))))
+    assert outs.begin(True, {}) == 30
+    after = block(300, 3, first_frame=30)
+    with outs:
+        outs.replay()  # returns with the writer thread held on the first replayed table
+        assert seen == [] and outs.n_localizations == 900
+        outs.write(after, stop=40)
+        release.set()
+    whole = EmitterTable.concat([*before, after])
+    assert outs.n_localizations == len(whole)
+    assert [name for name, _ in seen] == [THREAD_NAME] * 4
+    assert [first for _, first in seen] == sorted(first for _, first in seen)
+    for name in ("movie.csv", "movie.parquet", "movie.hdf5"):
+        back = read_localizations(tmp_path / name, pixel_size=100.0)
+        np.testing.assert_array_equal(back["frame"], whole["frame"])
+        np.testing.assert_allclose(back["x"], whole["x"], atol=1e-3)
+
+
+def test_a_stop_cuts_a_replay_short_and_keeps_the_journal(tmp_path, monkeypatch) -> None:
+    """A stop during the replay need not wait for it (the files are discarded at a stop): the writer thread
+    leaves the replay at the next table, and the journal keeps every part for the next ``--resume``."""
+    from decode_mem.io import thunderstorm as csv_io
+
+    killed_after(tmp_path, [block(200, seed, first_frame=10 * seed) for seed in range(4)])
+    written: list[int] = []
+    real = csv_io.ThunderstormWriter.write
+    gate = threading.Event()
+
+    def slow(self, table: EmitterTable) -> None:
+        gate.wait(10)
+        written.append(len(table))
+        real(self, table)
+
+    monkeypatch.setattr(csv_io.ThunderstormWriter, "write", slow)
+    outs = journaled(tmp_path)
+    outs.begin(True, {})
+    with pytest.raises(KeyboardInterrupt), outs:
+        outs.replay()
+        threading.Timer(0.2, gate.set).start()
+        assert outs.keep_progress() == 40
+        raise KeyboardInterrupt
+    assert len(written) < 4  # the first table, maybe one more: not the whole journal
+    assert [p.name for p in tmp_path.iterdir()] == ["movie.progress"]
+    again = journaled(tmp_path)
+    assert again.begin(True, {}) == 40 and len(again.journal.parts) == 4
