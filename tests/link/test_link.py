@@ -328,3 +328,29 @@ def test_a_failure_mid_file_is_raised_and_leaves_no_linked_file(tmp_path: Path, 
     with pytest.raises(expected):
         link_file(src, tmp_path / "out", radius=20.0)
     assert not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize(("per_frame", "side", "radius", "window"), [(300, 128.0, 0.3, 2), (50, 8.0, 1.0, 2),
+                                                                    (40, 32.0, 2.5, 4)])
+def test_candidate_pairs_hold_every_pair_within_the_radius_once(per_frame, side, radius, window) -> None:
+    """The grid search against all pairs by brute force: every pair within ``radius`` whose frames differ by 1 to
+    ``window`` is a candidate, none twice, none from one frame or beyond the window (dense fields included, where
+    a bucket holds many rows within the window)."""
+    from decode_mem.link.core import candidate_pairs
+
+    rng = np.random.default_rng(per_frame)
+    frame = np.repeat(np.arange(8), per_frame)
+    x, y = rng.uniform(0, side, len(frame)), rng.uniform(0, side, len(frame))
+    follow = rng.random(len(frame) - per_frame) < 0.5  # half the emitters stay on into the next frame
+    x[per_frame:] = np.where(follow, x[:-per_frame] + rng.normal(0, radius / 4, len(follow)), x[per_frame:])
+    y[per_frame:] = np.where(follow, y[:-per_frame] + rng.normal(0, radius / 4, len(follow)), y[per_frame:])
+    a, b = candidate_pairs(x, y, frame, radius, window)
+    found = list(zip(a.tolist(), b.tolist(), strict=True))
+    assert len(found) == len(set(found))
+    lag = frame[b] - frame[a]
+    assert ((lag >= 1) & (lag <= window)).all()
+    i, j = np.triu_indices(len(frame), 1)
+    near = ((frame[j] - frame[i] >= 1) & (frame[j] - frame[i] <= window)
+            & ((x[i] - x[j]) ** 2 + (y[i] - y[j]) ** 2 <= radius ** 2))
+    truth = set(zip(i[near].tolist(), j[near].tolist(), strict=True))
+    assert truth and truth <= set(found)
