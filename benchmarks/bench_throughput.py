@@ -29,6 +29,7 @@ Every number comes from the run that wrote the report; rows that could not be me
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -107,16 +108,17 @@ def worker(spec: dict) -> None:
         plans: list = []
         import decode_mem.infer.predict as predict_module
 
-        original = predict_module.TileConfig
+        original = predict_module.TiledExecutor
         if not spec["reuse"]:  # the DECODE-style recompute path: the executor's reuse switched off
-            predict_module.TileConfig = lambda **k: original(**k, reuse_features=False)
+            predict_module.TiledExecutor = lambda net, shape, config, **k: original(
+                net, shape, dataclasses.replace(config, reuse_features=False), **k)
         with PeakSampler(0.01) as sampler:
             t0 = time.perf_counter()
             table = EmitterTable.concat(predict_stack(stack, model, on_plan=plans.append, **kw))
             if device.type == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
-        predict_module.TileConfig = original
+        predict_module.TiledExecutor = original
         frames = stack.shape[0]
     result = {"seconds": seconds, "frames": frames, "locs": len(table), "peak_mb": sampler.peak["rss_anon_mb"],
               "batch": plans[0].plan.batch_size, "tiles": plans[0].plan.n_tiles}

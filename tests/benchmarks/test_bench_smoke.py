@@ -73,3 +73,23 @@ def test_bench_wide_tiny_writes_every_section_of_its_report(tmp_path: Path) -> N
     assert all(0.0 <= float(j) <= 1.0 for _, _, j, _ in precision), precision
     assert "Largest Jaccard difference between the two:" in text and "![wide_model](wide_smoke.png)" in text
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow  # ~10-20 s: two fresh processes, each a model load and 6 frames of 64²
+@pytest.mark.parametrize("reuse", [True, False])
+def test_bench_throughput_engine_row_runs_both_paths(tmp_path: Path, reuse: bool) -> None:
+    """One row of ``bench_throughput``'s engine grid (its ``--worker``), with the executor's feature reuse on and
+    off (the DECODE-style path it switches off by wrapping the executor): the row's JSON, not an error (a grid
+    whose every row failed once went unnoticed until the benchmark ran)."""
+    import numpy as np
+    import tifffile
+
+    movie = tmp_path / "movie.tif"
+    tifffile.imwrite(movie, np.random.default_rng(0).poisson(120, (6, 64, 64)).astype(np.uint16))
+    spec = {"movie": str(movie), "model": str(ROOT / "data" / "models" / "default_2d.pt"), "chunk": 64,
+            "precision": "fp32", "reuse": reuse, "device": "cpu", "threads": 1, "memory_limit_gib": 4.0}
+    done = subprocess.run([sys.executable, "benchmarks/bench_throughput.py", "--worker", json.dumps(spec)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["frames"] == 6 and row["seconds"] > 0 and row["tiles"] == 1
