@@ -365,12 +365,21 @@ def write_report(out: Path, e2e: list[dict], grid: list[dict], devices: list[str
     lines += ["", f"![throughput]({png.name})", ""]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines))
-    print(f"wrote {out} and {png}")
+    with atomic_output(out.with_suffix(".json")) as tmp:  # the rows, to redraw or compare without a re-run
+        tmp.write_text(json.dumps({"end_to_end": e2e, "grid": grid}, indent=1, default=str) + "\n")
+    print(f"wrote {out}, its .json and {png}")
 
 
 def _unmeasured(row: dict) -> bool:
     """An end-to-end row without a speed: the command failed, or was stopped at the memory cap."""
     return "failed" in row or bool(row.get("stopped"))
+
+
+def _short_method(method: str) -> str:
+    """A plot label for an end-to-end row: 'decode_mem, repeat, --streams 2', 'Picasso (tuned)'."""
+    if method.startswith("Picasso"):
+        return "Picasso (tuned)"
+    return method.replace(" (this version, ", ", ").replace(" (", ", ").rstrip(")")
 
 
 def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
@@ -381,7 +390,7 @@ def _plot(e2e: list[dict], grid: list[dict], path: Path) -> None:
     fig = Figure(figsize=(12, 5))
     ax_e, ax_g = fig.subplots(1, 2)
     e2e = [r for r in e2e if not _unmeasured(r)]
-    labels = [f"{r['movie']}\n{r['method'][:24]}" for r in e2e]
+    labels = [f"{r['movie']}\n{_short_method(r['method'])}" for r in e2e]
     ax_e.barh(np.arange(len(e2e)), [r["frames"] / r["seconds"] for r in e2e], color="C0")
     ax_e.set_yticks(np.arange(len(e2e)), labels, fontsize=7)
     ax_e.set(xlabel="frames/s (whole command)", xscale="log", title="end to end")

@@ -22,8 +22,6 @@ RESULTS = HERE / "results"
 
 # Reports that describe code which has changed since they were made; re-run them before quoting their numbers.
 STALE = {
-    "throughput.md": "predates the current inference defaults (sizes chosen by the planner, compile auto, "
-                     "write-behind writers)",
     "memory_table.md": "predates the memory budget being counted above the process's baseline",
     "fit.md": "predates fit's current budget split, crowding match and learning-rate schedule",
     "specialist.md": "its gap to fit is computed from the stale fit.md",

@@ -12,7 +12,8 @@ With a journal (``journal=True``, what ``run_inference`` uses) every block's emi
 ``<stem>.progress/`` (``LiveParts``): a part is closed at the first block boundary ``JOURNAL_SECONDS`` after the
 last, and at a stop. A run killed or stopped midway leaves its closed parts; the resumed run replays them into
 fresh writers (``replay``: in the writer thread, while the network compiles and computes the next block) and goes
-on from the first frame they do not cover, so every file is that of one uninterrupted run. The parts hold the engine's float32 values exactly (parquet float64).
+on from the first frame they do not cover, so every file is that of one uninterrupted run. The parts hold the
+engine's float32 values exactly (parquet float64).
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class TiledExecutor:
         self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
         if engine is not None and engine.name != "torch":  # a CPU runtime: fp32, not compiled by torch
             self._frame_features, self._temporal = engine.frame_features, engine.temporal
-        elif config.compile:  # one graph per input shape (_leading_features keeps a block's first unit to one)
+        elif config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
             self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)
@@ -268,9 +268,10 @@ class TiledExecutor:
         g, nf, c, ly, lx = x.shape
         with autocast(self.device, self._amp), self._cudnn():
             if self.config.reuse_features:
-                if carry is None:  # a block's first unit: its two leading frames' features too
-                    carry, x = self._leading_features(x[:, :2]), x[:, 2:]
-                feats = torch.cat([carry, self._features(x)], dim=1)
+                feats = self._frame_features(x.reshape(g * nf, c, ly, lx).contiguous(memory_format=self._format))
+                feats = feats.view(g, nf, *feats.shape[1:])
+                if carry is not None:
+                    feats = torch.cat([carry, feats], dim=1)
                 win = [feats[:, j:j + k].reshape(g * k, *feats.shape[2:]) for j in range(3)]
                 carry = feats[:, k:k + 2].clone()  # not a view: the rest of `feats` can be freed
             else:  # the DECODE way: each window's three frames go through the frame U-Net again
@@ -282,20 +283,6 @@ class TiledExecutor:
             del feats
             out = self._temporal(*win)
         return out.view(g, k, *out.shape[1:]), carry
-
-    def _features(self, x: torch.Tensor) -> torch.Tensor:
-        """``frame_features`` of ``(g, n, C, Ly, Lx)`` frames -> ``(g, n, F, Ly', Lx')``."""
-        g, n, c, ly, lx = x.shape
-        feats = self._frame_features(x.reshape(g * n, c, ly, lx).contiguous(memory_format=self._format))
-        return feats.view(g, n, *feats.shape[1:])
-
-    def _leading_features(self, x: torch.Tensor) -> torch.Tensor:
-        """The features of a block's two leading frames ``(g, 2, ...)``, the carry of its first unit: in calls of
-        the carried units' shape where the batch divides 2 (1 or 2 windows, a CPU's usual batch), so that
-        torch.compile builds one graph of the frame U-Net, not a second for the first unit's k + 2 frames
-        (a fresh or resumed run pays each graph's compile)."""
-        step = self.batch_size if 2 % self.batch_size == 0 else 2
-        return torch.cat([self._features(x[:, i:i + step]) for i in range(0, 2, step)], dim=1)
 
     def _cudnn(self) -> contextlib.AbstractContextManager:
         """cuDNN's autotuning on for this executor's network calls on CUDA (``TileConfig.cudnn_benchmark``), put
@@ -330,8 +317,8 @@ class TiledExecutor:
             carry = None
             if carried and self.config.reuse_features:  # as a block's units carry them: computed under autocast
                 with autocast(self.device, self._amp), self._cudnn():
-                    carry = self._leading_features(x[:, :2])
-                x = x[:, 2:]
+                    carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
+                carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]), x[:, 2:]
 
         def compute() -> torch.Tensor:
             with torch.inference_mode():

@@ -35,20 +35,12 @@ def test_channels_last_and_reference_layouts_give_the_same_output(sample_frames,
 
 
 def test_compiled_network_gives_the_same_emitters(sample_frames, shipped_model) -> None:
-    """...and a stack of several blocks builds one graph of each sub-network: a block's first unit computes its
-    two leading frames' features in calls of the carried units' shape (each graph is a compile a fresh or resumed
-    run pays; a first unit of k + 2 frames, and its views' strides, once made four)."""
-    from torch._dynamo.utils import counters
-
     model = load_model(shipped_model)
     pp = PostprocessConfig()
-    kw = dict(chunk_size=64, batch_size=1, block=4, postprocess=pp)
+    kw = dict(chunk_size=64, batch_size=1, postprocess=pp)
     ref = EmitterTable.concat(predict_stack(sample_frames[:10], model, compile=False, **kw))
-    torch._dynamo.reset()
-    counters.clear()
     fast = EmitterTable.concat(predict_stack(sample_frames[:10], model, compile=True, **kw))
     assert_same_emitters(fast, ref, pp.threshold)
-    assert counters["stats"]["unique_graphs"] == 2
 
 
 def test_amp_auto_picks_bf16_only_with_native_support(monkeypatch) -> None:
