@@ -358,9 +358,9 @@ def candidate_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: flo
     pair's span (at most ``radius``) crosses the cell edges of at most one grid, so in 2-D they share a cell in
     one grid at least. Per grid one stable radix sort by a 16-bit bucket of the cell (the rows stay in frame order
     within a bucket); then row ``i`` is compared with row ``i + s`` for s = 1, 2, ... while some pair of one bucket
-    is still within ``window`` frames — at shift s + 1 only the rows whose shift s was (a bucket's rows are
-    contiguous and in frame order, so a row with no bucket mate within ``window`` frames at shift s has none
-    farther on). A pair found in an earlier grid is not repeated."""
+    is still within ``window`` frames. Shift s + 1 checks only the rows that had a bucket mate within the window
+    at shift s: a bucket's rows are contiguous and in frame order, so a row without one at shift s has none
+    farther on. A pair found in an earlier grid is not repeated."""
     cell = 3.0 * radius
     keys, buckets = [], []
     for g in range(GRIDS):  # per grid: each row's cell (one int64 key) and its 16-bit bucket
@@ -373,7 +373,7 @@ def candidate_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: flo
     for g in range(GRIDS):
         order = np.argsort(buckets[g], kind="stable")
         bs, fs = buckets[g][order], frame32[order]
-        live = np.zeros(0, np.int64)  # rows i whose bucket mate i + s is within the window
+        live = np.zeros(0, np.int64)  # rows i whose bucket mate i + s is within the window (set at s = 1)
         for s in range(1, len(order)):
             if s == 1 or 4 * len(live) > len(order):  # every row (slices: cheaper than gathering most rows)
                 df = fs[s:] - fs[:-s]

@@ -198,4 +198,3 @@ def test_the_streams_flag_reaches_the_executor_and_the_summary(sample_frames, sh
     summary = json.loads((out / "m.json").read_text())
     assert summary["settings"]["streams"] == 2
     assert summary["sizes"]["plan"]["streams"] == 2
-
