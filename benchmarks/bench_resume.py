@@ -122,16 +122,22 @@ def killed_then_resumed(movie: Path, out: Path, frames: int, fraction: float, wh
     killed_after_s = time.perf_counter() - t0
     kept = journal_stop(out)
     journal_bytes_at_kill = size(list((out / "movie.progress").glob("*.parquet*")))
-    discarded = size([p.with_name(p.name + ".partial") for p in (out / name for name in FINAL)])
+    partial = {name: size([out / f"{name}.partial"]) for name in FINAL}
+    parts = json.loads((out / "movie.progress" / "parts.json").read_text())["parts"]
+    checkpoints = parts[-1].get("outputs", {}) if parts else {}
     cpu: dict[str, float] = {}
     resumed_s = timed(infer(movie, out, *journal, "--resume"), cpu)
     record = json.loads((out / "movie.json").read_text())
     block = record.get("sizes", {}).get("block")
+    continued = record.get("resume_files", {}).get("continued", [])
+    # a continued file loses only what the kill left after its last part; the others are written afresh
+    discarded = sum(partial[n] - checkpoints[n]["bytes"] if n in continued else partial[n] for n in FINAL)
     return {"fraction": fraction, "kept_frames": kept, "killed_after_s": round(killed_after_s, 2),
             "resumed_s": round(resumed_s, 2), "resumed_cpu_s": round(cpu["s"], 2),
             "goal_s": kill_goal_s(kept, int(block or 0), frames, whole_s),
             "resumed_localization_s": record["wall_s"],
             "journal_bytes_at_kill": journal_bytes_at_kill, "discarded_partial_bytes": discarded,
+            "continued": continued,
             "localizations": record["localizations"], "block": block,
             "out": out}
 
@@ -150,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.render is not None:
         return write(json.loads(args.render.read_text()), args.out)
     journal = [] if args.journal_seconds is None else ["--journal_seconds", str(args.journal_seconds)]
+    from decode_mem.footprint.engines import compiled_dir
+
     load0, at = load_average(), commit()
+    graphs_before = len(list(compiled_dir().rglob("*.bin")))  # torch.compile's graphs kept on disk before the runs
     with tempfile.TemporaryDirectory(prefix="bench_resume_") as tmp:
         tmp = Path(tmp)
         movie = tmp / "movie.tif"
@@ -171,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             row = killed_then_resumed(movie, tmp / f"kill{int(fraction * 100)}", args.frames, fraction, whole_s,
                                       journal, half_block_s)
             row["equal"] = same(values(row.pop("out")), reference)
-            row["replayed_bytes"] = round(final_bytes * row["kept_frames"] / args.frames)
+            replayed = size([whole / name for name in FINAL if name not in row["continued"]])
+            row["replayed_bytes"] = round(replayed * row["kept_frames"] / args.frames)
             rows.append(row)
     record = {"frames": args.frames, "side": args.side, "density": args.density, "uninterrupted_s": round(whole_s, 2),
               "uninterrupted_cpu_s": round(cpu["s"], 2), "uninterrupted_localization_s": whole_loc_s,
               "localizations": n_locs, "final_bytes": final_bytes, "rows": rows, "commit": at,
+              "compiled_graphs_before": graphs_before,
               "command": command_line(argv), "journal_seconds": journal[-1] if journal else None,
               "machine": machine_line("torch's default", load_start=load0, at=at)}
     return write(record, args.out)
@@ -187,6 +198,12 @@ def machine_of(record: dict, out: Path) -> str:
         return record["machine"]
     lines = out.read_text().splitlines() if out.is_file() else []
     return lines[4] if len(lines) > 4 else "machine: not recorded"
+
+
+def continued_text(rows: list[dict]) -> str:
+    """The files the resumes continued (records made before files were continued name none)."""
+    names = sorted({n for r in rows for n in r.get("continued", [])})
+    return ", ".join(names) + " here" if names else "none here"
 
 
 def write(record: dict, out: Path) -> int:
@@ -235,7 +252,14 @@ def write(record: dict, out: Path) -> int:
               f"{rows[0]['block'] if rows else 'n/a'} frames here), so the frames computed after it and the block in "
               "hand are computed again. The journal's parts are "
               "parquet, written beside the final files by every run, and removed once `<stem>.json` is written. "
-              "Replayed bytes are estimated as the final files' size times the share of frames kept. "
+              "Discarded: what the kill left of the final files under their temporary names that the resume does "
+              "not keep — the whole of a file written afresh (HDF5, parquet: whole only once closed), and of a file "
+              f"the resume continues ({continued_text(rows)}) only the bytes after its last part. "
+              "Replayed bytes are estimated as the size of the final files written afresh times the share of frames "
+              "kept. "
+              "Compiled graphs: torch.compile's graphs are kept on disk (`tiling.precompiled`; this machine's "
+              f"`~/.cache/decode_mem/compiled`: {record.get('compiled_graphs_before', 'n/a')} graphs there before "
+              "the first run here); a run finding its graphs there loads them rather than tracing the network. "
               "Start, plan, close: the resumed process's wall time outside its localization (importing torch, the "
               "model, the plan, closing the files, the report). Pace: frames localized per second of localization "
               "(the resumed run's includes its replay); on a shared machine the runs' paces differ, and the goal's "

@@ -68,6 +68,11 @@ def converted_dir() -> Path:
     return cache_path().with_name("engines")
 
 
+def compiled_dir() -> Path:
+    """Where torch.compile's graphs are kept (``tiling.precompiled``): ``compiled/`` beside ``engines.json``."""
+    return cache_path().with_name("compiled")
+
+
 def engine_key(net: Any, plan: InferencePlan, device: torch.device, name: str, threads: int) -> str:
     return f"{unit_key(net, plan, device)}|{runtime_version(name)} x{threads}"
 

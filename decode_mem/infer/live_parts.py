@@ -109,8 +109,9 @@ class LiveParts:
             writer.write(table)
         self._rows += len(table)
 
-    def close_part(self, stop: int) -> None:
-        """Close the open part as frames ``start .. stop-1`` and record it in ``parts.json``."""
+    def close_part(self, stop: int, outputs: dict[str, Any] | None = None) -> None:
+        """Close the open part as frames ``start .. stop-1`` and record it in ``parts.json``, with ``outputs``: the
+        final files' state at ``stop`` (``ThunderstormWriter.checkpoint``, by file name), for a resumed run."""
         if stop <= self.start:
             return
         files: list[str] = []
@@ -118,7 +119,8 @@ class LiveParts:
             self._writers.close()  # each file renamed to its final name
             files = [p.name for w in self._open for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
             sync_to_disk(*(self.dir / name for name in files))  # on disk before parts.json names them
-        self.parts.append({"start": self.start, "stop": int(stop), "localizations": self._rows, "files": files})
+        self.parts.append({"start": self.start, "stop": int(stop), "localizations": self._rows, "files": files,
+                           **({"outputs": outputs} if outputs else {})})
         self.start, self._writers, self._open, self._rows = int(stop), None, [], 0
         self._save()
 

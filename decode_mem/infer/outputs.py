@@ -11,9 +11,12 @@ output of the stack is complete: ``--resume`` skips exactly the stacks that have
 With a journal (``journal=True``, what ``run_inference`` uses) every block's emitters also go to parquet parts in
 ``<stem>.progress/`` (``LiveParts``): a part is closed at the first block boundary ``JOURNAL_SECONDS`` after the
 last, and at a stop. A run killed or stopped midway leaves its closed parts; the resumed run replays them into
-fresh writers (``replay``: in the writer thread, while the network compiles and computes the next block) and goes
-on from the first frame they do not cover, so every file is that of one uninterrupted run. The parts hold the
-engine's float32 values exactly (parquet float64).
+fresh writers (``replay``: in the writer thread, in front of the first new block, while the network computes the
+next ones) and goes on from the first frame they do not cover, so every file is that of one uninterrupted run.
+The parts hold the engine's float32 values exactly (parquet float64). The CSV, a plain append-only file, is not
+rebuilt: each part records its length then (synced to disk first), and the resumed run cuts the killed run's
+temporary file back to it and appends (``ThunderstormWriter.continue_from``); HDF5 and parquet files are whole
+only once closed, so they are replayed.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class StackOutputs:
         self._behind: WriteBehind[_Item] | None = None
         self._on_written = on_written  # called in the writer thread with every table written, in frame order
         self._stopping = threading.Event()  # a stop or an error: a replay still going on is cut short
+        self._replay_pending = False  # ``replay`` asked for, not yet queued (it goes in front of the next block)
         self.n_localizations = 0
         self.last_frame = -1
 
@@ -125,6 +129,14 @@ class StackOutputs:
         """The localization files and the probability map (final names), without the JSON summary."""
         paths = [p for w in self._writers for p in (w.path, getattr(w, "yaml_path", None)) if p is not None]
         return paths + ([self.prob_map.path] if self.prob_map is not None else [])
+
+    @property
+    def resume_files(self) -> dict[str, list[str]]:
+        """A resumed stack's files (after the ``with`` block entered): ``continued`` from the temporary file the
+        killed run left (cut back to its last part), or ``replayed`` from the journal."""
+        continued = [w.path.name for w in self._writers if getattr(w, "continued", False)]
+        return {"continued": continued, "replayed": [w.path.name for w in self._writers
+                                                     if w.path.name not in continued]}
 
     def __enter__(self) -> StackOutputs:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -147,15 +159,25 @@ class StackOutputs:
         start = self.journal.begin(resume, meta)
         if self.prob_map is not None:
             self.prob_map.start_at(start)
+        kept = self.journal.parts[-1].get("outputs", {}) if start and self.journal.parts else {}
+        for writer in self._writers:  # a file the killed run kept whole up to its last part: continued, not rebuilt
+            if hasattr(writer, "continue_from") and writer.path.name in kept:
+                writer.continue_from(kept[writer.path.name])
         return start
 
     def replay(self) -> None:
-        """Queue the journal's parts (a resumed run's frames done before) for every file: the writer thread reads
-        and writes them while this one goes on (compiles, computes the next block); what ``write`` queues after
-        comes after them, so the files keep frame order."""
-        if self.journal is None or not self.journal.parts:
+        """Have the journal's parts (a resumed run's frames done before) written to every file: the writer thread
+        reads and writes them in front of the first block ``write`` queues (or at the end of the ``with`` block),
+        while this thread computes the next blocks, so the files keep frame order.
+
+        Queued with the first new block rather than at once: the network's first calls are torch.compile's
+        tracing, Python that the replay's Python in the writer thread would slow several-fold by holding the
+        interpreter lock (a 256² resume's first two calls: 4.3 s alone, 19.8 s beside the replay)."""
+        if self.journal is None or not self.journal.parts or self._replay_pending:
             return
-        self._put(_Item(None, replay=True))
+        if self._behind is None:
+            raise RuntimeError("StackOutputs.replay outside its with block")
+        self._replay_pending = True
         self.n_localizations += sum(int(part["localizations"]) for part in self.journal.parts)
         self.last_frame = max(self.last_frame, int(self.journal.parts[-1]["stop"]) - 1)
 
@@ -173,9 +195,15 @@ class StackOutputs:
             if first < self.last_frame:
                 raise ValueError(f"{self.stem}: emitters of frame {first} after frame {self.last_frame}")
             self.last_frame = int(table["frame"].max())
+        self._queue_replay()
         self._behind.put(item)  # one item per block: a stop lands before or after a whole block, never inside
         if table is not None:
             self.n_localizations += len(table)
+
+    def _queue_replay(self) -> None:
+        if self._replay_pending and self._behind is not None:
+            self._replay_pending = False
+            self._behind.put(_Item(None, replay=True))
 
     def keep_progress(self) -> int:
         """At a stop: write what is queued, close the journal's part at the last block written, and return the
@@ -191,12 +219,14 @@ class StackOutputs:
         """In the writer thread: the block to every file (and the journal), the journal's parts replayed, or the
         journal's part closed."""
         tables = [item.table] if item.table is not None else []
+        writers = self._writers
         if item.replay and self.journal is not None:
-            tables = self.journal.tables()  # read part by part, as they are written
+            writers = [w for w in self._writers if not getattr(w, "continued", False)]
+            tables = self.journal.tables() if writers or self._on_written is not None else iter(())
         for table in tables:
             if item.replay and self._stopping.is_set():
                 return
-            for writer in self._writers:
+            for writer in writers:
                 writer.write(table)
             if self._on_written is not None:
                 self._on_written(table)
@@ -206,10 +236,13 @@ class StackOutputs:
             self._journal_stop = item.stop
         if self.journal is not None and (item.force or (item.stop is not None and
                                          time.monotonic() - self._closed_at >= self.journal_seconds)):
-            self.journal.close_part(self._journal_stop)
+            kept = {w.path.name: w.checkpoint() for w in self._writers if hasattr(w, "checkpoint")}
+            self.journal.close_part(self._journal_stop, kept)
             self._closed_at = time.monotonic()
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:  # a resumed stack with no block left to compute: its files are the journal's
+            self._queue_replay()
         self._behind = None
         if exc_type is not None:
             self._stopping.set()

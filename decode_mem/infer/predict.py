@@ -27,7 +27,7 @@ import torch
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.choose import SizeChoice, choose_here
-from decode_mem.footprint.engines import choose_engine
+from decode_mem.footprint.engines import choose_engine, compiled_dir
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
@@ -145,6 +145,8 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)
+    if config.compile is True:  # its graphs kept for the next process (a --resume): loaded, not traced again
+        config = dataclasses.replace(config, compiled_dir=str(compiled_dir()))
     executor = TiledExecutor(net, (h, w), config, device=dev, camera=cam, engine=engine.engine)
     if on_plan is not None:
         on_plan(dataclasses.replace(choice, compile=compile))  # the decision made here, recorded as made

@@ -279,7 +279,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                            extra=dict(extras, cpu_s=round(cpu, 3), shape=list(job.shape),
                                       domain_warnings=list(job.domain.warnings), domain=job.domain.numbers,
                                       **({"sizes": sizes} if sizes else {}),
-                                      **({"resumed_at_frame": start} if start else {}), **more),
+                                      **({"resumed_at_frame": start, "resume_files": outs.resume_files}
+                                         if start else {}), **more),
                            computed=job.shape[0] - start)
     outs.finish(summary.as_dict())
     return summary

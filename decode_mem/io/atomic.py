@@ -39,15 +39,17 @@ def sync_to_disk(*paths: str | os.PathLike) -> None:
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, *, keep_partial: bool = False) -> Iterator[Path]:
     """Yield a temporary path to write to; on success it replaces ``path``, on error it is removed.
 
     Works for files and for directories (zarr stores). A stale temporary from a killed run is
-    discarded first, so a resumed run starts that output afresh.
+    discarded first, so a resumed run starts that output afresh; with ``keep_partial`` it is kept, for a
+    writer that continues it.
     """
     final = Path(path)
     tmp = partial_path(final)
-    remove_path(tmp)
+    if not keep_partial:
+        remove_path(tmp)
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         yield tmp

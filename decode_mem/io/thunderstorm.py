@@ -108,6 +108,8 @@ class ThunderstormWriter:
         self._atomic = ExitStack()
         self._next_id = 1
         self._fh = None
+        self._continue: dict[str, int] | None = None  # ``continue_from``: where a killed run's file was whole
+        self.continued = False  # the file a killed run left was kept up to its last checkpoint
         # fixed decimals: 0.0001 nm / photon everywhere in the field of view (``%g`` would round x to 1 nm
         # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
         self._headers = column_headers(self.extras, self.three_d)
@@ -115,10 +117,29 @@ class ThunderstormWriter:
             "%.6g" if e == "prob" else "%.4f" for e in self.extras]
 
     def __enter__(self) -> ThunderstormWriter:
-        tmp = self._atomic.enter_context(atomic_output(self.path))
+        state = self._continue
+        tmp = self._atomic.enter_context(atomic_output(self.path, keep_partial=state is not None))
+        if state is not None and tmp.is_file() and tmp.stat().st_size >= state["bytes"]:
+            self._fh = open(tmp, "r+b")
+            self._fh.truncate(state["bytes"])  # what the killed run wrote after its last checkpoint goes
+            self._fh.seek(state["bytes"])
+            self._next_id, self.continued = int(state["next_id"]), True
+            return self
         self._fh = open(tmp, "wb")
         self._fh.write((",".join(f'"{h}"' for h in self._headers) + "\n").encode())
         return self
+
+    def checkpoint(self) -> dict[str, int]:
+        """The file's length and next id now, flushed and synced to disk: ``continue_from`` in a resumed run."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        return {"bytes": self._fh.tell(), "next_id": self._next_id}
+
+    def continue_from(self, state: dict[str, int]) -> None:
+        """Before the ``with`` block: continue the temporary file a killed run left, cut back to ``state`` (its
+        ``checkpoint``), rather than write it again; where that file is missing or shorter, start afresh
+        (``continued`` says which)."""
+        self._continue = {"bytes": int(state["bytes"]), "next_id": int(state["next_id"])}
 
     def write(self, table: EmitterTable) -> None:
         n = len(table)

@@ -28,6 +28,9 @@ class TileConfig:
                     element-wise work; tens of seconds to compile per input shape, so for long stacks only);
                     a string is torch.compile's ``mode`` (``'reduce-overhead'``: CUDA graphs). On CUDA not
                     measured yet: off unless asked (``benchmarks/bench_gpu.py`` measures it)
+    compiled_dir    with ``compile`` True on a CPU: a folder where the compiled graphs are kept, so that a later
+                    process (a ``--resume``) loads them rather than tracing the network again
+                    (``tiling.precompiled``); None: traced in every process
     cudnn_benchmark on CUDA, let cuDNN time its algorithms for each input shape at the shape's first call and keep
                     the fastest (``torch.backends.cudnn.benchmark``, set only around this executor's network
                     calls); the planner's timed units make that first call before timing
@@ -44,6 +47,7 @@ class TileConfig:
     reuse_features: bool = True
     channels_last: bool = True
     compile: bool | str = False
+    compiled_dir: str | None = None
     cudnn_benchmark: bool = True
     streams: int = 1
     max_retries: int = 8

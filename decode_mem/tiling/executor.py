@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -31,11 +32,13 @@ import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.prefetch import prefetch
+from decode_mem.model.engine import network_digest
 from decode_mem.model.precision import autocast, resolve_amp
 from decode_mem.tiling.backoff import BackOff
 from decode_mem.tiling.blocks import BlockResult, FrameSource, block_length
 from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.grid import Tile, TileGrid
+from decode_mem.tiling.precompiled import Precompiled
 from decode_mem.tiling.streams import run_streams
 
 DEFAULT_CONFIG = TileConfig()  # frozen: one shared default
@@ -96,6 +99,10 @@ class TiledExecutor:
         self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
         if engine is not None and engine.name != "torch":  # a CPU runtime: fp32, not compiled by torch
             self._frame_features, self._temporal = engine.frame_features, engine.temporal
+        elif config.compiled_dir and config.compile is True and self.device.type == "cpu":  # kept on disk
+            folder = Path(config.compiled_dir) / f"torch-{torch.__version__}-{network_digest(net)}"
+            self._frame_features = Precompiled(net.frame_features, folder, "frame_features")
+            self._temporal = Precompiled(net.temporal, folder, "temporal")
         elif config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)

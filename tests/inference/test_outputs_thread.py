@@ -83,18 +83,20 @@ def killed_after(tmp_path, blocks: list[EmitterTable]) -> None:
 
 
 def test_a_resumed_run_replays_its_journal_in_the_writer_thread(tmp_path, monkeypatch) -> None:
-    """``replay`` returns at once (the network compiles and computes meanwhile); the replayed parts reach every
-    file before the blocks written after them, and ``on_written`` sees every table, in frame order, in the writer
-    thread (the report's image)."""
+    """``replay`` returns at once and the writer thread starts it only with the first new block (the network's
+    first calls, torch.compile's tracing, run without it); ``write`` returns while it goes on; the replayed parts
+    reach every file before the blocks written after them, and ``on_written`` sees every table, in frame order, in
+    the writer thread (the report's image)."""
     from decode_mem.io import thunderstorm as csv_io
 
     before = [block(300, seed, first_frame=10 * seed) for seed in range(3)]
     killed_after(tmp_path, before)
     seen: list[tuple[str, int]] = []
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
     real = csv_io.ThunderstormWriter.write
 
     def held(self, table: EmitterTable) -> None:  # the writer thread waits until the test lets it go
+        started.set()
         release.wait(10)
         real(self, table)
 
@@ -104,9 +106,10 @@ def test_a_resumed_run_replays_its_journal_in_the_writer_thread(tmp_path, monkey
     assert outs.begin(True, {}) == 30
     after = block(300, 3, first_frame=30)
     with outs:
-        outs.replay()  # returns with the writer thread held on the first replayed table
-        assert seen == [] and outs.n_localizations == 900
-        outs.write(after, stop=40)
+        outs.replay()  # queued with the next block, not before
+        assert not started.wait(0.3) and outs.n_localizations == 900
+        outs.write(after, stop=40)  # returns with the writer thread held on the first replayed table
+        assert started.wait(10) and seen == []
         release.set()
     whole = EmitterTable.concat([*before, after])
     assert outs.n_localizations == len(whole)
@@ -138,10 +141,70 @@ def test_a_stop_cuts_a_replay_short_and_keeps_the_journal(tmp_path, monkeypatch)
     outs.begin(True, {})
     with pytest.raises(KeyboardInterrupt), outs:
         outs.replay()
+        outs.write(block(200, 4, first_frame=40), stop=50)  # the replay starts, then this block is journaled
         threading.Timer(0.2, gate.set).start()
-        assert outs.keep_progress() == 40
+        assert outs.keep_progress() == 50
         raise KeyboardInterrupt
-    assert len(written) < 4  # the first table, maybe one more: not the whole journal
+    assert len(written) < 5  # the first replayed table, maybe one more, and the new block: not the whole journal
     assert [p.name for p in tmp_path.iterdir()] == ["movie.progress"]
     again = journaled(tmp_path)
-    assert again.begin(True, {}) == 40 and len(again.journal.parts) == 4
+    assert again.begin(True, {}) == 50 and len(again.journal.parts) == 5
+
+
+def test_a_resume_with_no_frame_left_replays_at_the_end(tmp_path) -> None:
+    """Killed after its journal covered every frame (before ``<stem>.json``): the resumed run computes nothing,
+    and leaving the ``with`` block writes the journal to every file."""
+    before = [block(300, seed, first_frame=10 * seed) for seed in range(5)]
+    killed_after(tmp_path, before)
+    outs = journaled(tmp_path)
+    assert outs.begin(True, {}) == 50
+    with outs:
+        outs.replay()
+    whole = EmitterTable.concat(before)
+    assert outs.n_localizations == len(whole)
+    for name in ("movie.csv", "movie.parquet", "movie.hdf5"):
+        back = read_localizations(tmp_path / name, pixel_size=100.0)
+        np.testing.assert_array_equal(back["frame"], whole["frame"])
+
+
+def _killed_leaving_csv(tmp_path, blocks: list[EmitterTable], tail: bytes) -> None:
+    """As ``killed_after``, but the CSV's temporary file stays as a SIGKILL leaves it, with ``tail`` written after
+    the last part closed (a block the kill cut)."""
+    partial = tmp_path / "movie.csv.partial"
+    outs = journaled(tmp_path)
+    outs.begin(False, {})
+    with pytest.raises(RuntimeError), outs:
+        for i, b in enumerate(blocks):
+            outs.write(b, stop=10 * (i + 1))
+        outs.keep_progress()
+        with partial.open("ab") as fh:
+            fh.write(tail)
+        left = partial.read_bytes()
+        raise RuntimeError("killed")
+    partial.write_bytes(left)  # an error removes the temporary files; a kill removes nothing
+
+
+@pytest.mark.parametrize("shorten", [False, True])
+def test_a_resumed_run_continues_the_csv_a_kill_left(tmp_path, shorten) -> None:
+    """The CSV is cut back to the length its last part recorded and appended to (not rebuilt); a file shorter
+    than that (lost with the page cache) is rebuilt from the journal. Either way every file equals one run's."""
+    blocks = [block(300, seed, first_frame=10 * seed) for seed in range(4)]
+    whole_dir = tmp_path / "whole"
+    with journaled(whole_dir) as outs:
+        for i, b in enumerate(blocks):
+            outs.write(b, stop=10 * (i + 1))
+    _killed_leaving_csv(tmp_path, blocks[:3], b"901,31,123.4")
+    if shorten:
+        partial = tmp_path / "movie.csv.partial"
+        partial.write_bytes(partial.read_bytes()[:1000])
+    outs = journaled(tmp_path)
+    assert outs.begin(True, {}) == 30
+    with outs:
+        outs.replay()
+        outs.write(blocks[3], stop=40)
+    continued = [] if shorten else ["movie.csv"]
+    assert outs.resume_files["continued"] == continued
+    assert (tmp_path / "movie.csv").read_bytes() == (whole_dir / "movie.csv").read_bytes()
+    for name in ("movie.parquet", "movie.hdf5"):
+        back = read_localizations(tmp_path / name, pixel_size=100.0)
+        np.testing.assert_array_equal(back["x"], read_localizations(whole_dir / name, pixel_size=100.0)["x"])

@@ -192,10 +192,15 @@ def test_sigkill_at_a_block_then_resume_equals_an_uninterrupted_run(shipped_mode
     assert not (tmp_path / "stack.json").exists()
     kept = json.loads((tmp_path / "stack.progress" / "parts.json").read_text())["parts"][-1]["stop"]
     assert 0 < kept < 200
+    cut = json.loads((tmp_path / "stack.progress" / "parts.json").read_text())["parts"][-1]["outputs"]["stack.csv"]
+    assert (tmp_path / "stack.csv.partial").stat().st_size >= cut["bytes"] > 0  # synced before parts.json said so
     done = subprocess.run(infer_command(tmp_path, shipped_model, "--resume"), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert_same_outputs(outputs(tmp_path), uninterrupted)
+    # the CSV went on from the killed run's file, cut back to its last part; HDF5 and parquet were rebuilt
+    assert json.loads((tmp_path / "stack.json").read_text())["resume_files"] == {
+        "continued": ["stack.csv"], "replayed": ["stack.hdf5", "stack.parquet"]}
 
 
 def test_sigterm_stops_within_seconds_keeps_the_blocks_and_says_how_to_continue(shipped_model, uninterrupted,

@@ -1,0 +1,99 @@
+"""Precompiled: torch.compile's graphs saved once and loaded by a later process, with torch.compile's numbers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from decode_mem.model import DecodeNet, ModelConfig
+from decode_mem.tiling import ArrayStack, TileConfig, TiledExecutor
+from decode_mem.tiling.precompiled import Precompiled
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def tiny() -> DecodeNet:
+    torch.manual_seed(0)
+    return DecodeNet(ModelConfig.tiny()).eval()
+
+
+def _inputs(net: DecodeNet, n: int) -> torch.Tensor:
+    return torch.randn(n, net.config.input_channels, 32, 32, generator=torch.Generator().manual_seed(n))
+
+
+def test_graphs_are_saved_then_loaded_with_torch_compiles_numbers(tiny, tmp_path) -> None:
+    """Two input shapes: two graphs written; a second object on the same folder reads both and compiles none;
+    every output equals ``torch.compile``'s bit for bit."""
+    plain = torch.compile(tiny.frame_features, dynamic=False)
+    first = Precompiled(tiny.frame_features, tmp_path, "frame_features")
+    with torch.inference_mode():
+        want = {n: plain(_inputs(tiny, n)) for n in (3, 1)}
+        got = {n: first(_inputs(tiny, n)) for n in (3, 1)}
+    assert (first.saved, first.loaded) == (2, 0)
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["frame_features", "frame_features"]
+    again = Precompiled(tiny.frame_features, tmp_path, "frame_features")
+    with torch.inference_mode():
+        back = {n: again(_inputs(tiny, n)) for n in (3, 1)}
+    assert (again.saved, again.loaded) == (0, 2)
+    for n in (3, 1):
+        assert torch.equal(got[n], want[n]) and torch.equal(back[n], want[n])
+
+
+def test_a_damaged_graph_is_compiled_again_and_replaced(tiny, tmp_path) -> None:
+    first = Precompiled(tiny.frame_features, tmp_path, "frame_features")
+    with torch.inference_mode():
+        want = first(_inputs(tiny, 2))
+    (path,) = list(tmp_path.iterdir())
+    path.write_bytes(path.read_bytes()[:100])  # cut, as a full disk or a kill mid-copy leaves it
+    again = Precompiled(tiny.frame_features, tmp_path, "frame_features")
+    with torch.inference_mode():
+        assert torch.equal(again(_inputs(tiny, 2)), want)
+    assert (again.saved, again.loaded) == (1, 0)
+    assert path.stat().st_size > 1000
+
+
+def test_a_fresh_process_loads_the_executors_graphs_and_computes_the_same(tiny, tmp_path) -> None:
+    """The executor with ``compiled_dir``: a first process compiles and saves its graphs (a block's first unit
+    and the carried ones), a second one loads every graph and gives the same output, as a ``--resume`` does."""
+    torch.save(tiny.state_dict(), tmp_path / "weights.pt")
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, torch
+        from decode_mem.model import DecodeNet, ModelConfig
+        from decode_mem.tiling import ArrayStack, TileConfig, TiledExecutor
+        net = DecodeNet(ModelConfig.tiny()).eval()
+        net.load_state_dict(torch.load({str(tmp_path / "weights.pt")!r}))
+        stack = (100 + 400 * np.random.default_rng(0).random((12, 40, 40))).astype(np.float32)
+        config = TileConfig(chunk_size=32, batch_size=2, block=6, compile=True, compiled_dir={str(tmp_path / "c")!r})
+        ex = TiledExecutor(net, (40, 40), config)
+        outs = []
+        list(ex.run(ArrayStack(stack), lambda tile, frames, out: outs.append(out.numpy().copy())))
+        np.save(sys.argv[1], np.concatenate([o.ravel() for o in outs]))
+        print(ex._frame_features.saved, ex._frame_features.loaded, ex._temporal.saved, ex._temporal.loaded)
+    """)
+    (tmp_path / "run.py").write_text(script)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    counts = []
+    for name in ("a.npy", "b.npy"):
+        done = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / name)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts.append([int(v) for v in done.stdout.split()[-4:]])
+    saved_ff, _, saved_t, _ = counts[0]
+    assert saved_ff >= 2 and saved_t >= 1 and counts[0][1] == counts[0][3] == 0
+    assert counts[1] == [0, saved_ff, 0, saved_t]  # everything loaded, nothing traced again
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+
+
+def test_without_a_folder_the_executor_compiles_as_before(tiny) -> None:
+    ex = TiledExecutor(tiny, (40, 40), TileConfig(chunk_size=32, compile=True))
+    assert not isinstance(ex._frame_features, Precompiled)
+    ex = TiledExecutor(tiny, (40, 40), TileConfig(chunk_size=32, compile=False, compiled_dir="/nonexistent"))
+    assert ex._frame_features == tiny.frame_features
+    assert ArrayStack  # the executor's source type, used by the subprocess above
