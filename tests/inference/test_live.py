@@ -192,7 +192,10 @@ def test_sigkill_then_resume_gives_the_offline_result(frames, offline, shipped_m
     run = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)})
     manifest = live_dir(out, "movie") / "parts.json"
     deadline = time.monotonic() + 60
-    while not (manifest.is_file() and json.loads(manifest.read_text())["stop"] >= BLOCK):
+    # after its first part and the status written beside it (a part is closed, then <stem>.json refreshed: a kill
+    # between the two finds no status yet)
+    while not (manifest.is_file() and json.loads(manifest.read_text())["stop"] >= BLOCK
+               and (out / "movie.json").is_file()):
         assert run.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     run.send_signal(signal.SIGKILL)
