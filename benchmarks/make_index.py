@@ -25,7 +25,6 @@ STALE = {
     "throughput.md": "made at 6e09d9c, whose executor compiled 2 graphs (63320d3); 16800fb reverted that, and since "
                      "ed0cea4 a process loads its compiled graphs from disk where an earlier run saved them: its "
                      "runs' start differs from that measured by a few seconds",
-    "memory_table.md": "predates the memory budget being counted above the process's baseline",
     "fit.md": "predates fit's current budget split, crowding match and learning-rate schedule",
     "specialist.md": "its gap to fit is computed from the stale fit.md",
     "specialist_cell_patient.md": "its gap to fit is computed from the stale fit.md",
