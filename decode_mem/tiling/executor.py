@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np

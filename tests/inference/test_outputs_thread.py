@@ -71,15 +71,24 @@ def journaled(tmp_path, **kw) -> StackOutputs:
                         journal=True, block=10, journal_seconds=0, **kw)
 
 
-def killed_after(tmp_path, blocks: list[EmitterTable]) -> None:
-    """A run whose journal closed a part per block, then ended by an error (as a kill leaves it)."""
+def killed_after(tmp_path, blocks: list[EmitterTable], csv_tail: bytes | None = None) -> None:
+    """A run whose journal closed a part per block, then ended by an error (as a kill leaves it). With
+    ``csv_tail``, the CSV's temporary file stays as a SIGKILL leaves it, with ``csv_tail`` written after the last
+    part closed (a block the kill cut)."""
+    partial, left = tmp_path / "movie.csv.partial", None
     outs = journaled(tmp_path)
     outs.begin(False, {})
     with pytest.raises(RuntimeError), outs:
         for i, b in enumerate(blocks):
             outs.write(b, stop=10 * (i + 1))
         outs.keep_progress()
+        if csv_tail is not None:
+            with partial.open("ab") as fh:
+                fh.write(csv_tail)
+            left = partial.read_bytes()
         raise RuntimeError("killed")
+    if left is not None:
+        partial.write_bytes(left)  # an error removes the temporary files; a kill removes nothing
 
 
 def test_a_resumed_run_replays_its_journal_in_the_writer_thread(tmp_path, monkeypatch) -> None:
@@ -167,23 +176,6 @@ def test_a_resume_with_no_frame_left_replays_at_the_end(tmp_path) -> None:
         np.testing.assert_array_equal(back["frame"], whole["frame"])
 
 
-def _killed_leaving_csv(tmp_path, blocks: list[EmitterTable], tail: bytes) -> None:
-    """As ``killed_after``, but the CSV's temporary file stays as a SIGKILL leaves it, with ``tail`` written after
-    the last part closed (a block the kill cut)."""
-    partial = tmp_path / "movie.csv.partial"
-    outs = journaled(tmp_path)
-    outs.begin(False, {})
-    with pytest.raises(RuntimeError), outs:
-        for i, b in enumerate(blocks):
-            outs.write(b, stop=10 * (i + 1))
-        outs.keep_progress()
-        with partial.open("ab") as fh:
-            fh.write(tail)
-        left = partial.read_bytes()
-        raise RuntimeError("killed")
-    partial.write_bytes(left)  # an error removes the temporary files; a kill removes nothing
-
-
 @pytest.mark.parametrize("shorten", [False, True])
 def test_a_resumed_run_continues_the_csv_a_kill_left(tmp_path, shorten) -> None:
     """The CSV is cut back to the length its last part recorded and appended to (not rebuilt); a file shorter
@@ -193,7 +185,7 @@ def test_a_resumed_run_continues_the_csv_a_kill_left(tmp_path, shorten) -> None:
     with journaled(whole_dir) as outs:
         for i, b in enumerate(blocks):
             outs.write(b, stop=10 * (i + 1))
-    _killed_leaving_csv(tmp_path, blocks[:3], b"901,31,123.4")
+    killed_after(tmp_path, blocks[:3], csv_tail=b"901,31,123.4")
     if shorten:
         partial = tmp_path / "movie.csv.partial"
         partial.write_bytes(partial.read_bytes()[:1000])
