@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=1000, help="frames of the 256² movie")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", type=Path, default=RESULTS / "malloc_arenas.md")
+    p.add_argument("--render", type=Path, metavar="JSON",
+                   help="write the report of a measured record (a malloc_arenas.json) again, measuring nothing")
     args = p.parse_args(argv)
+    if args.render is not None:
+        return write(json.loads(args.render.read_text()), args.out)
     load0, at, t0 = load_average(), commit(), time.perf_counter()
     rows: dict[str, dict[str, list[dict]]] = {"256": {k: [] for k in SETTINGS}, "2048": {k: [] for k in SETTINGS}}
     with tempfile.TemporaryDirectory(prefix="bench_arenas_") as tmp:
@@ -117,6 +121,7 @@ def write(record: dict, out: Path) -> int:
                 if budgets:
                     ax.axhline(min(budgets), color="grey", lw=1, ls="--", label="budget (smallest recorded)")
                 ax.legend(fontsize=8, loc="lower right")
+            ax.set_ylim(bottom=0)
             ax.set_xticks(range(len(names)), names)
             ax.set_xlim(-0.6, len(names) - 0.4)
             ax.set_title(label, fontsize=10)
