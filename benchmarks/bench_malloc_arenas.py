@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 def write(record: dict, out: Path) -> int:
     rows = record["rows"]
     lines = ["# glibc malloc arenas and `infer` (`MALLOC_ARENA_MAX=1` or not)", "",
-             f"`{record['command']}`; {record['minutes']} min", "", record["machine"], "",
+             f"`{record['command']}`; {record['minutes']} min", "", f"Machine: {record['machine']}", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              f"## {record['frames']}-frame 256² movie (each run listed; {record['repeats']} per setting, alternated)",
              "", "| setting | wall (s) | localization frames/s | peak RssAnon (MiB) | compiled |",

@@ -214,7 +214,7 @@ def write(record: dict, out: Path) -> int:
     journal = record.get("journal_seconds")
     lines = [
         "# Resume after a kill (`infer` SIGKILLed, then `--resume`)", "",
-        f"`{record['command']}`", "", record["machine"], "",
+        f"`{record['command']}`", "", f"Machine: {record['machine']}", "",
         f"A simulated {frames}-frame {side}² EMCCD movie ({record['density']} emitters/µm²), the shipped model, "
         f"default sizes, {FORMATS}, `--journal_seconds` {journal if journal else 'default (5 s)'}. "
         f"Uninterrupted: {whole_s:.1f} s, "
