@@ -31,7 +31,7 @@ from bench_resume import simulate
 from bench_throughput import timed
 from command_line import command_line
 from machine import commit, load_average, machine_line
-from report_files import write_report_files
+from report_files import add_render_option, write_report_files
 
 RESULTS = Path(__file__).parent / "results"
 SETTINGS = {"default": {}, "MALLOC_ARENA_MAX=1": {"MALLOC_ARENA_MAX": "1"}}
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=1000, help="frames of the 256² movie")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", type=Path, default=RESULTS / "malloc_arenas.md")
-    p.add_argument("--render", type=Path, metavar="JSON",
-                   help="write the report of a measured record (a malloc_arenas.json) again, measuring nothing")
+    add_render_option(p, "malloc_arenas")
     args = p.parse_args(argv)
     if args.render is not None:
         return write(json.loads(args.render.read_text()), args.out)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from command_line import command_line
 from machine import commit, load_average, machine_line
-from report_files import write_report_files
+from report_files import add_render_option, write_report_files
 
 RESULTS = Path(__file__).parent / "results"
 FORMATS = "csv,picasso,parquet"
@@ -150,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.5, 0.9])
     p.add_argument("--journal_seconds", type=float, help="infer's --journal_seconds (default: infer's, 5 s)")
     p.add_argument("--out", type=Path, default=RESULTS / "resume.md")
-    p.add_argument("--render", type=Path, metavar="JSON",
-                   help="write the report of a measured record (a resume.json) again, measuring nothing")
+    add_render_option(p, "resume")
     args = p.parse_args(argv)
     if args.render is not None:
         return write(json.loads(args.render.read_text()), args.out)

@@ -3,6 +3,7 @@ record) the JSON of what was measured, each whole or not at all (``atomic_output
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,3 +24,10 @@ def write_report_files(out: Path, lines: list[str], draw: Callable[[Path], None]
         with atomic_output(out.with_suffix(".json")) as tmp:
             tmp.write_text(json.dumps(record, indent=1, default=float))
     return png
+
+
+def add_render_option(parser: argparse.ArgumentParser, report: str) -> None:
+    """``--render JSON``: a script writes its report again from a record it measured (``report``.json), measuring
+    nothing (a layout or wording change reaches the committed report without a rerun)."""
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help=f"write the report of a measured record (a {report}.json) again, measuring nothing")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,10 +87,5 @@ class Precompiled:
 
     def _save(self, compiled: Any, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".part-", dir=path.parent)
-        os.close(fd)
-        try:
-            compiled.save_compiled_function(tmp)
-            os.replace(tmp, path)  # whole or not at all: a concurrent run or a kill leaves no half-written file
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        # torch writes it whole or not at all (a temporary file renamed): a concurrent run or a kill leaves none
+        compiled.save_compiled_function(str(path))
