@@ -31,6 +31,15 @@ DENSITIES = {"low": 0.2, "medium": 1.0, "high": 2.0}
 GOALS = {"low": 0.90, "medium": 0.85, "high": 0.80}
 
 
+def reference_simulation(density: float):
+    """The reference physics (the module docstring's) at ``density`` emitters/µm²."""
+    from decode_mem.io.camera import Camera
+    from decode_mem.simulate.config import SimulationConfig
+
+    return SimulationConfig(frame_size=(64, 64), density=density, photons_mean=5000.0, photons_std=1500.0,
+                            bg=100.0, psf="gauss2d", psf_sigma=1.0, camera=Camera.emccd())
+
+
 def run_decode(stack: Path, model_path: Path) -> tuple[object, float]:
     from decode_mem.infer.predict import predict_stack
     from decode_mem.io import open_stack
@@ -60,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     from decode_mem.evaluate import evaluate
     from decode_mem.io.camera import Camera
     from decode_mem.io.localizations import read_localizations
-    from decode_mem.simulate.config import SimulationConfig
     from decode_mem.simulate.stack import simulate_stack
 
     torch.set_num_threads(1)
@@ -75,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_accuracy_") as tmp:
         work = Path(tmp)
         for i, (name, density) in enumerate(DENSITIES.items()):
-            sim = SimulationConfig(frame_size=(64, 64), density=density, photons_mean=5000.0, photons_std=1500.0,
-                                   bg=100.0, psf="gauss2d", psf_sigma=1.0, camera=cam)
+            sim = reference_simulation(density)
             paths = {}
             for role, seed in (("test", 100 + i), ("tune", 200 + i)):
                 stack, gt = work / f"{name}_{role}.tif", work / f"{name}_{role}.csv"

@@ -10,10 +10,9 @@ setting once; the converted networks are kept in ``engines/`` there (``model.eng
 checkpoint). ``'auto'`` falls back to torch, saying why in one line, where no runtime is installed or the faster
 one fails to load. On CUDA every choice but ``torch`` is a ConfigError, and ``'auto'`` is torch.
 
-Not planned yet: the runtimes' own buffers. Each compiled sub-network keeps its working memory between calls
-(torch reuses one freed pool for both), so a runtime's working set is 2-3x torch's: at 256² (batch 4), after
-the first and the carried units, RssAnon stood 385 and 419 MiB above the loaded model with OpenVINO against 188
-and 148 MiB with torch, and whole runs peaked 1.3-1.4x their plan (``benchmarks/results/cpu_engines.md``).
+Memory: a runtime keeps each compiled sub-network's working memory between calls (torch reuses one freed pool
+for both), so the plan counts ``footprint.inference.RUNTIME_WORKING_SET`` times torch's traced bytes for it; an
+``'auto'`` that picks a runtime plans again with it (``tests/plan``: measured peaks within their plan + 15 %).
 """
 
 from __future__ import annotations

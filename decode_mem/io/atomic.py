@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,12 +39,14 @@ def sync_to_disk(*paths: str | os.PathLike) -> None:
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike, *, keep_partial: bool = False) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, *, keep_partial: bool = False,
+                  keep: Callable[[BaseException], bool] | None = None) -> Iterator[Path]:
     """Yield a temporary path to write to; on success it replaces ``path``, on error it is removed.
 
     Works for files and for directories (zarr stores). A stale temporary from a killed run is
     discarded first, so a resumed run starts that output afresh; with ``keep_partial`` it is kept, for a
-    writer that continues it.
+    writer that continues it. ``keep(exc)``: an exception for which the temporary stays (a writer that can
+    continue it after a stop); it never replaces ``path`` then.
     """
     final = Path(path)
     tmp = partial_path(final)
@@ -53,8 +55,9 @@ def atomic_output(path: str | os.PathLike, *, keep_partial: bool = False) -> Ite
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         yield tmp
-    except BaseException:
-        remove_path(tmp)
+    except BaseException as e:
+        if keep is None or not keep(e):
+            remove_path(tmp)
         raise
     if final.is_dir() and not final.is_symlink():
         shutil.rmtree(final)  # os.replace cannot replace a non-empty directory

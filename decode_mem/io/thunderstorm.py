@@ -16,6 +16,7 @@ from types import TracebackType
 
 import numpy as np
 
+from decode_mem.errors import Stopped
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.csv_text import csv_lines
 from decode_mem.io.table import EmitterTable
@@ -92,7 +93,8 @@ class ThunderstormWriter:
     """Streaming CSV writer: ``write(table)`` appends rows; the file appears under its name on close.
 
     Rows are written as they come, so memory does not grow with the stack. If the block exits with an
-    exception the partial file is removed and nothing appears under the final name. The text is made from
+    exception the partial file is removed (kept after a ``checkpoint`` where it is a ``Stopped``, for a resume)
+    and nothing appears under the final name. The text is made from
     whole columns (``csv_lines``): the bytes ``np.savetxt`` would write with ``formats``, several times faster.
     """
 
@@ -110,6 +112,7 @@ class ThunderstormWriter:
         self._fh = None
         self._continue: dict[str, int] | None = None  # ``continue_from``: where a killed run's file was whole
         self.continued = False  # the file a killed run left was kept up to its last checkpoint
+        self._checkpointed = False  # a checkpoint was taken: a stop keeps the temporary file for a resume
         # fixed decimals: 0.0001 nm / photon everywhere in the field of view (``%g`` would round x to 1 nm
         # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
         self._headers = column_headers(self.extras, self.three_d)
@@ -118,7 +121,8 @@ class ThunderstormWriter:
 
     def __enter__(self) -> ThunderstormWriter:
         state = self._continue
-        tmp = self._atomic.enter_context(atomic_output(self.path, keep_partial=state is not None))
+        tmp = self._atomic.enter_context(atomic_output(self.path, keep_partial=state is not None,
+                                                       keep=self._continuable))
         if state is not None and tmp.is_file() and tmp.stat().st_size >= state["bytes"]:
             self._fh = open(tmp, "r+b")
             self._fh.truncate(state["bytes"])  # what the killed run wrote after its last checkpoint goes
@@ -133,7 +137,14 @@ class ThunderstormWriter:
         """The file's length and next id now, flushed and synced to disk: ``continue_from`` in a resumed run."""
         self._fh.flush()
         os.fsync(self._fh.fileno())
+        self._checkpointed = True
         return {"bytes": self._fh.tell(), "next_id": self._next_id}
+
+    def _continuable(self, exc: BaseException) -> bool:
+        """A stop on request (``Stopped``) after a checkpoint keeps the temporary file, as a kill does: a resumed
+        run continues it from the journal's last checkpoint instead of writing every earlier row again. Any
+        other error removes it."""
+        return self._checkpointed and isinstance(exc, Stopped)
 
     def continue_from(self, state: dict[str, int]) -> None:
         """Before the ``with`` block: continue the temporary file a killed run left, cut back to ``state`` (its

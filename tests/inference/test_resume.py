@@ -82,9 +82,14 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(shipped_model, uninte
     assert not (tmp_path / "stack.json").exists() and not (tmp_path / "stack.csv").exists()
     manifest = json.loads((tmp_path / "stack.progress" / "parts.json").read_text())
     assert manifest["parts"][-1]["stop"] == blocks * BLOCK
+    # the CSV stays under its temporary name, whole up to the stop's checkpoint: the resume continues it
+    cut = manifest["parts"][-1]["outputs"]["stack.csv"]
+    assert (tmp_path / "stack.csv.partial").stat().st_size == cut["bytes"] > 0
     report = run_inference(config(tmp_path, shipped_model, resume=True))
     assert report.ok and report.stacks[0].localizations == len(uninterrupted["picasso"])
-    assert json.loads((tmp_path / "stack.json").read_text())["resumed_at_frame"] == blocks * BLOCK
+    summary = json.loads((tmp_path / "stack.json").read_text())
+    assert summary["resumed_at_frame"] == blocks * BLOCK
+    assert summary["resume_files"] == {"continued": ["stack.csv"], "replayed": ["stack.hdf5", "stack.parquet"]}
     assert_same_outputs(outputs(tmp_path), uninterrupted)
     assert not (tmp_path / "stack.progress").exists()
 
@@ -92,8 +97,10 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(shipped_model, uninte
 def test_without_resume_a_journal_is_started_again(shipped_model, uninterrupted, tmp_path):
     with pytest.raises(Stopped):
         run_inference(config(tmp_path, shipped_model), StopAfter(3))
+    assert (tmp_path / "stack.csv.partial").exists()
     run_inference(config(tmp_path, shipped_model))  # no --resume: from frame 0, the journal dropped
     assert_same_outputs(outputs(tmp_path), uninterrupted)
+    assert not list(tmp_path.glob("*.partial"))  # the stopped run's CSV was not continued, nor left behind
 
 
 def test_a_resume_with_settings_that_change_results_is_refused_naming_them(shipped_model, tmp_path):
@@ -215,9 +222,10 @@ def test_sigterm_stops_within_seconds_keeps_the_blocks_and_says_how_to_continue(
     frame = int(line[0].split("stopped at frame ")[1].split()[0])
     assert frame >= 3 * BLOCK and frame % BLOCK == 0
     assert json.loads((tmp_path / "stack.progress" / "parts.json").read_text())["parts"][-1]["stop"] == frame
-    # no half-written localization file (the journal holds the frames done); the probability map's partial store
-    # stays, its resumed run writes the frames it lacks
-    assert [p.name for p in tmp_path.glob("*.partial")] == ["stack_prob.zarr.partial"]
+    # no half-written localization file: the CSV's temporary file is whole up to the journal's last part (a resume
+    # continues it), the others are rebuilt from the journal; the probability map's partial store stays, its
+    # resumed run writes the frames it lacks
+    assert sorted(p.name for p in tmp_path.glob("*.partial")) == ["stack.csv.partial", "stack_prob.zarr.partial"]
     done = subprocess.run(infer_command(tmp_path, shipped_model, "--resume"), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
