@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from decode_mem.config import check_output_file, check_output_folder
 from decode_mem.errors import DecodeMemError, Interrupted, Stopped
+from decode_mem.threads import limit_malloc_arenas
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
 DEVICE_HELP = "auto | cpu | cuda | cuda:N (default auto: CUDA when present, else the CPU)"
@@ -130,6 +131,7 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
     except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
         return int(e.code or 0)
     previous = _interrupt_on_signals()
+    limit_malloc_arenas()  # before the job's threads start (threads.limit_malloc_arenas)
     try:
         for dest, kind in (outputs or {}).items():
             if getattr(args, dest, None) is not None:

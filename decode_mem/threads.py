@@ -12,10 +12,16 @@ idle cores (at least 1: a single thread has no barrier to spin at), measured whe
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter: the most malloc arenas (per-thread heaps) a process makes
 
 
 def _prefer_passive_wait() -> bool:
@@ -64,3 +70,31 @@ def cpu_threads(requested: int | None) -> Iterator[int]:
         yield n
     finally:
         torch.set_num_threads(before)
+
+
+@functools.cache
+def libc() -> Any | None:
+    """The C library (``ctypes.CDLL``), None where it cannot be found or loaded."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+def limit_malloc_arenas(count: int = 1) -> bool:
+    """Have glibc's malloc keep at most ``count`` arenas in this process, as ``MALLOC_ARENA_MAX`` would (left to
+    the environment where that is set). Each thread that allocates beside another gets an arena of its own (up to
+    8 per core), and each arena keeps freed memory of its own: the writer, reader and timing threads of a run
+    held tens of MiB beyond the plan that way (``benchmarks/results/malloc_arenas.md``: with one arena the first
+    2048² run stayed within its budget, at the same speed). For a program's entry (``cli.run``), before its
+    threads start; arenas made before stay. Where applied, ``MALLOC_ARENA_MAX`` is set too, so that the processes
+    it starts (dask workers) have the same cap from their start. Whether it was applied (False without glibc)."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    lib = libc()
+    mallopt = getattr(lib, "mallopt", None) if lib is not None else None
+    if mallopt is None or not mallopt(M_ARENA_MAX, int(count)):
+        return False
+    os.environ["MALLOC_ARENA_MAX"] = str(int(count))
+    return True

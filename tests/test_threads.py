@@ -53,3 +53,53 @@ def test_predict_stack_runs_on_the_threads_it_is_given_and_restores_them(torch_t
     tables = list(predict_stack(frames, load_model(), chunk_size=32, batch_size=2, threads=2,
                                 on_block=lambda _: seen.append(torch.get_num_threads())))
     assert tables and seen == [2] and torch.get_num_threads() == before
+
+
+ARENAS = """
+import ctypes, os, sys, tempfile, threading
+from decode_mem.threads import libc, limit_malloc_arenas
+applied = limit_malloc_arenas() if sys.argv[1] == "limit" else None
+lib = libc()
+lib.malloc.restype, lib.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+lib.free.argtypes = [ctypes.c_void_p]
+lib.fopen.restype = ctypes.c_void_p
+lib.malloc_info.argtypes, lib.fclose.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
+go = threading.Barrier(4)
+
+def work():  # four threads allocate at once: each gets an arena of its own unless they are capped
+    go.wait()
+    blocks = [lib.malloc(4096) for _ in range(20000)]
+    for b in blocks:
+        lib.free(b)
+
+workers = [threading.Thread(target=work) for _ in range(4)]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+path = tempfile.mktemp()
+fp = lib.fopen(path.encode(), b"w")
+lib.malloc_info(0, fp)
+lib.fclose(fp)
+assert applied is not True or os.environ["MALLOC_ARENA_MAX"] == "1"  # the processes it starts: the same cap
+print(applied, open(path).read().count("<heap nr="))
+"""
+
+
+@pytest.mark.skipif(threads.libc() is None or not hasattr(threads.libc(), "malloc_info"), reason="no glibc here")
+def test_limit_malloc_arenas_keeps_the_threads_allocations_in_one_arena_unless_the_environment_says() -> None:
+    """``cli.run`` caps glibc's arenas (each arena keeps freed memory of its own beyond the plan): four threads
+    that allocate at once share the one arena; without the cap they get their own; a ``MALLOC_ARENA_MAX`` in the
+    environment is left as it is."""
+    clean = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+
+    def heaps(mode: str, **env: str) -> tuple[str, int]:
+        done = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True,
+                              env={**clean, **env}, check=True)
+        applied, n = done.stdout.split()
+        return applied, int(n)
+
+    assert heaps("limit") == ("True", 1)
+    assert heaps("none")[1] > 1
+    applied, n = heaps("limit", MALLOC_ARENA_MAX="4")
+    assert applied == "False" and 1 < n <= 4

@@ -8,10 +8,9 @@ follows carries it to its end (``tests/plan/test_plan.py`` measures it). ``mallo
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 from collections.abc import Callable
+
+from decode_mem.threads import libc
 
 
 def release_free_heap() -> bool:
@@ -20,10 +19,6 @@ def release_free_heap() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
-@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # no libc by that name, or a libc without malloc_trim (musl, macOS)
-        return None
+    """glibc's ``malloc_trim``; None without it (musl, macOS)."""
+    return getattr(libc(), "malloc_trim", None)
