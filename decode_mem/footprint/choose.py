@@ -242,12 +242,13 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_siz
                       batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
                       device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                       n_frames: int | None = None, probe: bool = True, margin: int = MARGIN,
-                      streams: int = 1) -> SizeChoice:
+                      streams: int = 1, engine: str = "torch") -> SizeChoice:
     """``choose_sizes`` for a run in this process: the keyword form of ``choose_here``."""
     h, w = frame_shape
     work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
     return choose_here(net, work, SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
-                                              memory_limit=memory_limit, streams=streams, probe=probe))
+                                              memory_limit=memory_limit, streams=streams, probe=probe,
+                                              engine=engine))
 
 
 def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoice:

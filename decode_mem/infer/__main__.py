@@ -32,6 +32,7 @@ from decode_mem.cli import (
     run,
 )
 from decode_mem.config import AMP_CHOICES, resolve_device
+from decode_mem.footprint.request import ENGINE_CHOICES
 from decode_mem.io.camera import CAMERA_FLAGS
 
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--device", default="auto", help=DEVICE_HELP)
     mem.add_argument("--threads", type=int, help="torch CPU threads per process (default: torch's, the cores; idle "
                                                   "threads sleep instead of spinning)")
-    mem.add_argument("--engine", choices=("auto", "torch", "openvino", "onnxruntime"), default="torch",
+    mem.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                      help="what computes the network on a CPU: torch (default), openvino or onnxruntime (pip install "
                           "-e \".[cpu]\"; fp32 on --threads), or auto: the fastest measured on this machine, "
                           "remembered (torch, saying why, where no runtime loads)")

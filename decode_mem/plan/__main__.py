@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from decode_mem.cli import DEVICE_HELP, MEANINGS, add, int_or_auto, new_parser, run
 from decode_mem.config import AMP_CHOICES
+from decode_mem.footprint.request import ENGINE_CHOICES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--memory_limit", help=MEANINGS["--memory_limit"])
     add(p, "--no_probe", action="store_true", help="choose 'auto' sizes without timing candidates")
     p.add_argument("--streams", type=int, default=1, help="blocks computed at once on a CPU (infer --streams)")
+    p.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
+                   help="what computes the network on a CPU, as infer --engine: a runtime's own buffers are planned "
+                        "(auto: planned as torch; a run in which auto picks a runtime plans again)")
     train = p.add_argument_group("training (--train)")
     train.add_argument("--train", action="store_true", help="plan a training run instead of inference")
     train.add_argument("--config", help="training YAML (model, loss, simulation); default: the embedded defaults")
@@ -83,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=chunk_size, batch_size=args.batch_size,
                                    amp=args.amp or "auto", device=device, itemsize=itemsize,
                                    memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
-                                   probe=not args.no_probe, streams=args.streams)
+                                   probe=not args.no_probe, streams=args.streams, engine=args.engine)
         plan = choice.plan
         baseline = plan.baseline_bytes
         seconds = remembered_seconds(model.net, plan, device)
@@ -92,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = [
             f"frames {plan.frame_shape[0]}x{plan.frame_shape[1]} px on {device} ({plan.amp}): chunk_size "
             f"{plan.chunk_size}, batch_size {plan.batch_size}, block {plan.block} frames"
-            + (f", {plan.streams} streams" if plan.streams > 1 else "") + f" ({choice.reason})",
+            + (f", {plan.streams} streams" if plan.streams > 1 else "")
+            + (f", engine {args.engine}" if args.engine != "torch" else "") + f" ({choice.reason})",
             f"  tiles: {plan.n_tiles} of {plan.tile_shape[0]}x{plan.tile_shape[1]} px; largest call "
             f"{plan.unit_shape[0]} tile(s) x {plan.unit_shape[1]} frames",
             f"  predicted peak host RssAnon: {plan.host_bytes / 2**20:.0f} MiB (baseline {baseline / 2**20:.0f}, "
@@ -122,7 +127,8 @@ def check_mode(args: argparse.Namespace) -> None:
                                   "crop side; --chunk_size is the inference tile core)")
             args.crop_size, args.chunk_size = args.chunk_size, None
         ignored = {"--frames": args.frames, "--model": args.model, "--dtype": args.dtype,
-                   "--no_probe": args.no_probe or None, "--streams": args.streams if args.streams != 1 else None}
+                   "--no_probe": args.no_probe or None, "--streams": args.streams if args.streams != 1 else None,
+                   "--engine": args.engine if args.engine != "torch" else None}
     else:
         ignored = {"--config": args.config, "--accumulation_steps": args.accumulation_steps,
                    "--val_size": args.val_size, "--crop_size": args.crop_size,

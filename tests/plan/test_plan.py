@@ -302,6 +302,24 @@ def test_cli_plans_parallel_streams(capsys) -> None:
     assert "--streams: only for inference" in capsys.readouterr().err
 
 
+def test_cli_plans_a_runtimes_working_set(capsys) -> None:
+    """``--engine openvino`` plans the runtime's own buffers, as ``infer --engine openvino`` sizes its run (the
+    runtime need not be installed to plan); the network's part grows, the frame blocks do not."""
+    import re
+
+    def plan(*extra: str) -> tuple[int, int, str]:
+        assert main(["--frame", "256", "256", "--chunk_size", "128", "--batch_size", "2", "--no_probe", *extra]) == 0
+        out = capsys.readouterr().out
+        return (int(re.search(r"frame blocks (\d+)", out).group(1)),
+                int(re.search(r"network (\d+) with the allocator", out).group(1)), out)
+
+    blocks, network, _ = plan()
+    blocks_ov, network_ov, out = plan("--engine", "openvino")
+    assert "engine openvino" in out and blocks_ov == blocks and network_ov > 1.5 * network
+    assert main(["--train", "--frame", "64", "64", "--engine", "openvino"]) == 2
+    assert "--engine: only for inference" in capsys.readouterr().err
+
+
 def test_auto_streams_keep_the_sizes_of_one_stream_or_refuse(small: DecodeNet) -> None:
     """Streams get the tiles and batch one stream would get (smaller tiles would cost more than the streams
     gain), with memory planned for all of them; where those sizes do not fit, a clear error instead."""
