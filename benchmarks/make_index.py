@@ -25,9 +25,6 @@ STALE = {
     "throughput.md": "made at 6e09d9c, whose executor compiled 2 graphs (63320d3); 16800fb reverted that, and since "
                      "ed0cea4 a process loads its compiled graphs from disk where an earlier run saved them: its "
                      "runs' start differs from that measured by a few seconds",
-    "fit.md": "predates fit's current budget split, crowding match and learning-rate schedule",
-    "specialist.md": "its gap to fit is computed from the stale fit.md",
-    "specialist_cell_patient.md": "its gap to fit is computed from the stale fit.md",
 }
 # Helpers that measure nothing themselves: what they are for.
 HELPERS = {"command_line.py", "machine.py", "picasso_runner.py", "plan_bytes.py", "report_files.py",
