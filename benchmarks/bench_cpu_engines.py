@@ -298,16 +298,19 @@ def conversions(threads: int, env: dict, tmp: Path) -> dict:
     return seconds
 
 
-def truth_jaccard(csv: Path, gt: Path) -> float:
+def truth_jaccard(csv: Path, gt: Path, pixel_size: float) -> float:
     from decode_mem.evaluate import evaluate_files
 
-    return evaluate_files(csv, gt).jaccard
+    return evaluate_files(csv, gt, pixel_size=pixel_size).jaccard
 
 
 def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, picasso: dict | None) -> list[dict]:
     """The infer command on a simulated ``side``² movie of ``frames`` frames with each engine, torch also compiled
     (its graphs saved by a warm-up run of the same size first); emitters compared with torch eager's and with the
     ground truth; tuned Picasso (``picasso``: its interpreter and settings) on the same movie."""
+    from decode_mem.io.camera import Camera
+
+    px = Camera.emccd().pixel_size  # make_movie's camera
     movie = tmp / f"movie_{side}.tif"
     gt = make_movie(movie, frames, side)
     warm = tmp / f"warm_{side}.tif"
@@ -319,21 +322,19 @@ def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, pi
         print(f"whole command {side}² {rows[-1]['engine']}: {rows[-1]['frames_per_s']:.3g} frames/s", flush=True)
     for r in rows:
         r["jaccard"], r["max_shift_nm"] = compare(rows[0]["csv"], r["csv"])
-        r["jaccard_truth"] = truth_jaccard(r["csv"], gt)
+        r["jaccard_truth"] = truth_jaccard(r["csv"], gt, px)
     for r in rows:
         del r["csv"]
     if picasso:
         from picasso_runner import run_picasso, table_from
 
         from decode_mem.evaluate import evaluate
-        from decode_mem.io.camera import Camera
         from decode_mem.io.localizations import read_localizations
 
         box, ng = picasso["box"], picasso["ng"]
         res = run_picasso(picasso["python"], movie, [box], ng, picasso["camera"], tmp, threaded=True)
         seconds = float(res[f"{box}_seconds"])
         table = table_from(res, box, ng)
-        px = Camera.emccd().pixel_size
         rows.append({"engine": f"Picasso (tuned: box {box}, min ng {ng:.0f}; threaded)", "side": side,
                      "frames": frames, "frames_per_s": frames / seconds, "wall_s": seconds,
                      "localizations": len(table), "picasso": True,

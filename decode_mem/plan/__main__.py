@@ -76,11 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
         from decode_mem.config import parse_bytes, resolve_device
+        from decode_mem.errors import ConfigError
         from decode_mem.footprint.choose import choose_sizes_here
         from decode_mem.footprint.speed import frames_per_second, remembered_seconds
         from decode_mem.model.checkpoint import load_model
 
         device = resolve_device(args.device)
+        if device.type != "cpu" and args.engine not in ("torch", "auto"):  # as infer refuses it (footprint.engines)
+            raise ConfigError(f"--engine {args.engine}: a CPU runtime; on {device} use --engine torch or auto")
         model = load_model(args.model, device=device)  # None: the shipped model
         itemsize = np.dtype(args.dtype or "uint16").itemsize
         chunk_size = "auto" if args.chunk_size is None else args.chunk_size
