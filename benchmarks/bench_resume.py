@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from decode_mem.footprint.engines import compiled_dir
 
     load0, at = load_average(), commit()
-    graphs_before = len(list(compiled_dir().rglob("*.bin")))  # torch.compile's graphs kept on disk before the runs
+    graphs_before = len(list(compiled_dir().rglob("*.pt2")))  # torch.compile's graphs kept on disk before the runs
     with tempfile.TemporaryDirectory(prefix="bench_resume_") as tmp:
         tmp = Path(tmp)
         movie = tmp / "movie.tif"

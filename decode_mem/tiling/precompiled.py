@@ -4,22 +4,23 @@ them instead of tracing the network again.
 ``torch.compile`` caches its generated kernels on disk, but every new process still imports the compiler and
 traces each graph again with dynamo: ~4 s for the 4 graphs of a 256² CPU run (a block's first unit and the carried
 ones, of the frame U-Net and the temporal part), a tenth of a 90 % resume's time. ``Precompiled`` compiles each
-input signature once with ``aot_compile`` (whole graph), saves it under ``folder`` named by the network's digest
-(code, config and weights: ``model.engine.network_digest``) and the signature, and loads it in later processes.
+input signature once ahead of time with AOTInductor (``torch.export`` then ``aoti_compile_and_package``: the
+same inductor kernels, with a C++ wrapper in a shared library), saves the package under ``folder`` named by the
+network's digest (code, config and weights: ``model.engine.network_digest``) and the signature, and loads it in
+later processes through torch's C++ package loader: no dynamo or inductor import, milliseconds instead of the ~4 s
+that loading ``aot_compile``'s graphs took (their loading imported the compiler).
 
-The saved graph computes the same kernels as ``torch.compile`` (bitwise: ``tests/tiling/test_precompiled.py``).
-Where anything fails (no folder, a graph break, an unreadable file, a guard that no longer holds), the call goes
-to a plain ``torch.compile`` of the same function: slower to start, the same numbers.
+The package computes torch.compile's numbers bit for bit (``tests/tiling/test_precompiled.py``).
+Where anything fails (no folder, an export that fails, an unreadable file), the call goes to a plain
+``torch.compile`` of the same function: slower to start, the same numbers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -33,7 +34,7 @@ def _signature(args: tuple[torch.Tensor, ...]) -> tuple:
 
 class Precompiled:
     """A callable standing for ``torch.compile(fn, dynamic=False)`` (``fn`` a bound method of a module) whose
-    graphs are saved in and loaded from ``folder/<name>-<signature>.bin``."""
+    graphs are saved in and loaded from ``folder/<name>-<signature>.pt2`` (AOTInductor packages)."""
 
     def __init__(self, fn: Callable[..., torch.Tensor], folder: str | os.PathLike, name: str) -> None:
         self._fn, self._module = fn, fn.__self__
@@ -47,13 +48,7 @@ class Precompiled:
         graph = self._graphs.get(key)
         if graph is None:
             graph = self._graphs[key] = self._graph(key, args)
-        try:
-            return graph(*args)
-        except RuntimeError as e:
-            if "GuardManager check failed" not in str(e):
-                raise
-            graph = self._graphs[key] = self._plain_compiled()
-            return graph(*args)
+        return graph(*args)
 
     def _plain_compiled(self) -> Callable[..., torch.Tensor]:
         if self._plain is None:
@@ -61,31 +56,60 @@ class Precompiled:
         return self._plain
 
     def _graph(self, key: tuple, args: tuple[torch.Tensor, ...]) -> Callable[..., torch.Tensor]:
-        path = self._folder / f"{self._name}-{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.bin"
+        path = self._folder / f"{self._name}-{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.pt2"
         loaded = self._load(path)
         if loaded is not None:
             self.loaded += 1
             return loaded
         try:
-            compiled = torch.compile(self._fn, dynamic=False, fullgraph=True).aot_compile((args, {}))
-        except Exception:  # a graph break, or the function cannot be compiled ahead: the plain compile
+            self._build(args, path)
+        except Exception:  # an export that fails, no folder, read-only: the plain compile
             return self._plain_compiled()
-        with contextlib.suppress(Exception):  # no folder, read-only, a value that does not pickle: not kept
-            self._save(compiled, path)
-            self.saved += 1
-        return lambda *a: compiled(self._module, *a)
+        loaded = self._load(path)
+        if loaded is None:
+            return self._plain_compiled()
+        self.saved += 1
+        return loaded
+
+    def _build(self, args: tuple[torch.Tensor, ...], path: Path) -> None:
+        """Export the function at ``args`` and compile it ahead of time into the package ``path``, written whole
+        or not at all (a temporary name renamed: a concurrent run or a kill leaves no half package)."""
+        import warnings
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.pt2")  # the packager wants .pt2
+        try:
+            with warnings.catch_warnings():  # torch's own deprecation notes from inside export: not the user's
+                warnings.simplefilter("ignore")
+                from torch._inductor import aoti_compile_and_package
+
+                program = torch.export.export(_Call(self._module, self._fn.__name__), tuple(args))
+                aoti_compile_and_package(program, package_path=str(tmp))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def _load(self, path: Path) -> Callable[..., torch.Tensor] | None:
         if not path.is_file():
             return None
-        try:
-            with path.open("rb") as fh:
-                compiled = torch.compiler.load_compiled_function(fh)
+        try:  # torch's C++ loader: ``torch._inductor.aoti_load_package`` would import the compiler (~1.3 s)
+            loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
         except Exception:  # written by another torch, or damaged: compiled again (and replaced)
             return None
-        return lambda *a: compiled(self._module, *a)
 
-    def _save(self, compiled: Any, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # torch writes it whole or not at all (a temporary file renamed): a concurrent run or a kill leaves none
-        compiled.save_compiled_function(str(path))
+        def run(*a: torch.Tensor) -> torch.Tensor:
+            (out,) = loader.run(list(a))
+            return out
+
+        return run
+
+
+class _Call(torch.nn.Module):
+    """``module.<name>(*args)`` as a module's forward, for ``torch.export`` (which exports modules)."""
+
+    def __init__(self, module: torch.nn.Module, name: str) -> None:
+        super().__init__()
+        self.module, self.name = module, name
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(self.module, self.name)(*args)
