@@ -121,3 +121,35 @@ def _foreign(tmp_path):
     path = tmp_path / "src.parquet"
     pq.write_table(pa.table({"frame": [1, 2, 3], "x [nm]": [50.0, 150.0, 250.0], "y [nm]": [50.0, 50.0, 50.0]}), path)
     return path
+
+
+def test_columns_are_read_as_pyarrow_gives_them_offset_and_nulls_included() -> None:
+    """``_numpy``: a number column without nulls as a view of its buffer (at a slice's offset too), the same
+    values and dtype as pyarrow's ``to_numpy``; a column with nulls or of another type through ``to_numpy``."""
+    import pyarrow as pa
+
+    from decode_mem.io.parquet import _numpy
+
+    for values in (np.arange(10, dtype=np.int64), np.linspace(0, 1, 10), np.linspace(0, 1, 10).astype(np.float32),
+                   np.arange(10, dtype=np.int32)):
+        column = pa.array(values).slice(3, 5)
+        got = _numpy(column)
+        assert got.dtype == values.dtype and np.array_equal(got, values[3:8])
+    with_null = pa.array([1.0, None, 3.0])
+    np.testing.assert_array_equal(_numpy(with_null), with_null.to_numpy(zero_copy_only=False))
+    text = pa.array(["a", "b"])
+    assert list(_numpy(text)) == ["a", "b"]
+
+
+def test_reading_a_parquet_file_does_not_import_pandas(tmp_path) -> None:
+    """pyarrow's ``to_numpy`` imports pandas on first use (~0.4 s); a resumed run reads its journal's parquet
+    parts, so reading must not."""
+    import subprocess
+    import sys
+
+    write_parquet(table(50), tmp_path / "l.parquet", pixel_size=PX)
+    code = ("import sys; from decode_mem.io.parquet import read_parquet; "
+            f"t = read_parquet({str(tmp_path / 'l.parquet')!r}); print(len(t), 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["50", "False"]
