@@ -273,18 +273,29 @@ def write(record: dict, out: Path) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+        fig, (ax, over) = plt.subplots(1, 2, figsize=(11.0, 4.0), dpi=110, width_ratios=(3, 2))
         x = [r["fraction"] * 100 for r in rows]
         ax.plot(x, [r["resumed_s"] for r in rows], "o-", label="resumed run (measured)")
         ax.plot(x, [r["goal_s"] for r in rows], "s--",
                 label="goal: the share left at the kill of the uninterrupted run + 5 s")
         ax.axhline(whole_s, color="grey", lw=0.8, label=f"uninterrupted run ({whole_s:.0f} s)")
-        ax.set_xlabel("killed at (% of the frames in the journal)" if by_journal
-                      else "killed at (% of the uninterrupted run's time)")
+        xlabel = ("killed at (% of the frames in the journal)" if by_journal
+                  else "killed at (% of the uninterrupted run's time)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("wall time (s)")
         ax.set_title(f"--resume after SIGKILL: {frames} frames of {side}²")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
+        # the margin is seconds on runs of minutes: invisible on the left, so on its own scale
+        margin = [r["resumed_s"] - r["goal_s"] for r in rows]
+        over.bar(x, margin, width=8, color=["tab:red" if m > 0 else "tab:green" for m in margin])
+        over.axhline(0, color="black", lw=0.8)
+        for xi, m in zip(x, margin, strict=True):
+            over.annotate(f"{m:+.1f} s", (xi, m), ha="center", va="bottom" if m > 0 else "top", fontsize=8)
+        over.set_xlabel(xlabel)
+        over.set_ylabel("resume - goal (s; above 0: over the goal)")
+        over.set_title("margin to the goal", fontsize=10)
+        over.set_xticks(x)
         fig.tight_layout()
         fig.savefig(png)
         plt.close(fig)
