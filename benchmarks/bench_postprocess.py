@@ -301,18 +301,14 @@ def link_check(pred: Any, matches: Any, events: np.ndarray, gt: Any, radius_px: 
 
 def frc_of_halves(table: Any, half: np.ndarray, shape: tuple[int, int], px: float,
                   render_pixel: float) -> float | None:
-    """FRC resolution (nm) of ``table`` (px) split into ``half`` and the rest, computed as ``evaluate --no_truth``
-    computes it (the same render pixel, the curve smoothed over the same rings)."""
-    from decode_mem.evaluate.no_truth import frc_curve, frc_resolution, smoothed
-    from decode_mem.render import Histogram
+    """FRC resolution (nm) of ``table`` (px) split into ``half`` and the rest, by ``evaluate --no_truth``'s own
+    halves (the same render pixel, the curve smoothed over the same rings)."""
+    from decode_mem.evaluate.no_truth import _Halves
 
-    images = []
-    for mask in (half, ~half):
-        h = Histogram(shape_px=shape, pixel_size=px, render_pixel=render_pixel)
-        h.add(table.select(mask))
-        images.append(h.image)
-    freq, curve = frc_curve(images[0], images[1], render_pixel)
-    return frc_resolution(freq, smoothed(curve))
+    halves = _Halves(shape, px, render_pixel)
+    halves.add(table, half)
+    frc = halves.frc("reference")
+    return None if frc is None else frc.resolution
 
 
 def frc_of_truth(gt: Any, events: np.ndarray, precision_nm: float | tuple[np.ndarray, np.ndarray],
