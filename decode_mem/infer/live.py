@@ -113,23 +113,23 @@ class _FollowRun:
         summary_path(self.out, stem).unlink(missing_ok=True)
         remove_partials(self.out, stem, cfg.formats)
         start = self.parts.begin(cfg.resume)
-        if start:
-            obs.message(f"{stem}: resuming after frame {start - 1} ({len(self.parts.parts)} part(s) kept)")
-        self.followed.start = start
-        status = self.status = LiveStatus(self.frame_shape, self.camera.pixel_size, self.parts.block)
-        for part in self.parts.parts:  # a resumed run: what the kept parts hold
-            status.add(_concat(self.parts.part_tables(part)), part["start"], part["stop"] - part["start"])
-        settings = EngineSettings(
-            model=str(cfg.model_path), camera=self.camera,
-            sizes=dataclasses.replace(cfg.sizes, block=self.parts.block, streams=1),
-            compile=False if cfg.compile == "auto" else cfg.compile, device=cfg.device,
-            threshold=cfg.threshold, threads=cfg.threads)
-        obs.run_started(1)
-        obs.stack_started(stem, None)
-        results: list[Any] = []
-        last_refresh, interval = time.monotonic(), cfg.refresh
         whole = True  # False while a block is half in the open part (an interrupt there drops the part)
-        try:
+        try:  # a signal from the parts' start on (a resumed run's kept parts are read first) keeps them
+            if start:
+                obs.message(f"{stem}: resuming after frame {start - 1} ({len(self.parts.parts)} part(s) kept)")
+            self.followed.start = start
+            status = self.status = LiveStatus(self.frame_shape, self.camera.pixel_size, self.parts.block)
+            for part in self.parts.parts:  # a resumed run: what the kept parts hold
+                status.add(_concat(self.parts.part_tables(part)), part["start"], part["stop"] - part["start"])
+            settings = EngineSettings(
+                model=str(cfg.model_path), camera=self.camera,
+                sizes=dataclasses.replace(cfg.sizes, block=self.parts.block, streams=1),
+                compile=False if cfg.compile == "auto" else cfg.compile, device=cfg.device,
+                threshold=cfg.threshold, threads=cfg.threads)
+            obs.run_started(1)
+            obs.stack_started(stem, None)
+            results: list[Any] = []
+            last_refresh, interval = time.monotonic(), cfg.refresh
             for table in stream_emitters(self.followed, settings, on_block=results.append, on_plan=self._plan):
                 result = results.pop()
                 whole = False
@@ -151,7 +151,7 @@ class _FollowRun:
                     interval = max(cfg.refresh, (last_refresh - began) / REFRESH_SHARE)
         except (KeyboardInterrupt, Stopped) as e:  # Ctrl-C, SIGTERM, Cancel: the blocks done are kept as a part
             if whole:
-                self.parts.close_part(status.frames_done)
+                self.parts.close_part(self.status.frames_done if hasattr(self, "status") else start)
             else:
                 self.parts.abort()
             self._stopped(e)

@@ -196,12 +196,13 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                         on_written=image.add if image is not None else None,  # the report's image, as written
                         **writer_options)
     given = _sizes_kept({k: getattr(job.settings.sizes, k) for k in ("chunk_size", "batch_size")})
-    start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {}),
-                                       "domain": _domain_record(job.domain)})
-    # frames repaired before the resume point (the first run's, from its journal): this run does not read them
-    damage_before = [Damage(**d) for d in outs.journal.meta.get("damage", [])] if start and outs.journal else []
-    stop, n_kept = start, 0
-    try:
+    start, damage_before = 0, []
+    try:  # a signal from the journal's start on says where the stack stopped and how to continue
+        start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {}),
+                                           "domain": _domain_record(job.domain)})
+        # frames repaired before the resume point (the first run's, from its journal): this run does not read them
+        damage_before = [Damage(**d) for d in outs.journal.meta.get("damage", [])] if start and outs.journal else []
+        stop, n_kept = start, 0
         with outs:
             try:
                 outs.replay()  # a resumed stack: the frames done before, from its journal (written behind)

@@ -8,9 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.serial  # its stop is timed: no other worker's test beside it (CI's two cores were shared: 13 s)
 def test_sigterm_stops_a_pipeline_cleanly(tmp_path):
     out = tmp_path / "quick"
     cmd = [sys.executable, "-m", "decode_mem.pipeline", str(REPO / "pipelines" / "quickstart.yaml"), "--out", str(out),
@@ -23,7 +26,7 @@ def test_sigterm_stops_a_pipeline_cleanly(tmp_path):
     proc.send_signal(signal.SIGTERM)
     t_sig = time.monotonic()
     _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - t_sig < 5.0
+    assert time.monotonic() - t_sig < 5.0, err
     assert proc.returncode == 143, err
     lines = [x for x in err.splitlines() if x.startswith("stopped: stack: stopped at frame ")]
     assert len(lines) == 1 and "of 200" in lines[0], err
