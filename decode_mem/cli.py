@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 from decode_mem.config import check_output_file, check_output_folder
 from decode_mem.errors import DecodeMemError, Interrupted, Stopped
-from decode_mem.threads import limit_malloc_arenas
+from decode_mem.threads import fix_malloc_thresholds, limit_malloc_arenas
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
 DEVICE_HELP = "auto | cpu | cuda | cuda:N (default auto: CUDA when present, else the CPU)"
@@ -132,6 +132,7 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         return int(e.code or 0)
     previous = _interrupt_on_signals()
     limit_malloc_arenas()  # before the job's threads start (threads.limit_malloc_arenas)
+    fix_malloc_thresholds()  # every run's large blocks from the heap, resumed or not (threads.fix_malloc_thresholds)
     try:
         for dest, kind in (outputs or {}).items():
             if getattr(args, dest, None) is not None:

@@ -22,6 +22,9 @@ from contextlib import contextmanager
 from typing import Any
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter: the most malloc arenas (per-thread heaps) a process makes
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 32 * 2**20  # bytes: the most glibc's dynamic threshold grows to on 64-bit Linux (DEFAULT_MMAP_
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # THRESHOLD_MAX); the trim threshold glibc pairs with it when it grows there
 
 
 def _prefer_passive_wait() -> bool:
@@ -97,4 +100,29 @@ def limit_malloc_arenas(count: int = 1) -> bool:
     if mallopt is None or not mallopt(M_ARENA_MAX, int(count)):
         return False
     os.environ["MALLOC_ARENA_MAX"] = str(int(count))
+    return True
+
+
+def fix_malloc_thresholds() -> bool:
+    """Have glibc's malloc serve blocks up to 32 MiB from its heap from the start, as it does once its dynamic mmap
+    threshold has grown to its maximum (and keep up to 64 MiB free at the heap's top, as it then does).
+
+    Left to itself glibc maps every block above 128 KiB afresh (page faults and zeroing at each network call)
+    until a large enough block is freed; whether and when that happens depended on the run: a run whose planner
+    timed its candidates grew it at once, a resumed or re-run stack (sizes from the journal or the plan cache) did
+    not, and paid twice the system time (a 90 % resume of a 256² movie: 11-13 s of its ~80 CPU s, minor faults
+    3.7-4.4 M against 1.7-1.8 M; benchmarks/results/resume.md). The memory plan counts blocks up to this size as
+    heap already (``footprint.trace.GLIBC_MMAP_THRESHOLD_MAX``). Left to the environment where
+    ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set; where applied, both are set too, for the
+    processes it starts (dask workers). For a program's entry (``cli.run``). Whether it was applied (False
+    without glibc)."""
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") or os.environ.get("MALLOC_TRIM_THRESHOLD_"):
+        return False
+    lib = libc()
+    mallopt = getattr(lib, "mallopt", None) if lib is not None else None
+    if mallopt is None or not (mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD,
+                                                                                    TRIM_THRESHOLD)):
+        return False
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
+    os.environ["MALLOC_TRIM_THRESHOLD_"] = str(TRIM_THRESHOLD)
     return True

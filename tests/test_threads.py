@@ -103,3 +103,44 @@ def test_limit_malloc_arenas_keeps_the_threads_allocations_in_one_arena_unless_t
     assert heaps("none")[1] > 1
     applied, n = heaps("limit", MALLOC_ARENA_MAX="4")
     assert applied == "False" and 1 < n <= 4
+
+
+THRESHOLD = """
+import ctypes, os, sys, tempfile
+from decode_mem.threads import fix_malloc_thresholds, libc
+applied = fix_malloc_thresholds() if sys.argv[1] == "fix" else None
+lib = libc()
+lib.malloc.restype, lib.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+lib.fopen.restype = ctypes.c_void_p
+lib.malloc_info.argtypes, lib.fclose.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
+
+
+def mapped():  # blocks glibc has mapped on their own, now
+    path = tempfile.mktemp()
+    fp = lib.fopen(path.encode(), b"w")
+    lib.malloc_info(0, fp)
+    lib.fclose(fp)
+    return int([line for line in open(path) if '<total type="mmap"' in line][0].split('count="')[1].split('"')[0])
+
+
+before = mapped()
+block = lib.malloc(16 * 2**20)  # a large block (none was freed yet): mapped on its own unless the threshold is up
+print(applied, mapped() - before, os.environ.get("MALLOC_MMAP_THRESHOLD_"))
+"""
+
+
+@pytest.mark.skipif(threads.libc() is None or not hasattr(threads.libc(), "malloc_info"), reason="no glibc here")
+def test_fix_malloc_thresholds_serves_large_blocks_from_the_heap_from_the_start() -> None:
+    """``cli.run`` fixes glibc's mmap threshold at its grown maximum (a resumed run, which times no candidates,
+    mapped each large block afresh: twice the system time): a 16 MiB block is then the heap's, without it a mapping
+    of its own; a threshold in the environment is left as it is."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+
+    def run(mode: str, **env: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", THRESHOLD, mode], capture_output=True, text=True,
+                              env={**clean, **env}, check=True)
+        return done.stdout.split()
+
+    assert run("fix") == ["True", "0", str(32 * 2**20)]  # and the processes it starts get the same
+    assert run("none") == ["None", "1", "None"]
+    assert run("fix", MALLOC_MMAP_THRESHOLD_="131072") == ["False", "1", "131072"]

@@ -26,8 +26,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from decode_mem.io.atomic import atomic_output
+from decode_mem.threads import MMAP_THRESHOLD
 
-GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20  # bytes: glibc's dynamic mmap threshold grows up to this on 64-bit Linux
+GLIBC_MMAP_THRESHOLD_MAX = MMAP_THRESHOLD  # bytes: glibc's mmap threshold, grown to its most (cli.run fixes it there)
 
 
 class LiveBytes(TorchDispatchMode):
