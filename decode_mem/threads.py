@@ -113,10 +113,13 @@ def fix_malloc_thresholds() -> bool:
     not, and paid twice the system time (a 90 % resume of a 256² movie: 11-13 s of its ~80 CPU s, minor faults
     3.7-4.4 M against 1.7-1.8 M; benchmarks/results/resume.md). The memory plan counts blocks up to this size as
     heap already (``footprint.trace.GLIBC_MMAP_THRESHOLD_MAX``). Left to the environment where
-    ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set; where applied, both are set too, for the
-    processes it starts (dask workers). For a program's entry (``cli.run``). Whether it was applied (False
-    without glibc)."""
+    ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set, and to glibc's own dynamic threshold where
+    ``DECODE_MEM_MMAP_THRESHOLD=dynamic`` (``benchmarks/bench_malloc_threshold.py`` compares the two); where
+    applied, both are set too, for the processes it starts (dask workers). For a program's entry (``cli.run``).
+    Whether it was applied (False without glibc)."""
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") or os.environ.get("MALLOC_TRIM_THRESHOLD_"):
+        return False
+    if os.environ.get("DECODE_MEM_MMAP_THRESHOLD", "").strip().lower() == "dynamic":
         return False
     lib = libc()
     mallopt = getattr(lib, "mallopt", None) if lib is not None else None

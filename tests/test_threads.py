@@ -144,3 +144,4 @@ def test_fix_malloc_thresholds_serves_large_blocks_from_the_heap_from_the_start(
     assert run("fix") == ["True", "0", str(32 * 2**20)]  # and the processes it starts get the same
     assert run("none") == ["None", "1", "None"]
     assert run("fix", MALLOC_MMAP_THRESHOLD_="131072") == ["False", "1", "131072"]
+    assert run("fix", DECODE_MEM_MMAP_THRESHOLD="dynamic") == ["False", "1", "None"]  # glibc's own, asked for

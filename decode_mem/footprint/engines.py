@@ -73,7 +73,8 @@ def compiled_dir() -> Path:
 
 
 def engine_key(net: Any, plan: InferencePlan, device: torch.device, name: str, threads: int) -> str:
-    return f"{unit_key(net, plan, device)}|{runtime_version(name)} x{threads}"
+    streams = f" in {plan.streams} streams" if plan.streams > 1 else ""
+    return f"{unit_key(net, plan, device)}|{runtime_version(name)} x{threads}{streams}"
 
 
 def _load() -> dict[str, float]:
@@ -122,8 +123,11 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
     if device.type != "cpu":
         raise ConfigError(f"engine {name}: a CPU runtime; on {device} use engine torch or auto")
     n = int(threads) if threads else torch.get_num_threads()
+    streams = plan.streams if plan is not None else 1  # threads calling the engine at once
     if name != "auto":
-        return EngineChoice(load_engine(name, net, n, converted_dir()), f"{runtime_version(name)}, {n} thread(s), fp32")
+        return EngineChoice(load_engine(name, net, n, converted_dir(), streams),
+                            f"{runtime_version(name)}, {n} thread(s)" + (f" x {streams} streams" if streams > 1
+                                                                         else "") + ", fp32")
     present = [r for r in RUNTIMES if installed(r)]
     if not present:
         return EngineChoice(TorchEngine(net), f"auto: torch (no CPU runtime installed: {', '.join(RUNTIMES)}; "
@@ -139,7 +143,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
             seconds[r] = float(s)  # remembered slower than torch: not loaded at all
             continue
         try:
-            loaded[r] = load_engine(r, net, n, converted_dir())
+            loaded[r] = load_engine(r, net, n, converted_dir(), streams)
         except EngineUnavailable as e:
             failed.append(str(e))
             continue

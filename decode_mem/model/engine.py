@@ -6,8 +6,8 @@ engine runs those two, torch tensors in and out, so the executor's work order an
 
 * ``torch``: the modules themselves (what ``amp`` and ``torch.compile`` act on);
 * ``openvino``: both sub-networks converted with ``openvino.convert_model`` (dynamic batch and tile size),
-  compiled for the CPU in fp32 with ``threads`` inference threads; one infer request per calling thread (the
-  executor's ``streams``);
+  compiled for the CPU in fp32 with ``threads`` inference threads per stream and one OpenVINO stream and infer
+  request per calling thread (the executor's ``streams``: with one OpenVINO stream they took turns);
 * ``onnxruntime``: both exported with ``torch.onnx.export`` (which needs the ``onnx`` package) and run by ONNX
   Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin).
 
@@ -157,14 +157,18 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
 
 
 class OpenVINOEngine:
-    """Both sub-networks compiled by OpenVINO for the CPU, fp32, ``threads`` inference threads."""
+    """Both sub-networks compiled by OpenVINO for the CPU, fp32, ``threads`` inference threads per stream.
+
+    ``streams``: calls made at once from as many threads (the executor's ``streams``). OpenVINO runs at most its
+    ``NUM_STREAMS`` requests in parallel and queues the others, so the compiled networks get that many streams of
+    ``threads`` threads each (with one stream, two calling threads took turns)."""
 
     name = "openvino"
 
-    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None) -> None:
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1) -> None:
         import openvino as ov
 
-        self.net, self.threads = net, int(threads)
+        self.net, self.threads, self.streams = net, int(threads), max(1, int(streams))
 
         def convert() -> tuple[Any, Any]:
             x, feats = _examples(net)
@@ -188,8 +192,10 @@ class OpenVINOEngine:
             ff, tp = core.read_model(str(folder / "frame_features.xml")), core.read_model(str(folder / "temporal.xml"))
         else:
             ff, tp = convert()
-        config = {"INFERENCE_NUM_THREADS": self.threads, "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": 1,
-                  "PERFORMANCE_HINT": "LATENCY"}
+        config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads * self.streams,
+                                  "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": self.streams}
+        if self.streams == 1:
+            config["PERFORMANCE_HINT"] = "LATENCY"
         if folder is not None:
             config["CACHE_DIR"] = str(folder / "compiled")
         self._ff = core.compile_model(ff, "CPU", config)
@@ -229,7 +235,7 @@ class OnnxRuntimeEngine:
 
     name = "onnxruntime"
 
-    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None) -> None:
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1) -> None:
         import onnxruntime as ort
 
         self.net, self.threads = net, int(threads)
@@ -268,10 +274,12 @@ Engine = TorchEngine | OpenVINOEngine | OnnxRuntimeEngine
 _CLASSES = {"openvino": OpenVINOEngine, "onnxruntime": OnnxRuntimeEngine}
 
 
-def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str | os.PathLike | None = None) -> Engine:
+def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
+                streams: int = 1) -> Engine:
     """The engine ``name`` ('torch', 'openvino', 'onnxruntime') for ``net`` (on the CPU, eval mode) with
-    ``threads`` threads (None: torch's count now), its converted network kept in ``cache_dir`` (None: converted
-    in memory each time). EngineUnavailable where the runtime is missing or fails."""
+    ``threads`` threads per stream (None: torch's count now) for ``streams`` threads calling it at once, its
+    converted network kept in ``cache_dir`` (None: converted in memory each time). EngineUnavailable where the
+    runtime is missing or fails."""
     if name == "torch":
         return TorchEngine(net)
     if name not in _CLASSES:
@@ -281,7 +289,7 @@ def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str 
         raise EngineUnavailable(f"engine {name}: {missing} not installed ({EXTRA_HINT})")
     n = int(threads) if threads else torch.get_num_threads()
     try:
-        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir))
+        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir), streams)
     except Exception as e:  # a runtime fails in its own ways (conversion, unsupported op, its own errors)
         raise EngineUnavailable(f"engine {name}: failed to load the network ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e

@@ -76,6 +76,15 @@ def test_openvino_honours_the_thread_count(shipped_model) -> None:
     assert eng.threads == 1 and int(eng._ff.get_property("INFERENCE_NUM_THREADS")) == 1
 
 
+def test_openvino_runs_as_many_requests_at_once_as_there_are_streams(shipped_model) -> None:
+    """With one OpenVINO stream, the executor's two stream threads took turns: each stream gets its own."""
+    _needs("openvino")
+    eng = engines.load_engine("openvino", load_model(str(shipped_model)).net.eval(), threads=1, streams=2)
+    for compiled in (eng._ff, eng._tp):
+        assert int(compiled.get_property("NUM_STREAMS")) == 2
+        assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 2  # one thread per stream
+
+
 def test_auto_falls_back_to_torch_with_one_warning_when_no_runtime_is_installed(
         monkeypatch, shipped_model, sample_frames) -> None:
     monkeypatch.setattr(engine_choice, "installed", lambda name: name == "torch")
@@ -92,7 +101,7 @@ def test_auto_falls_back_to_torch_with_one_warning_when_no_runtime_is_installed(
 
 
 def test_auto_falls_back_to_torch_when_the_runtime_fails_to_load(monkeypatch, shipped_model) -> None:
-    def broken(name, net, threads=None, cache_dir=None):
+    def broken(name, net, threads=None, cache_dir=None, streams=1):
         raise engines.EngineUnavailable(f"engine {name}: failed to load the network (RuntimeError: boom)")
 
     monkeypatch.setattr(engine_choice, "installed", lambda name: True)
