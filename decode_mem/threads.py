@@ -110,9 +110,10 @@ def fix_malloc_thresholds() -> bool:
     Left to itself glibc maps every block above 128 KiB afresh (page faults and zeroing at each network call)
     until a large enough block is freed; whether and when that happens depended on the run: a run whose planner
     timed its candidates grew it at once, a resumed or re-run stack (sizes from the journal or the plan cache) did
-    not, and paid twice the system time (a 90 % resume of a 256² movie: 11-13 s of its ~80 CPU s, minor faults
-    3.7-4.4 M against 1.7-1.8 M; benchmarks/results/resume.md). The memory plan counts blocks up to this size as
-    heap already (``footprint.trace.GLIBC_MMAP_THRESHOLD_MAX``). Left to the environment where
+    not (two resumes of one killed 90 % state of a 256² movie each way, timed by hand: 11-13 s of system time
+    against 6.4, minor faults 3.7-4.4 M against 1.7-1.8 M; on CSV-only runs ``benchmarks/results/
+    malloc_threshold.md`` found no consistent difference). The memory plan counts blocks up to this size as heap
+    already (``footprint.trace.GLIBC_MMAP_THRESHOLD_MAX``). Left to the environment where
     ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set, and to glibc's own dynamic threshold where
     ``DECODE_MEM_MMAP_THRESHOLD=dynamic`` (``benchmarks/bench_malloc_threshold.py`` compares the two); where
     applied, both are set too, for the processes it starts (dask workers). For a program's entry (``cli.run``).
