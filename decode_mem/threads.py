@@ -23,8 +23,10 @@ from typing import Any
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter: the most malloc arenas (per-thread heaps) a process makes
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-MMAP_THRESHOLD = 32 * 2**20  # bytes: the most glibc's dynamic threshold grows to on 64-bit Linux (DEFAULT_MMAP_
-TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # THRESHOLD_MAX); the trim threshold glibc pairs with it when it grows there
+# bytes: the most glibc's dynamic mmap threshold grows to on 64-bit Linux (its DEFAULT_MMAP_THRESHOLD_MAX), and the
+# trim threshold it pairs with it there; the memory plan counts blocks up to MMAP_THRESHOLD as heap
+MMAP_THRESHOLD = 32 * 2**20
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
 
 
 def _prefer_passive_wait() -> bool:
@@ -113,7 +115,7 @@ def fix_malloc_thresholds() -> bool:
     not (two resumes of one killed 90 % state of a 256² movie each way, timed by hand: 11-13 s of system time
     against 6.4, minor faults 3.7-4.4 M against 1.7-1.8 M; on CSV-only runs ``benchmarks/results/
     malloc_threshold.md`` found no consistent difference). The memory plan counts blocks up to this size as heap
-    already (``footprint.trace.GLIBC_MMAP_THRESHOLD_MAX``). Left to the environment where
+    already (``MMAP_THRESHOLD``). Left to the environment where
     ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set, and to glibc's own dynamic threshold where
     ``DECODE_MEM_MMAP_THRESHOLD=dynamic`` (``benchmarks/bench_malloc_threshold.py`` compares the two); where
     applied, both are set too, for the processes it starts (dask workers). For a program's entry (``cli.run``).

@@ -55,15 +55,29 @@ def test_predict_stack_runs_on_the_threads_it_is_given_and_restores_them(torch_t
     assert tables and seen == [2] and torch.get_num_threads() == before
 
 
-ARENAS = """
-import ctypes, os, sys, tempfile, threading
-from decode_mem.threads import libc, limit_malloc_arenas
-applied = limit_malloc_arenas() if sys.argv[1] == "limit" else None
+MALLOC_INFO = """
+import ctypes, tempfile
+from decode_mem.threads import libc
 lib = libc()
 lib.malloc.restype, lib.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 lib.free.argtypes = [ctypes.c_void_p]
 lib.fopen.restype = ctypes.c_void_p
 lib.malloc_info.argtypes, lib.fclose.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
+
+
+def malloc_info():  # glibc's malloc_info XML, now
+    path = tempfile.mktemp()
+    fp = lib.fopen(path.encode(), b"w")
+    lib.malloc_info(0, fp)
+    lib.fclose(fp)
+    return open(path).read()
+"""  # a child script's helpers, after its first lines (the setting under test comes before any allocation)
+
+ARENAS = """
+import os, sys, threading
+from decode_mem.threads import limit_malloc_arenas
+applied = limit_malloc_arenas() if sys.argv[1] == "limit" else None
+""" + MALLOC_INFO + """
 go = threading.Barrier(4)
 
 def work():  # four threads allocate at once: each gets an arena of its own unless they are capped
@@ -77,12 +91,8 @@ for w in workers:
     w.start()
 for w in workers:
     w.join()
-path = tempfile.mktemp()
-fp = lib.fopen(path.encode(), b"w")
-lib.malloc_info(0, fp)
-lib.fclose(fp)
 assert applied is not True or os.environ["MALLOC_ARENA_MAX"] == "1"  # the processes it starts: the same cap
-print(applied, open(path).read().count("<heap nr="))
+print(applied, malloc_info().count("<heap nr="))
 """
 
 
@@ -106,21 +116,15 @@ def test_limit_malloc_arenas_keeps_the_threads_allocations_in_one_arena_unless_t
 
 
 THRESHOLD = """
-import ctypes, os, sys, tempfile
-from decode_mem.threads import fix_malloc_thresholds, libc
+import os, sys
+from decode_mem.threads import fix_malloc_thresholds
 applied = fix_malloc_thresholds() if sys.argv[1] == "fix" else None
-lib = libc()
-lib.malloc.restype, lib.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-lib.fopen.restype = ctypes.c_void_p
-lib.malloc_info.argtypes, lib.fclose.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
+""" + MALLOC_INFO + """
 
 
 def mapped():  # blocks glibc has mapped on their own, now
-    path = tempfile.mktemp()
-    fp = lib.fopen(path.encode(), b"w")
-    lib.malloc_info(0, fp)
-    lib.fclose(fp)
-    return int([line for line in open(path) if '<total type="mmap"' in line][0].split('count="')[1].split('"')[0])
+    line = [x for x in malloc_info().splitlines() if '<total type="mmap"' in x][0]
+    return int(line.split('count="')[1].split('"')[0])
 
 
 before = mapped()

@@ -1,7 +1,7 @@
 """Hand freed heap back to the OS after a transient phase (glibc only; elsewhere nothing happens).
 
-glibc keeps freed blocks below its mmap threshold in the heap, and a freed large block raises that threshold
-(up to 32 MiB on 64-bit Linux) so that later blocks of its size come from the heap too. Timing a candidate's
+glibc keeps freed blocks below its mmap threshold in the heap (32 MiB from the start in every CLI:
+``threads.fix_malloc_thresholds``; elsewhere glibc raises it to that as large blocks are freed). Timing a candidate's
 unit of work therefore leaves most of its working set in the process's RssAnon once it is freed, and a run that
 follows carries it to its end (``tests/plan/test_plan.py`` measures it). ``malloc_trim`` returns the free pages.
 """

@@ -33,18 +33,19 @@ from typing import Any
 import torch
 
 from decode_mem.footprint.request import SizeRequest, Workload
-from decode_mem.footprint.trace import GLIBC_MMAP_THRESHOLD_MAX, fake_network, remembered_trace
+from decode_mem.footprint.trace import fake_network, remembered_trace
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
 from decode_mem.postprocess import MARGIN
+from decode_mem.threads import MMAP_THRESHOLD
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
 
 MiB = float(2**20)
-ALLOCATOR_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # two freed blocks at glibc's largest mmap threshold (docstring)
+ALLOCATOR_SLACK = 2 * MMAP_THRESHOLD  # two freed blocks at glibc's largest mmap threshold (docstring)
 EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
 RUNTIME_WORKING_SET = 2.8  # RssAnon of a CPU runtime's network work / torch's traced bytes (module docstring)
 RUNTIME_ENGINES = ("openvino", "onnxruntime")
-STREAM_ARENA_SLACK = 2 * GLIBC_MMAP_THRESHOLD_MAX  # per stream beyond the first (module docstring)
+STREAM_ARENA_SLACK = 2 * MMAP_THRESHOLD  # per stream beyond the first (module docstring)
 
 
 @dataclass(frozen=True)

@@ -28,15 +28,13 @@ from torch.utils._pytree import tree_leaves
 from decode_mem.io.atomic import atomic_output
 from decode_mem.threads import MMAP_THRESHOLD
 
-GLIBC_MMAP_THRESHOLD_MAX = MMAP_THRESHOLD  # bytes: glibc's mmap threshold, grown to its most (cli.run fixes it there)
-
 
 class LiveBytes(TorchDispatchMode):
     """Bytes of the tensors created inside the mode that are still alive; ``peak`` is their maximum.
     ``heap_peak``: the same for the storages of at most ``heap_limit`` bytes (those glibc's malloc serves from
     its heap rather than from their own mappings once its mmap threshold has grown to the limit)."""
 
-    def __init__(self, heap_limit: int = GLIBC_MMAP_THRESHOLD_MAX) -> None:
+    def __init__(self, heap_limit: int = MMAP_THRESHOLD) -> None:
         super().__init__()
         self.live = 0
         self.peak = 0

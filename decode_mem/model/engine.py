@@ -231,7 +231,9 @@ def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: li
 
 
 class OnnxRuntimeEngine:
-    """Both sub-networks run by ONNX Runtime's CPU provider, fp32, ``threads`` intra-op threads."""
+    """Both sub-networks run by ONNX Runtime's CPU provider, fp32, ``threads`` intra-op threads.
+
+    ``streams`` is not used: a session serves calls from several threads at once, on its one intra-op pool."""
 
     name = "onnxruntime"
 
