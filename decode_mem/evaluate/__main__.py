@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
              "localizer's correlated errors), Picasso's NeNA beside it, FRC of halves split by molecule")
     p.add_argument("--out", help="--no_truth: folder for the JSON and PNG (default: the file's folder)")
     p.add_argument("--radius", default="auto",
-                   help="--no_truth: link radius in nm or 'auto' (default: 8 x the median predicted σ, as link's)")
+                   help="--no_truth: link radius in nm or 'auto' (default: 8 x the median predicted σ, a fixed "
+                        "radius: link's sigma gate would keep out the differences the σ check looks for)")
     p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
                    help="--no_truth: the localizer's frame-to-frame error correlation: decode_mem (default) or none")
     add(p, "--tolerance_lat", type=float, default=250.0, help="lateral match distance in nm (default 250)")

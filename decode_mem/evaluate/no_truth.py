@@ -22,7 +22,7 @@ One streamed pass over a localization file (frame order), linking as it goes (``
   than the link radius are not linked (tails beyond it are not seen), and where other emitters are linked in
   (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md). Uncertainty: the
   delete-one jackknife over ``JACKKNIFE`` groups of molecules. The 'auto' radius of this pass is
-  ``QUALITY_FACTOR`` x the median σ, the same as linking's.
+  ``QUALITY_FACTOR`` x the median σ, without linking's sigma gate.
 * **NeNA as Picasso computes it** (``picasso.postprocess.nena``, picassosr 0.11): every pair of localizations in
   consecutive frames within 1 camera pixel, histogram of 0.001 px bins, the same model, Picasso's three starting
   points; its value is the fitted scale, for comparison (it reads low by ``√(1 - ρ)`` for this localizer).
@@ -50,7 +50,7 @@ from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
-from decode_mem.link.files import AUTO_FACTOR, auto_radius, check_radius, file_unit, first_chunk
+from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk
 
 FRC_THRESHOLD = 1.0 / 7.0
 FRC_SMOOTH = 5  # rings averaged before the threshold is applied
@@ -62,11 +62,12 @@ DIFF_BINS = 4000  # bins of the linked per-axis differences |dx|, |dy| up to the
 PICASSO_BIN = 0.001  # camera px, Picasso's NeNA histogram bin
 PICASSO_D_MAX = 1.0  # camera px
 U_BINS = np.linspace(-10.0, 10.0, 2001)
-# 'auto' radius of this pass: this many times the median predicted σ, linking's. The σ scale sees the tails only up
-# to the radius, and a wider one links more neighbours: 10 x put the stated precision within 15 % of the true RMSE
-# on 6 of the 7 benchmark movies it was tried on (8 x: 5), but on 3 movies simulated afterwards it did worse than 8 x
-# (2 of 3 against 3 of 3): no evidence that a wider radius is better, so the same as linking's
-QUALITY_FACTOR = AUTO_FACTOR
+# 'auto' radius of this pass: this many times the median predicted σ, a fixed radius (no sigma gate: the σ check
+# reads the differences the σ predict badly, and a gate chosen by σ would keep out the pairs that show it). The σ
+# scale sees the tails only up to the radius, and a wider one links more neighbours: 10 x put the stated precision
+# within 15 % of the true RMSE on 6 of the 7 benchmark movies it was tried on (8 x: 5), but on 3 movies simulated
+# afterwards it did worse than 8 x (2 of 3 against 3 of 3): no evidence that a wider radius is better
+QUALITY_FACTOR = 8.0
 
 
 @dataclass(frozen=True)
@@ -474,7 +475,8 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
         return f"{v:.2f} ± {unc:.2f} nm" if unc is not None else f"{v:.2f} nm"
 
     rho = d["error_correlation"]
-    rows = [("localizations, molecules (linked at the link radius below)", f"{d['localizations']}, {d['molecules']}"),
+    rows = [("localizations, molecules (linked at the link radius below, no sigma gate)",
+             f"{d['localizations']}, {d['molecules']}"),
             ("precision per axis: RMSE estimate (RMS predicted σ × σ scale)", nm(d["precision_nm"])),
             ("RMS predicted σ (the core of the errors)", nm(d.get("sigma_precision_nm"))),
             ("σ scale (RMS of consecutive differences / predicted)",

@@ -25,8 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--radius", default="auto",
-                   help="largest distance between linked localizations in nm, or 'auto' (default): 8 x the median of "
-                        "the localizations' precision (sigma_x/sigma_y, Picasso's lpx/lpy)")
+                   help="distance within which localizations link, in nm, or 'auto' (default): 4 x the median of "
+                        "the localizations' precision (sigma_x/sigma_y, Picasso's lpx/lpy), and farther pairs by "
+                        "--sigma_gate")
+    add(p, "--sigma_gate", type=float,
+        help="also link pairs farther apart than the radius (up to 4 radii) whose difference is within this many "
+             "of their combined precision (sqrt(sigma1^2 + sigma2^2) per axis), nearest in those units first; "
+             "default 4 with --radius auto, 0 (off: the radius alone) with a radius in nm")
     add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")
     p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
                    help="how one emitter's errors correlate between frames, for the combined precision: "
@@ -44,8 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"--pixel_size must be > 0 nm, got {args.pixel_size}")
         if args.max_dark < 0:
             raise ConfigError(f"--max_dark must be >= 0 frames, got {args.max_dark}")
+        if args.sigma_gate is not None and not args.sigma_gate >= 0:
+            raise ConfigError(f"--sigma_gate must be >= 0 combined σ (0: off), got {args.sigma_gate}")
         res = link_file(args.locs, args.out, radius=check_radius(args.radius), max_dark=args.max_dark,
-                        correlation=CORRELATIONS[args.correlation], pixel_size=args.pixel_size)
+                        correlation=CORRELATIONS[args.correlation], pixel_size=args.pixel_size,
+                        sigma_gate=args.sigma_gate)
         if not args.quiet:
             print(f"{args.locs}: {res.localizations} localizations -> {res.molecules} molecules (radius "
                   f"{res.radius_nm:.1f} nm, {res.radius_source}; max_dark {args.max_dark}) -> {res.molecules_path}, "

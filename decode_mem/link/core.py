@@ -14,6 +14,14 @@ localization linked to at most one predecessor and one successor (so crossing em
 distance, where Picasso takes the first one it finds in file order). Chunks give exactly the links of the whole
 table at once: a candidate never competes with one whose later localization comes later than its own.
 
+With a ``sigma_gate`` k (and σ columns), the localizer's own precision widens the radius where it says a
+localization is uncertain: a pair farther apart than ``radius`` but at most ``reach`` is a candidate too when
+its difference is within k combined σ (``dx² / (σx₁² + σx₂²) + dy² / (σy₁² + σy₂²) <= k²``), and candidates are
+taken in the order of that normalized distance (a pair without σ: its distance as a fraction of the radius,
+times k). decode_mem's localizations that break a blink at a fixed radius are mostly ones whose σ is twice the
+median (benchmarks/results/postprocess.md): a fixed radius wide enough for them links more neighbours of
+the precise ones.
+
 A molecule: its localizations' photon-weighted position (weights ``max(photons, 1)``), summed photons, ``n``
 localizations, ``len = last frame - first frame + 1``, its first frame, mean ``bg`` and largest ``prob``, and the
 combined precision of the weighted mean of errors that correlate as ``ErrorCorrelation`` says:
@@ -81,12 +89,18 @@ class Linker:
     step the pairs linked (what the precision estimate reads; writing linked files does not need them)."""
 
     def __init__(self, radius: float, max_dark: int = 1, correlation: ErrorCorrelation = INDEPENDENT, *,
-                 pairs: bool = True) -> None:
+                 sigma_gate: float = 0.0, reach: float | None = None, pairs: bool = True) -> None:
         if not np.isfinite(radius) or radius <= 0:
             raise ConfigError(f"link: the radius must be > 0, got {radius}")
         if int(max_dark) != max_dark or max_dark < 0:
             raise ConfigError(f"link: max_dark must be an integer >= 0 frames, got {max_dark}")
+        if not np.isfinite(sigma_gate) or sigma_gate < 0:
+            raise ConfigError(f"link: the sigma gate must be >= 0 combined σ (0: off), got {sigma_gate}")
+        reach = float(radius) if reach is None or sigma_gate == 0 else float(reach)
+        if not np.isfinite(reach) or reach < radius:
+            raise ConfigError(f"link: the reach of the sigma gate must be >= the radius ({radius}), got {reach}")
         self.radius, self.max_dark, self.correlation = float(radius), int(max_dark), correlation
+        self.sigma_gate, self.reach = float(sigma_gate), reach
         self.with_pairs = pairs
         self._names: tuple[str, ...] | None = None
         self._axes: tuple[str, ...] = ()  # the axes with a σ column
@@ -188,15 +202,21 @@ class Linker:
         return cols
 
     def _links(self, rows: dict[str, np.ndarray], n_tail: int) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy links (shortest frame gap, then distance): each row's predecessor and successor (-1: none)."""
+        """Greedy links (shortest frame gap, then distance, in σ with a gate): each row's predecessor and
+        successor (-1: none)."""
         n = len(rows["frame"])
         pred = np.full(n, -1, np.int64)
         succ = np.full(n, -1, np.int64)
         window = self.max_dark + 1
-        a, b = candidate_pairs(rows["x"], rows["y"], rows["frame"], self.radius, window)
+        a, b = candidate_pairs(rows["x"], rows["y"], rows["frame"], self.reach, window)
         lag = rows["frame"][b] - rows["frame"][a]
         d2 = (rows["x"][a] - rows["x"][b]) ** 2 + (rows["y"][a] - rows["y"][b]) ** 2
-        ok = (d2 <= self.radius ** 2) & (b >= n_tail)
+        ok = (d2 <= self.reach ** 2) & (b >= n_tail)
+        a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
+        ok = d2 <= self.radius ** 2
+        if self.sigma_gate > 0:  # the gate and the order: the difference in combined σ (module docstring)
+            d2 = self._in_sigma(rows, a, b, d2)
+            ok |= d2 <= self.sigma_gate ** 2
         a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
         for k in range(1, window + 1):  # all pairs of gap k come before those of gap k + 1
             at = lag == k
@@ -224,6 +244,13 @@ class Linker:
                 free = (succ[ak] < 0) & (pred[bk] < 0)
                 ak, bk = ak[free], bk[free]
         return pred, succ
+
+    def _in_sigma(self, rows: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray, d2: np.ndarray) -> np.ndarray:
+        """Each candidate's squared distance in combined σ (a pair without σ: in radii, times the gate)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z2 = ((rows["x"][a] - rows["x"][b]) ** 2 / (rows["sx"][a] ** 2 + rows["sx"][b] ** 2)
+                  + (rows["y"][a] - rows["y"][b]) ** 2 / (rows["sy"][a] ** 2 + rows["sy"][b] ** 2))
+        return np.where(np.isfinite(z2), z2, d2 / self.radius ** 2 * self.sigma_gate ** 2)
 
     def _groups(self, pred: np.ndarray, group: np.ndarray, n_tail: int) -> np.ndarray:
         """Molecule ids of the new rows: their chain's first row's (a tail row's, or a new id in row order)."""
@@ -404,11 +431,12 @@ def _concat_molecules(parts: list[Molecules]) -> Molecules:
 
 
 def link_table(table: EmitterTable, radius: float, max_dark: int = 1,
-               correlation: ErrorCorrelation = INDEPENDENT) -> tuple[np.ndarray, Molecules]:
+               correlation: ErrorCorrelation = INDEPENDENT, *, sigma_gate: float = 0.0,
+               reach: float | None = None) -> tuple[np.ndarray, Molecules]:
     """Link a whole table in memory: each row's molecule id (in the table's row order) and the molecules
     (by id)."""
     order = np.argsort(table["frame"], kind="stable")
-    linker = Linker(radius, max_dark, correlation)
+    linker = Linker(radius, max_dark, correlation, sigma_gate=sigma_gate, reach=reach)
     steps = [*linker.feed(table.select(order)), linker.finish()]
     group = np.empty(len(table), np.int64)
     group[order] = np.concatenate([s.group for s in steps])

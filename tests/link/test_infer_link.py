@@ -40,7 +40,9 @@ def test_infer_link_writes_molecules_and_the_report_shows_precision_and_frc(tmp_
     assert summary["link"]["molecules"] == len(mols)
     q = summary["quality"]
     assert q["precision_nm"] > 0 and q["nena_nm"] > 0 and q["nena_picasso_nm"] < q["nena_nm"]
-    assert q["molecules"] == len(mols) and np.isfinite(q["frc_molecule_split"]["resolution_nm"])
+    # the quality pass links on its own, at a fixed radius (8 x the median σ; link's 'auto' adds its sigma gate)
+    assert 0 < q["molecules"] < len(locs) and np.isfinite(q["frc_molecule_split"]["resolution_nm"])
+    assert q["link_radius_nm"] == pytest.approx(2 * float(summary["link"]["radius_nm"]), rel=1e-3)
     html = (out / "report.html").read_text()
     for needle in ("Precision and resolution without ground truth: pores.tif", "NeNA as Picasso computes it",
                    "FRC resolution, halves by molecules", 'alt="FRC and NeNA of pores.tif'):

@@ -93,15 +93,24 @@ def test_combined_precision_is_the_double_sum_over_the_frames_correlation(rho: E
         assert mol.table["sigma_x"][0] == pytest.approx(0.05 / np.sqrt(10), rel=1e-5)
 
 
-def greedy_reference(t: EmitterTable, radius: float, max_dark: int) -> np.ndarray:
+def greedy_reference(t: EmitterTable, radius: float, max_dark: int, gate: float = 0.0,
+                     reach: float = 0.0) -> np.ndarray:
     """The links written plainly: every candidate pair, shortest gap then distance first, each localization one
-    successor and one predecessor; molecules numbered by their first localization in frame order."""
+    successor and one predecessor; molecules numbered by their first localization in frame order. With a
+    ``gate``: pairs up to ``reach`` apart within ``gate`` combined σ link too, nearest in combined σ first."""
     f, x, y = t["frame"], t["x"].astype(float), t["y"].astype(float)
     pairs = []
     for i, j in itertools.combinations(range(len(t)), 2):
         a, b = (i, j) if f[i] < f[j] else (j, i)
         d2 = (x[a] - x[b]) ** 2 + (y[a] - y[b]) ** 2
-        if 1 <= f[b] - f[a] <= max_dark + 1 and d2 <= radius**2:
+        if not 1 <= f[b] - f[a] <= max_dark + 1:
+            continue
+        if gate:
+            z2 = ((x[a] - x[b]) ** 2 / (t["sigma_x"][a] ** 2 + t["sigma_x"][b] ** 2)
+                  + (y[a] - y[b]) ** 2 / (t["sigma_y"][a] ** 2 + t["sigma_y"][b] ** 2))
+            if d2 <= radius**2 or (z2 <= gate**2 and d2 <= reach**2):
+                pairs.append((f[b] - f[a], z2, a, b))
+        elif d2 <= radius**2:
             pairs.append((f[b] - f[a], d2, a, b))
     succ, pred = {}, {}
     for _, _, a, b in sorted(pairs):
@@ -145,6 +154,53 @@ def test_streamed_links_equal_a_plain_greedy_over_the_whole_table() -> None:
     lean_steps = [*lean.feed(t), lean.finish()]
     np.testing.assert_array_equal(np.concatenate([s.group for s in lean_steps]), expected)
     assert all(s.pairs is None for s in lean_steps)
+
+
+def test_the_sigma_gate_links_uncertain_localizations_beyond_the_radius_and_no_precise_ones() -> None:
+    # frame 0 -> 1, radius 0.3 px, gate 4 combined σ, reach 1.2 px
+    gated = {"sigma_gate": 4.0, "reach": 1.2}
+    # 0.35 px apart: an uncertain end (σ 0.1: 3.5 combined σ) links, two precise ends (σ 0.01: 25) do not
+    uncertain = table([0, 1], [0.0, 0.35], [0.0, 0.0], sigma=[0.01, 0.1])
+    precise = table([0, 1], [0.0, 0.35], [0.0, 0.0], sigma=0.01)
+    assert len(set(link_table(uncertain, 0.3, 1, **gated)[0])) == 1
+    assert len(set(link_table(uncertain, 0.3, 1)[0])) == 2  # no gate: the radius alone
+    assert len(set(link_table(precise, 0.3, 1, **gated)[0])) == 2
+    # beyond the reach nothing links, however uncertain
+    far = table([0, 1], [0.0, 1.3], [0.0, 0.0], sigma=1.0)
+    assert len(set(link_table(far, 0.3, 1, **gated)[0])) == 2
+    # within the radius a pair links whatever its σ say
+    near = table([0, 1], [0.0, 0.25], [0.0, 0.0], sigma=0.01)
+    assert len(set(link_table(near, 0.3, 1, **gated)[0])) == 1
+    # the order: of two successors within the radius, the one nearer in combined σ (0.25 px at σ 0.2), not the
+    # nearer in nm (0.2 px at σ 0.01: 14 σ)
+    t = table([0, 1, 1], [0.0, 0.2, 0.25], [0.0, 0.0, 0.0], sigma=[0.01, 0.01, 0.2])
+    group, _ = link_table(t, 0.3, 1, **gated)
+    assert group[0] == group[2] != group[1]
+    assert link_table(t, 0.3, 1)[0][1] == 0  # without the gate the nearer in nm
+    with pytest.raises(ConfigError, match="sigma gate"):
+        Linker(0.3, 1, sigma_gate=-1.0)
+    with pytest.raises(ConfigError, match="reach"):
+        Linker(0.3, 1, sigma_gate=4.0, reach=0.2)
+
+
+def test_streamed_gated_links_equal_a_plain_greedy_over_the_whole_table() -> None:
+    rng = np.random.default_rng(11)
+    n_events = 100
+    start = rng.integers(0, 50, n_events)
+    length = rng.integers(1, 6, n_events)
+    ex, ey = rng.uniform(0, 4, n_events), rng.uniform(0, 4, n_events)
+    idx = np.repeat(np.arange(n_events), length)
+    frames = start[idx] + (np.arange(len(idx)) - np.repeat(np.cumsum(length) - length, length))
+    sigma = rng.choice([0.02, 0.05, 0.15], len(idx))  # mixed precision: some pairs beyond the radius link
+    t = table(frames, ex[idx] + rng.normal(0, 1, len(idx)) * sigma, ey[idx] + rng.normal(0, 1, len(idx)) * sigma,
+              sigma=sigma).sorted_by_frame()
+    expected = greedy_reference(t, 0.2, 1, gate=4.0, reach=0.8)
+    assert not np.array_equal(expected, greedy_reference(t, 0.2, 1))  # the gate changes links here
+    np.testing.assert_array_equal(link_table(t, 0.2, 1, sigma_gate=4.0, reach=0.8)[0], expected)
+    linker = Linker(0.2, 1, sigma_gate=4.0, reach=0.8)
+    steps = [s for a, b in [(0, 9), (9, 60), (60, 61), (61, len(t))]
+             for s in linker.feed(t.select(slice(a, b)))] + [linker.finish()]
+    np.testing.assert_array_equal(np.concatenate([s.group for s in steps]), expected)
 
 
 def test_localizations_out_of_frame_order_across_chunks_are_an_error() -> None:
@@ -205,7 +261,8 @@ def test_auto_radius_is_a_multiple_of_the_median_precision(tmp_path: Path) -> No
     src = tmp_path / "l.parquet"
     write_localizations(blinking(), src, pixel_size=PX)
     res = link_file(src, tmp_path / "o", radius="auto")
-    assert res.radius_nm == pytest.approx(8.0 * 0.03 * PX, rel=1e-4) and res.molecules == 3
+    assert res.radius_nm == pytest.approx(4.0 * 0.03 * PX, rel=1e-4) and res.molecules == 3
+    assert "4 combined σ" in res.radius_source
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str], needle: str) -> None:
@@ -229,6 +286,9 @@ def test_cli_bad_inputs_are_one_line_exit_2_and_nothing_written(tmp_path: Path,
     for radius in ("0", "-5", "nan", "wide"):
         assert main([str(good), "--out", str(out), "--radius", radius]) == 2
         _one_error_line(capsys, "radius")
+    for gate in ("-1", "nan"):
+        assert main([str(good), "--out", str(out), "--sigma_gate", gate]) == 2
+        _one_error_line(capsys, "--sigma_gate")
     no_sigma = tmp_path / "no_sigma.parquet"
     write_localizations(table([0, 1], [1, 1], [1, 1]), no_sigma, pixel_size=PX)
     assert main([str(no_sigma), "--out", str(out)]) == 2
