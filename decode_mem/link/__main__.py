@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the localizations' precision (sigma_x/sigma_y, Picasso's lpx/lpy), and farther pairs by "
                         "--sigma_gate")
     add(p, "--sigma_gate", type=float,
-        help="also link pairs farther apart than the radius (up to 4 radii) whose difference is within this many "
+        help="also link pairs farther apart than the radius (up to 2 radii) whose difference is within this many "
              "of their combined precision (sqrt(sigma1^2 + sigma2^2) per axis), nearest in those units first; "
              "default 4 with --radius auto, 0 (off: the radius alone) with a radius in nm")
     add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")

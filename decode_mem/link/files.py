@@ -32,13 +32,14 @@ from decode_mem.link.writers import open_writer_with_columns
 CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
 # 'auto' linking: a radius of AUTO_FACTOR x the median predicted σ (x and y) of the first rows, and beyond it pairs
 # within AUTO_SIGMA_GATE combined σ of their own, up to AUTO_REACH radii (core.py's sigma gate). The median, not the
-# RMS: a few gross σ (crowded spots) inflate the RMS (filaments: RMS 22 nm, median 14 nm). A fixed radius of 8 x
-# the median met both goals (>= 95 % of multi-frame events recovered, < 2 % merged with another emitter) on 5 of
-# 10 benchmark movies; 4 x with the gate on 6, and recovered more at every density
-# (benchmarks/results/postprocess.md scans both)
+# RMS: a few gross σ (crowded spots) inflate the RMS (filaments: RMS 22 nm, median 14 nm). On the benchmark movies
+# a fixed radius of 8 x the median and 4 x with this gate met both goals (>= 95 % of multi-frame events recovered,
+# < 2 % merged with another emitter) on as many of the first 7 (4); the gate recovered more at every density, and a
+# reach of 2 radii merged fewer than 4 (benchmarks/results/postprocess.md scans them; which movies were seen when
+# these were chosen is said there)
 AUTO_FACTOR = 4.0
 AUTO_SIGMA_GATE = 4.0
-AUTO_REACH = 4.0
+AUTO_REACH = 2.0
 WRITE_DEPTH = 4  # linked chunks that may wait for the writer thread
 MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
 
