@@ -1,4 +1,5 @@
-"""CPU inference engines: torch (eager and compiled) against OpenVINO and ONNX Runtime (fp32) on the same cores.
+"""CPU inference engines: torch (eager and compiled) against OpenVINO and ONNX Runtime on the same cores, in fp32
+and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16 too.
 
     python benchmarks/bench_cpu_engines.py [--threads 1,2] [--sizes 256,2048] [--frames 40] [--frames-2048 8]
                                            [--physics-frames 200] [--int8] [--notes FILE]
@@ -11,18 +12,20 @@
    whole frames. The unit's arithmetic is counted by torch's ``FlopCounterMode`` (the same for every fp32 engine),
    so each row also gives GFLOP/s, read against the machine's **fp32 peak as measured here**: the best of
    ``torch.mm`` on 2048² fp32 matrices (oneDNN/MKL's sgemm, the best-tuned fp32 kernel on the machine) with the
-   same threads. Beside it the largest difference of each runtime's output from torch's, per output channel.
+   same threads; the bf16 rows against ``torch.mm`` of bf16 matrices. Beside it the largest difference of each
+   variant's output from torch's fp32, per output channel.
 2. **Whole command** (``python -m decode_mem.infer`` with ``--cmd-threads`` threads, default the cores, fixed
    sizes as the planner picks them here), at 256² (``--frames``, the sample stack tiled 4x4) and 2048²
    (``--frames-2048``, tiled 32x32): torch eager (today's default below ``COMPILE_MIN_WORK`` pixels of work),
    torch compiled (today's default from there on; its graphs already on disk, from a warm-up run of the same
-   size), and each runtime (its converted network already cached; the one-off conversion timed apart):
+   size), and each runtime (its converted network already cached; the one-off conversion timed apart), all with
+   the default ``--amp auto`` (bf16 on a CPU with native bf16, where torch and OpenVINO also run ``--amp off``):
    frames/s, CPU seconds, peak RssAnon (sampled from /proc every 20 ms) against the plan, and the emitters
    against torch eager's (Jaccard and the largest shift, matched within 50 nm in the same frame).
 3. **Accuracy on simulated physics** (``--physics-frames``; 0 skips): the reference physics of
    ``bench_accuracy`` at 0.2 / 1 / 2 emitters/µm² and four other physics of ``bench_generalize``, each movie
-   localized by every engine through ``predict_stack`` (same threads): Jaccard and lateral RMSE against the
-   ground truth, and against torch's fp32 output (Jaccard, RMSE and mean shift of matched emitters, within
+   localized by every engine and precision through ``predict_stack`` (same threads): Jaccard and lateral RMSE
+   against the ground truth, and against torch's fp32 output (Jaccard, RMSE and mean shift of matched emitters, within
    50 nm); tuned Picasso (box and threshold tuned on a second movie of the same physics) on the same movies.
 4. ``--int8`` (needs ``nncf``): an experiment, not an engine: OpenVINO int8 by NNCF post-training quantization,
    calibrated on simulated windows of the model's envelope with the heads, their output convs and the first and
@@ -60,14 +63,26 @@ def engines_here() -> list[str]:
     return ["torch", *[r for r in RUNTIMES if installed(r)]]
 
 
-def sgemm_gflops(threads: int, side: int = 2048, seconds: float = 3.0) -> float:
-    """GFLOP/s of ``torch.mm`` on ``side``² fp32 matrices with ``threads`` threads, the best call of ``seconds``:
-    the fp32 peak this machine's best-tuned kernel reaches (this VM reports no clock, so no peak is computed from
-    the clock and the vector units)."""
+def variants_here() -> list[tuple[str, str, str]]:
+    """(label, engine, precision) of the network rows: every engine in fp32, and on a CPU with native bf16 torch
+    (amp bf16: today's default there) and OpenVINO in bf16 (ONNX Runtime's CPU provider has no bf16)."""
+    from decode_mem.model.precision import cpu_has_native_bf16
+
+    out = [(e, e, "fp32") for e in engines_here()]
+    if cpu_has_native_bf16():
+        out += [(f"{e} bf16", e, "bf16") for e in engines_here() if e in ("torch", "openvino")]
+    return out
+
+
+def sgemm_gflops(threads: int, side: int = 2048, seconds: float = 3.0, dtype: str = "fp32") -> float:
+    """GFLOP/s of ``torch.mm`` on ``side``² ``dtype`` matrices with ``threads`` threads, the best call of
+    ``seconds``: the peak this machine's best-tuned kernel reaches in that precision (this VM reports no clock, so
+    no peak is computed from the clock and the vector units)."""
     import torch
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(side, side), torch.randn(side, side)
+    dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    a, b = torch.randn(side, side).to(dt), torch.randn(side, side).to(dt)
     torch.mm(a, b)
     best, end = float("inf"), time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -77,8 +92,9 @@ def sgemm_gflops(threads: int, side: int = 2048, seconds: float = 3.0) -> float:
     return 2 * side ** 3 / best / 1e9
 
 
-def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[dict], list[dict], dict]:
-    """Rows of unit timings, of output differences from torch, and the sgemm peak GFLOP/s per thread count."""
+def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[dict], list[dict], dict, dict]:
+    """Rows of unit timings, of output differences from torch, and the sgemm peak GFLOP/s per thread count in fp32
+    and in bf16 (empty without native bf16)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -89,23 +105,28 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
     from decode_mem.tiling.config import TileConfig
 
     net = load_model().net.eval().to(memory_format=torch.channels_last)
-    rows, diffs, peak = [], [], {}
+    rows, diffs, peak, peak_bf16 = [], [], {}, {}
     cache = Path(tempfile.mkdtemp(prefix="bench_engines_"))
+    variants = variants_here()
+    precision_of = {label: precision for label, _, precision in variants}
     for n in threads:
         peak[n] = sgemm_gflops(n)
+        if "bf16" in precision_of.values():
+            peak_bf16[n] = sgemm_gflops(n, dtype="bf16")
         torch.set_num_threads(n)
-        engines = {name: load_engine(name, net, n, cache) for name in engines_here()}
+        engines = {label: load_engine(name, net, n, cache, precision=precision) for label, name, precision in variants}
         for side in sides:
             chunk, batch = SIZES[side]
             units, outs = {}, {}
             for name, eng in engines.items():
-                ex = TiledExecutor(net, (side, side), TileConfig(chunk_size=chunk, batch_size=batch, margin=MARGIN),
-                                   engine=eng)
+                amp = "bf16" if precision_of[name] == "bf16" else "off"  # torch bf16: the executor's autocast
+                ex = TiledExecutor(net, (side, side), TileConfig(chunk_size=chunk, batch_size=batch, margin=MARGIN,
+                                                                  amp=amp), engine=eng)
                 group = ex._group(batch)
                 gen = torch.Generator().manual_seed(0)
                 data = torch.poisson(torch.full((group, batch + 2, *ex.grid.tile_shape), 20.0), generator=gen)
                 units[name] = (ex.unit(batch, data=data, carried=True), batch * group / len(ex.grid), ex)
-                outs[name] = units[name][0]()  # warm-up, and the output compared
+                outs[name] = units[name][0]().float()  # warm-up, and the output compared
             with FlopCounterMode(display=False) as counter:  # the unit's arithmetic, the same for every engine
                 units["torch"][0]()
             flops = counter.get_total_flops()
@@ -118,17 +139,21 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
                     wall[name].append(time.perf_counter() - t)
                     cpu[name].append(time.process_time() - c)
             for name, (_, frames, ex) in units.items():
-                rows.append({"side": side, "threads": n, "engine": name, "tile": ex.grid.tile_shape[0],
+                # torch follows the executor's amp; a runtime says what it compiled
+                bf16 = precision_of[name] == "bf16" and getattr(engines[name], "precision", "bf16") == "bf16"
+                ref_peak = peak_bf16[n] if bf16 else peak[n]
+                rows.append({"side": side, "threads": n, "engine": name, "precision": "bf16" if bf16 else "fp32",
+                             "tile": ex.grid.tile_shape[0],
                              "tiles": len(ex.grid), "wall_s": min(wall[name]), "cpu_s": min(cpu[name]),
                              "frames_per_s": frames / min(wall[name]), "frames_per_cpu_s": frames / min(cpu[name]),
                              "gflop_unit": flops / 1e9, "frames_unit": frames, "gflops": flops / min(wall[name]) / 1e9,
-                             "peak_fraction": flops / min(wall[name]) / 1e9 / peak[n]})
+                             "peak_fraction": flops / min(wall[name]) / 1e9 / ref_peak})
                 if name != "torch":
                     d = (outs[name] - outs["torch"]).abs().amax(dim=(0, 1, 3, 4))
                     diffs.append({"side": side, "threads": n, "engine": name, "max_abs": [float(v) for v in d]})
             print(f"network {side}² {n} thread(s): " + ", ".join(
                 f"{r['engine']} {r['frames_per_s']:.3g} fr/s" for r in rows[-len(units):]), flush=True)
-    return rows, diffs, peak
+    return rows, diffs, peak, peak_bf16
 
 
 INT8_KEPT = [".*heads.*", "^aten::.*", r".*encoders\.0\.0/.*", r".*\.out\.0/.*"]  # fp32: heads, their fp32
@@ -238,11 +263,12 @@ def rss_anon_mb(pid: int) -> float:
 
 
 def run_infer(movie: Path, out: Path, engine: str, threads: int, env: dict, side: int = 256,
-              compiled: bool = False) -> dict:
+              compiled: bool = False, amp: str | None = None) -> dict:
+    """One ``infer`` process (``amp`` None: the default, 'auto')."""
     chunk, batch = SIZES[side]
     cmd = [sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--quiet", "--engine", engine,
            "--threads", str(threads), "--use_chunking", "--chunk_size", str(chunk), "--batch_size", str(batch),
-           "--compile", "on" if compiled else "off", "--format", "csv"]
+           "--compile", "on" if compiled else "off", "--format", "csv", *(["--amp", amp] if amp else [])]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     peak = [0.0]
@@ -260,7 +286,8 @@ def run_infer(movie: Path, out: Path, engine: str, threads: int, env: dict, side
     if code:
         raise SystemExit(f"infer --engine {engine} failed with exit code {code}")
     summary = json.loads((out / f"{movie.stem}.json").read_text())
-    return {"engine": engine + (" compiled" if compiled else ""), "side": side, "threads": threads,
+    return {"engine": engine + (" compiled" if compiled else "") + (f" --amp {amp}" if amp else ""), "side": side,
+            "threads": threads, "amp": summary["sizes"]["plan"].get("amp"),
             "frames": summary["frames"], "process_wall_s": wall, "wall_s": summary["wall_s"],
             "frames_per_s": summary["frames_per_s"], "cpu_s": summary["cpu_s"], "peak_rss_anon_mb": peak[0],
             "localizations": summary["localizations"], "csv": out / f"{movie.stem}.csv",
@@ -317,8 +344,12 @@ def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, pi
     make_movie(warm, 6, side, seed=3)
     run_infer(warm, tmp / f"warm_compiled_{side}", "torch", threads, env, side, compiled=True)
     rows = []
-    for engine, compiled in (("torch", False), ("torch", True), *((r, False) for r in engines_here()[1:])):
-        rows.append(run_infer(movie, tmp / f"{engine}_{compiled}_{side}", engine, threads, env, side, compiled))
+    runs = [("torch", False, None), ("torch", True, None), *((r, False, None) for r in engines_here()[1:])]
+    if any(p == "bf16" for _, _, p in variants_here()):  # the default is bf16 here: fp32 beside it
+        runs += [(e, False, "off") for e in engines_here() if e in ("torch", "openvino")]
+    for engine, compiled, amp in runs:
+        rows.append(run_infer(movie, tmp / f"{engine}_{compiled}_{amp}_{side}", engine, threads, env, side, compiled,
+                              amp))
         print(f"whole command {side}² {rows[-1]['engine']}: {rows[-1]['frames_per_s']:.3g} frames/s", flush=True)
     for r in rows:
         r["jaccard"], r["max_shift_nm"] = compare(rows[0]["csv"], r["csv"])
@@ -377,10 +408,11 @@ def physics(frames: int, threads: int, python: str | None) -> list[dict]:
                 movies[role] = (stack, read_localizations(gt, pixel_size=px))
             truth = movies["test"][1]
             tables = {}
-            for engine in engines_here():
+            for label, engine, precision in variants_here():  # 'torch': fp32, the reference
                 with open_stack(movies["test"][0]) as s:
-                    tables[engine] = EmitterTable.concat(predict_stack(s, model, camera=sim.camera, chunk_size=128,
-                                                                       batch_size=4, engine=engine, threads=threads))
+                    tables[label] = EmitterTable.concat(predict_stack(
+                        s, model, camera=sim.camera, chunk_size=128, batch_size=4, engine=engine, threads=threads,
+                        amp="bf16" if precision == "bf16" else "off"))
             row = {"name": name, "n_gt": len(truth), "engines": {}}
             for engine, table in tables.items():
                 m, v = evaluate(table, truth, pixel_size=px), evaluate(table, tables["torch"], pixel_size=px,
@@ -418,13 +450,17 @@ def figure(rec: dict, path: Path) -> None:
         vals = [next((r["gflops"] for r in rows if (r["side"], r["threads"]) == k and r["engine"] == name), 0)
                 for k in keys]
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=name)
+    peak_bf16 = {int(k): v for k, v in rec.get("peak_gflops_bf16", {}).items()}
     for j, (_, t) in enumerate(keys):
         ax.hlines(peak[t], j - width / 2, j + 0.8 - width / 2, colors="k", linestyles="--",
                   label="sgemm peak (torch.mm 2048², fp32)" if j == 0 else None)
+        if t in peak_bf16:
+            ax.hlines(peak_bf16[t], j - width / 2, j + 0.8 - width / 2, colors="k", linestyles=":",
+                      label="torch.mm 2048² peak, bf16" if j == 0 else None)
     ax.set_xticks(np.arange(len(keys)) + width * (len(names) - 1) / 2,
                   [f"{s}², {t} thread{'s' if t > 1 else ''}" for s, t in keys])
-    ax.set_ylabel("GFLOP/s (network, fp32)")
-    ax.set_ylim(0, max(peak.values()) * 1.7)  # room for the legend above the peak line
+    ax.set_ylabel("GFLOP/s (network)")
+    ax.set_ylim(0, max([*peak.values(), *peak_bf16.values()]) * 1.7)  # room for the legend above the peak line
     ax.set_title("network: the planner's unit of work")
     ax.legend(fontsize=8, loc="upper left")
     if cmd:
@@ -459,7 +495,7 @@ def report(rec: dict, out: Path) -> None:
 
     rows, diffs, peak = rec["network"], rec["diffs"], {int(k): v for k, v in rec["peak_gflops"].items()}
     lines = [
-        "# CPU inference engines (fp32): torch eager and compiled, OpenVINO, ONNX Runtime", "",
+        "# CPU inference engines: torch eager and compiled, OpenVINO, ONNX Runtime (fp32; bf16 where native)", "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}. {rec['how_run']}", "",
         "## Network: the planner's unit of work (features of two frames carried)", "",
@@ -469,9 +505,12 @@ def report(rec: dict, out: Path) -> None:
                     for side in sorted({r['side'] for r in rows}))
         + ". The fp32 peak is measured, not computed: the best `torch.mm` of 2048² fp32 matrices (oneDNN/MKL "
         "sgemm) on the same threads, " + ", ".join(f"{peak[t]:.0f} GFLOP/s with {t} thread(s)" for t in sorted(peak))
-        + " (this VM's /proc/cpuinfo gives no clock, so no peak from clock × vector units).", "",
+        + " (this VM's /proc/cpuinfo gives no clock, so no peak from clock × vector units)"
+        + ("; the bf16 peak the same way with bf16 matrices: " + ", ".join(
+            f"{v:.0f} GFLOP/s with {k} thread(s)" for k, v in sorted(rec["peak_gflops_bf16"].items()))
+           + " (bf16 rows are read against it)" if rec.get("peak_gflops_bf16") else "") + ".", "",
         "| frame | tile (tiles) | threads | engine | wall s / unit | CPU s / unit | frames/s (wall) | "
-        "frames / CPU s | vs torch (CPU s) | GFLOP/s | of sgemm peak |",
+        "frames / CPU s | vs torch fp32 (CPU s) | GFLOP/s | of the peak of its precision |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -479,7 +518,8 @@ def report(rec: dict, out: Path) -> None:
         lines.append(f"| {r['side']}² | {r['tile']}² ({r['tiles']}) | {r['threads']} | {r['engine']} | "
                      f"{r['wall_s']:.3f} | {r['cpu_s']:.3f} | {r['frames_per_s']:.3g} | {r['frames_per_cpu_s']:.3g} | "
                      f"{base['cpu_s'] / r['cpu_s']:.2f}x | {r['gflops']:.1f} | {100 * r['peak_fraction']:.0f} % |")
-    lines += ["", "Largest absolute difference from torch's fp32 output, per channel (units of the channel):", "",
+    lines += ["", "Largest absolute difference from torch's fp32 output, per channel (units of the channel; bf16 "
+                  "rows: bf16's rounding, an 8-bit mantissa):", "",
               "| frame | threads | engine | " + " | ".join(CHANNELS) + " |", "|---|---|---|" + "---|" * len(CHANNELS)]
     for d in diffs:
         lines.append(f"| {d['side']}² | {d['threads']} | {d['engine']} | "
@@ -489,6 +529,10 @@ def report(rec: dict, out: Path) -> None:
         lines += ["", f"## Whole command: `python -m decode_mem.infer`, {cmd[0]['threads']} threads", "",
                   "Simulated movies (1 emitter/µm², the default EMCCD), sizes fixed as the planner picks them here "
                   "(256²: `--chunk_size 256 --batch_size 4`; 2048²: `--chunk_size 512 --batch_size 1`). "
+                  "Every run with the default `--amp auto` unless its name says `--amp off`: "
+                  + ", ".join(sorted({f"{r['amp']}" for r in cmd if r.get("amp")})) + " here (the planner's amp of "
+                  "the runs; 'bf16' on a CPU with native bf16, where OpenVINO computes in bf16 too and ONNX Runtime "
+                  "stays fp32). "
                   "torch eager is today's default for short movies, torch compiled (`--compile on`, its graphs "
                   "saved by a warm-up run of the same size) for movies from 120 M px of work. Conversion (whole "
                   "process of a first 6-frame 256² run with an empty cache): "
@@ -516,7 +560,7 @@ def report(rec: dict, out: Path) -> None:
                          f"{r['max_shift_nm']:.1e} |")
         fastest = {}
         for r in cmd:
-            if not r.get("picasso") and not r["engine"].startswith("torch"):
+            if not r.get("picasso") and not r["engine"].startswith("torch") and "--amp" not in r["engine"]:
                 eager = next(b for b in cmd if b["side"] == r["side"] and b["engine"] == "torch")
                 fastest[r["side"]] = max(fastest.get(r["side"], 0.0), r["frames_per_s"] / eager["frames_per_s"])
         lines += ["", "Goal (whole-command frames/s ≥ 2x today's default at both sizes): "
@@ -547,7 +591,8 @@ def report(rec: dict, out: Path) -> None:
         worst = {n: (min(min(r["engines"][n]["jaccard"] - r["engines"]["torch"]["jaccard"] for r in phys), 0.0),
                      max(abs(r["engines"][n]["rmse_lat"] - r["engines"]["torch"]["rmse_lat"]) for r in phys),
                      max(r["engines"][n]["vs_torch_bias"] for r in phys)) for n in names[1:]}
-        lines += ["", "Tolerance (Jaccard within 0.005 and RMSE within 0.5 nm of fp32 torch, mean shift < 1 nm): "
+        lines += ["", "Tolerance (Jaccard within 0.005 and RMSE within 0.5 nm of fp32 torch, mean shift < 1 nm; "
+                  "'torch' is fp32 here, 'torch bf16' today's default on a CPU with native bf16): "
                   + "; ".join(f"{n}: largest Jaccard loss {-j:.4f}, RMSE change {r:.3f} nm, mean shift {b:.1e} nm "
                               f"({'held' if -j <= 0.005 and r <= 0.5 and b < 1 else 'not held'})"
                               for n, (j, r, b) in worst.items()) + "."]
@@ -567,8 +612,10 @@ def report(rec: dict, out: Path) -> None:
         lines += ["", f"(median fp32 photons there: {a['photons_fp32_median']:.0f}.) CPU s at 256², 1 thread (6 "
                   "frames / 4 windows): " + ", ".join(f"{k} {v:.3f}" for k, v in q["cpu_s"].items()) + "."]
     lines += ["", "## Not measured here", "",
-              "- bf16 (torch or runtimes): this CPU has no native bf16 (no AVX-512 BF16 / AMX); emulated bf16 is "
-              "slower than fp32 (`benchmarks/results/throughput.md`).",
+              *([] if rec.get("peak_gflops_bf16") else [
+                  "- bf16 (torch or runtimes): this CPU has no native bf16 (no AVX-512 BF16 / AMX); emulated bf16 is "
+                  "slower than fp32 (`benchmarks/results/throughput.md`)."]),
+              "- ONNX Runtime in bf16: not tried (decode_mem runs its CPU provider in fp32).",
               "- int8 in the engines and the whole command: not built (the int8 experiment, where run, and "
               "`decode_mem/model/engine.py`'s docstring say why)."]
     if not cmd:
@@ -609,8 +656,9 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     python = find_picasso_python(args.picasso_python)
     threads = [int(t) for t in args.threads.split(",")]
-    rows, diffs, peak = network([int(s) for s in args.sizes.split(",")], threads, args.repeats)
+    rows, diffs, peak, peak_bf16 = network([int(s) for s in args.sizes.split(",")], threads, args.repeats)
     rec = {"command": command_line(), "started": started, "network": rows, "diffs": diffs, "peak_gflops": peak,
+           "peak_gflops_bf16": peak_bf16,
            "physics_frames": args.physics_frames, "physics_threads": args.cmd_threads,
            "notes": Path(args.notes).read_text() if args.notes else None}
     if args.frames or args.frames_2048:

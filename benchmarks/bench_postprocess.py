@@ -774,7 +774,7 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
     a.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
     a.set_ylabel("precision per axis [nm]")
     a.grid(alpha=0.3)
-    a.legend(fontsize="x-small")
+    a.legend(fontsize="x-small", loc="upper left")
     for key, mark in (("1", "o-"), ("2", "s-"), (">=3", "^-")):
         b.plot(x, [r["correlation"][key] for r in records], mark, label=f"lag {key}")
     b.plot(x, [r["link"]["recovered"] for r in records], "k*--", label="events recovered by linking")

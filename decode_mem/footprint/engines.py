@@ -8,7 +8,9 @@ fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. The secon
 threads, runtime version, network architecture, tile and unit shape and the network code, so a machine times each
 setting once; the converted networks are kept in ``engines/`` there (``model.engine``: once per machine and
 checkpoint). ``'auto'`` falls back to torch, saying why in one line, where no runtime is installed or the faster
-one fails to load. On CUDA every choice but ``torch`` is a ConfigError, and ``'auto'`` is torch.
+one fails to load. A runtime computes in bf16 where the plan's amp is bf16 (``runtime_precision``; OpenVINO only:
+ONNX Runtime stays fp32), as torch does then; the timings' key holds the amp. On CUDA every choice but ``torch``
+is a ConfigError, and ``'auto'`` is torch.
 
 Memory: a runtime keeps each compiled sub-network's working memory between calls (torch reuses one freed pool
 for both), so the plan counts ``footprint.inference.RUNTIME_WORKING_SET`` times torch's traced bytes for it; an
@@ -112,6 +114,12 @@ def time_engine(net: Any, plan: InferencePlan, device: torch.device, engine: Any
     return seconds
 
 
+def runtime_precision(plan: InferencePlan | None) -> str:
+    """What a CPU runtime computes in for ``plan``: 'bf16' where its amp is bf16 (on a CPU, 'auto' resolves to
+    bf16 only with native bf16: torch computes in bf16 there too), else 'fp32'."""
+    return "bf16" if plan is not None and plan.amp == "bf16" else "fp32"
+
+
 def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device,
                   threads: int | None = None) -> EngineChoice:
     """The engine ``name`` asks for (see the module docstring) for ``plan`` on ``device`` with ``threads``
@@ -124,10 +132,12 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
         raise ConfigError(f"engine {name}: a CPU runtime; on {device} use engine torch or auto")
     n = int(threads) if threads else torch.get_num_threads()
     streams = plan.streams if plan is not None else 1  # threads calling the engine at once
+    precision = runtime_precision(plan)
     if name != "auto":
-        return EngineChoice(load_engine(name, net, n, converted_dir(), streams),
-                            f"{runtime_version(name)}, {n} thread(s)" + (f" x {streams} streams" if streams > 1
-                                                                         else "") + ", fp32")
+        engine = load_engine(name, net, n, converted_dir(), streams, precision)
+        return EngineChoice(engine, f"{runtime_version(name)}, {n} thread(s)" + (f" x {streams} streams"
+                                                                                  if streams > 1 else "")
+                            + f", {engine.precision}")
     present = [r for r in RUNTIMES if installed(r)]
     if not present:
         return EngineChoice(TorchEngine(net), f"auto: torch (no CPU runtime installed: {', '.join(RUNTIMES)}; "
@@ -143,7 +153,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
             seconds[r] = float(s)  # remembered slower than torch: not loaded at all
             continue
         try:
-            loaded[r] = load_engine(r, net, n, converted_dir(), streams)
+            loaded[r] = load_engine(r, net, n, converted_dir(), streams, precision)
         except EngineUnavailable as e:
             failed.append(str(e))
             continue
@@ -155,7 +165,8 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
     if seconds[best] > torch_s / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
         best = "torch"
     timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in seconds)
-    why = f"auto: {best}, the fastest per unit of work on this machine ({timings}; {n} thread(s))"
+    why = f"auto: {best}" + (f" ({loaded[best].precision})" if best != "torch" else "") + \
+        f", the fastest per unit of work on this machine ({timings}; {n} thread(s))"
     if failed:
         why += "; " + "; ".join(failed)
     engine = loaded[best] if best != "torch" else TorchEngine(net)

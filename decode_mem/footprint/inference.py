@@ -104,7 +104,7 @@ class InferencePlan:
         if self.device != "cpu":
             return 0
         factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
-        if self.engine in RUNTIME_ENGINES:  # fp32 whatever amp says, each sub-network with its own buffers
+        if self.engine in RUNTIME_ENGINES:  # each sub-network with its own buffers (OpenVINO in bf16 with amp bf16)
             factor = RUNTIME_WORKING_SET
         per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
         return self.streams * per_stream + (self.streams - 1) * STREAM_ARENA_SLACK
@@ -174,8 +174,9 @@ def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_dep
     run = min(n, ex.batch_size)
     tiles = ex._group(run)
     network = None
-    if trace:
-        network = _traced_peak(net, (h, w), config, device, run)
+    if trace:  # ONNX Runtime computes in fp32 whatever amp says: its tensors are those of an fp32 trace
+        traced = dataclasses.replace(config, amp="off") if sizes.engine == "onnxruntime" else config
+        network = _traced_peak(net, (h, w), traced, device, run)
     ly, lx = ex.grid.tile_shape
     unit_px = tiles * (run + 2) * ly * lx
     in_flight = (prefetch_depth + 3 if prefetch_depth else 2) + config.streams - 1  # see the module docstring

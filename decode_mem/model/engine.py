@@ -6,8 +6,9 @@ engine runs those two, torch tensors in and out, so the executor's work order an
 
 * ``torch``: the modules themselves (what ``amp`` and ``torch.compile`` act on);
 * ``openvino``: both sub-networks converted with ``openvino.convert_model`` (dynamic batch and tile size),
-  compiled for the CPU in fp32 with ``threads`` inference threads per stream and one OpenVINO stream and infer
-  request per calling thread (the executor's ``streams``: with one OpenVINO stream they took turns);
+  compiled for the CPU in fp32, or in bf16 where the run's ``amp`` is bf16 on a CPU with native bf16 (as torch
+  computes then), with ``threads`` inference threads per stream and one OpenVINO stream and infer request per
+  calling thread (the executor's ``streams``: with one OpenVINO stream they took turns);
 * ``onnxruntime``: both exported with ``torch.onnx.export`` (which needs the ``onnx`` package) and run by ONNX
   Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin).
 
@@ -15,7 +16,7 @@ With a ``cache_dir`` (``footprint.engines`` passes ``engines/`` beside the plann
 kept on disk, keyed by the weights, the model code and the runtime's version (``network_digest``): tracing and
 converting run once per machine and checkpoint, later runs read the files (OpenVINO also caches its compiled
 kernels there). The runtimes come with the optional ``cpu`` extra (``pip install -e ".[cpu]"``); without it only
-``torch`` loads. The runtimes compute in fp32 whatever ``amp`` asks. int8 is not built: NNCF post-training
+``torch`` loads. ONNX Runtime computes in fp32 whatever ``amp`` asks. int8 is not built: NNCF post-training
 quantization ran OpenVINO's two sub-networks 1.3x faster than its fp32 on an AVX2 CPU without VNNI and moved the
 photon counts by ~10 % (``benchmarks/bench_cpu_engines.py --int8``). The fp32 outputs equal torch's up to float
 rounding (``ENGINE_ATOL``; ``benchmarks/results/cpu_engines.md``). A runtime that is
@@ -48,6 +49,7 @@ ENGINE_CHOICES = ("auto", *ENGINES)
 EXTRA_HINT = "pip install -e \".[cpu]\""
 # largest difference from torch's fp32 output allowed per output channel (OUTPUT_CHANNELS order), in its units:
 # float summation order only (measured 1e-5 .. 8e-3 on the shipped model; photons ~1e3, sigma_z in nm)
+OV_PRECISION = {"fp32": "f32", "bf16": "bf16"}  # engine precision -> OpenVINO's INFERENCE_PRECISION_HINT
 ENGINE_ATOL = (1e-3, 2e-2, 1e-4, 1e-4, 1e-2, 5e-2, 1e-4, 1e-4, 1e-2, 1e-3)
 
 
@@ -157,7 +159,9 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
 
 
 class OpenVINOEngine:
-    """Both sub-networks compiled by OpenVINO for the CPU, fp32, ``threads`` inference threads per stream.
+    """Both sub-networks compiled by OpenVINO for the CPU in ``precision`` ('fp32', or 'bf16': OpenVINO's
+    inference precision hint, which it honours on CPUs with native bf16 and ignores elsewhere; ``precision``
+    after loading says what it compiled), ``threads`` inference threads per stream.
 
     ``streams``: calls made at once from as many threads (the executor's ``streams``). OpenVINO runs at most its
     ``NUM_STREAMS`` requests in parallel and queues the others, so the compiled networks get that many streams of
@@ -165,7 +169,8 @@ class OpenVINOEngine:
 
     name = "openvino"
 
-    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1) -> None:
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1,
+                 precision: str = "fp32") -> None:
         import openvino as ov
 
         self.net, self.threads, self.streams = net, int(threads), max(1, int(streams))
@@ -193,13 +198,15 @@ class OpenVINOEngine:
         else:
             ff, tp = convert()
         config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads * self.streams,
-                                  "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": self.streams}
+                                  "INFERENCE_PRECISION_HINT": OV_PRECISION[precision], "NUM_STREAMS": self.streams}
         if self.streams == 1:
             config["PERFORMANCE_HINT"] = "LATENCY"
         if folder is not None:
             config["CACHE_DIR"] = str(folder / "compiled")
         self._ff = core.compile_model(ff, "CPU", config)
         self._tp = core.compile_model(tp, "CPU", config)
+        compiled = str(self._ff.get_property("INFERENCE_PRECISION_HINT"))  # what it did: 'f32' or 'bf16'
+        self.precision = "bf16" if "bf16" in compiled or "bfloat16" in compiled else "fp32"
         self._local = threading.local()
 
     def _requests(self) -> tuple[Any, Any]:
@@ -237,8 +244,11 @@ class OnnxRuntimeEngine:
 
     name = "onnxruntime"
 
-    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1) -> None:
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1,
+                 precision: str = "fp32") -> None:
         import onnxruntime as ort
+
+        self.precision = "fp32"  # the CPU provider's kernels: fp32 whatever is asked
 
         self.net, self.threads = net, int(threads)
         x, feats = _examples(net)
@@ -277,11 +287,14 @@ _CLASSES = {"openvino": OpenVINOEngine, "onnxruntime": OnnxRuntimeEngine}
 
 
 def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
-                streams: int = 1) -> Engine:
+                streams: int = 1, precision: str = "fp32") -> Engine:
     """The engine ``name`` ('torch', 'openvino', 'onnxruntime') for ``net`` (on the CPU, eval mode) with
     ``threads`` threads per stream (None: torch's count now) for ``streams`` threads calling it at once, its
-    converted network kept in ``cache_dir`` (None: converted in memory each time). EngineUnavailable where the
+    converted network kept in ``cache_dir`` (None: converted in memory each time), computing in ``precision``
+    ('fp32' or 'bf16': OpenVINO only; the engine's ``precision`` says what it does). EngineUnavailable where the
     runtime is missing or fails."""
+    if precision not in OV_PRECISION:
+        raise ConfigError(f"engine precision must be one of {', '.join(OV_PRECISION)}, got {precision!r}")
     if name == "torch":
         return TorchEngine(net)
     if name not in _CLASSES:
@@ -291,7 +304,7 @@ def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str 
         raise EngineUnavailable(f"engine {name}: {missing} not installed ({EXTRA_HINT})")
     n = int(threads) if threads else torch.get_num_threads()
     try:
-        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir), streams)
+        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir), streams, precision)
     except Exception as e:  # a runtime fails in its own ways (conversion, unsupported op, its own errors)
         raise EngineUnavailable(f"engine {name}: failed to load the network ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e

@@ -101,7 +101,7 @@ def test_auto_falls_back_to_torch_with_one_warning_when_no_runtime_is_installed(
 
 
 def test_auto_falls_back_to_torch_when_the_runtime_fails_to_load(monkeypatch, shipped_model) -> None:
-    def broken(name, net, threads=None, cache_dir=None, streams=1):
+    def broken(name, net, threads=None, cache_dir=None, streams=1, precision="fp32"):
         raise engines.EngineUnavailable(f"engine {name}: failed to load the network (RuntimeError: boom)")
 
     monkeypatch.setattr(engine_choice, "installed", lambda name: True)
@@ -203,3 +203,48 @@ def test_a_runtime_serves_parallel_streams(shipped_model, sample_frames) -> None
                                                          block=4, amp="off", device="cpu", engine=engine,
                                                          streams=streams, threads=2))
     assert_same_emitters(runs["torch"], runs["openvino"], PostprocessConfig().threshold)
+
+
+def test_openvino_computes_in_bf16_where_the_cpu_has_it_and_stays_close_to_fp32(shipped_model, sample_frames) -> None:
+    """With amp bf16 (what 'auto' resolves to on a CPU with native bf16) OpenVINO compiles in bf16, as torch
+    computes then; its raw outputs stay within bf16's rounding of the fp32 ones. A CPU without native bf16: OpenVINO
+    ignores the hint and says fp32."""
+    _needs("openvino")
+    from decode_mem.model.precision import cpu_has_native_bf16
+
+    frames = np.tile(sample_frames[:7], (1, 2, 2)).astype(np.float32)
+    model = load_model(str(shipped_model))
+    eng = engines.load_engine("openvino", model.net.eval(), threads=1, precision="bf16")
+    assert eng.precision == ("bf16" if cpu_has_native_bf16() else "fp32")
+    assert engines.load_engine("openvino", model.net.eval(), threads=1).precision == "fp32"
+    ref = _raw_outputs(model, frames)
+    got = _raw_outputs(model, frames, eng)
+    p = torch.stack([torch.sigmoid(ref[k][0]) for k in ref])
+    det = p > 0.5
+    assert int(det.sum()) >= 10
+    for ch, tol in ((2, 0.02), (3, 0.02)):  # dx, dy in px: bf16's 8-bit mantissa, within 2 nm at 100 nm px
+        d = torch.stack([got[k][ch] - ref[k][ch] for k in ref])[det].abs()
+        assert float(d.max()) < tol, f"channel {ch}: {float(d.max())} px"
+    photons = torch.stack([ref[k][1] for k in ref])[det]
+    dp = torch.stack([got[k][1] - ref[k][1] for k in ref])[det]
+    assert float((dp.abs() / photons.abs()).median()) < 0.03  # photons: within a few % (bf16)
+    if eng.precision == "bf16":  # not the fp32 result: the hint took effect
+        assert float(torch.stack([(got[k] - ref[k]).abs().amax() for k in ref]).amax()) > 1e-3
+
+
+def test_a_runtime_follows_the_plans_amp(shipped_model, monkeypatch) -> None:
+    _needs("openvino")
+    from types import SimpleNamespace
+
+    assert engine_choice.runtime_precision(SimpleNamespace(amp="bf16")) == "bf16"
+    assert engine_choice.runtime_precision(SimpleNamespace(amp="off")) == "fp32"
+    assert engine_choice.runtime_precision(None) == "fp32"
+    asked = []
+    real = engine_choice.load_engine
+    monkeypatch.setattr(engine_choice, "load_engine", lambda *a, **k: asked.append(a[5]) or real(*a, **k))
+    net = load_model(str(shipped_model)).net.eval()
+    choice = engine_choice.choose_engine("openvino", net, SimpleNamespace(amp="bf16", streams=1),
+                                         torch.device("cpu"), 1)
+    assert asked == ["bf16"] and choice.why.endswith(f", {choice.engine.precision}")
+    with pytest.raises(ConfigError, match="precision"):
+        engines.load_engine("openvino", net, threads=1, precision="int8")
