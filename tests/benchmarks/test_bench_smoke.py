@@ -107,7 +107,7 @@ def test_bench_cpu_engines_network_part_writes_its_report(tmp_path: Path) -> Non
     text = out.read_text()
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["peak_gflops"]["1"] > 1 and all(r["peak_fraction"] > 0 for r in record["network"])
-    assert "| 256² | 256² (1) | 1 | torch |" in text and "of sgemm peak" in text
+    assert "| 256² | 256² (1) | 1 | torch |" in text and "of the peak of its precision" in text
     assert "The whole command: not run" in text and "Accuracy on simulated physics: not run" in text
     assert out.with_suffix(".png").stat().st_size > 10_000
     again = tmp_path / "again.md"
