@@ -508,7 +508,7 @@ def report(rec: dict, out: Path) -> None:
         + " (this VM's /proc/cpuinfo gives no clock, so no peak from clock × vector units)"
         + ("; the bf16 peak the same way with bf16 matrices: " + ", ".join(
             f"{v:.0f} GFLOP/s with {k} thread(s)" for k, v in sorted(rec["peak_gflops_bf16"].items()))
-           + " (bf16 rows are read against it)" if rec.get("peak_gflops_bf16") else "") + ".", "",
+           + " (the bf16 rows' reference)" if rec.get("peak_gflops_bf16") else "") + ".", "",
         "| frame | tile (tiles) | threads | engine | wall s / unit | CPU s / unit | frames/s (wall) | "
         "frames / CPU s | vs torch fp32 (CPU s) | GFLOP/s | of the peak of its precision |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
