@@ -29,7 +29,8 @@ One streamed pass over a localization file (frame order), linking as it goes (``
 * **FRC** (Nieuwenhuizen et al. 2013): two images rendered from halves of the localizations split by *molecule*
   (one emitter's correlated localizations fall into one half), their Fourier ring correlation and the
   resolution where it first falls below 1/7; beside it the usual split by alternating frames, which puts one
-  emitter's correlated localizations into both halves.
+  emitter's correlated localizations into both halves. The images' pixel is half the median predicted σ (1 to 5 nm):
+  a resolution finer than two pixels cannot be seen.
 
 Memory: the linking window, the histograms and four images of at most ``MAX_FRC_SIDE``² pixels.
 """
@@ -55,7 +56,11 @@ from decode_mem.link.files import auto_radius, check_radius, file_unit, first_ch
 FRC_THRESHOLD = 1.0 / 7.0
 FRC_SMOOTH = 5  # rings averaged before the threshold is applied
 MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger field of view)
-FRC_PIXEL = 5.0  # nm: the FRC images' pixel where the field of view allows
+# nm: the FRC images' pixel where the field of view allows: half the median predicted σ of the first rows, between
+# these two. A fixed 5 nm put the Nyquist limit (10 nm) at the rings' resolution: their FRC read 10.0 nm or never
+# fell below 1/7 (benchmarks/results/postprocess.md at 3f57c17)
+FRC_PIXEL = 5.0
+MIN_FRC_PIXEL = 1.0
 JACKKNIFE = 10
 LINKED_BINS = 300  # bins of the linked distances' histogram, up to the link radius
 DIFF_BINS = 4000  # bins of the linked per-axis differences |dx|, |dy| up to the link radius (the median's)
@@ -278,12 +283,14 @@ def molecule_half(group: np.ndarray) -> np.ndarray:
 
 def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                 correlation: ErrorCorrelation = DECODE_MEM, radius: float | str = "auto", max_dark: int = 1,
-                frc_pixel: float = FRC_PIXEL, field_px: tuple[int, int] | None = None) -> NoTruthResult:
+                frc_pixel: float | None = None, field_px: tuple[int, int] | None = None) -> NoTruthResult:
     """Precision and resolution of the localizations in ``path`` without ground truth (module docstring).
 
     ``pixel_size`` (nm): the camera pixel (CSV files record none; Picasso's 1-pixel NeNA window needs it);
     ``radius`` (nm or 'auto') and ``max_dark``: the linking; ``field_px`` (H, W): the camera frame where the file
-    does not record it (default: the localizations' extent)."""
+    does not record it (default: the localizations' extent); ``frc_pixel`` (nm): the FRC images' pixel (None: half
+    the median predicted σ, ``MIN_FRC_PIXEL`` to ``FRC_PIXEL``; coarser where the field needs more than
+    ``MAX_FRC_SIDE`` pixels)."""
     path = Path(path)
     radius = check_radius(radius)
     unit = file_unit(path, pixel_size)
@@ -300,6 +307,13 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
         else:
             field_px = _extent(path, unit)
     extent_nm = max(field_px) * unit
+    if frc_pixel is None:  # half the median σ (module constants), where the file has σ
+        frc_pixel = FRC_PIXEL
+        if has_sigma:
+            sigma = np.concatenate([chunk["sigma_x"], chunk["sigma_y"]]).astype(np.float64) * unit
+            sigma = sigma[np.isfinite(sigma)]
+            if len(sigma):
+                frc_pixel = min(FRC_PIXEL, max(MIN_FRC_PIXEL, float(np.median(sigma)) / 2))
     render_pixel = max(float(frc_pixel), extent_nm / MAX_FRC_SIDE)
     by_molecule = _Halves(field_px, unit, render_pixel)
     by_frames = _Halves(field_px, unit, render_pixel)

@@ -81,6 +81,29 @@ def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path
     assert r.sigma_check == pytest.approx(1.0, abs=0.08)  # the core still agrees with σ
 
 
+def test_the_frc_images_pixel_is_half_the_median_sigma_within_its_bounds(tmp_path: Path) -> None:
+    """A 5 nm pixel cannot show a resolution below 10 nm: precise localizations get a finer one."""
+    from decode_mem.evaluate.no_truth import FRC_PIXEL
+
+    t = blinking_draws(0.0, n_sites=300)  # a 4000 nm field: pixels of 1.95 nm at the finest (MAX_FRC_SIDE)
+    for sigma_nm, pixel in ((4.0, 2.0), (20.0, FRC_PIXEL)):
+        s = np.full(len(t), sigma_nm / PX)
+        path = tmp_path / f"s{sigma_nm:g}.parquet"
+        write_localizations(EmitterTable({**t.columns, "sigma_x": s, "sigma_y": s}), path, pixel_size=PX,
+                            width=40, height=40)
+        r = assess_file(path, correlation=INDEPENDENT, radius=60.0)
+        assert r.frc_molecules is not None and r.frc_molecules.pixel == pytest.approx(pixel)
+    assert assess_file(path, correlation=INDEPENDENT, radius=60.0, frc_pixel=3.0).frc_molecules.pixel == 3.0
+    # a field too large for MAX_FRC_SIDE pixels of that size gets coarser ones
+    big = tmp_path / "big.parquet"
+    write_localizations(EmitterTable({**t.columns, "sigma_x": np.full(len(t), 0.04),
+                                      "sigma_y": np.full(len(t), 0.04)}), big, pixel_size=PX, width=400, height=400)
+    from decode_mem.evaluate.no_truth import MAX_FRC_SIDE
+
+    assert assess_file(big, correlation=INDEPENDENT, radius=60.0).frc_molecules.pixel == pytest.approx(
+        400 * PX / MAX_FRC_SIDE)
+
+
 def test_frc_of_identical_halves_never_falls_and_of_independent_noise_falls_at_once() -> None:
     rng = np.random.default_rng(3)
     image = rng.poisson(2.0, (128, 128)).astype(np.float32)
