@@ -532,9 +532,9 @@ def report(rec: dict, out: Path) -> None:
                   "Simulated movies (1 emitter/µm², the default EMCCD), sizes fixed as the planner picks them here "
                   "(256²: `--chunk_size 256 --batch_size 4`; 2048²: `--chunk_size 512 --batch_size 1`). "
                   "Every run with the default `--amp auto` unless its name says `--amp off`: "
-                  + ", ".join(sorted({f"{r['amp']}" for r in cmd if r.get("amp")})) + " here (the planner's amp of "
-                  "the runs; 'bf16' on a CPU with native bf16, where OpenVINO computes in bf16 too and ONNX Runtime "
-                  "stays fp32). "
+                  + ", ".join(sorted({f"{r['amp']}" for r in cmd if r.get("amp") and "--amp" not in r["engine"]}))
+                  + " here (the planner's amp of the default runs; 'bf16' on a CPU with native bf16, where OpenVINO "
+                  "computes in bf16 too and ONNX Runtime stays fp32). "
                   "torch eager is today's default for short movies, torch compiled (`--compile on`, its graphs "
                   "saved by a warm-up run of the same size) for movies from 120 M px of work. Conversion (whole "
                   "process of a first 6-frame 256² run with an empty cache): "

@@ -227,6 +227,7 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
 
 
 SCAN_FACTORS = (4.0, 6.0, 8.0, 10.0, 12.0)  # radius scan: these many times the median predicted σ
+WELL_PLACED = 8.0  # a localization within this many median σ of its matched site is well placed (not a blend)
 
 
 def correlations(event: np.ndarray, frame: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> dict[str, float]:
@@ -446,7 +447,7 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     group = auto_link(pred, radius_px, DECODE_MEM)[0]
     rec["link"].update(link_outcome(group, m, events, sites))
     rec["link"]["wrong links"] = wrong_links(group, pred, m, sites, gt, rec["link radius nm"], px, events,
-                                             QUALITY_FACTOR * d["sigma_median_nm"])
+                                             WELL_PLACED * d["sigma_median_nm"])
     rec["link"]["neighbour floor"] = neighbour_floor(gt, events, sites, m, rec["link radius nm"], px)
     rec["radius scan"] = []
     for gated in (False, True):
@@ -628,7 +629,8 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
               "their molecule holds another event's localizations; with another emitter = another site's (not "
               "a second blink of the same site bridged over one dark frame); floor = another emitter is on "
               "within the radius of the event's true position in one of the two frames before or after it (ground "
-              "truth; no linker of this radius and max_dark tells those apart by position).", "",
+              "truth; no linker of this radius and max_dark tells those apart by position; the sigma gate links "
+              "beyond the radius, so the floor of the gated linking can be higher).", "",
               "| movie | radius nm | localizations -> molecules | multi-frame events | recovered | merged / with "
               "another emitter | floor | decode_mem link s (in process) | Picasso default (0.05 px, dark 3): "
               "molecules, s first / warm | Picasso at our radius, dark 1 | Picasso process: wall s, peak RssAnon "
@@ -663,7 +665,7 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
               "truth). Their sites' true distance, and whether both sites were on in the frame of either "
               "localization: two emitters on together closer than the PSF's width look like one spot, and a "
               "localization between them links to either. Well placed: both localizations within "
-              f"{QUALITY_FACTOR_TEXT} median σ of their own site (the others are blends of two emitters or gross "
+              f"{WELL_PLACED:g} median σ of their own site (the others are blends of two emitters or gross "
               "errors: the localizer's mistake, which a link between them only passes on); the last column counts "
               "the multi-frame events whose molecule holds such a link.", "",
               "| movie | links (both ends matched) | wrong links (per 1000) | median true distance of the two sites nm "
@@ -741,7 +743,7 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
                       f"{within('truth with the true errors resampled')}; the matched localizations split by "
                       f"true site in {within('matched, halves by true site')}; the truth blurred with the stated "
                       f"precision in {within('truth blurred with the stated precision')}. A site of these "
-                      "structures blinks several times (100 frames dark on average): its blinks are separate "
+                      "structures blinks several times (80 or 100 frames dark on average): its blinks are separate "
                       "molecules, in either half, sharing their true position, as the truth columns' events do; "
                       "the true-site split keeps them in one half, which no split without the truth can do."]
     lines += ["", "Uniform emitters blink once: two halves split by molecule share no structure, so their FRC "

@@ -504,7 +504,7 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
              "n/a" if d["sigma_check"] is None else f"{d['sigma_check']:.2f}"),
             ("error correlation ρ (lag 1, 2, beyond)",
              f"{', '.join(f'{v:.2f}' for v in rho['by_lag'])}, {rho['beyond']:.2f} ({rho['source']})"),
-            ("link radius", nm(d["link_radius_nm"]))]
+            ("link radius of this quality pass (fixed, no sigma gate)", nm(d["link_radius_nm"]))]
     for key in ("frc_molecule_split", "frc_frame_split"):
         if d.get(key):
             rows.append((f"FRC resolution, halves by {d[key]['split']}", nm(d[key]["resolution_nm"])))

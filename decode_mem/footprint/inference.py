@@ -12,7 +12,8 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   ``EMULATED_BF16`` times the traced bf16 bytes (fitted on an AMD EPYC with torch 2.13; the bf16 rows of
   the memory table show its error). A CPU runtime (``SizeRequest.engine`` 'openvino' / 'onnxruntime',
   ``model.engine``) keeps each compiled sub-network's working memory between calls where torch reuses one pool:
-  ``RUNTIME_WORKING_SET`` times the traced fp32 bytes (fitted on an AMD EPYC from one 256² run of each:
+  ``RUNTIME_WORKING_SET`` times the bytes of an fp32 trace, whatever amp says (fitted on an AMD EPYC from one
+  256² run of each:
   OpenVINO 2026.4 held 419 MiB above the model where the trace said 157; ``benchmarks/results/cpu_engines.md``
   shows the whole command's peak against this plan).
   The memory-table benchmark reports the prediction error on the machine where it runs.
@@ -174,8 +175,10 @@ def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_dep
     run = min(n, ex.batch_size)
     tiles = ex._group(run)
     network = None
-    if trace:  # ONNX Runtime computes in fp32 whatever amp says: its tensors are those of an fp32 trace
-        traced = dataclasses.replace(config, amp="off") if sizes.engine == "onnxruntime" else config
+    if trace:  # a runtime is planned from an fp32 trace, whatever amp says: ONNX Runtime computes in fp32 (its 128²
+        # peak was 640 MiB against 496 planned from a bf16 trace), OpenVINO in bf16 held 528 against 448 (its own
+        # layouts do not halve with the precision) and ignores bf16 on a CPU without it
+        traced = dataclasses.replace(config, amp="off") if sizes.engine in RUNTIME_ENGINES else config
         network = _traced_peak(net, (h, w), traced, device, run)
     ly, lx = ex.grid.tile_shape
     unit_px = tiles * (run + 2) * ly * lx

@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "threads sleep instead of spinning)")
     mem.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                      help="what computes the network on a CPU: torch (default), openvino or onnxruntime (pip install "
-                          "-e \".[cpu]\"; fp32 on --threads), or auto: the fastest measured on this machine, "
+                          "-e \".[cpu]\"; on --threads; OpenVINO in bf16 where --amp is bf16 on a CPU with native "
+                          "bf16, else fp32), or auto: the fastest measured on this machine, "
                           "remembered (torch, saying why, where no runtime loads)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                      help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")

@@ -57,6 +57,7 @@ def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float,
             res = link_file(path, out, pixel_size=pixel_size)
             written += [res.molecules_path, res.groups_path]
             info["link"] = {"molecules": res.molecules, "radius_nm": round(res.radius_nm, 3),
+                            "sigma_gate": res.sigma_gate, "reach_nm": round(res.reach_nm, 3),
                             "radius": res.radius_source}
     first = sorted(locs, key=lambda p: [".parquet", ".pq", ".hdf5", ".h5", ".csv"].index(p.suffix.lower()))[0]
     result = assess_file(first, pixel_size=pixel_size)

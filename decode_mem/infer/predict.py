@@ -100,8 +100,9 @@ def predict_stack(
     block; ``on_block(BlockResult)`` is called after each block (hook a progress bar or
     ``MemoryTracker.update`` there). ``threads``: torch CPU threads for this run (None: torch's; where torch
     was imported before decode_mem, the idle cores, ``decode_mem.threads``). ``engine``: what computes the
-    network on a CPU: 'torch' (the default), 'openvino' or 'onnxruntime' (the ``cpu`` extra; fp32, the runtime
-    on the same threads, an ``EngineUnavailable`` where it is missing), or 'auto' (the fastest measured on this
+    network on a CPU: 'torch' (the default), 'openvino' or 'onnxruntime' (the ``cpu`` extra; the runtime on the same
+    threads, OpenVINO in bf16 where ``amp`` is bf16 on a CPU with native bf16, else fp32; an ``EngineUnavailable``
+    where it is missing), or 'auto' (the fastest measured on this
     machine for the plan, remembered; torch, with a warning saying why, where no runtime loads;
     ``decode_mem.footprint.engines``). Set-up errors are raised here, before the first block is read.
     """

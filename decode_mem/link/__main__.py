@@ -13,7 +13,8 @@ from decode_mem.errors import ConfigError
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.link", "Link localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet; in frame "
-                                      "order) that lie within --radius in consecutive frames, allowing --max_dark "
+                                      "order) that lie within --radius (farther ones by --sigma_gate) in consecutive "
+                                      "frames, allowing --max_dark "
                                       "missing frames, into molecules. Writes DIR/<stem>_link.<ext> (one row per "
                                       "molecule: photon-weighted position, summed photons, len, n, combined "
                                       "precision) and DIR/<stem>_group.<ext> (every localization with the group "

@@ -18,9 +18,9 @@ With a ``sigma_gate`` k (and σ columns), the localizer's own precision widens t
 localization is uncertain: a pair farther apart than ``radius`` but at most ``reach`` is a candidate too when
 its difference is within k combined σ (``dx² / (σx₁² + σx₂²) + dy² / (σy₁² + σy₂²) <= k²``), and candidates are
 taken in the order of that normalized distance (a pair without σ: its distance as a fraction of the radius,
-times k). decode_mem's localizations that break a blink at a fixed radius are mostly ones whose σ is twice the
-median (benchmarks/results/postprocess.md): a fixed radius wide enough for them links more neighbours of
-the precise ones.
+times k). decode_mem's localizations that break a blink at a fixed radius are mostly ones whose σ is about twice the
+median (a diagnosis on bench_postprocess's 1/µm² movie, in the commit that added the gate; not in the report): a
+fixed radius wide enough for them links more neighbours of the precise ones.
 
 A molecule: its localizations' photon-weighted position (weights ``max(photons, 1)``), summed photons, ``n``
 localizations, ``len = last frame - first frame + 1``, its first frame, mean ``bg`` and largest ``prob``, and the
@@ -246,11 +246,14 @@ class Linker:
         return pred, succ
 
     def _in_sigma(self, rows: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray, d2: np.ndarray) -> np.ndarray:
-        """Each candidate's squared distance in combined σ (a pair without σ: in radii, times the gate)."""
+        """Each candidate's squared distance in combined σ; a pair without a usable σ (NaN, infinite or zero:
+        its combined variance not finite and > 0) in radii, times the gate (it links within the radius only)."""
+        vx = rows["sx"][a] ** 2 + rows["sx"][b] ** 2
+        vy = rows["sy"][a] ** 2 + rows["sy"][b] ** 2
+        usable = np.isfinite(vx) & np.isfinite(vy) & (vx > 0) & (vy > 0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            z2 = ((rows["x"][a] - rows["x"][b]) ** 2 / (rows["sx"][a] ** 2 + rows["sx"][b] ** 2)
-                  + (rows["y"][a] - rows["y"][b]) ** 2 / (rows["sy"][a] ** 2 + rows["sy"][b] ** 2))
-        return np.where(np.isfinite(z2), z2, d2 / self.radius ** 2 * self.sigma_gate ** 2)
+            z2 = (rows["x"][a] - rows["x"][b]) ** 2 / vx + (rows["y"][a] - rows["y"][b]) ** 2 / vy
+        return np.where(usable, z2, d2 / self.radius ** 2 * self.sigma_gate ** 2)
 
     def _groups(self, pred: np.ndarray, group: np.ndarray, n_tail: int) -> np.ndarray:
         """Molecule ids of the new rows: their chain's first row's (a tail row's, or a new id in row order)."""

@@ -34,9 +34,9 @@ CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round 
 # within AUTO_SIGMA_GATE combined σ of their own, up to AUTO_REACH radii (core.py's sigma gate). The median, not the
 # RMS: a few gross σ (crowded spots) inflate the RMS (filaments: RMS 22 nm, median 14 nm). On the benchmark movies
 # a fixed radius of 8 x the median and 4 x with this gate met both goals (>= 95 % of multi-frame events recovered,
-# < 2 % merged with another emitter) on as many of the first 7 (4); the gate recovered more at every density, and a
-# reach of 2 radii merged fewer than 4 (benchmarks/results/postprocess.md scans them; which movies were seen when
-# these were chosen is said there)
+# < 2 % merged with another emitter) on as many of the first 7 (4); the gate recovered more at every density
+# (benchmarks/results/postprocess.md scans both, and says which movies were seen when these were chosen). A reach
+# of 2 radii merged fewer than 4 (held-out 0.5/µm²: 0.018 against 0.023; a scan in the commit that chose it)
 AUTO_FACTOR = 4.0
 AUTO_SIGMA_GATE = 4.0
 AUTO_REACH = 2.0
@@ -46,7 +46,8 @@ MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
 
 @dataclass(frozen=True)
 class LinkResult:
-    """What ``link_file`` wrote: the files, the radius used (nm) and how it was chosen, the counts."""
+    """What ``link_file`` wrote: the files, the radius used (nm) and how it was chosen, the sigma gate (combined σ;
+    0: off) and how far it reached (nm; the radius without a gate), the counts."""
 
     molecules_path: Path
     groups_path: Path
@@ -55,6 +56,8 @@ class LinkResult:
     localizations: int
     molecules: int
     frames_on: dict[str, Any] = field(default_factory=dict)
+    sigma_gate: float = 0.0
+    reach_nm: float | None = None
 
 
 def linked_paths(path: str | os.PathLike, out_dir: str | os.PathLike) -> tuple[Path, Path]:
@@ -110,11 +113,15 @@ def auto_radius(chunk: EmitterTable, unit: float, path: Path, factor: float = AU
 
 def sigma_gate_of(radius: float | str, sigma_gate: float | None, chunk: EmitterTable) -> float:
     """The sigma gate a linking uses: ``sigma_gate`` where given, else ``AUTO_SIGMA_GATE`` with the 'auto' radius
-    and 0 (off) with a radius in nm; 0 where the localizations have no σ."""
+    and 0 (off) with a radius in nm. A gate asked for on localizations without σ is a ConfigError (the 'auto'
+    radius needs σ too)."""
     gate = (AUTO_SIGMA_GATE if radius == "auto" else 0.0) if sigma_gate is None else float(sigma_gate)
     if not np.isfinite(gate) or gate < 0:
         raise ConfigError(f"sigma_gate must be >= 0 combined σ (0: off), got {sigma_gate!r}")
-    return gate if "sigma_x" in chunk and "sigma_y" in chunk else 0.0
+    if gate and not ("sigma_x" in chunk and "sigma_y" in chunk):
+        raise ConfigError(f"a sigma gate needs each localization's precision (sigma_x/sigma_y, Picasso's lpx/lpy); "
+                          f"this file has none: give --sigma_gate 0, got {gate:g}")
+    return gate
 
 
 def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: float | str = "auto",
@@ -177,7 +184,8 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
             emit(linker.finish())
     frames_on = {"mean_localizations_per_molecule": round(n_locs / n_mol, 3) if n_mol else None,
                  "molecules_with_1": int(on[1]), "molecules_with_2_or_more": int(on[2:].sum())}
-    return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on)
+    return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on, gate,
+                      AUTO_REACH * radius_nm if gate else radius_nm)
 
 
 def _molecule_extras(extras: tuple[str, ...]) -> tuple[str, ...]:

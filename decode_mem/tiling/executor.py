@@ -79,7 +79,8 @@ class TiledExecutor:
     frames are taken to be photons with no read noise. Each frame's level (``normalize``) is computed once
     from the whole frame, before it is cut into tiles. The network is used as it is (eval mode, on ``device``).
     ``engine`` (``decode_mem.model.engine``, CPU only): a runtime that computes ``frame_features`` and ``temporal``
-    instead of the modules (in fp32; ``amp`` and ``compile`` then act on nothing); the rest is unchanged.
+    instead of the modules (in the engine's own precision; the executor's autocast and ``compile`` then act on
+    nothing); the rest is unchanged.
     """
 
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
@@ -97,7 +98,7 @@ class TiledExecutor:
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
         self._frame_features, self._temporal = net.frame_features, net.temporal
         self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
-        if engine is not None and engine.name != "torch":  # a CPU runtime: fp32, not compiled by torch
+        if engine is not None and engine.name != "torch":  # a CPU runtime: not compiled by torch
             self._frame_features, self._temporal = engine.frame_features, engine.temporal
         elif config.compiled_dir and config.compile is True and self.device.type == "cpu":  # kept on disk
             folder = Path(config.compiled_dir) / f"torch-{torch.__version__}-{network_digest(net)}"

@@ -183,6 +183,38 @@ def test_the_sigma_gate_links_uncertain_localizations_beyond_the_radius_and_no_p
         Linker(0.3, 1, sigma_gate=4.0, reach=0.2)
 
 
+def test_the_sigma_gate_treats_a_missing_or_unusable_sigma_as_the_radius_alone() -> None:
+    gated = {"sigma_gate": 4.0, "reach": 1.2}
+    for sigmas in ([0.1, np.nan], [0.1, np.inf], [0.0, 0.0]):  # no combined variance that is finite and > 0
+        beyond = table([0, 1], [0.0, 0.35], [0.0, 0.0], sigma=sigmas)  # 0.35 px: beyond the 0.3 radius
+        within = table([0, 1], [0.0, 0.25], [0.0, 0.0], sigma=sigmas)
+        bad = sigmas
+        assert len(set(link_table(beyond, 0.3, 1, **gated)[0])) == 2, bad
+        assert len(set(link_table(within, 0.3, 1, **gated)[0])) == 1, bad
+    # without σ columns at all: the radius alone, ordered by distance
+    t = table([0, 1, 1], [0.0, 0.2, 0.25], [0.0, 0.0, 0.0])
+    group, _ = link_table(t, 0.3, 1, **gated)
+    assert group[0] == group[1] != group[2]
+
+
+def test_link_file_says_which_gate_it_used(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "l.parquet"
+    write_localizations(blinking(), src, pixel_size=PX)
+    auto = link_file(src, tmp_path / "a", radius="auto")
+    assert auto.sigma_gate == 4.0 and auto.reach_nm == pytest.approx(2 * auto.radius_nm)
+    given = link_file(src, tmp_path / "g", radius=20.0)
+    assert given.sigma_gate == 0.0 and given.reach_nm == 20.0  # a radius in nm: the radius alone
+    both = link_file(src, tmp_path / "b", radius=20.0, sigma_gate=3.0)
+    assert both.sigma_gate == 3.0 and both.reach_nm == pytest.approx(40.0)
+    no_sigma = tmp_path / "no_sigma.parquet"
+    write_localizations(table([0, 1], [1, 1], [1, 1]), no_sigma, pixel_size=PX)
+    assert link_file(no_sigma, tmp_path / "n", radius=20.0).sigma_gate == 0.0
+    out = tmp_path / "refused"
+    assert main([str(no_sigma), "--out", str(out), "--radius", "20", "--sigma_gate", "4"]) == 2
+    _one_error_line(capsys, "sigma gate needs")
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_streamed_gated_links_equal_a_plain_greedy_over_the_whole_table() -> None:
     rng = np.random.default_rng(11)
     n_events = 100

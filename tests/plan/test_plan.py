@@ -255,8 +255,9 @@ print(json.dumps({"peak": phase.rss_anon_peak_mb, "predicted": plans[0].plan.hos
 def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int, batch: int,
                                                           engine: str) -> None:
     """Real runs in fresh processes: the measured peak RssAnon of two identical runs vs the planner's prediction
-    (CPU, fp32), with torch and with each CPU runtime (``--engine``; skipped where the ``cpu`` extra is not
-    installed: its buffers are planned apart, ``footprint.inference.RUNTIME_WORKING_SET``). The peaks of
+    (CPU, the default amp: bf16 on a CPU with native bf16), with torch and with each CPU runtime (``--engine``;
+    skipped where the ``cpu`` extra is not installed: its buffers are planned apart,
+    ``footprint.inference.RUNTIME_WORKING_SET``). The peaks of
     identical runs differ by more than 10 % here (the same in VmHWM and in 2-ms samples), and so do their
     predictions (by 9 % in one run of the suite: the baseline read when planning holds freed heap the run then
     reuses, more in one process than in another). So each run's peak stays
