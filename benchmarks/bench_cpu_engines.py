@@ -17,8 +17,8 @@ and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16
 2. **Whole command** (``python -m decode_mem.infer`` with ``--cmd-threads`` threads, default the cores, fixed
    sizes as the planner picks them here), at 256² (``--frames``, the sample stack tiled 4x4) and 2048²
    (``--frames-2048``, tiled 32x32): torch eager (today's default below ``COMPILE_MIN_WORK`` pixels of work),
-   torch compiled (today's default from there on; its graphs already on disk, from a warm-up run of the same
-   size), and each runtime (its converted network already cached; the one-off conversion timed apart), all with
+   torch compiled (today's default from there on; its graphs already on disk, from a warm-up run of a movie of
+   the same size and length), and each runtime (its converted network already cached; the one-off conversion timed apart), all with
    the default ``--amp auto`` (bf16 on a CPU with native bf16, where torch and OpenVINO also run ``--amp off``):
    frames/s, CPU seconds, peak RssAnon (sampled from /proc every 20 ms) against the plan, and the emitters
    against torch eager's (Jaccard and the largest shift, matched within 50 nm in the same frame).
@@ -340,8 +340,10 @@ def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, pi
     px = Camera.emccd().pixel_size  # make_movie's camera
     movie = tmp / f"movie_{side}.tif"
     gt = make_movie(movie, frames, side)
+    # the warm-up movie has the timed movie's length: torch.compile's graphs are per block shape, and a 6-frame
+    # warm-up left the 40-frame movie's blocks to compile in the timed run (256², bf16: 33 s, 7.0 s once warm)
     warm = tmp / f"warm_{side}.tif"
-    make_movie(warm, 6, side, seed=3)
+    make_movie(warm, frames, side, seed=3)
     run_infer(warm, tmp / f"warm_compiled_{side}", "torch", threads, env, side, compiled=True)
     rows = []
     runs = [("torch", False, None), ("torch", True, None), *((r, False, None) for r in engines_here()[1:])]
@@ -536,8 +538,8 @@ def report(rec: dict, out: Path) -> None:
                   + " here (the planner's amp of the default runs; 'bf16' on a CPU with native bf16, where OpenVINO "
                   "computes in bf16 too and ONNX Runtime stays fp32). "
                   "torch eager is today's default for short movies, torch compiled (`--compile on`, its graphs "
-                  "saved by a warm-up run of the same size) for movies from 120 M px of work. Conversion (whole "
-                  "process of a first 6-frame 256² run with an empty cache): "
+                  "saved by a warm-up run of a movie of the same size and length) for movies from 120 M px of work. "
+                  "Conversion (whole process of a first 6-frame 256² run with an empty cache): "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in rec["conversion"].items()) + ", once per machine "
                   "and checkpoint. Picasso: box and threshold tuned for Jaccard on another 256² movie of the same "
                   "physics, identify + LQ fit multi-threaded, its identify + fit seconds only.", "",
