@@ -18,10 +18,11 @@ and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16
    sizes as the planner picks them here), at 256² (``--frames``, the sample stack tiled 4x4) and 2048²
    (``--frames-2048``, tiled 32x32): torch eager (today's default below ``COMPILE_MIN_WORK`` pixels of work),
    torch compiled (today's default from there on; its graphs already on disk, from a warm-up run of a movie of
-   the same size and length), and each runtime (its converted network already cached; the one-off conversion timed apart), all with
-   the default ``--amp auto`` (bf16 on a CPU with native bf16, where torch and OpenVINO also run ``--amp off``):
-   frames/s, CPU seconds, peak RssAnon (sampled from /proc every 20 ms) against the plan, and the emitters
-   against torch eager's (Jaccard and the largest shift, matched within 50 nm in the same frame).
+   the same size and length), and each runtime (its converted network already cached; the one-off conversion
+   timed apart), all with the default ``--amp auto`` (bf16 on a CPU with native bf16, where torch and OpenVINO
+   also run ``--amp off``): frames/s, CPU seconds, peak RssAnon (sampled from /proc every 20 ms) against the
+   plan, and the emitters against torch eager's (Jaccard and the largest shift, matched within 50 nm in the same
+   frame).
 3. **Accuracy on simulated physics** (``--physics-frames``; 0 skips): the reference physics of
    ``bench_accuracy`` at 0.2 / 1 / 2 emitters/µm² and four other physics of ``bench_generalize``, each movie
    localized by every engine and precision through ``predict_stack`` (same threads): Jaccard and lateral RMSE
