@@ -1,7 +1,7 @@
 """CPU inference engines: torch (eager and compiled) against OpenVINO and ONNX Runtime on the same cores, in fp32
 and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16 too.
 
-    python benchmarks/bench_cpu_engines.py [--threads 1,2] [--sizes 256,2048] [--frames 40] [--frames-2048 8]
+    python benchmarks/bench_cpu_engines.py [--threads 1,2] [--sizes 256,2048] [--frames 200] [--frames-2048 8]
                                            [--physics-frames 200] [--int8] [--notes FILE]
                                            # benchmarks/results/cpu_engines.md + .png + .json
 
@@ -639,7 +639,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2", help="thread counts of the network part")
     ap.add_argument("--sizes", default="256,2048")
-    ap.add_argument("--frames", type=int, default=40, help="frames of the 256² whole-command movie (0: skip)")
+    ap.add_argument("--frames", type=int, default=200,
+                    help="frames of the 256² whole-command movie (0: skip; 40 frames ran 3 s, where OpenVINO's "
+                         "first calls of each block shape made the rate vary from 10 to 16 frames/s)")
     ap.add_argument("--frames-2048", type=int, default=8, help="frames of the 2048² whole-command movie (0: skip)")
     ap.add_argument("--cmd-threads", type=int, default=os.cpu_count(), help="threads of the whole command")
     ap.add_argument("--physics-frames", type=int, default=200, help="frames of each physics movie (0: skip)")
