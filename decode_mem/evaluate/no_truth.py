@@ -51,7 +51,7 @@ from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
-from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk
+from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
 
 FRC_THRESHOLD = 1.0 / 7.0
 FRC_SMOOTH = 5  # rings averaged before the threshold is applied
@@ -308,12 +308,8 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
             field_px = _extent(path, unit)
     extent_nm = max(field_px) * unit
     if frc_pixel is None:  # half the median σ (module constants), where the file has σ
-        frc_pixel = FRC_PIXEL
-        if has_sigma:
-            sigma = np.concatenate([chunk["sigma_x"], chunk["sigma_y"]]).astype(np.float64) * unit
-            sigma = sigma[np.isfinite(sigma)]
-            if len(sigma):
-                frc_pixel = min(FRC_PIXEL, max(MIN_FRC_PIXEL, float(np.median(sigma)) / 2))
+        median = median_sigma(chunk, unit)
+        frc_pixel = FRC_PIXEL if median is None else min(FRC_PIXEL, max(MIN_FRC_PIXEL, median / 2))
     render_pixel = max(float(frc_pixel), extent_nm / MAX_FRC_SIDE)
     by_molecule = _Halves(field_px, unit, render_pixel)
     by_frames = _Halves(field_px, unit, render_pixel)

@@ -50,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"--pixel_size must be > 0 nm, got {args.pixel_size}")
         if args.max_dark < 0:
             raise ConfigError(f"--max_dark must be >= 0 frames, got {args.max_dark}")
-        if args.sigma_gate is not None and not args.sigma_gate >= 0:
-            raise ConfigError(f"--sigma_gate must be >= 0 combined σ (0: off), got {args.sigma_gate}")
         res = link_file(args.locs, args.out, radius=check_radius(args.radius), max_dark=args.max_dark,
                         correlation=CORRELATIONS[args.correlation], pixel_size=args.pixel_size,
                         sigma_gate=args.sigma_gate)
