@@ -47,6 +47,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from command_line import command_line
@@ -164,7 +165,8 @@ INT8_KEPT = [".*heads.*", "^aten::.*", r".*encoders\.0\.0/.*", r".*\.out\.0/.*"]
 def int8(calibration: int = 64, test: int = 32) -> dict:
     """OpenVINO int8 (NNCF post-training quantization, ``INT8_KEPT`` in fp32) calibrated on simulated windows of
     the shipped model's envelope (64², another seed for the test): CPU seconds of both sub-networks at 256² against
-    OpenVINO fp32, and the int8 output against fp32 on the test windows where fp32 has p > 0.4."""
+    OpenVINO fp32, and the int8 output against fp32 on the test windows where fp32 has p > 0.4. On a CPU with native
+    bf16 also int8 with the rest in bf16 (OpenVINO's bf16 hint) against OpenVINO bf16, the default there."""
     import dataclasses
     import warnings
 
@@ -203,24 +205,40 @@ def int8(calibration: int = 64, test: int = 32) -> dict:
                              nncf.Dataset([{i: f[i:i + 1].numpy() for i in range(3)} for f in feats]),
                              subset_size=calibration, ignored_scope=scope)
     quantize_s = time.perf_counter() - t0
-    config = {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": 1}
-    k_ff, k_tp = core.compile_model(q_ff, "CPU", config), core.compile_model(q_tp, "CPU", config)
+    from decode_mem.model.precision import cpu_has_native_bf16
+
+    def compiled(graph: Any, hint: str) -> Any:
+        return core.compile_model(graph, "CPU", {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": hint,
+                                                 "NUM_STREAMS": 1})
+
+    k_ff, k_tp = compiled(q_ff, "f32"), compiled(q_tp, "f32")
+    bf16 = cpu_has_native_bf16()
+    if bf16:  # int8 with the kept layers in bf16, and plain bf16: the default's precision on this CPU
+        b_ff, b_tp = compiled(q_ff, "bf16"), compiled(q_tp, "bf16")
+        p_ff = compiled(core.read_model(str(folder / "frame_features.xml")), "bf16")
+        p_tp = compiled(core.read_model(str(folder / "temporal.xml")), "bf16")
     x = windows(test, 2)
     n, _, c, h, w = x.shape
     with torch.no_grad():
         f = net.frame_features(x.reshape(-1, c, h, w)).view(n, 3, -1, h, w)
         ref = net.temporal(f[:, 0], f[:, 1], f[:, 2]).numpy()
-    q = torch.from_numpy(k_ff({0: x.reshape(-1, c, h, w).numpy()})[0]).view(n, 3, -1, h, w)
-    got = k_tp({i: q[:, i].contiguous().numpy() for i in range(3)})[0]
-    p_ref, p_got = (1 / (1 + np.exp(-a[:, 0])) for a in (ref, got))
-    det, det8 = p_ref > 0.4, p_got > 0.4
+    det = 1 / (1 + np.exp(-ref[:, 0])) > 0.4
     px = float(model.camera.pixel_size)
-    acc = {"pixels_fp32": int(det.sum()), "pixels_int8": int(det8.sum()), "pixels_both": int((det & det8).sum())}
-    for ch, name, scale in ((2, "dx_nm", px), (3, "dy_nm", px), (1, "photons", 1.0)):
-        d = (got[:, ch] - ref[:, ch])[det] * scale
-        acc[name] = {"mean_abs": float(np.abs(d).mean()), "max_abs": float(np.abs(d).max()), "bias": float(d.mean())}
-    photons = ref[:, 1][det]
-    acc["photons_fp32_median"] = float(np.median(photons))
+
+    def accuracy(kf: Any, kt: Any) -> dict:
+        q = torch.from_numpy(kf({0: x.reshape(-1, c, h, w).numpy()})[0]).view(n, 3, -1, h, w)
+        got = kt({i: q[:, i].contiguous().numpy() for i in range(3)})[0]
+        det8 = 1 / (1 + np.exp(-got[:, 0])) > 0.4
+        acc = {"pixels_fp32": int(det.sum()), "pixels_int8": int(det8.sum()), "pixels_both": int((det & det8).sum())}
+        for ch, name, scale in ((2, "dx_nm", px), (3, "dy_nm", px), (1, "photons", 1.0)):
+            d = (got[:, ch] - ref[:, ch])[det] * scale
+            acc[name] = {"mean_abs": float(np.abs(d).mean()), "max_abs": float(np.abs(d).max()),
+                         "bias": float(d.mean())}
+        acc["photons_fp32_median"] = float(np.median(ref[:, 1][det]))
+        return acc
+
+    acc = accuracy(k_ff, k_tp)
+    more = {"int8, rest bf16": accuracy(b_ff, b_tp), "bf16": accuracy(p_ff, p_tp)} if bf16 else {}
     xs = torch.poisson(torch.full((6, 256, 256), 20.0), generator=torch.Generator().manual_seed(0))
     xn = net.normalize(xs, net.frame_level(xs)).contiguous()
     with torch.no_grad():
@@ -229,6 +247,10 @@ def int8(calibration: int = 64, test: int = 32) -> dict:
     calls = {"frame_features fp32": lambda: fp32._ff({0: xn.numpy()}),
              "frame_features int8": lambda: k_ff({0: xn.numpy()}),
              "temporal fp32": lambda: fp32._tp(wn), "temporal int8": lambda: k_tp(wn)}
+    if bf16:
+        calls.update({"frame_features bf16": lambda: p_ff({0: xn.numpy()}),
+                      "frame_features int8, rest bf16": lambda: b_ff({0: xn.numpy()}),
+                      "temporal bf16": lambda: p_tp(wn), "temporal int8, rest bf16": lambda: b_tp(wn)})
     for call in calls.values():
         call()
     cpu = {k: [] for k in calls}
@@ -239,7 +261,7 @@ def int8(calibration: int = 64, test: int = 32) -> dict:
             cpu[k].append(time.process_time() - t)
     print(f"int8: quantized in {quantize_s:.0f} s; {acc}", flush=True)
     return {"quantize_s": quantize_s, "accuracy": acc, "cpu_s": {k: min(v) for k, v in cpu.items()},
-            "calibration": calibration, "test": test}
+            "calibration": calibration, "test": test, "accuracy_more": more}
 
 
 def make_movie(path: Path, frames: int, side: int = 256, seed: int = 1) -> Path:
@@ -614,6 +636,16 @@ def report(rec: dict, out: Path) -> None:
             d = a[name]
             lines.append(f"| {name.replace('_nm', ' (nm)')} | {d['mean_abs']:.3g} | {d['max_abs']:.3g} | "
                          f"{d['bias']:.3g} |")
+        if q.get("accuracy_more"):
+            lines += ["", "On this CPU with native bf16, the kept layers in bf16 too (OpenVINO's bf16 hint), and plain "
+                      "OpenVINO bf16 beside it, against fp32 on the same windows and pixels:", "",
+                      "| variant | quantity | mean abs difference | largest | mean (bias) | pixels p > 0.4 (both) |",
+                      "|---|---|---|---|---|---|"]
+            for variant, b in q["accuracy_more"].items():
+                for name in ("dx_nm", "dy_nm", "photons"):
+                    d = b[name]
+                    lines.append(f"| {variant} | {name.replace('_nm', ' (nm)')} | {d['mean_abs']:.3g} | "
+                                 f"{d['max_abs']:.3g} | {d['bias']:.3g} | {b['pixels_int8']} ({b['pixels_both']}) |")
         lines += ["", f"(median fp32 photons there: {a['photons_fp32_median']:.0f}.) CPU s at 256², 1 thread (6 "
                   "frames / 4 windows): " + ", ".join(f"{k} {v:.3f}" for k, v in q["cpu_s"].items()) + "."]
     lines += ["", "## Not measured here", "",
