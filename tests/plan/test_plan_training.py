@@ -149,13 +149,21 @@ print(json.dumps({"peak": peak.rss_anon_peak_mb, "predicted": plan["predicted_ho
 @pytest.mark.parametrize(("frame", "batch", "chunk"), [(64, 8, 0), (96, 2, 48)])
 def test_predicted_training_peak_is_close_to_the_measured_one(tmp_path: Path, frame: int, batch: int,
                                                               chunk: int) -> None:
-    """Two optimizer steps and a validation of the default network in a fresh process (CPU, fp32).
+    """Two optimizer steps and a validation of the default network in fresh processes (CPU, fp32).
 
     A plan may err on the safe side but not below the peak: the constants were fitted on one CPU model
     (``footprint.training``'s docstring); on another, oneDNN's kernels and glibc's heap held 13 % less for the
-    small case (CI: 402 MiB measured, 467 predicted), so the plan is asked to lie within [0.95, 1.25] x the peak."""
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(frame), str(batch), str(chunk), str(tmp_path)],
-                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
-    assert done.returncode == 0, done.stderr[-2000:]
-    r = json.loads(done.stdout.strip().splitlines()[-1])
-    assert 0.95 * r["peak"] <= r["predicted"] <= 1.25 * r["peak"], r
+    small case (CI: 402 MiB measured, 467 predicted), so the plan is asked to lie within [0.95, 1.25] x the peak.
+    The peak of one run is not the same each time: the plan was fitted to the mean of several runs (its docstring),
+    and on an Intel Xeon with AMX 20 runs of the 64² case peaked at 858-979 MiB against a plan of 916 (one of them
+    in the suite, beside another worker's test, above 0.95 x). So the median of three runs' plans is held against
+    the median of their peaks, each run a process of its own."""
+    runs = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", MEASURE, str(frame), str(batch), str(chunk), str(tmp_path)],
+                              capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    peak = sorted(r["peak"] for r in runs)[1]
+    predicted = sorted(r["predicted"] for r in runs)[1]  # the plan adds the process's own baseline, measured
+    assert 0.95 * peak <= predicted <= 1.25 * peak, runs
