@@ -33,6 +33,7 @@ in the reports comes from the run that wrote them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -187,6 +188,15 @@ def neighbour_floor(gt: Any, events: np.ndarray, sites: np.ndarray, matches: Any
     return float(np.mean(hit[multi]))
 
 
+def well_placed(matches: Any, placed_nm: float) -> Any:
+    """The matches whose localization is within ``placed_nm`` of its ground-truth position (a localization of the
+    emitter itself, not a blend of two emitters on together or a gross error): ``link_outcome`` of the events
+    counted by these localizations alone says what linking does with the localizer's own positions."""
+    keep = np.hypot(matches.dx, matches.dy) <= placed_nm
+    return dataclasses.replace(matches, pred_index=matches.pred_index[keep], gt_index=matches.gt_index[keep],
+                               dx=matches.dx[keep], dy=matches.dy[keep], dz=matches.dz[keep])
+
+
 def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, gt: Any, radius_nm: float,
                 px: float, events: np.ndarray, placed_nm: float) -> dict[str, Any]:
     """The links between two matched localizations of different sites (a molecule's consecutive localizations,
@@ -203,9 +213,9 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
     wrong = site[i] != site[j]
     i, j = i[wrong], j[wrong]
     # both ends well placed: each within placed_nm of its own site (not a blend of two overlapping emitters)
-    err = np.full(len(pred), np.inf)
-    err[matches.pred_index] = np.hypot(matches.dx, matches.dy)
-    placed = (err[i] <= placed_nm) & (err[j] <= placed_nm)
+    own = np.zeros(len(pred), bool)
+    own[well_placed(matches, placed_nm).pred_index] = True
+    placed = own[i] & own[j]
     ev = events[matches.gt_index]
     multi = np.bincount(ev, minlength=int(events.max()) + 1) >= 2
     hit = np.zeros(len(multi), bool)
@@ -224,17 +234,6 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
             "sites on together": float(np.mean(together)) if len(dist) else None,
             "well placed": float(np.mean(placed)) if len(dist) else None,
             "events merged by a well-placed link": float(np.mean(hit[multi])), "placed nm": placed_nm}
-
-
-def well_placed(matches: Any, placed_nm: float) -> Any:
-    """The matches whose localization is within ``placed_nm`` of its ground-truth position (a localization of the
-    emitter itself, not a blend of two emitters on together or a gross error): ``link_outcome`` of the events
-    counted by these localizations alone says what linking does with the localizer's own positions."""
-    import dataclasses
-
-    keep = np.hypot(matches.dx, matches.dy) <= placed_nm
-    return dataclasses.replace(matches, pred_index=matches.pred_index[keep], gt_index=matches.gt_index[keep],
-                               dx=matches.dx[keep], dy=matches.dy[keep], dz=matches.dz[keep])
 
 
 SCAN_FACTORS = (4.0, 6.0, 8.0, 10.0, 12.0)  # radius scan: these many times the median predicted σ
@@ -457,11 +456,10 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     sites = true_sites(gt)
     group = auto_link(pred, radius_px, DECODE_MEM)[0]
     rec["link"].update(link_outcome(group, m, events, sites))
-    rec["link"]["wrong links"] = wrong_links(group, pred, m, sites, gt, rec["link radius nm"], px, events,
-                                             WELL_PLACED * d["sigma_median_nm"])
+    placed_nm = WELL_PLACED * d["sigma_median_nm"]
+    rec["link"]["wrong links"] = wrong_links(group, pred, m, sites, gt, rec["link radius nm"], px, events, placed_nm)
     rec["link"]["neighbour floor"] = neighbour_floor(gt, events, sites, m, rec["link radius nm"], px)
-    rec["link"]["well placed only"] = link_outcome(group, well_placed(m, WELL_PLACED * d["sigma_median_nm"]),
-                                                   events, sites)
+    rec["link"]["well placed only"] = link_outcome(group, well_placed(m, placed_nm), events, sites)
     rec["radius scan"] = []
     for gated in (False, True):
         for k in SCAN_FACTORS:
@@ -664,8 +662,8 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
         proc = "n/a" if p is None or "error" in p else f"{p['wall_s']:.1f}, {fmt(p['peak_rss_anon_mb'], 0)}"
         lines.append(f"| {r['case']} | {fmt(r['link radius nm'], 1)} | {lk['localizations']} -> "
                      f"{lk['molecules']} | {lk['multi-frame events']} | {lk['recovered']:.3f} | {lk['merged']:.3f} / "
-                     f"{lk['merged with another emitter']:.3f} | {lk['neighbour floor']:.3f} | {placed(lk)} | "
-                     f"{lk['seconds']:.2f} | {pic('default')} | {pic('matched')} | {proc} |")
+                     f"{lk['merged with another emitter']:.3f} | {lk['neighbour floor']:.3f} | "
+                     f"{well_placed_cell(lk)} | {lk['seconds']:.2f} | {pic('default')} | {pic('matched')} | {proc} |")
     ok = [r["case"] for r in records
           if r["link"]["recovered"] >= 0.95 and r["link"]["merged with another emitter"] < 0.02]
     placed_ok = [r["case"] for r in records if r["link"]["recovered"] >= 0.95
@@ -774,7 +772,7 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
     return lines
 
 
-def placed(lk: dict[str, Any]) -> str:
+def well_placed_cell(lk: dict[str, Any]) -> str:
     """The linking table's cell of the events counted by their well-placed localizations ('not measured' in a
     record made before it was)."""
     w = lk.get("well placed only")
