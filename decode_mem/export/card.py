@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
@@ -50,7 +51,7 @@ def export_model(run_dir: Path, out_stem: Path, *, densities: Sequence[float] = 
     reference = SimulationConfig(frame_size=frame_size)  # EMCCD, σ 1 px, 100 nm px, 5000 ± 1500 photons, bg 100
     rows = [(density, score(replace(reference, density=float(density)))) for density in densities]
     own = score(replace(sim, frame_size=frame_size))  # the model's own training simulation, ranges and all
-    card = _card(out_stem.name, src, train_cfg, step, _train_time(run_dir), train_state.get("hardware", "unknown"),
+    card = _card(out_stem.name, src, train_cfg, step, *_train_time(run_dir), train_state.get("hardware", "unknown"),
                  rows, own, state["meta"].get("envelope"), n_eval, frame_size, _base_steps(train_cfg.get("init_from")))
     card_path = out_stem.with_suffix(".md")
     with atomic_output(card_path) as tmp:
@@ -65,23 +66,31 @@ def _base_steps(init_from: str | None) -> int | None:
     return int(load_checkpoint(Path(init_from))["meta"]["step"])
 
 
-def _train_time(run_dir: Path) -> float:
-    """Wall time summed over the run's segments (time_s restarts at 0 after each --resume)."""
+def _train_time(run_dir: Path) -> tuple[float, int]:
+    """Wall time summed over the run's segments (time_s restarts at 0 after each --resume), and the optimizer
+    steps those rows account for: steps between two rows more than two log intervals apart (rows the log does not
+    have: a run continued from a snapshot, or rows an older TrainLog lost to a kill) are not counted, nor their
+    time."""
     log = run_dir / "train_log.csv"
     if not log.exists():
-        return float("nan")
+        return float("nan"), 0
     with open(log, newline="") as fh:
-        times = [float(r["time_s"]) for r in csv.DictReader(fh)]
-    total, last = 0.0, 0.0
-    for t in times:
-        if t < last:
-            total += last
-        last = t
-    return total + last
+        rows = [(int(r["step"]), float(r["time_s"])) for r in csv.DictReader(fh)]
+    if not rows:
+        return float("nan"), 0
+    gaps = np.diff([0] + [step for step, _ in rows])
+    reach = 2 * max(int(np.median(gaps)), 1)
+    total, steps, last = 0.0, 0, (0, 0.0)
+    for gap, (step, t) in zip(gaps, rows, strict=True):
+        if gap <= reach:
+            total += t - last[1] if t >= last[1] else t  # a new segment's clock starts at 0
+            steps += int(gap)
+        last = (step, t)
+    return total, steps
 
 
-def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on: str, rows: list, own: dict,
-          envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None) -> str:
+def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: int, trained_on: str, rows: list,
+          own: dict, envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None) -> str:
     table = ["| density (/µm²) | Jaccard | recall | precision | RMSE lateral (nm) |", "|---|---|---|---|---|"]
     for density, m in rows:
         table.append(f"| {density:g} | {m['jaccard']:.3f} | {m['recall']:.3f} | {m['precision']:.3f} | "
@@ -100,7 +109,9 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, trained_on
         *([f"- started from the weights of `{cfg['init_from']}`"
            + (f" ({base_steps} steps of its own run)" if base_steps is not None else " (not found at export)")
            + ": the steps and wall time here are this run's only"] if cfg.get("init_from") else []),
-        f"- training wall time: {seconds / 60:.1f} min on {trained_on}",
+        f"- training wall time: {seconds / 60:.1f} min on {trained_on}"
+        + (f" (the run's log covers {logged} of the {step} steps: the rest ran on other machines or their rows "
+           "were lost)" if logged < step - 2 * int(cfg.get("log_every") or 50) else ""),
         f"- exported on: {hardware}; python {platform.python_version()}, torch {torch.__version__}",
         "",
         "## Envelope: the physics it was trained on (`load_model(...).envelope`; `infer` warns outside it)",

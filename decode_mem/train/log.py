@@ -11,17 +11,29 @@ LOG_COLUMNS = ("step", "time_s", "lr", "loss", "count", "loc", "bg", "grad_norm"
 
 
 class TrainLog:
-    """CSV of training and validation rows (a log: appended and flushed row by row)."""
+    """CSV of training and validation rows (a log: appended and flushed row by row).
+
+    A resumed run drops the rows logged after its checkpoint by writing the rows it keeps to a temporary file
+    that replaces the log in one rename, then appends: a run killed at any moment leaves every row that reached
+    disk before (rewriting the log in place lost the rows past the first buffer's 8 KB to a kill in the
+    run's first 50 steps)."""
 
     def __init__(self, path: Path, *, start_step: int) -> None:
-        kept = []
-        if start_step and path.exists():  # a resumed run drops rows logged after its checkpoint
+        from decode_mem.io.atomic import atomic_output
+
+        rows, columns = [], None
+        if path.exists():
             with open(path, newline="") as fh:
-                kept = [r for r in csv.DictReader(fh) if int(r["step"]) <= start_step]
-        self._fh = open(path, "w", newline="")  # noqa: SIM115 - a log kept open for the run
+                reader = csv.DictReader(fh)
+                rows, columns = list(reader), tuple(reader.fieldnames or ())
+        kept = [r for r in rows if start_step and int(r["step"]) <= start_step]
+        if len(kept) < len(rows) or columns != LOG_COLUMNS:  # a fresh run, rows past the checkpoint, other columns
+            with atomic_output(path) as tmp, open(tmp, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, LOG_COLUMNS, extrasaction="ignore")
+                writer.writeheader()
+                writer.writerows(kept)
+        self._fh = open(path, "a", newline="")  # noqa: SIM115 - a log kept open for the run
         self._writer = csv.DictWriter(self._fh, LOG_COLUMNS, extrasaction="ignore")
-        self._writer.writeheader()
-        self._writer.writerows(kept)
 
     def write(self, row: dict[str, Any]) -> None:
         self._writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
