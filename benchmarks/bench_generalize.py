@@ -46,6 +46,8 @@ VARIANTS = {
                                       "bg_smooth_scale": 40.0, "bg_bleach": 0.5},
 }
 
+LABELS = {"generalist": "small generalist", "wide": "wide generalist", "narrow": "narrow", "picasso": "Picasso"}
+
 
 def simulation(params: dict):
     from decode_mem.simulate.config import SimulationConfig
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=200)
     p.add_argument("--model", default=str(ROOT / "data" / "models" / "default_2d.pt"), help="the generalist")
     p.add_argument("--narrow", default=str(ROOT / "data" / "models" / "narrow_2d.pt"), help="the old narrow model")
+    p.add_argument("--wide", default=str(ROOT / "data" / "models" / "default_2d_wide.pt"),
+                   help="the wide generalist (48 features; '' or a missing file: skipped)")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--out", default=str(RESULTS / "generalize.md"))
     p.add_argument("--only", help="run only variants whose name contains this text")
@@ -109,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             camera = Camera.from_dict(load_yaml(cam_yaml, section="camera"), base_dir=cam_yaml.parent)
             row = {"name": name, "params": params, "n_gt": len(movies["test"][1]), "pixel_size": px,
                    "camera": camera.kind + (" + maps" if camera.has_maps else "")}
-            for key, model in (("generalist", args.model), ("narrow", args.narrow)):
+            models = {"generalist": args.model, "wide": args.wide, "narrow": args.narrow}
+            for key, model in ((k, m) for k, m in models.items() if k != "wide" or (m and Path(m).is_file())):
                 table, seconds = run_decode(movies["test"][0], Path(model), camera)
                 row[key] = evaluate(table, movies["test"][1], pixel_size=px).as_dict()
                 row[f"{key}_s"] = seconds
@@ -121,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             pic = row.get("picasso", {})
             print(f"{name}: generalist J={row['generalist']['jaccard']:.3f} RMSE={row['generalist']['rmse_lat']:.1f} "
-                  f"| narrow J={row['narrow']['jaccard']:.3f} | Picasso J={pic.get('jaccard', float('nan')):.3f} "
+                  + (f"| wide J={row['wide']['jaccard']:.3f} RMSE={row['wide']['rmse_lat']:.1f} " if "wide" in row
+                     else "")
+                  + f"| narrow J={row['narrow']['jaccard']:.3f} | Picasso J={pic.get('jaccard', float('nan')):.3f} "
                   f"RMSE={pic.get('rmse_lat', float('nan')):.1f}", flush=True)
     write_report(Path(args.out), rows, args, python, time.perf_counter() - t_all)
     return 0
@@ -138,7 +145,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
 
     envelope = load_model(args.model).envelope
     lines = [
-        "# Generalization: generalist vs narrow model vs tuned Picasso",
+        "# Generalization: generalist (small and wide) vs narrow model vs tuned Picasso",
         "",
         f"Command: `{command_line()}`; "
         f"{total / 60:.1f} min in all.",
@@ -153,7 +160,9 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        for key in ("generalist", "narrow", "picasso"):
+        for key in ("generalist", "wide", "narrow", "picasso"):
+            if key == "wide" and key not in r:
+                continue
             if key not in r:
                 lines.append(f"| {r['name']} | | {r['n_gt']} | Picasso | not measured (no picassosr) | | | | | |")
                 continue
@@ -162,7 +171,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
             if key == "picasso":
                 i = r["picasso_info"]
                 settings = f"box {i['box']}, min ng {i['ng']:.0f} (tuning J {i['jaccard_tune']:.3f})"
-            lines.append(f"| {r['name']} | {r['pixel_size']:g} nm, {r['camera']} | {r['n_gt']} | {key} "
+            lines.append(f"| {r['name']} | {r['pixel_size']:g} nm, {r['camera']} | {r['n_gt']} | {LABELS[key]} "
                          f"| {f(m['jaccard'])} | {f(m['recall'])} | {f(m['precision'])} | {f(m['rmse_lat'], 1)} "
                          f"| {f(m['efficiency_lat'], 1)} | {settings} |")
     with_pic = [r for r in rows if "picasso" in r]
@@ -180,6 +189,18 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         + (f" (not: {', '.join(r['name'] for r in with_pic if r['name'] not in sharper)})"
            if len(sharper) < len(with_pic) else "") + ".",
     ]
+    wide = [r for r in with_pic if "wide" in r]
+    if wide:
+        margins = {r["name"]: (r["wide"]["jaccard"] - r["picasso"]["jaccard"])
+                   - (r["generalist"]["jaccard"] - r["picasso"]["jaccard"]) for r in wide}
+        kept = [n for n, m in margins.items() if m >= 0]
+        lines.append(f"- Wide model ahead of tuned Picasso by at least as much Jaccard as the small generalist: "
+                     f"{len(kept)} of {len(wide)} variants (wide minus small: "
+                     + ", ".join(f"{n} {m:+.3f}" for n, m in margins.items()) + ").")
+        sharper_wide = [r["name"] for r in wide if r["wide"]["rmse_lat"] < r["generalist"]["rmse_lat"]]
+        lines.append(f"- Wide model's lateral RMSE below the small generalist's: {len(sharper_wide)} of {len(wide)} "
+                     "variants" + (f" (not: {', '.join(r['name'] for r in wide if r['name'] not in sharper_wide)})"
+                                   if len(sharper_wide) < len(wide) else "") + ".")
     if ref is not None:
         d = ref["generalist"]["jaccard"] - ref["narrow"]["jaccard"]
         lines.append(f"- On the narrow model's own physics the generalist's Jaccard is {d:+.3f} from the narrow "
@@ -201,15 +222,19 @@ def _plot(rows: list[dict], path: Path) -> None:
     fig = Figure(figsize=(12, 7))
     ax_j, ax_r = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(rows))
-    for k, (key, color) in enumerate((("generalist", "C0"), ("narrow", "C7"), ("picasso", "C3"))):
+    series = [(k, c) for k, c in (("generalist", "C0"), ("wide", "C9"), ("narrow", "C7"), ("picasso", "C3"))
+              if k != "wide" or any("wide" in r for r in rows)]
+    width = 0.8 / len(series)
+    for k, (key, color) in enumerate(series):
         jac = [r[key]["jaccard"] if key in r else np.nan for r in rows]
         rmse = [r[key]["rmse_lat"] if key in r else np.nan for r in rows]
-        ax_j.bar(x + (k - 1) * 0.27, jac, 0.27, label=key, color=color)
-        ax_r.bar(x + (k - 1) * 0.27, rmse, 0.27, label=key, color=color)
+        offset = (k - (len(series) - 1) / 2) * width
+        ax_j.bar(x + offset, jac, width, label=LABELS[key], color=color)
+        ax_r.bar(x + offset, rmse, width, label=LABELS[key], color=color)
     ax_j.set(ylabel="Jaccard", ylim=(0, 1), title="physics the narrow model was not trained on")
     ax_r.set(ylabel="lateral RMSE (nm)")
     ax_r.set_xticks(x, [r["name"] for r in rows], rotation=25, ha="right", fontsize=8)
-    ax_j.legend(ncol=3)
+    ax_j.legend(ncol=len(series))
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")

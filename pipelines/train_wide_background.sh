@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The wide generalist (train_generalist_2d_wide.yaml) trained in the background on one CPU thread at the lowest
-# priority: it takes only the time the machine would otherwise leave idle. Each piece trains 9 minutes and the
+# priority: it takes only the time the machine would otherwise leave idle (THREADS=2 on a machine left to it:
+# about 1.45x the steps a minute of one thread on a 2-core Xeon). Each piece trains 9 minutes and the
 # next one resumes from runs/generalist_2d_wide/checkpoint.pt; a machine without that folder continues from the
 # committed weights-only snapshot (data/models/snapshots/default_2d_wide_snapshot.pt: the optimizer's moments
 # start afresh, the step, learning-rate schedule and data stream continue). Stops when every step is done.
@@ -17,7 +18,7 @@ PROGRESS=data/models/snapshots/default_2d_wide_progress.csv  # one row per piece
 [ -f "$PROGRESS" ] || echo "utc,steps,machine" > "$PROGRESS"
 while true; do
   chrt --idle 0 nice -n 19 python -m decode_mem.train --config pipelines/train_generalist_2d_wide.yaml --out "$RUN" \
-    --device cpu --threads 1 --quiet || { echo "piece failed (exit $?)"; sleep 60; }
+    --device cpu --threads "${THREADS:-1}" --quiet || { echo "piece failed (exit $?)"; sleep 60; }
   steps=$(python -c "import sys, torch; print(torch.load(sys.argv[1], map_location='cpu', weights_only=False)['meta']['step'])" "$RUN/checkpoint.pt" 2>/dev/null || echo 0)
   # the weights-only snapshot a later machine continues from (commit it now and then; it replaces the last one)
   python -c "import sys; from decode_mem.train.resume import save_weights_snapshot as s; s(sys.argv[1], sys.argv[2])" \
