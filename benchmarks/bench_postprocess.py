@@ -20,7 +20,8 @@ truth (the simulator places every emitter or binding site at its own continuous 
   and at our radius and max_dark (molecules, seconds, peak RssAnon);
 * for rings and filaments: FRC resolution of the halves split by molecule beside references computed the same
   way: the ground truth's localizations blurred with the corrected NeNA, the stated precision, the RMS predicted σ
-  or the true RMSE, or moved by the true errors resampled (halves split by event), and the matched localizations
+  or the true RMSE, or moved by the true errors resampled or by the no-truth error model (a predicted σ times a
+  normalized linked difference, both drawn from the table; halves split by event), and the matched localizations
   themselves split by molecule and by true site.
 
 Then a table of ``--rows`` simulated localizations (blinking emitters over a 512 x 512 px field, written to parquet
@@ -368,6 +369,28 @@ def frc_of_truth(gt: Any, events: np.ndarray, precision_nm: float | tuple[np.nda
     return frc_of_halves(blurred, molecule_half(events), shape, px, render_pixel)
 
 
+def error_model_errors(pred: Any, radius_px: float, px: float, rho: Any, n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` errors per axis (nm) drawn from the localizer's error model as a table shows it without truth: a
+    predicted σ (x and y of one localization, drawn from all of them) times a normalized difference ``u`` (the σ
+    check's: a linked lag-1 pair's difference over what σ and ρ predict for it, drawn from all of them, per
+    axis) — a scale mixture with the tails the σ miss, not one Gaussian. Linked as the quality pass links (8 x
+    the median σ, no sigma gate)."""
+    group = auto_link(pred, radius_px, rho, gate=False)[0]
+    order = np.lexsort((pred["frame"], group))
+    g, f = group[order], pred["frame"][order]
+    a, b = order[:-1][(g[1:] == g[:-1]) & (np.diff(f) == 1)], order[1:][(g[1:] == g[:-1]) & (np.diff(f) == 1)]
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(pred), n)
+    out = []
+    for axis, sig in (("x", "sigma_x"), ("y", "sigma_y")):
+        s = pred[sig].astype(np.float64)
+        var = s[a] ** 2 + s[b] ** 2 - 2 * rho.consecutive * s[a] * s[b]
+        u = (pred[axis][a] - pred[axis][b]) / np.sqrt(np.maximum(var, 1e-30))
+        u = u[np.isfinite(u)]
+        out.append(s[pick] * px * u[rng.integers(0, len(u), n)])
+    return tuple(out)
+
+
 def frc_of_matched(pred: Any, matches: Any, key: np.ndarray, shape: tuple[int, int], px: float,
                    render_pixel: float) -> float | None:
     """FRC resolution of the matched localizations themselves, halves split by ``key`` (one value per matched
@@ -469,6 +492,9 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
             rec["radius scan"].append(out)
     if "structure" in settings:  # the molecule split against the split no linker can make: by true site
         render_pixel = d["frc_molecule_split"]["pixel_nm"]
+        rec["frc"]["truth moved by the no-truth error model"] = frc_of_truth(
+            gt, events, error_model_errors(pred, q.link_radius / px, px, DECODE_MEM, len(gt), seed),
+            files["shape"], px, render_pixel, seed)
         rec["frc"]["matched, halves by true site"] = frc_of_matched(
             pred, m, sites[m.gt_index], files["shape"], px, render_pixel)
         rec["frc"]["matched, halves by molecule"] = frc_of_matched(
@@ -733,20 +759,25 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
               "## FRC resolution (nm, 1/7 threshold)", "",
               "Every column is computed as `evaluate --no_truth` computes its FRC (the same render pixel, the curve "
               "smoothed over the same rings). Truth columns: the ground truth's positions, halves split by event, "
-              "moved by Gaussian errors of the named width per axis or by the matched localizations' true errors "
-              "drawn at random. Matched columns: the localizations matched to the truth, unmoved, split by the "
+              "moved by Gaussian errors of the named width per axis, by the matched localizations' true errors "
+              "drawn at random, or by the no-truth error model: a predicted σ drawn from the table times a "
+              "normalized linked consecutive difference (the σ check's u) drawn from the quality pass, per axis — "
+              "errors of the stated precision's RMS with the table's own mix of σ and tails, made without the "
+              "truth. Matched columns: the localizations matched to the truth, unmoved, split by the "
               "molecule linking gave them or by their true site (the split no linker can beat: one site's "
               "correlated localizations never in both halves).", "",
               "| movie | halves by molecule | halves by alternating frames | matched, by molecule | matched, by true "
-              "site | truth + the true errors resampled | truth blurred with the corrected NeNA | with the stated "
-              "precision | with the RMS predicted σ | with the true RMSE | correlation of the mean errors of two "
-              "blinks of one site (pairs) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "site | truth + the true errors resampled | truth + the no-truth error model | truth blurred with "
+              "the corrected NeNA | with the stated precision | with the RMS predicted σ | with the true RMSE | "
+              "correlation of the mean errors of two blinks of one site (pairs) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         f = r["frc"]
         ce = r.get("cross-event correlation")
         cols = ("molecule split", "frame split", "matched, halves by molecule", "matched, halves by true site",
-                "truth with the true errors resampled", "truth blurred with the corrected NeNA",
-                "truth blurred with the stated precision", "truth blurred with the RMS predicted σ",
+                "truth with the true errors resampled", "truth moved by the no-truth error model",
+                "truth blurred with the corrected NeNA", "truth blurred with the stated precision",
+                "truth blurred with the RMS predicted σ",
                 "truth blurred with the true RMSE")
         lines.append(f"| {r['case']} | " + " | ".join(fmt(f.get(c), 1) for c in cols) +
                      f" | {'n/a' if ce is None else fmt(ce['r']) + ' (' + str(ce['pairs']) + ')'} |")
@@ -758,7 +789,8 @@ def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
             return f"{len(ok)} of {len(structured)}" + (f" ({', '.join(ok)})" if ok else "")
         lines += ["", "The molecule split's resolution within 15 % of: the truth blurred with the corrected NeNA "
                       f"in {within('truth blurred with the corrected NeNA')}; the truth + the true errors in "
-                      f"{within('truth with the true errors resampled')}; the matched localizations split by "
+                      f"{within('truth with the true errors resampled')}; the truth + the no-truth error model in "
+                      f"{within('truth moved by the no-truth error model')}; the matched localizations split by "
                       f"true site in {within('matched, halves by true site')}; the truth blurred with the stated "
                       f"precision in {within('truth blurred with the stated precision')}. A site of these "
                       "structures blinks several times (80 or 100 frames dark on average): its blinks are separate "
