@@ -14,6 +14,8 @@ leaves a report, the steps not reached marked so):
    ``frames_per_s``: from choosing the sizes to the files closed, the process's start-up and the report not
    included) and of the whole command, beside the network alone at the sizes the run chose
    (``footprint.speed.time_unit`` on the same unit of work in this process), and peak RssAnon of the command.
+   Both run the model ``infer`` chooses on the device without ``--model`` (``model.choice``: the wide shipped
+   model on a GPU, the small one on a CPU), given to ``infer`` as ``--model``.
 4. **Device memory, predicted vs measured**: ``plan_inference``'s prediction of the network's working set beside
    ``peak_bytes`` of a real unit (CUDA: ``torch.cuda.max_memory_allocated``; a CPU: live tensor bytes), and
    ``<stem>.json``'s measured device peak of each end-to-end run beside its plan.
@@ -50,7 +52,6 @@ if importlib.util.find_spec("decode_mem") is None:  # a lent machine with the ch
     sys.path.insert(0, str(ROOT))  # commands run from ROOT (``python -m``) find it there too
 RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("csv", "picasso", "parquet")
-MODEL = ROOT / "data" / "models" / "default_2d.pt"
 THREAD_ARGS: list[str] = []  # ``--threads N`` for every command, where the check was given a thread count
 FULL = {"256": 2000, "2048": 60, "train_steps": 60, "budget_s": 460}  # frames per movie, steps, seconds
 QUICK = {"256": 40, "2048": 2, "train_steps": 8, "budget_s": 600}
@@ -115,6 +116,7 @@ class Report:
         self.start = time.monotonic()
         self.commit = commit()
         self.command = command_line()
+        self.model = "`{}` ({})".format(*_model_line(device))  # the model infer and the network alone run
         self.tests: dict = {}
         self.movies: dict[str, dict] = {}
         self.e2e: list[dict] = []
@@ -126,6 +128,7 @@ class Report:
     def load(self, saved: dict) -> None:
         """The measurements of an earlier run (``--report-only``): its command, machine and duration too."""
         self.command, self._machine, self._minutes = saved["command"], saved["machine"], saved.get("minutes")
+        self.model = saved.get("model", "not recorded")
         self.tests, self.movies, self.e2e = saved["tests"], saved["movies"], saved["end_to_end"]
         self.memory, self.paths, self.train, self.notes = (saved["memory"], saved["speed_paths"], saved["training"],
                                                            saved["notes"])
@@ -164,7 +167,8 @@ class Report:
             tmp.write_text(self.markdown())
         with atomic_output(self.out.with_suffix(".json")) as tmp:
             tmp.write_text(json.dumps({"command": self.command, "machine": self.machine(),
-                                       "minutes": round(self.elapsed() / 60, 2), "tests": self.tests,
+                                       "minutes": round(self.elapsed() / 60, 2), "model": self.model,
+                                       "tests": self.tests,
                                        "movies": self.movies, "end_to_end": self.e2e, "memory": self.memory,
                                        "speed_paths": self.paths, "training": self.train, "notes": self.notes},
                                       indent=1, default=str))
@@ -178,7 +182,8 @@ class Report:
         head = "GPU check" if cuda else f"GPU check, run on the CPU{' (--quick)' if self.quick else ''}"
         lines = [f"# {head}", "", f"Command: `{self.command}`; {self.elapsed() / 60:.1f} min so far."
                  if not self.done() else f"Command: `{self.command}`; {self.elapsed() / 60:.1f} min.",
-                 f"Machine: {self.machine()}.", f"Device: **{self.device}**" + ("" if cuda else
+                 f"Machine: {self.machine()}.", f"Model: {self.model}.",
+                 f"Device: **{self.device}**" + ("" if cuda else
                  " — every GPU number below is **not measured** (no CUDA in this run); the rows show what "
                  "the script measures and that it runs."), "",
                  "Steps and methods: the docstring of `benchmarks/bench_gpu.py`. Every number comes from the run that "
@@ -292,7 +297,8 @@ def end_to_end(report: Report, work: Path, sizes: dict) -> None:
                 continue
             out = work / f"out_{movie['side']}_{run}_{fmt}"
             cmd = [sys.executable, "-m", "decode_mem.infer", movie["path"], "--out", str(out), "--device",
-                   report.device, "--format", fmt, "--quiet", *THREAD_ARGS]
+                   report.device, "--model", str(device_model(report.device)[0]), "--format", fmt, "--quiet",
+                   *THREAD_ARGS]
             row = {"movie": key, "format": fmt, "run": run}
             report.e2e.append(row)
             wall, peak, rc, err = _timed(cmd, timeout=max(30.0, report.seconds_left() - 30))
@@ -352,12 +358,28 @@ def _timed(cmd: list[str], timeout: float) -> tuple[float, float | None, int, st
     return time.perf_counter() - t0, peak or None, proc.returncode, err or ""
 
 
+def device_model(device: str) -> tuple[Path, str]:
+    """The model ``infer`` runs on ``device`` without ``--model`` (the wide shipped one on a GPU where it is
+    shipped, the small one on a CPU) and why: the end-to-end runs and the network alone both use it."""
+    import torch
+
+    from decode_mem.model.choice import choose_model
+
+    choice = choose_model(None, torch.device(device).type)
+    return choice.path, choice.why
+
+
+def _model_line(device: str) -> tuple[str, str]:
+    path, why = device_model(device)
+    return (str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)), why
+
+
 def _load_net(device: str):
     import torch
 
     from decode_mem.model.checkpoint import load_model
 
-    net = load_model(str(MODEL)).net.to(device).eval()
+    net = load_model(str(device_model(device)[0])).net.to(device).eval()
     return net.to(memory_format=torch.channels_last)
 
 
