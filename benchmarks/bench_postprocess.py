@@ -102,8 +102,9 @@ print(json.dumps(out))
 """
 
 
-def simulate(name: str, settings: dict[str, Any], work: Path, seed: int) -> dict[str, Any]:
-    """Simulate, localize (parquet + Picasso HDF5); the paths and the pixel size."""
+def simulate(name: str, settings: dict[str, Any], work: Path, seed: int, model: str | None = None) -> dict[str, Any]:
+    """Simulate, localize with ``model`` (None: the shipped small one) as parquet + Picasso HDF5; the paths and the
+    pixel size."""
     from decode_mem.infer import InferConfig, run_inference
     from decode_mem.infer.console import ConsoleObserver
     from decode_mem.simulate.config import SimulationConfig
@@ -114,7 +115,8 @@ def simulate(name: str, settings: dict[str, Any], work: Path, seed: int) -> dict
     simulate_stack(cfg, FRAMES, work / f"{stem}.tif", work / f"{stem}_gt.csv", seed=seed)
     t0 = time.perf_counter()
     run_inference(InferConfig(inputs=(str(work / f"{stem}.tif"),), out=str(work / "loc"),
-                              formats=("parquet", "picasso"), report=False), ConsoleObserver(quiet=True))
+                              formats=("parquet", "picasso"), report=False, model=model, device="cpu"),
+                  ConsoleObserver(quiet=True))
     print(f"  {name}: simulated and localized in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return {"parquet": work / "loc" / f"{stem}.parquet", "hdf5": work / "loc" / f"{stem}.hdf5",
             "gt": work / f"{stem}_gt.csv", "pixel_size": cfg.camera.pixel_size, "shape": cfg.frame_size}
@@ -421,13 +423,14 @@ def picasso_run(python: str | None, hdf5: Path, r_max_px: float, max_dark: int) 
     return out
 
 
-def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, picasso: str | None) -> dict[str, Any]:
+def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, picasso: str | None,
+                 model: str | None = None) -> dict[str, Any]:
     from decode_mem.evaluate.metrics import match_emitters
     from decode_mem.evaluate.no_truth import assess_file
     from decode_mem.io.localizations import read_localizations
     from decode_mem.link.files import AUTO_FACTOR
 
-    files = simulate(name, settings, work, seed)
+    files = simulate(name, settings, work, seed, model)
     px = files["pixel_size"]
     pred = read_localizations(files["parquet"])
     gt = read_localizations(files["gt"], pixel_size=px)
@@ -905,6 +908,8 @@ def main() -> None:
                    help="localizations of the streamed table (default 1e7; 0: skip it)")
     p.add_argument("--cases", type=int, default=len(CASES), help="the first N movies only (0: none)")
     p.add_argument("--out", default=str(RESULTS / "postprocess.md"), help="the movies' report")
+    p.add_argument("--model", help="the localizer (default: the shipped small model, data/models/default_2d.pt); "
+                                   "linking and --no_truth keep the error correlation measured for that one")
     p.add_argument("--stream_out", default=str(RESULTS / "postprocess_stream.md"), help="the large table's report")
     args = p.parse_args()
     at, load0 = commit(), load_average()
@@ -916,7 +921,7 @@ def main() -> None:
         for seed, (name, settings) in enumerate(CASES[:args.cases], start=1):
             case_dir = work / f"case{seed}"
             case_dir.mkdir()
-            records.append(measure_case(name, settings, case_dir, seed, picasso))
+            records.append(measure_case(name, settings, case_dir, seed, picasso, args.model))
         if args.rows > 0:
             print("  big table ...", file=sys.stderr)
             big = big_link(work, args.rows)
@@ -926,8 +931,9 @@ def main() -> None:
                   f"`{command_line()}`", "", machine,
                   f"Picasso: {picasso_version(picasso) if picasso else 'not installed (its columns say not run)'}, "
                   f"in its own interpreter, numba 2 threads.",
-                  f"Movies: 64 x 64 px x {FRAMES} frames, reference EMCCD, localized by data/models/default_2d.pt "
-                  f"(CPU). The machine is shared (2 cores, other jobs running): times are upper bounds."]
+                  f"Movies: 64 x 64 px x {FRAMES} frames, reference EMCCD, localized by "
+                  f"{args.model or 'data/models/default_2d.pt'} (CPU). The machine is shared (2 cores, other jobs "
+                  "running): times are upper bounds."]
         write_report_files(Path(args.out), report(records, header), lambda png: draw(records, png),
                            {"records": records})
     if big is not None:
