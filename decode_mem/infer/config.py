@@ -31,7 +31,8 @@ class InferConfig:
 
     inputs          files (anything ``open_stack`` reads), folders (their *.tif, *.tiff, *.zarr, *.npy) or globs
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
-    model           checkpoint path (None: the shipped ``data/models/default_2d.pt``)
+    model           checkpoint path (None: the shipped model for the device, ``model.choice``: the wide one on a
+                    GPU where it is shipped, ``data/models/default_2d.pt`` otherwise)
     series          the TIFF (or OME-Zarr) series of every input to localize (None: series 0 and the series after
                     it of the same frame size, one movie, as a file grown page by page holds them)
     formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'

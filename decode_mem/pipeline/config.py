@@ -29,7 +29,6 @@ from typing import Any
 from decode_mem.config import AMP_CHOICES, check_choice, check_keys, load_yaml
 from decode_mem.drift.config import DriftConfig
 from decode_mem.errors import ConfigError
-from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
 
@@ -114,8 +113,9 @@ class PsfStep:
 
 @dataclass(frozen=True)
 class InferStep:
-    """Chunked inference. ``model``: a checkpoint, or ``shipped`` (data/models/default_2d.pt), or null (the model
-    trained by ``train`` if there is one, else the shipped one); ``stack``: the input (null: the simulated
+    """Chunked inference. ``model``: a checkpoint, or ``shipped`` (the shipped model for the device, as ``infer``
+    chooses it: data/models/default_2d.pt on a CPU), or null (the model trained by ``train`` if there is one, else
+    the shipped one); ``stack``: the input (null: the simulated
     stack). Localizations go to ``<out>/<stack name>.csv`` (+ ``.hdf5``/``.parquet`` for the formats
     ``picasso``/``parquet``)."""
 
@@ -302,15 +302,17 @@ def resolve_train(config: PipelineConfig) -> PipelineConfig:
     return replace(config, train=train, train_deferred=None)
 
 
-def default_model(config: PipelineConfig) -> Path:
-    """The model the infer step uses: ``infer.model``, else the trained one, else the shipped default."""
+def default_model(config: PipelineConfig, device_type: str = "cpu") -> Path:
+    """The model the infer step uses: ``infer.model``, else the trained one, else the shipped one for the device
+    (``model.choice``: the wide model on a GPU where it is shipped, the small one otherwise) — as ``infer``
+    without ``--model`` chooses."""
+    from decode_mem.model.choice import choose_model
+
     assert config.infer is not None
-    if config.infer.model == "shipped":
-        return SHIPPED_MODEL
-    if config.infer.model is not None:
+    if config.infer.model is not None and config.infer.model != "shipped":
         return config.input_path(config.infer.model)
-    if config.train is not None:
+    if config.infer.model is None and config.train is not None:
         return config.train.out_dir / "model.pt"
-    if config.train_deferred is not None:
+    if config.infer.model is None and config.train_deferred is not None:
         return Path(str(config.train_deferred["out"])) / "model.pt"
-    return SHIPPED_MODEL
+    return choose_model(None, device_type).path
