@@ -1,13 +1,14 @@
-"""Generalization: the shipped generalist, the old narrow model and tuned Picasso on physics the narrow model
-was not trained on.
+"""Generalization: the shipped generalists (small, and wide where shipped), the old narrow model and tuned Picasso
+on physics the narrow model was not trained on.
 
     python benchmarks/bench_generalize.py            # writes benchmarks/results/generalize.md + .png
 
 Each variant is a simulated movie of a physics spread over the envelope real users image (DESIGN.md §8): pixel
 size, PSF width, photons, background level and shape (cell-like, several-fold brighter in the middle), EMCCD
 and sCMOS (with per-pixel maps), frames that are not multiples of the network's down-sampling factor. The
-narrow model saw only the first variant's physics; the generalist was trained on the ranges of its model card
-(``pipelines/train_generalist_2d.yaml``), never on these movies. decode_mem gets the true camera (what a user
+narrow model saw only the first variant's physics; the generalists were trained on the ranges of their model
+cards (``pipelines/train_generalist_2d.yaml``; the wide one, 48 features, ``train_generalist_2d_wide.yaml`` on the
+same ranges), never on these movies. decode_mem gets the true camera (what a user
 knows); Picasso gets the same camera (per-pixel sCMOS maps cannot be given to it) and its box and minimum net
 gradient are tuned for the best Jaccard on a separate movie of the same physics (other seed). Matching within
 250 nm, optimal, every ground-truth emitter counted. All numbers below come from the run that wrote this file.
