@@ -65,7 +65,7 @@ def test_each_shipped_model_loads_and_localizes_the_sample_stack(path: Path) -> 
     from decode_mem.infer.predict import predict_stack
 
     if not path.is_file():
-        pytest.skip(f"{path.name} is not shipped (it needs a GPU to train: issue 39)")
+        pytest.skip(f"{path.name} is not shipped")
     from decode_mem.evaluate import evaluate
     from decode_mem.io.localizations import read_localizations
     from decode_mem.io.table import EmitterTable
