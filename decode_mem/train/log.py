@@ -21,13 +21,17 @@ class TrainLog:
     def __init__(self, path: Path, *, start_step: int) -> None:
         from decode_mem.io.atomic import atomic_output
 
-        rows, columns = [], None
+        rows, columns, whole = [], None, True
         if path.exists():
             with open(path, newline="") as fh:
                 reader = csv.DictReader(fh)
                 rows, columns = list(reader), tuple(reader.fieldnames or ())
+            whole = path.read_bytes().endswith(b"\n")
+            if not whole:  # a last row cut short (a disk full, a power cut): dropped, never appended to
+                rows = rows[:-1]
         kept = [r for r in rows if start_step and int(r["step"]) <= start_step]
-        if len(kept) < len(rows) or columns != LOG_COLUMNS:  # a fresh run, rows past the checkpoint, other columns
+        # rewritten for a fresh run, rows past the checkpoint, other columns or a cut row; else appended to
+        if len(kept) < len(rows) or columns != LOG_COLUMNS or not whole:
             with atomic_output(path) as tmp, open(tmp, "w", newline="") as fh:
                 writer = csv.DictWriter(fh, LOG_COLUMNS, extrasaction="ignore")
                 writer.writeheader()

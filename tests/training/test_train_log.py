@@ -72,3 +72,13 @@ def test_the_model_cards_wall_time_counts_only_the_steps_the_log_covers(tmp_path
     seconds, steps = _train_time(tmp_path)
     assert steps == 300 + 50  # 50-300, and 1050-1100 (the 750 steps before 1050 are not in the log)
     assert seconds == 40 + 20 + 10  # the gap's first row's 10 s belong to steps the log does not have
+
+
+def test_a_last_row_cut_short_is_dropped_not_appended_to(tmp_path):
+    log = tmp_path / "train_log.csv"
+    _write_log(log, [50, 100])
+    log.write_bytes(log.read_bytes() + b"150,75.0,0.0006,1.2")  # a row cut short, no newline
+    t = TrainLog(log, start_step=150)
+    t.write({"step": 200, "time_s": 2.0})
+    t.close()
+    assert _steps(log) == [50, 100, 200]
