@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     add(run_, "--checkpoint_every", type=int,
         help="write <out>/checkpoint.pt every N steps, for --resume (default: the config's, else 250)")
     run_.add_argument("--resume", action="store_true", default=None, help="continue from <out>/checkpoint.pt")
+    add(run_, "--max_minutes", type=float,
+        help="stop after this many minutes of training, with a checkpoint that --resume continues (default: the "
+             "config's, else every step)")
     add(run_, "--trainable", nargs="+", metavar="PATTERN",
         help="train only the parameters whose names match these globs, the rest frozen; a pattern may end with "
              "output rows, e.g. 'heads.sigma.2.weight[0]' (default: every parameter)")
@@ -68,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "trainable", "val_every", "log_every",
-             "checkpoint_every", "resume", "amp", "use_chunking", "crop_size", "memory_limit", "grad_checkpointing",
+             "checkpoint_every", "resume", "max_minutes", "amp", "use_chunking", "crop_size", "memory_limit", "grad_checkpointing",
              "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
 
 

@@ -192,3 +192,16 @@ def test_bf16_training_warns_only_on_a_cpu_without_native_bf16(tiny_cfg: TrainCo
         warnings.simplefilter("always")
         fit(replace(tiny_cfg, amp="bf16", device="cpu", steps=1, val_every=1, checkpoint_every=1))
     assert any("without native bf16" in str(w.message) for w in seen) is not native
+
+
+def test_cli_max_minutes_stops_a_run_with_a_checkpoint_that_resume_continues(tmp_path: Path, capsys) -> None:
+    import torch
+
+    out = tmp_path / "cli"
+    args = ["--preset", "tiny", "--steps", "100000", "--batch_size", "2", "--frame_size", "16", "16",
+            "--val_every", "100000", "--checkpoint_every", "100000", "--out", str(out), "--quiet"]
+    assert main([*args, "--max_minutes", "0.01"]) == 0  # 0.6 s of training, far fewer than 100000 steps
+    step = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["meta"]["step"]
+    assert 0 < step < 100000
+    assert main([*args, "--max_minutes", "0"]) == 2  # refused before any work, one line naming the setting
+    assert "max_minutes" in capsys.readouterr().err

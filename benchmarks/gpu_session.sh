@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU session (the GPU issue): what a lent GPU machine runs, in two calls that fit its 15 minutes, every
+# result written under $OUT (the device tool brings back 8 files of at most 16 MB).
+#
+#   here, once:  bash benchmarks/gpu_wheels.sh          # the wheels that machine lacks, into .whl/
+#   call 1:      bash benchmarks/gpu_session.sh check   # carry [".whl"], timeout_s 590: bench_gpu (its own
+#                                                       # budget, 400 s), then the suite for at most 120 s
+#   call 2:      bash benchmarks/gpu_session.sh train   # carry [".whl"], timeout_s 300, right after call 1 (the
+#                                                       # machine stays warm 30 s): one piece of the wide model's
+#                                                       # recipe from the committed snapshot, its snapshot back
+#
+# Then, here: copy $OUT's gpu.* into benchmarks/results/ and commit them with the device named; put the returned
+# snapshot in data/models/snapshots/ (it replaces the committed one) and continue the recipe
+# (pipelines/train_wide_background.sh resumes from it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_session_out}
+mkdir -p "$OUT"
+what=${1:-check}
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || { echo "gpu_session.sh: the wheels in .whl/ did not install" >&2; exit 2; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD  # a machine with everything installed (a CPU try of this script)
+fi
+export PYTHONUNBUFFERED=1
+case "$what" in
+  check)
+    timeout $(( ${GPU_BUDGET_S:-400} + 40 )) python3 benchmarks/bench_gpu.py --budget_s "${GPU_BUDGET_S:-400}" \
+      --out "$OUT/gpu.md" 2>&1 | tee "$OUT/gpu_bench.log"
+    # the suite, each test given its time limit by the whole run's: what ran in the time is in the log
+    timeout "${SUITE_S:-120}" python3 -m pytest -q -n "${SUITE_WORKERS:-8}" --dist loadfile -p no:cacheprovider \
+      > "$OUT/gpu_suite.log" 2>&1
+    echo "suite exit $? (124: stopped at ${SUITE_S:-120} s)" >> "$OUT/gpu_suite.log"
+    tail -3 "$OUT/gpu_suite.log"
+    ;;
+  train)
+    run=/tmp/wide_run
+    mkdir -p "$run"
+    cp data/models/snapshots/default_2d_wide_snapshot.pt "$run/checkpoint.pt"
+    timeout $(( ${TRAIN_S:-180} + 90 )) python3 -m decode_mem.train --config pipelines/train_generalist_2d_wide.yaml \
+      --out "$run" --max_minutes "$(python3 -c "print(${TRAIN_S:-180} / 60)")" --quiet 2>&1 | tail -5
+    python3 -c "import sys; from decode_mem.train.resume import save_weights_snapshot as s; s(sys.argv[1], sys.argv[2])" \
+      "$run/checkpoint.pt" "$OUT/default_2d_wide_snapshot.pt"
+    cp "$run/train_log.csv" "$OUT/wide_train_log.csv"
+    python3 -c "import sys, torch; print('steps done:', torch.load(sys.argv[1], map_location='cpu', weights_only=False)['meta']['step'])" \
+      "$OUT/default_2d_wide_snapshot.pt"
+    ;;
+  *)
+    echo "gpu_session.sh: check or train, not '$what'" >&2
+    exit 2
+    ;;
+esac
