@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "trainable", "val_every", "log_every",
-             "checkpoint_every", "resume", "max_minutes", "amp", "use_chunking", "crop_size", "memory_limit", "grad_checkpointing",
-             "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
+             "checkpoint_every", "resume", "max_minutes", "amp", "use_chunking", "crop_size", "memory_limit",
+             "grad_checkpointing", "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
