@@ -377,17 +377,19 @@ def error_model_errors(pred: Any, radius_px: float, px: float, rho: Any, n: int,
     check's: a linked lag-1 pair's difference over what σ and ρ predict for it, drawn from all of them, per
     axis) — a scale mixture with the tails the σ miss, not one Gaussian. Linked as the quality pass links (8 x
     the median σ, no sigma gate)."""
+    from decode_mem.evaluate.no_truth import normalized_difference
+
     group = auto_link(pred, radius_px, rho, gate=False)[0]
     order = np.lexsort((pred["frame"], group))
     g, f = group[order], pred["frame"][order]
-    a, b = order[:-1][(g[1:] == g[:-1]) & (np.diff(f) == 1)], order[1:][(g[1:] == g[:-1]) & (np.diff(f) == 1)]
+    lag1 = (g[1:] == g[:-1]) & (np.diff(f) == 1)
+    a, b = order[:-1][lag1], order[1:][lag1]
     rng = np.random.default_rng(seed)
     pick = rng.integers(0, len(pred), n)
     out = []
     for axis, sig in (("x", "sigma_x"), ("y", "sigma_y")):
         s = pred[sig].astype(np.float64)
-        var = s[a] ** 2 + s[b] ** 2 - 2 * rho.consecutive * s[a] * s[b]
-        u = (pred[axis][a] - pred[axis][b]) / np.sqrt(np.maximum(var, 1e-30))
+        u = normalized_difference(pred[axis][a] - pred[axis][b], s[a], s[b], rho.consecutive)
         u = u[np.isfinite(u)]
         out.append(s[pick] * px * u[rng.integers(0, len(u), n)])
     return tuple(out)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wide generalist (train_generalist_2d_wide.yaml) trained in the background on one CPU thread at the lowest
 # priority: it takes only the time the machine would otherwise leave idle (THREADS=2 on a machine left to it:
-# about 1.45x the steps a minute of one thread on a 2-core Xeon). Each piece trains 9 minutes and the
+# on a 2-core Xeon 105-113 steps a minute per piece against about 86 on one thread, the progress CSV's rows). Each piece trains 9 minutes and the
 # next one resumes from runs/generalist_2d_wide/checkpoint.pt; a machine without that folder continues from the
 # committed weights-only snapshot (data/models/snapshots/default_2d_wide_snapshot.pt: the optimizer's moments
 # start afresh, the step, learning-rate schedule and data stream continue). Stops when every step is done.

@@ -357,8 +357,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
             diff_hist[:, -1] += np.bincount(bucket[~inside], minlength=JACKKNIFE)  # beyond: counted, last bin
         if has_sigma:
             for diff, s in ((p.dx[lag1], p.sx[lag1]), (p.dy[lag1], p.sy[lag1])):
-                var = s[:, 0] ** 2 + s[:, 1] ** 2 - 2 * rho1 * s[:, 0] * s[:, 1]
-                u = diff / np.sqrt(np.maximum(var, 1e-30))
+                u = normalized_difference(diff, s[:, 0], s[:, 1], rho1)
                 u_hist[:] += np.histogram(u, U_BINS)[0]
                 fine = np.isfinite(u)
                 u2[0] += np.bincount(bucket[fine], weights=u[fine] ** 2, minlength=JACKKNIFE)
@@ -387,6 +386,13 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                          scale, scale_unc, correlation, radius_nm,
                          by_molecule.frc("molecules (a molecule's localizations in one half)"),
                          by_frames.frc("alternating frames"))
+
+
+def normalized_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray, rho: float) -> np.ndarray:
+    """The σ check's ``u``: a per-axis difference of two localizations of one molecule over the standard deviation
+    their σ and error correlation ``rho`` predict for it, ``sqrt(σ_a² + σ_b² − 2ρ σ_a σ_b)`` (1 when they hold)."""
+    var = sigma_a**2 + sigma_b**2 - 2 * rho * sigma_a * sigma_b
+    return diff / np.sqrt(np.maximum(var, 1e-30))
 
 
 def _linked_nena(edges: np.ndarray, hist: np.ndarray, diff_edges: np.ndarray, diff_hist: np.ndarray,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,11 @@ class TrainLog:
 
         rows, columns, whole = [], None, True
         if path.exists():
-            with open(path, newline="") as fh:
-                reader = csv.DictReader(fh)
-                rows, columns = list(reader), tuple(reader.fieldnames or ())
-            whole = path.read_bytes().endswith(b"\n")
+            with open(path, newline="") as fh:  # read once: the rows and whether the last one is whole
+                text = fh.read()
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            rows, columns = list(reader), tuple(reader.fieldnames or ())
+            whole = text.endswith("\n")
             if not whole:  # a last row cut short (a disk full, a power cut): dropped, never appended to
                 rows = rows[:-1]
         kept = [r for r in rows if start_step and int(r["step"]) <= start_step]
