@@ -232,10 +232,11 @@ def _plot(rows: list[dict], path: Path) -> None:
         offset = (k - (len(series) - 1) / 2) * width
         ax_j.bar(x + offset, jac, width, label=LABELS[key], color=color)
         ax_r.bar(x + offset, rmse, width, label=LABELS[key], color=color)
-    ax_j.set(ylabel="Jaccard", ylim=(0, 1), title="physics the narrow model was not trained on")
+    ax_j.set(ylabel="Jaccard", ylim=(0, 1))
+    ax_j.set_title("physics the narrow model was not trained on", loc="left")
     ax_r.set(ylabel="lateral RMSE (nm)")
     ax_r.set_xticks(x, [r["name"] for r in rows], rotation=25, ha="right", fontsize=8)
-    ax_j.legend(ncol=len(series))
+    ax_j.legend(ncol=len(series), loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)  # above the bars
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
