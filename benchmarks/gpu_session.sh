@@ -7,11 +7,11 @@
 #                                                       # budget, 400 s), then the suite for at most 120 s
 #   call 2:      bash benchmarks/gpu_session.sh train   # carry [".whl"], timeout_s 300, right after call 1 (the
 #                                                       # machine stays warm 30 s): one piece of the wide model's
-#                                                       # recipe from the committed snapshot, its snapshot back
+#                                                       # recipe from its start (the shipped wide model finished
+#                                                       # it on a CPU): its log, the GPU's training pace, comes back
 #
-# Then, here: copy $OUT's gpu.* into benchmarks/results/ and commit them with the device named; put the returned
-# snapshot in data/models/snapshots/ (it replaces the committed one) and continue the recipe
-# (pipelines/train_wide_background.sh resumes from it).
+# Then, here: copy $OUT's gpu.* and wide_train_log.csv into benchmarks/results/ and commit them with the device
+# named.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_session_out}
@@ -38,14 +38,11 @@ case "$what" in
   train)
     run=/tmp/wide_run
     mkdir -p "$run"
-    cp data/models/snapshots/default_2d_wide_snapshot.pt "$run/checkpoint.pt"
     timeout $(( ${TRAIN_S:-180} + 90 )) python3 -m decode_mem.train --config pipelines/train_generalist_2d_wide.yaml \
       --out "$run" --max_minutes "$(python3 -c "print(${TRAIN_S:-180} / 60)")" --quiet 2>&1 | tail -5
-    python3 -c "import sys; from decode_mem.train.resume import save_weights_snapshot as s; s(sys.argv[1], sys.argv[2])" \
-      "$run/checkpoint.pt" "$OUT/default_2d_wide_snapshot.pt"
     cp "$run/train_log.csv" "$OUT/wide_train_log.csv"
     python3 -c "import sys, torch; print('steps done:', torch.load(sys.argv[1], map_location='cpu', weights_only=False)['meta']['step'])" \
-      "$OUT/default_2d_wide_snapshot.pt"
+      "$run/checkpoint.pt"
     ;;
   *)
     echo "gpu_session.sh: check or train, not '$what'" >&2
