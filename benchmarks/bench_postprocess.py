@@ -295,12 +295,14 @@ def auto_link(pred: Any, radius_px: float, rho: Any, gate: bool = True) -> tuple
     return link_table(pred, radius_px, 1, rho, sigma_gate=AUTO_SIGMA_GATE, reach=AUTO_REACH * radius_px)
 
 
-def link_check(pred: Any, matches: Any, events: np.ndarray, gt: Any, radius_px: float, px: float) -> dict[str, Any]:
-    """Recovered and merged events, and single-event molecules' true error vs stated precision."""
-    from decode_mem.link import DECODE_MEM, INDEPENDENT
+def link_check(pred: Any, matches: Any, events: np.ndarray, gt: Any, radius_px: float, px: float,
+               correlation: Any) -> dict[str, Any]:
+    """Recovered and merged events, and single-event molecules' true error vs stated precision (linked with the
+    model's ``correlation``, and as if its errors were independent)."""
+    from decode_mem.link import INDEPENDENT
 
     out: dict[str, Any] = {}
-    for label, rho in (("correlated", DECODE_MEM), ("independent", INDEPENDENT)):
+    for label, rho in (("correlated", correlation), ("independent", INDEPENDENT)):
         group, mol = auto_link(pred, radius_px, rho)
         ev = events[matches.gt_index]
         g = group[matches.pred_index]
@@ -430,8 +432,10 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     from decode_mem.evaluate.metrics import match_emitters
     from decode_mem.evaluate.no_truth import assess_file
     from decode_mem.io.localizations import read_localizations
+    from decode_mem.link import for_model
     from decode_mem.link.files import AUTO_FACTOR
 
+    rho = for_model(model)  # the error correlation measured for this model (linking, --no_truth)
     files = simulate(name, settings, work, seed, model)
     px = files["pixel_size"]
     pred = read_localizations(files["parquet"])
@@ -449,7 +453,7 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     rec["gross error fraction"] = float(1 - core.mean())
     rec["robust sigma"] = [float(1.4826 * np.median(np.abs(d - np.median(d)))) for d in (m.dx, m.dy)]
     t0 = time.perf_counter()
-    q = assess_file(files["parquet"])
+    q = assess_file(files["parquet"], correlation=rho)
     rec["assess seconds"] = time.perf_counter() - t0
     d = q.as_dict()
     rec["stated"] = {k: d[k] for k in ("precision_nm", "sigma_precision_nm", "sigma_scale",
@@ -476,13 +480,11 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     rec["link radius nm"] = auto_radius(first_chunk(files["parquet"], unit), unit, files["parquet"])
     radius_px = rec["link radius nm"] / px
     t0 = time.perf_counter()
-    rec["link"] = link_check(pred, m, events, gt, radius_px, px)
+    rec["link"] = link_check(pred, m, events, gt, radius_px, px, rho)
     rec["link"]["seconds"] = time.perf_counter() - t0
     rec["link"]["auto factor"] = AUTO_FACTOR
-    from decode_mem.link import DECODE_MEM
-
     sites = true_sites(gt)
-    group = auto_link(pred, radius_px, DECODE_MEM)[0]
+    group = auto_link(pred, radius_px, rho)[0]
     rec["link"].update(link_outcome(group, m, events, sites))
     placed_nm = WELL_PLACED * d["sigma_median_nm"]
     rec["link"]["wrong links"] = wrong_links(group, pred, m, sites, gt, rec["link radius nm"], px, events, placed_nm)
@@ -492,13 +494,13 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     for gated in (False, True):
         for k in SCAN_FACTORS:
             r_nm = k * d["sigma_median_nm"]
-            out = link_outcome(auto_link(pred, r_nm / px, DECODE_MEM, gated)[0], m, events, sites)
+            out = link_outcome(auto_link(pred, r_nm / px, rho, gated)[0], m, events, sites)
             out.update(factor=k, gate=gated, radius_nm=r_nm, floor=neighbour_floor(gt, events, sites, m, r_nm, px))
             rec["radius scan"].append(out)
     if "structure" in settings:  # the molecule split against the split no linker can make: by true site
         render_pixel = d["frc_molecule_split"]["pixel_nm"]
         rec["frc"]["truth moved by the no-truth error model"] = frc_of_truth(
-            gt, events, error_model_errors(pred, q.link_radius / px, px, DECODE_MEM, len(gt), seed),
+            gt, events, error_model_errors(pred, q.link_radius / px, px, rho, len(gt), seed),
             files["shape"], px, render_pixel, seed)
         rec["frc"]["matched, halves by true site"] = frc_of_matched(
             pred, m, sites[m.gt_index], files["shape"], px, render_pixel)
@@ -615,17 +617,24 @@ def fmt(v: Any, digits: int = 2) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def report(records: list[dict[str, Any]], header: list[str]) -> list[str]:
+def report(records: list[dict[str, Any]], header: list[str], model: str | None = None) -> list[str]:
     lines = [*header, "", "## Error correlation of one blinking event's localizations (prediction - truth)", "",
              "| movie | lag 1 | lag 2 | lag >= 3 | pairs (lag 1 / 2 / >=3) |", "|---|---|---|---|---|"]
     for r in records:
         c = r["correlation"]
         lines.append(f"| {r['case']} | {fmt(c['1'])} | {fmt(c['2'])} | {fmt(c['>=3'])} | {c['pairs 1']} / "
                      f"{c['pairs 2']} / {c['pairs >=3']} |")
-    from decode_mem.link import DECODE_MEM
+    from decode_mem.link import for_model
 
-    lines += ["", f"The model linking and `--no_truth` use (`decode_mem.link.correlation.DECODE_MEM`): lag 1 "
-                  f"{DECODE_MEM.by_lag[0]}, lag 2 {DECODE_MEM.by_lag[1]}, beyond {DECODE_MEM.beyond}.", "",
+    rho = for_model(model)
+    chosen_on = [r for r in records if not r["case"].startswith(("held out", "new"))]  # the movies choices use
+    median = [float(np.nanmedian([r["correlation"][k] for r in chosen_on])) for k in ("1", "2", ">=3")]
+    lines += ["", f"Median over the {len(chosen_on)} movies not marked held out or new (what a model's constant in "
+                  f"`decode_mem.link.correlation` is taken from): lag 1 {median[0]:.2f}, lag 2 {median[1]:.2f}, "
+                  f"beyond {median[2]:.2f}. "
+                  f"The model linking and `--no_truth` use for this localizer (`decode_mem.link.correlation."
+                  f"for_model`, {rho.source}): lag 1 {rho.by_lag[0]}, lag 2 {rho.by_lag[1]}, beyond {rho.beyond}.",
+              "",
               "## Stated precision against the truth (nm per axis)", "",
               "Stated (`precision_nm` of `evaluate --no_truth`): the RMS predicted σ times the σ scale, the RMS of "
               "the linked consecutive differences divided by what σ and ρ predict for them — an estimate of the "
@@ -911,7 +920,8 @@ def main() -> None:
     p.add_argument("--cases", type=int, default=len(CASES), help="the first N movies only (0: none)")
     p.add_argument("--out", default=str(RESULTS / "postprocess.md"), help="the movies' report")
     p.add_argument("--model", help="the localizer (default: the shipped small model, data/models/default_2d.pt); "
-                                   "linking and --no_truth keep the error correlation measured for that one")
+                                   "linking and --no_truth take the error correlation measured for it "
+                                   "(decode_mem.link.correlation.for_model)")
     p.add_argument("--stream_out", default=str(RESULTS / "postprocess_stream.md"), help="the large table's report")
     args = p.parse_args()
     at, load0 = commit(), load_average()
@@ -936,7 +946,7 @@ def main() -> None:
                   f"Movies: 64 x 64 px x {FRAMES} frames, reference EMCCD, localized by "
                   f"{args.model or 'data/models/default_2d.pt'} (CPU). The machine is shared (2 cores, other jobs "
                   "running): times are upper bounds."]
-        write_report_files(Path(args.out), report(records, header), lambda png: draw(records, png),
+        write_report_files(Path(args.out), report(records, header, args.model), lambda png: draw(records, png),
                            {"records": records})
     if big is not None:
         header = ["# Linking a large table, streamed", "", f"`{command_line()}`", "", machine]

@@ -30,8 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", default="auto",
                    help="--no_truth: link radius in nm or 'auto' (default: 8 x the median predicted σ, a fixed "
                         "radius: link's sigma gate would keep out the differences the σ check looks for)")
-    p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
-                   help="--no_truth: the localizer's frame-to-frame error correlation: decode_mem (default) or none")
+    p.add_argument("--correlation", choices=("auto", "decode_mem", "decode_mem_wide", "none"), default="auto",
+                   help="--no_truth: the localizer's frame-to-frame error correlation: auto (default: the shipped "
+                        "model's that the run's <stem>.json beside the file names, else the small one's), "
+                        "decode_mem, decode_mem_wide or none")
     add(p, "--tolerance_lat", type=float, default=250.0, help="lateral match distance in nm (default 250)")
     add(p, "--tolerance_ax", type=float, default=500.0, help="axial match distance in nm, 3-D only (default 500)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm where the file records none (default 100)")
@@ -69,7 +71,7 @@ def _no_truth(args: argparse.Namespace) -> None:
     if args.gt is not None:
         raise ConfigError("--no_truth takes one localization file, got a ground truth too")
     radius = check_radius(args.radius)
-    result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=CORRELATIONS[args.correlation],
+    result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=CORRELATIONS.get(args.correlation),
                          radius=radius)
     path = Path(args.pred)
     js, png = write_quality(result, args.out or path.parent, path.stem)

@@ -50,7 +50,7 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
-from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
+from decode_mem.link.correlation import ErrorCorrelation, for_file
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
 
 FRC_THRESHOLD = 1.0 / 7.0
@@ -282,17 +282,20 @@ def molecule_half(group: np.ndarray) -> np.ndarray:
 
 
 def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
-                correlation: ErrorCorrelation = DECODE_MEM, radius: float | str = "auto", max_dark: int = 1,
+                correlation: ErrorCorrelation | None = None, radius: float | str = "auto", max_dark: int = 1,
                 frc_pixel: float | None = None, field_px: tuple[int, int] | None = None) -> NoTruthResult:
     """Precision and resolution of the localizations in ``path`` without ground truth (module docstring).
 
-    ``pixel_size`` (nm): the camera pixel (CSV files record none; Picasso's 1-pixel NeNA window needs it);
+    ``correlation``: the localizer's frame-to-frame error correlation (None: ``link.correlation.for_file``'s,
+    the model's that wrote the file); ``pixel_size`` (nm): the camera pixel (CSV files record none; Picasso's
+    1-pixel NeNA window needs it);
     ``radius`` (nm or 'auto') and ``max_dark``: the linking; ``field_px`` (H, W): the camera frame where the file
     does not record it (default: the localizations' extent); ``frc_pixel`` (nm): the FRC images' pixel (None: half
     the median predicted σ, ``MIN_FRC_PIXEL`` to ``FRC_PIXEL``; coarser where the field needs more than
     ``MAX_FRC_SIDE`` pixels)."""
     path = Path(path)
     radius = check_radius(radius)
+    correlation = for_file(path) if correlation is None else correlation
     unit = file_unit(path, pixel_size)
     meta = localization_meta(path)
     camera_px = meta.pixel_size or pixel_size

@@ -37,30 +37,32 @@ def correct_stack_drift(paths: Sequence[Path], out: Path) -> tuple[list[Path], d
     return written, info
 
 
-def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float,
-                 link: bool) -> tuple[list[Path], dict[str, Any], bytes]:
+def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool,
+                 model: Path | None = None) -> tuple[list[Path], dict[str, Any], bytes]:
     """Link (``link``) and measure the precision and resolution of a stack's localization files ``paths`` —
     their drift-corrected versions in ``out`` where ``--drift`` wrote them: the files written, what the JSON
     summary records (``decode_mem.evaluate.no_truth``: one pass over the first file, parquet or Picasso before
-    CSV, whose readers are faster) and the report's figure (FRC and NeNA) as PNG bytes."""
+    CSV, whose readers are faster) and the report's figure (FRC and NeNA) as PNG bytes. ``model``: the checkpoint
+    that localized them, whose error correlation linking and the precision take (``link.correlation.for_model``)."""
     from decode_mem.drift import corrected_path
     from decode_mem.evaluate.no_truth import assess_file, quality_of
-    from decode_mem.link import link_file
+    from decode_mem.link import for_model, link_file
     from decode_mem.report.figures import quality_png
 
     locs = [p for p in paths if p.suffix.lower() in FORMATS]
     locs = [corrected_path(p, out) if corrected_path(p, out).is_file() else p for p in locs]
+    correlation = for_model(model)
     written: list[Path] = []
     info: dict[str, Any] = {}
     if link:
         for path in locs:
-            res = link_file(path, out, pixel_size=pixel_size)
+            res = link_file(path, out, pixel_size=pixel_size, correlation=correlation)
             written += [res.molecules_path, res.groups_path]
             info["link"] = {"molecules": res.molecules, "radius_nm": round(res.radius_nm, 3),
                             "sigma_gate": res.sigma_gate, "reach_nm": round(res.reach_nm, 3),
                             "radius": res.radius_source}
     first = sorted(locs, key=lambda p: [".parquet", ".pq", ".hdf5", ".h5", ".csv"].index(p.suffix.lower()))[0]
-    result = assess_file(first, pixel_size=pixel_size)
+    result = assess_file(first, pixel_size=pixel_size, correlation=correlation)
     info["quality"] = result.as_dict()
     return written, info, quality_png(quality_of(result, first.stem))
 

@@ -260,7 +260,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     if (cfg.quality or cfg.link) and outs.n_localizations > 0:  # linked molecules; precision and resolution
         try:
             written, quality, figure = assess_stack(outs.paths, Path(cfg.out), job.settings.camera.pixel_size,
-                                                    cfg.link)
+                                                    cfg.link, cfg.model_path)
         except DecodeMemError as e:  # e.g. no predicted σ for the 'auto' radius: the localizations stand
             obs.warning(f"{job.stem}: no linking or precision estimate: {e}")
         else:

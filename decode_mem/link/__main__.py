@@ -34,9 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
              "of their combined precision (sqrt(sigma1^2 + sigma2^2) per axis), nearest in those units first; "
              "default 4 with --radius auto, 0 (off: the radius alone) with a radius in nm")
     add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")
-    p.add_argument("--correlation", choices=("decode_mem", "none"), default="decode_mem",
-                   help="how one emitter's errors correlate between frames, for the combined precision: "
-                        "decode_mem (default: measured for decode_mem's network) or none (independent fits)")
+    p.add_argument("--correlation", choices=("auto", "decode_mem", "decode_mem_wide", "none"), default="auto",
+                   help="how one emitter's errors correlate between frames, for the combined precision: auto "
+                        "(default: measured for the shipped model the run's <stem>.json beside the file names, "
+                        "else the small one's), decode_mem (the small shipped model's), decode_mem_wide (the wide "
+                        "one's) or none (independent fits)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm when the file records none")
     return p
 
@@ -51,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_dark < 0:
             raise ConfigError(f"--max_dark must be >= 0 frames, got {args.max_dark}")
         res = link_file(args.locs, args.out, radius=check_radius(args.radius), max_dark=args.max_dark,
-                        correlation=CORRELATIONS[args.correlation], pixel_size=args.pixel_size,
+                        correlation=CORRELATIONS.get(args.correlation), pixel_size=args.pixel_size,
                         sigma_gate=args.sigma_gate)
         if not args.quiet:
             print(f"{args.locs}: {res.localizations} localizations -> {res.molecules} molecules (radius "

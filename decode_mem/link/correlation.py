@@ -10,7 +10,10 @@ its bias of NeNA.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,4 +59,41 @@ INDEPENDENT = ErrorCorrelation()
 # benchmarks/bench_postprocess.py over densities, photon counts and on-times (benchmarks/results/postprocess.md)
 DECODE_MEM = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.2,
                               source="decode_mem default_2d on simulations (benchmarks/results/postprocess.md)")
-CORRELATIONS = {"decode_mem": DECODE_MEM, "none": INDEPENDENT}
+# the shipped wide model (data/models/default_2d_wide.pt) the same way: the median over the 7 movies of
+# benchmarks/results/postprocess_wide.md not held out (0.42 on filaments to 0.80 by movie at lag 1: less than the
+# small model's at high density and on structures, as much on sparse bright blinks)
+DECODE_MEM_WIDE = ErrorCorrelation(by_lag=(0.66, 0.45), beyond=0.12,
+                                   source="decode_mem default_2d_wide on simulations "
+                                          "(benchmarks/results/postprocess_wide.md)")
+CORRELATIONS = {"decode_mem": DECODE_MEM, "decode_mem_wide": DECODE_MEM_WIDE, "none": INDEPENDENT}
+MEASURED = {"default_2d.pt": DECODE_MEM, "default_2d_wide.pt": DECODE_MEM_WIDE}  # shipped model file -> its own
+
+
+def for_model(model: str | os.PathLike | None) -> ErrorCorrelation:
+    """The correlation measured for the shipped model file ``model`` (by its name; None: the small shipped model).
+    Another model's (one made by ``fit`` or ``train``) is not measured: the small shipped model's, its ``source``
+    saying so."""
+    if model is None:
+        return DECODE_MEM
+    name = Path(model).name
+    if name in MEASURED:
+        return MEASURED[name]
+    return replace(DECODE_MEM, source=f"not measured for {name}: {DECODE_MEM.source}")
+
+
+def for_file(locs: str | os.PathLike) -> ErrorCorrelation:
+    """The correlation of the model whose ``infer`` run wrote ``locs``: the model named by the run's summary beside
+    it, ``<stem>.json`` (for a file derived from it, ``<stem>_undrift.csv`` say, the longest such stem); the small
+    shipped model's where no summary names one."""
+    path = Path(locs)
+    try:
+        summaries = sorted((p for p in path.parent.glob("*.json")
+                            if path.stem == p.stem or path.stem.startswith(f"{p.stem}_")), key=lambda p: -len(p.stem))
+    except OSError:
+        summaries = []
+    for summary in summaries:
+        try:
+            return for_model(json.loads(summary.read_text())["model_choice"]["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return DECODE_MEM

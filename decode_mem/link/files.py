@@ -26,7 +26,7 @@ from decode_mem.io.prefetch import prefetch
 from decode_mem.io.table import OPTIONAL, EmitterTable
 from decode_mem.io.write_behind import WriteBehind
 from decode_mem.link.core import WORK_ROWS, Linker, LinkStep
-from decode_mem.link.correlation import DECODE_MEM, ErrorCorrelation
+from decode_mem.link.correlation import ErrorCorrelation, for_file
 from decode_mem.link.writers import open_writer_with_columns
 
 CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
@@ -134,12 +134,14 @@ def sigma_gate_of(radius: float | str, sigma_gate: float | None, chunk: EmitterT
 
 
 def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: float | str = "auto",
-              max_dark: int = 1, correlation: ErrorCorrelation = DECODE_MEM,
+              max_dark: int = 1, correlation: ErrorCorrelation | None = None,
               pixel_size: float | None = None, sigma_gate: float | None = None) -> LinkResult:
     """Link the localizations of ``path`` into ``out_dir`` (module docstring). ``radius`` in nm or ``'auto'``;
-    ``sigma_gate`` (combined σ, 0: off; None: on with 'auto') as ``sigma_gate_of`` says."""
+    ``sigma_gate`` (combined σ, 0: off; None: on with 'auto') as ``sigma_gate_of`` says; ``correlation`` None:
+    ``link.correlation.for_file``'s (the model's that wrote the file)."""
     path, out_dir = Path(path), Path(out_dir)
     radius = check_radius(radius)
+    correlation = for_file(path) if correlation is None else correlation
     unit = file_unit(path, pixel_size)
     chunk = first_chunk(path, unit)
     radius_nm, source = ((auto_radius(chunk, unit, path), f"auto: {AUTO_FACTOR:g} x the median precision")
