@@ -638,9 +638,9 @@ def report(records: list[dict[str, Any]], header: list[str], model: str | None =
     median = [float(np.nanmedian([r[c][k] for r in chosen_on])) for c in ("correlation", "correlation well placed")
               for k in ("1", "2", ">=3")]
     lines += ["", f"Median over the {len(chosen_on)} movies not marked held out or new: lag 1 {median[0]:.2f}, lag 2 "
-                  f"{median[1]:.2f}, beyond {median[2]:.2f}; of the well-placed localizations (what a model's "
-                  f"constant in `decode_mem.link.correlation` is taken from) lag 1 {median[3]:.2f}, lag 2 "
-                  f"{median[4]:.2f}, beyond {median[5]:.2f}. "
+                  f"{median[1]:.2f}, beyond {median[2]:.2f}; of the well-placed localizations lag 1 {median[3]:.2f}, "
+                  f"lag 2 {median[4]:.2f}, beyond {median[5]:.2f} (`decode_mem.link.correlation` says which of the "
+                  "two each shipped model's constant is). "
                   f"The model linking and `--no_truth` use for this localizer (`decode_mem.link.correlation."
                   f"for_model`, {rho.source}): lag 1 {rho.by_lag[0]}, lag 2 {rho.by_lag[1]}, beyond {rho.beyond}.",
               "",
@@ -921,7 +921,7 @@ def draw_stream(big: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    from report_files import write_report_files
+    from report_files import add_render_option, write_report_files
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=10_000_000,
@@ -932,7 +932,14 @@ def main() -> None:
                                    "linking and --no_truth take the error correlation measured for it "
                                    "(decode_mem.link.correlation.for_model)")
     p.add_argument("--stream_out", default=str(RESULTS / "postprocess_stream.md"), help="the large table's report")
+    add_render_option(p, "postprocess")
     args = p.parse_args()
+    if args.render is not None:  # the movies' report again from its record (its header and model in it)
+        rec = json.loads(args.render.read_text())
+        write_report_files(Path(args.out), report(rec["records"], rec["header"], rec.get("model")),
+                           lambda png: draw(rec["records"], png), rec)
+        print(f"wrote {args.out}")
+        return
     at, load0 = commit(), load_average()
     picasso = find_picasso_python() if args.cases else None
     records = []
@@ -956,7 +963,7 @@ def main() -> None:
                   f"{args.model or 'data/models/default_2d.pt'} (CPU). The machine is shared (2 cores, other jobs "
                   "running): times are upper bounds."]
         write_report_files(Path(args.out), report(records, header, args.model), lambda png: draw(records, png),
-                           {"records": records})
+                           {"records": records, "header": header, "model": args.model})
     if big is not None:
         header = ["# Linking a large table, streamed", "", f"`{command_line()}`", "", machine]
         write_report_files(Path(args.stream_out), stream_report(big, header), lambda png: draw_stream(big, png),

@@ -39,7 +39,7 @@ def summary(folder: Path, stem: str, model: str) -> None:
 
 
 def test_the_two_shipped_models_differ_and_another_model_gets_the_small_ones_saying_so() -> None:
-    assert DECODE_MEM_WIDE.by_lag != DECODE_MEM.by_lag
+    assert (DECODE_MEM_WIDE.by_lag, DECODE_MEM_WIDE.beyond) != (DECODE_MEM.by_lag, DECODE_MEM.beyond)
     assert for_model(None) is DECODE_MEM and for_model(SHIPPED_MODEL) is DECODE_MEM
     assert for_model("/anywhere/default_2d_wide.pt") is DECODE_MEM_WIDE
     mine = for_model("runs/fit/model.pt")
@@ -65,14 +65,14 @@ def test_link_and_no_truth_clis_take_the_runs_model_by_default_and_a_named_one_w
     summary(tmp_path, "m", "/x/default_2d_wide.pt")
     assert evaluate_main([str(path), "--no_truth", "--out", str(tmp_path / "q"), "--quiet"]) == 0
     rho = json.loads((tmp_path / "q" / "m_quality.json").read_text())["error_correlation"]
-    assert rho["by_lag"] == list(DECODE_MEM_WIDE.by_lag) and rho["source"] == DECODE_MEM_WIDE.source
+    assert rho["beyond"] == DECODE_MEM_WIDE.beyond and rho["source"] == DECODE_MEM_WIDE.source
     assert evaluate_main([str(path), "--no_truth", "--out", str(tmp_path / "q2"), "--quiet",
                           "--correlation", "decode_mem"]) == 0
     rho = json.loads((tmp_path / "q2" / "m_quality.json").read_text())["error_correlation"]
-    assert rho["by_lag"] == list(DECODE_MEM.by_lag)
+    assert rho["beyond"] == DECODE_MEM.beyond and rho["source"] == DECODE_MEM.source
     assert link_main([str(path), "--out", str(tmp_path / "l"), "--quiet"]) == 0
     meta = next((tmp_path / "l").glob("*.yaml")).read_text()
-    assert str(DECODE_MEM_WIDE.by_lag[0]) in meta and "default_2d_wide" in meta
+    assert f"beyond: {DECODE_MEM_WIDE.beyond}" in meta and "default_2d_wide" in meta
 
 
 def test_infer_links_and_assesses_with_the_correlation_of_the_model_it_ran(tmp_path: Path) -> None:
