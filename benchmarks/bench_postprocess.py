@@ -620,7 +620,8 @@ def fmt(v: Any, digits: int = 2) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def report(records: list[dict[str, Any]], header: list[str], model: str | None = None) -> list[str]:
+def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]) -> list[str]:
+    """The movies' report; ``rho``: the error correlation the run linked and assessed with (its ``to_dict``)."""
     lines = [*header, "", "## Error correlation of one blinking event's localizations (prediction - truth)", "",
              "Every matched localization, and the well-placed ones only (within "
              f"{WELL_PLACED:g} median σ of their own emitter: what linking joins; blends of two emitters on together "
@@ -631,9 +632,6 @@ def report(records: list[dict[str, Any]], header: list[str], model: str | None =
         c, w = r["correlation"], r["correlation well placed"]
         lines.append(f"| {r['case']} | {fmt(c['1'])} | {fmt(c['2'])} | {fmt(c['>=3'])} | {c['pairs 1']} / "
                      f"{c['pairs 2']} / {c['pairs >=3']} | {fmt(w['1'])} | {fmt(w['2'])} | {fmt(w['>=3'])} |")
-    from decode_mem.link import for_model
-
-    rho = for_model(model)
     chosen_on = [r for r in records if not r["case"].startswith(("held out", "new"))]  # the movies choices use
     median = [float(np.nanmedian([r[c][k] for r in chosen_on])) for c in ("correlation", "correlation well placed")
               for k in ("1", "2", ">=3")]
@@ -642,7 +640,8 @@ def report(records: list[dict[str, Any]], header: list[str], model: str | None =
                   f"lag 2 {median[4]:.2f}, beyond {median[5]:.2f} (`decode_mem.link.correlation` says which of the "
                   "two each shipped model's constant is). "
                   f"The model linking and `--no_truth` use for this localizer (`decode_mem.link.correlation."
-                  f"for_model`, {rho.source}): lag 1 {rho.by_lag[0]}, lag 2 {rho.by_lag[1]}, beyond {rho.beyond}.",
+                  f"for_model`, {rho['source']}): lag 1 {rho['by_lag'][0]}, lag 2 {rho['by_lag'][1]}, beyond "
+                  f"{rho['beyond']}.",
               "",
               "## Stated precision against the truth (nm per axis)", "",
               "Stated (`precision_nm` of `evaluate --no_truth`): the RMS predicted σ times the σ scale, the RMS of "
@@ -934,9 +933,9 @@ def main() -> None:
     p.add_argument("--stream_out", default=str(RESULTS / "postprocess_stream.md"), help="the large table's report")
     add_render_option(p, "postprocess")
     args = p.parse_args()
-    if args.render is not None:  # the movies' report again from its record (its header and model in it)
+    if args.render is not None:  # the movies' report again from its record (its header and correlation in it)
         rec = json.loads(args.render.read_text())
-        write_report_files(Path(args.out), report(rec["records"], rec["header"], rec.get("model")),
+        write_report_files(Path(args.out), report(rec["records"], rec["header"], rec["correlation"]),
                            lambda png: draw(rec["records"], png), rec)
         print(f"wrote {args.out}")
         return
@@ -962,8 +961,11 @@ def main() -> None:
                   f"Movies: 64 x 64 px x {FRAMES} frames, reference EMCCD, localized by "
                   f"{args.model or 'data/models/default_2d.pt'} (CPU). The machine is shared (2 cores, other jobs "
                   "running): times are upper bounds."]
-        write_report_files(Path(args.out), report(records, header, args.model), lambda png: draw(records, png),
-                           {"records": records, "header": header, "model": args.model})
+        from decode_mem.link import for_model
+
+        rho = for_model(args.model).to_dict()  # what measure_case linked and assessed with
+        write_report_files(Path(args.out), report(records, header, rho), lambda png: draw(records, png),
+                           {"records": records, "header": header, "model": args.model, "correlation": rho})
     if big is not None:
         header = ["# Linking a large table, streamed", "", f"`{command_line()}`", "", machine]
         write_report_files(Path(args.stream_out), stream_report(big, header), lambda png: draw_stream(big, png),

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The wide generalist (train_generalist_2d_wide.yaml) trained in the background on one CPU thread at the lowest
 # priority: it takes only the time the machine would otherwise leave idle (THREADS=2 on a machine left to it:
-# on a 2-core Xeon 105-113 steps a minute per piece against about 86 on one thread, the progress CSV's rows). Each piece trains 9 minutes and the
-# next one resumes from runs/generalist_2d_wide/checkpoint.pt; a machine without that folder continues from a
-# weights-only snapshot in data/models/snapshots/ where one is there (the optimizer's moments start afresh, the
-# step, learning-rate schedule and data stream continue), else starts afresh. Stops when every step is done.
+# on a 2-core Xeon 105-113 steps a minute per piece against about 86 on one thread, the progress CSV's rows).
+# Each piece trains 9 minutes and the next one resumes from runs/generalist_2d_wide/checkpoint.pt; a machine
+# without that folder continues from a weights-only snapshot in data/models/snapshots/ where one is there (the
+# optimizer's moments start afresh, the step, learning-rate schedule and data stream continue), else starts afresh. Stops when every step is done.
 # The shipped data/models/default_2d_wide.pt was trained this way (its pieces: default_2d_wide_progress.csv);
 # export a finished run with python -m decode_mem.export runs/generalist_2d_wide --out data/models/default_2d_wide.
 #   nohup bash pipelines/train_wide_background.sh > runs/generalist_2d_wide.out 2>&1 &

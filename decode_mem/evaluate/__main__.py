@@ -13,6 +13,8 @@ from decode_mem.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from decode_mem.link.correlation import CORRELATIONS  # numpy only: the choices' one table
+
     p = new_parser("decode_mem.evaluate", "Match localizations to ground truth per frame (optimal assignment) and "
                                           "print SMLM-challenge metrics; or, with --no_truth, estimate precision "
                                           "and resolution of one file without ground truth (writes "
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", default="auto",
                    help="--no_truth: link radius in nm or 'auto' (default: 8 x the median predicted σ, a fixed "
                         "radius: link's sigma gate would keep out the differences the σ check looks for)")
-    p.add_argument("--correlation", choices=("auto", "decode_mem", "decode_mem_wide", "none"), default="auto",
+    p.add_argument("--correlation", choices=("auto", *CORRELATIONS), default="auto",
                    help="--no_truth: the localizer's frame-to-frame error correlation: auto (default: the shipped "
                         "model's that the run's <stem>.json beside the file names, else the small one's), "
                         "decode_mem, decode_mem_wide or none")
@@ -65,13 +67,13 @@ def _no_truth(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from decode_mem.evaluate.no_truth import assess_file, write_quality
-    from decode_mem.link.correlation import CORRELATIONS
+    from decode_mem.link.correlation import correlation_of
     from decode_mem.link.files import check_radius
 
     if args.gt is not None:
         raise ConfigError("--no_truth takes one localization file, got a ground truth too")
     radius = check_radius(args.radius)
-    result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=CORRELATIONS.get(args.correlation),
+    result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=correlation_of(args.correlation),
                          radius=radius)
     path = Path(args.pred)
     js, png = write_quality(result, args.out or path.parent, path.stem)

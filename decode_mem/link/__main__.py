@@ -12,6 +12,8 @@ from decode_mem.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from decode_mem.link.correlation import CORRELATIONS  # numpy only: the choices' one table
+
     p = new_parser("decode_mem.link", "Link localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet; in frame "
                                       "order) that lie within --radius (farther ones by --sigma_gate) in consecutive "
                                       "frames, allowing --max_dark "
@@ -34,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
              "of their combined precision (sqrt(sigma1^2 + sigma2^2) per axis), nearest in those units first; "
              "default 4 with --radius auto, 0 (off: the radius alone) with a radius in nm")
     add(p, "--max_dark", type=int, default=1, help="frames a molecule may be missing in and go on (default 1)")
-    p.add_argument("--correlation", choices=("auto", "decode_mem", "decode_mem_wide", "none"), default="auto",
+    p.add_argument("--correlation", choices=("auto", *CORRELATIONS), default="auto",
                    help="how one emitter's errors correlate between frames, for the combined precision: auto "
                         "(default: measured for the shipped model the run's <stem>.json beside the file names, "
                         "else the small one's), decode_mem (the small shipped model's), decode_mem_wide (the wide "
@@ -45,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
-        from decode_mem.link.correlation import CORRELATIONS
+        from decode_mem.link.correlation import correlation_of
         from decode_mem.link.files import check_radius, link_file
 
         if args.pixel_size is not None and not args.pixel_size > 0:
@@ -53,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_dark < 0:
             raise ConfigError(f"--max_dark must be >= 0 frames, got {args.max_dark}")
         res = link_file(args.locs, args.out, radius=check_radius(args.radius), max_dark=args.max_dark,
-                        correlation=CORRELATIONS.get(args.correlation), pixel_size=args.pixel_size,
+                        correlation=correlation_of(args.correlation), pixel_size=args.pixel_size,
                         sigma_gate=args.sigma_gate)
         if not args.quiet:
             print(f"{args.locs}: {res.localizations} localizations -> {res.molecules} molecules (radius "

@@ -59,18 +59,27 @@ INDEPENDENT = ErrorCorrelation()
 # localizations, lag 1, lag 2 and lag >= 3. The small model (data/models/default_2d.pt; benchmarks/results/
 # postprocess.md): of every matched localization (the median over the report's 7 movies not held out is 0.71 /
 # 0.43 / 0.17). Taken of the well-placed ones only, as for the wide model (0.68 / 0.33 / 0.13), its stated
-# precision held within 15 % of the true RMSE on 8 of the 13 movies instead of 10.
+# precision held within 15 % of the true RMSE on 8 of the 13 movies instead of 10 (postprocess_small_well_placed.md).
 DECODE_MEM = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.2,
                               source="decode_mem default_2d on simulations (benchmarks/results/postprocess.md)")
 # The wide model (data/models/default_2d_wide.pt; benchmarks/results/postprocess_wide.md): of the well-placed
 # localizations (within 8 median σ of their own emitter: what linking joins), the median over the 7 movies not held
 # out (0.59-0.81 by movie at lag 1). Of every matched localization (0.66 / 0.45 / 0.12: blends of two emitters and
-# gross errors correlate less) its stated precision held on 2 of 13 movies instead of 9.
+# gross errors correlate less) its stated precision held on 2 of 13 movies instead of 9
+# (postprocess_wide_all_matched.md).
 DECODE_MEM_WIDE = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.09,
                                    source="decode_mem default_2d_wide on simulations "
                                           "(benchmarks/results/postprocess_wide.md)")
 CORRELATIONS = {"decode_mem": DECODE_MEM, "decode_mem_wide": DECODE_MEM_WIDE, "none": INDEPENDENT}
-MEASURED = {"default_2d.pt": DECODE_MEM, "default_2d_wide.pt": DECODE_MEM_WIDE}  # shipped model file -> its own
+# shipped model file -> its own (the names of model.checkpoint.SHIPPED_MODEL and model.choice.SHIPPED_WIDE_MODEL,
+# not imported: they bring torch; tests/link/test_correlation_by_model.py holds them equal)
+MEASURED = {"default_2d.pt": DECODE_MEM, "default_2d_wide.pt": DECODE_MEM_WIDE}
+
+
+def correlation_of(choice: str) -> ErrorCorrelation | None:
+    """A ``--correlation`` choice of the CLIs: 'auto' is None (``for_file`` decides), the others
+    ``CORRELATIONS``'."""
+    return None if choice == "auto" else CORRELATIONS[choice]
 
 
 def for_model(model: str | os.PathLike | None) -> ErrorCorrelation:
