@@ -1,8 +1,8 @@
-"""CPU inference engines: torch (eager and compiled) against OpenVINO and ONNX Runtime on the same cores, in fp32
-and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16 too.
+"""CPU inference engines: torch (eager and compiled) against OpenVINO (fp32 and int8) and ONNX Runtime on the same
+cores, in fp32 and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16 too.
 
     python benchmarks/bench_cpu_engines.py [--threads 1,2] [--sizes 256,2048] [--frames 200] [--frames-2048 8]
-                                           [--physics-frames 200] [--int8] [--notes FILE]
+                                           [--physics-frames 200] [--notes FILE]
                                            # benchmarks/results/cpu_engines.md + .png + .json
 
 1. **Network**: the planner's unit of work (``TiledExecutor.unit``, a block's steady state: ``batch`` new frames,
@@ -28,9 +28,10 @@ and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16
    localized by every engine and precision through ``predict_stack`` (same threads): Jaccard and lateral RMSE
    against the ground truth, and against torch's fp32 output (Jaccard, RMSE and mean shift of matched emitters, within
    50 nm); tuned Picasso (box and threshold tuned on a second movie of the same physics) on the same movies.
-4. ``--int8`` (needs ``nncf``): an experiment, not an engine: OpenVINO int8 by NNCF post-training quantization,
-   calibrated on simulated windows of the model's envelope with the heads, their output convs and the first and
-   last conv of each U-Net in fp32; its CPU time against OpenVINO fp32 and its output against fp32.
+4. **int8** (``--engine openvino-int8``, where ``nncf`` is installed): a row in each part above, its network
+   quantized once (``decode_mem.model.int8``; the whole first run timed with the conversions); its GOP/s read
+   against OpenVINO's own int8 convolution of 256 channels (``int8_conv_gops``), and in the accuracy part also its
+   photon counts against torch fp32's (mean and RMS of the ratio − 1 over matched emitters).
 
 The report says what was not measured and the machine's load; ``--notes`` adds a file of earlier measurements,
 marked so.
@@ -47,7 +48,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from command_line import command_line
@@ -60,20 +60,59 @@ CHANNELS = ("p_logit", "photons", "dx", "dy", "z", "sigma_photons", "sigma_x", "
 
 
 def engines_here() -> list[str]:
-    from decode_mem.model.engine import RUNTIMES, installed
+    from decode_mem.model.engine import QUANTIZED, RUNTIMES, installed
 
-    return ["torch", *[r for r in RUNTIMES if installed(r)]]
+    return ["torch", *[r for r in (*RUNTIMES, *QUANTIZED) if installed(r)]]
 
 
 def variants_here() -> list[tuple[str, str, str]]:
-    """(label, engine, precision) of the network rows: every engine in fp32, and on a CPU with native bf16 torch
-    (amp bf16: today's default there) and OpenVINO in bf16 (ONNX Runtime's CPU provider has no bf16)."""
+    """(label, engine, precision) of the network rows: every engine in fp32 (int8: its layers kept in float in
+    fp32), and on a CPU with native bf16 torch (amp bf16: today's default there) and OpenVINO in bf16, int8 with its
+    float layers in bf16 (ONNX Runtime's CPU provider has no bf16)."""
     from decode_mem.model.precision import cpu_has_native_bf16
 
     out = [(e, e, "fp32") for e in engines_here()]
     if cpu_has_native_bf16():
-        out += [(f"{e} bf16", e, "bf16") for e in engines_here() if e in ("torch", "openvino")]
+        out += [(f"{e} bf16", e, "bf16") for e in engines_here() if e in ("torch", "openvino", "openvino-int8")]
     return out
+
+
+def int8_conv_gops(threads: int, channels: int = 256, side: int = 64, seconds: float = 3.0) -> float | None:
+    """GOP/s of OpenVINO's int8 convolution (3x3, ``channels`` in and out, ``side``² px, quantized by NNCF as the
+    engine quantizes) with ``threads`` threads, the best call of ``seconds``: the int8 rows' reference peak (wide
+    convolutions keep the int8 kernels busiest; torch's own int8 matrix product on a CPU is a slow reference
+    kernel). None without nncf."""
+    import importlib.util
+
+    if importlib.util.find_spec("nncf") is None:
+        return None
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    import nncf
+    import openvino as ov
+    import torch
+
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1).eval()
+    x = torch.randn(1, channels, side, side)
+    nncf.set_log_level(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        warnings.simplefilter("ignore")
+        q = nncf.quantize(ov.convert_model(conv, example_input=x),
+                          nncf.Dataset([torch.randn(1, channels, side, side).numpy() for _ in range(8)]),
+                          subset_size=8, preset=nncf.QuantizationPreset.MIXED)
+    k = ov.Core().compile_model(q, "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                           "PERFORMANCE_HINT": "LATENCY"})
+    a = x.numpy()
+    k(a)
+    best, end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        k(a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * channels * channels * 9 * side * side / best / 1e9
 
 
 def sgemm_gflops(threads: int, side: int = 2048, seconds: float = 3.0, dtype: str = "fp32") -> float:
@@ -106,8 +145,9 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
     from decode_mem.tiling import TiledExecutor
     from decode_mem.tiling.config import TileConfig
 
-    net = load_model().net.eval().to(memory_format=torch.channels_last)
-    rows, diffs, peak, peak_bf16 = [], [], {}, {}
+    model = load_model()
+    net = model.net.eval().to(memory_format=torch.channels_last)
+    rows, diffs, peak, peak_bf16, peak_int8 = [], [], {}, {}, {}
     cache = Path(tempfile.mkdtemp(prefix="bench_engines_"))
     variants = variants_here()
     precision_of = {label: precision for label, _, precision in variants}
@@ -115,8 +155,11 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
         peak[n] = sgemm_gflops(n)
         if "bf16" in precision_of.values():
             peak_bf16[n] = sgemm_gflops(n, dtype="bf16")
+        if any(name == "openvino-int8" for _, name, _ in variants):
+            peak_int8[n] = int8_conv_gops(n)
         torch.set_num_threads(n)
-        engines = {label: load_engine(name, net, n, cache, precision=precision) for label, name, precision in variants}
+        engines = {label: load_engine(name, net, n, cache, precision=precision, simulation=model.simulation)
+                   for label, name, precision in variants}
         for side in sides:
             chunk, batch = SIZES[side]
             units, outs = {}, {}
@@ -143,8 +186,9 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
             for name, (_, frames, ex) in units.items():
                 # torch follows the executor's amp; a runtime says what it compiled
                 bf16 = precision_of[name] == "bf16" and getattr(engines[name], "precision", "bf16") == "bf16"
-                ref_peak = peak_bf16[n] if bf16 else peak[n]
-                rows.append({"side": side, "threads": n, "engine": name, "precision": "bf16" if bf16 else "fp32",
+                kind = "int8" if getattr(engines[name], "precision", "") == "int8" else "bf16" if bf16 else "fp32"
+                ref_peak = {"int8": peak_int8.get(n), "bf16": peak_bf16.get(n), "fp32": peak[n]}[kind] or float("nan")
+                rows.append({"side": side, "threads": n, "engine": name, "precision": kind,
                              "tile": ex.grid.tile_shape[0],
                              "tiles": len(ex.grid), "wall_s": min(wall[name]), "cpu_s": min(cpu[name]),
                              "frames_per_s": frames / min(wall[name]), "frames_per_cpu_s": frames / min(cpu[name]),
@@ -155,113 +199,7 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
                     diffs.append({"side": side, "threads": n, "engine": name, "max_abs": [float(v) for v in d]})
             print(f"network {side}² {n} thread(s): " + ", ".join(
                 f"{r['engine']} {r['frames_per_s']:.3g} fr/s" for r in rows[-len(units):]), flush=True)
-    return rows, diffs, peak, peak_bf16
-
-
-INT8_KEPT = [".*heads.*", "^aten::.*", r".*encoders\.0\.0/.*", r".*\.out\.0/.*"]  # fp32: heads, their fp32
-# output convs, the first and last conv of each U-Net (the variant that held positions best in the exploration)
-
-
-def int8(calibration: int = 64, test: int = 32) -> dict:
-    """OpenVINO int8 (NNCF post-training quantization, ``INT8_KEPT`` in fp32) calibrated on simulated windows of
-    the shipped model's envelope (64², another seed for the test): CPU seconds of both sub-networks at 256² against
-    OpenVINO fp32, and the int8 output against fp32 on the test windows where fp32 has p > 0.4. On a CPU with native
-    bf16 also int8 with the rest in bf16 (OpenVINO's bf16 hint) against OpenVINO bf16, the default there."""
-    import dataclasses
-    import warnings
-
-    import nncf
-    import openvino as ov
-    import torch
-
-    from decode_mem.model.checkpoint import load_model
-    from decode_mem.model.engine import OpenVINOEngine
-    from decode_mem.simulate.config import SimulationConfig
-    from decode_mem.simulate.dataset import simulate_windows
-
-    torch.set_num_threads(1)
-    torch.set_grad_enabled(False)
-    model = load_model()
-    net = model.net.eval()
-    sim = dataclasses.replace(SimulationConfig.from_dict(model.simulation), frame_size=(64, 64))
-
-    def windows(n: int, seed: int) -> torch.Tensor:
-        wb = simulate_windows(sim, n, torch.Generator().manual_seed(seed))
-        return net.normalize(wb.frames, net.frame_level(wb.frames), wb.read_var[:, None])  # (n, 3, C, H, W)
-
-    cache = Path(tempfile.mkdtemp(prefix="bench_int8_"))
-    fp32 = OpenVINOEngine(net, 1, cache)
-    folder = next(cache.glob("openvino-*"))
-    core = ov.Core()
-    cal = windows(calibration, 1)
-    feats = [net.frame_features(w) for w in cal]
-    scope = nncf.IgnoredScope(patterns=INT8_KEPT, validate=False)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        q_ff = nncf.quantize(core.read_model(str(folder / "frame_features.xml")),
-                             nncf.Dataset([w.numpy() for w in cal]), subset_size=calibration, ignored_scope=scope)
-        q_tp = nncf.quantize(core.read_model(str(folder / "temporal.xml")),
-                             nncf.Dataset([{i: f[i:i + 1].numpy() for i in range(3)} for f in feats]),
-                             subset_size=calibration, ignored_scope=scope)
-    quantize_s = time.perf_counter() - t0
-    from decode_mem.model.precision import cpu_has_native_bf16
-
-    def compiled(graph: Any, hint: str) -> Any:
-        return core.compile_model(graph, "CPU", {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": hint,
-                                                 "NUM_STREAMS": 1})
-
-    k_ff, k_tp = compiled(q_ff, "f32"), compiled(q_tp, "f32")
-    bf16 = cpu_has_native_bf16()
-    if bf16:  # int8 with the kept layers in bf16, and plain bf16: the default's precision on this CPU
-        b_ff, b_tp = compiled(q_ff, "bf16"), compiled(q_tp, "bf16")
-        p_ff = compiled(core.read_model(str(folder / "frame_features.xml")), "bf16")
-        p_tp = compiled(core.read_model(str(folder / "temporal.xml")), "bf16")
-    x = windows(test, 2)
-    n, _, c, h, w = x.shape
-    with torch.no_grad():
-        f = net.frame_features(x.reshape(-1, c, h, w)).view(n, 3, -1, h, w)
-        ref = net.temporal(f[:, 0], f[:, 1], f[:, 2]).numpy()
-    det = 1 / (1 + np.exp(-ref[:, 0])) > 0.4
-    px = float(model.camera.pixel_size)
-
-    def accuracy(kf: Any, kt: Any) -> dict:
-        q = torch.from_numpy(kf({0: x.reshape(-1, c, h, w).numpy()})[0]).view(n, 3, -1, h, w)
-        got = kt({i: q[:, i].contiguous().numpy() for i in range(3)})[0]
-        det8 = 1 / (1 + np.exp(-got[:, 0])) > 0.4
-        acc = {"pixels_fp32": int(det.sum()), "pixels_int8": int(det8.sum()), "pixels_both": int((det & det8).sum())}
-        for ch, name, scale in ((2, "dx_nm", px), (3, "dy_nm", px), (1, "photons", 1.0)):
-            d = (got[:, ch] - ref[:, ch])[det] * scale
-            acc[name] = {"mean_abs": float(np.abs(d).mean()), "max_abs": float(np.abs(d).max()),
-                         "bias": float(d.mean())}
-        acc["photons_fp32_median"] = float(np.median(ref[:, 1][det]))
-        return acc
-
-    acc = accuracy(k_ff, k_tp)
-    more = {"int8, rest bf16": accuracy(b_ff, b_tp), "bf16": accuracy(p_ff, p_tp)} if bf16 else {}
-    xs = torch.poisson(torch.full((6, 256, 256), 20.0), generator=torch.Generator().manual_seed(0))
-    xn = net.normalize(xs, net.frame_level(xs)).contiguous()
-    with torch.no_grad():
-        fs = net.frame_features(xn)
-    wn = {j: fs[j:j + 4].contiguous().numpy() for j in range(3)}
-    calls = {"frame_features fp32": lambda: fp32._ff({0: xn.numpy()}),
-             "frame_features int8": lambda: k_ff({0: xn.numpy()}),
-             "temporal fp32": lambda: fp32._tp(wn), "temporal int8": lambda: k_tp(wn)}
-    if bf16:
-        calls.update({"frame_features bf16": lambda: p_ff({0: xn.numpy()}),
-                      "frame_features int8, rest bf16": lambda: b_ff({0: xn.numpy()}),
-                      "temporal bf16": lambda: p_tp(wn), "temporal int8, rest bf16": lambda: b_tp(wn)})
-    for call in calls.values():
-        call()
-    cpu = {k: [] for k in calls}
-    for _ in range(3):
-        for k, call in calls.items():
-            t = time.process_time()
-            call()
-            cpu[k].append(time.process_time() - t)
-    print(f"int8: quantized in {quantize_s:.0f} s; {acc}", flush=True)
-    return {"quantize_s": quantize_s, "accuracy": acc, "cpu_s": {k: min(v) for k, v in cpu.items()},
-            "calibration": calibration, "test": test, "accuracy_more": more}
+    return rows, diffs, peak, peak_bf16, peak_int8
 
 
 def make_movie(path: Path, frames: int, side: int = 256, seed: int = 1) -> Path:
@@ -410,6 +348,7 @@ def physics(frames: int, threads: int, python: str | None) -> list[dict]:
     from picasso_runner import camera_settings, tuned_picasso
 
     from decode_mem.evaluate import evaluate
+    from decode_mem.evaluate.metrics import match_emitters
     from decode_mem.infer.predict import predict_stack
     from decode_mem.io import open_stack
     from decode_mem.io.localizations import read_localizations
@@ -442,9 +381,14 @@ def physics(frames: int, threads: int, python: str | None) -> list[dict]:
             for engine, table in tables.items():
                 m, v = evaluate(table, truth, pixel_size=px), evaluate(table, tables["torch"], pixel_size=px,
                                                                           tolerance_lat=50.0)
+                pairs = match_emitters(table, tables["torch"], pixel_size=px, tolerance_lat=50.0)
+                ratio = table["photons"][pairs.pred_index] / tables["torch"]["photons"][pairs.gt_index] - 1
                 row["engines"][engine] = {"jaccard": m.jaccard, "rmse_lat": m.rmse_lat, "n": len(table),
                                           "vs_torch_jaccard": v.jaccard, "vs_torch_rmse": v.rmse_lat,
-                                          "vs_torch_bias": max(abs(v.bias_x), abs(v.bias_y))}
+                                          "vs_torch_bias": max(abs(v.bias_x), abs(v.bias_y)),
+                                          "vs_torch_photons_bias": float(np.mean(ratio)) if len(ratio) else None,
+                                          "vs_torch_photons_rms": float(np.sqrt(np.mean(ratio ** 2)))
+                                          if len(ratio) else None}
             if python is not None:
                 table, info = tuned_picasso(python, movies["tune"], movies["test"][0], camera_settings(sim.camera),
                                             px, work)
@@ -476,16 +420,21 @@ def figure(rec: dict, path: Path) -> None:
                 for k in keys]
         ax.bar(np.arange(len(keys)) + i * width, vals, width, label=name)
     peak_bf16 = {int(k): v for k, v in rec.get("peak_gflops_bf16", {}).items()}
+    peak_int8 = {int(k): v for k, v in (rec.get("peak_gops_int8") or {}).items() if v}
     for j, (_, t) in enumerate(keys):
         ax.hlines(peak[t], j - width / 2, j + 0.8 - width / 2, colors="k", linestyles="--",
                   label="sgemm peak (torch.mm 2048², fp32)" if j == 0 else None)
         if t in peak_bf16:
             ax.hlines(peak_bf16[t], j - width / 2, j + 0.8 - width / 2, colors="k", linestyles=":",
                       label="torch.mm 2048² peak, bf16" if j == 0 else None)
+        if peak_int8.get(t):
+            ax.hlines(peak_int8[t], j - width / 2, j + 0.8 - width / 2, colors="k", linestyles="-.",
+                      label="OpenVINO int8 conv peak (GOP/s)" if j == 0 else None)
     ax.set_xticks(np.arange(len(keys)) + width * (len(names) - 1) / 2,
                   [f"{s}², {t} thread{'s' if t > 1 else ''}" for s, t in keys])
-    ax.set_ylabel("GFLOP/s (network)")
-    ax.set_ylim(0, max([*peak.values(), *peak_bf16.values()]) * 1.7)  # room for the legend above the peak line
+    ax.set_ylabel("GFLOP/s (network; int8: GOP/s)")
+    # room for the legend above the peak line
+    ax.set_ylim(0, max([*peak.values(), *peak_bf16.values(), *peak_int8.values()]) * 1.7)
     ax.set_title("network: the planner's unit of work")
     ax.legend(fontsize=8, loc="upper left")
     if cmd:
@@ -516,13 +465,20 @@ def figure(rec: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _ratio(cell: dict, what: str) -> str:
+    """A photon-ratio cell (``vs_torch_photons_<what>``) as a signed percentage; n/a where not measured."""
+    v = cell.get(f"vs_torch_photons_{what}")
+    return "n/a" if v is None else f"{100 * v:+.2f} %" if what == "bias" else f"{100 * v:.2f} %"
+
+
 def report(rec: dict, out: Path) -> None:
     """The markdown report (and PNG, JSON) of a measured record."""
     from report_files import write_report_files
 
     rows, diffs, peak = rec["network"], rec["diffs"], {int(k): v for k, v in rec["peak_gflops"].items()}
     lines = [
-        "# CPU inference engines: torch eager and compiled, OpenVINO, ONNX Runtime (fp32; bf16 where native)", "",
+        "# CPU inference engines: torch eager and compiled, OpenVINO (fp32, int8), ONNX Runtime (bf16 where native)",
+        "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}. {rec['how_run']}", "",
         "## Network: the planner's unit of work (features of two frames carried)", "",
@@ -535,7 +491,11 @@ def report(rec: dict, out: Path) -> None:
         + " (this VM's /proc/cpuinfo gives no clock, so no peak from clock × vector units)"
         + ("; the bf16 peak the same way with bf16 matrices: " + ", ".join(
             f"{v:.0f} GFLOP/s with {k} thread(s)" for k, v in sorted(rec["peak_gflops_bf16"].items()))
-           + " (the bf16 rows' reference)" if rec.get("peak_gflops_bf16") else "") + ".", "",
+           + " (the bf16 rows' reference)" if rec.get("peak_gflops_bf16") else "")
+        + ("; the int8 peak: OpenVINO's int8 3x3 convolution of 256 channels on 64² px (quantized by NNCF as the "
+           "engine is), " + ", ".join(f"{v:.0f} GOP/s with {k} thread(s)" for k, v in sorted(
+               rec["peak_gops_int8"].items()) if v) + " (the int8 rows' reference; part of their work stays in float, "
+           "`decode_mem/model/int8.py`)" if any((rec.get("peak_gops_int8") or {}).values()) else "") + ".", "",
         "| frame | tile (tiles) | threads | engine | wall s / unit | CPU s / unit | frames/s (wall) | "
         "frames / CPU s | vs torch fp32 (CPU s) | GFLOP/s | of the peak of its precision |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -585,14 +545,15 @@ def report(rec: dict, out: Path) -> None:
                          f"{r['peak_rss_anon_mb']:.0f} ({r['peak_rss_anon_mb'] / r['planned_mib']:.2f}) | "
                          f"{r['localizations']} | {r['jaccard_truth']:.3f} | {r['jaccard']:.4f} | "
                          f"{r['max_shift_nm']:.1e} |")
-        fastest = {}
+        fastest: dict[int, tuple[float, str]] = {}
         for r in cmd:
             if not r.get("picasso") and not r["engine"].startswith("torch") and "--amp" not in r["engine"]:
                 eager = next(b for b in cmd if b["side"] == r["side"] and b["engine"] == "torch")
-                fastest[r["side"]] = max(fastest.get(r["side"], 0.0), r["frames_per_s"] / eager["frames_per_s"])
+                fastest[r["side"]] = max(fastest.get(r["side"], (0.0, "")),
+                                         (r["frames_per_s"] / eager["frames_per_s"], r["engine"]))
         lines += ["", "Goal (whole-command frames/s ≥ 2x today's default at both sizes): "
-                  + ", ".join(f"{side}²: best runtime {v:.2f}x torch eager ({'met' if v >= 2 else 'not met'})"
-                              for side, v in sorted(fastest.items())) + "."]
+                  + ", ".join(f"{side}²: best runtime {e} {v:.2f}x torch eager ({'met' if v >= 2 else 'not met'})"
+                              for side, (v, e) in sorted(fastest.items())) + "."]
     phys = rec.get("physics", [])
     if phys:
         names = list(phys[0]["engines"])
@@ -603,7 +564,8 @@ def report(rec: dict, out: Path) -> None:
                   "shipped model's own envelope); the others: `bench_generalize`'s (physics it was not trained on). "
                   "Picasso tuned on a second movie of the same physics.", "",
                   "| physics | GT | " + " | ".join(f"{e}: Jaccard / RMSE nm" for e in names)
-                  + " | " + " | ".join(f"{e} vs torch: Jaccard / RMSE nm / largest mean shift nm" for e in names[1:])
+                  + " | " + " | ".join(f"{e} vs torch: Jaccard / RMSE nm / largest mean shift nm / photons: mean "
+                                       "and RMS of the ratio − 1" for e in names[1:])
                   + " | Picasso: Jaccard / RMSE nm |",
                   "|---|---|" + "---|" * (2 * len(names) - 1) + "---|"]
         for row in phys:
@@ -613,7 +575,8 @@ def report(rec: dict, out: Path) -> None:
             lines.append(f"| {row['name']} | {row['n_gt']} | "
                          + " | ".join(f"{e[n]['jaccard']:.4f} / {e[n]['rmse_lat']:.2f}" for n in names) + " | "
                          + " | ".join(f"{e[n]['vs_torch_jaccard']:.4f} / {e[n]['vs_torch_rmse']:.1e} / "
-                                      f"{e[n]['vs_torch_bias']:.1e}" for n in names[1:])
+                                      f"{e[n]['vs_torch_bias']:.1e} / {_ratio(e[n], 'bias')} / {_ratio(e[n], 'rms')}"
+                                      for n in names[1:])
                          + f" | {pic_cell} |")
         worst = {n: (min(min(r["engines"][n]["jaccard"] - r["engines"]["torch"]["jaccard"] for r in phys), 0.0),
                      max(abs(r["engines"][n]["rmse_lat"] - r["engines"]["torch"]["rmse_lat"]) for r in phys),
@@ -623,38 +586,13 @@ def report(rec: dict, out: Path) -> None:
                   + "; ".join(f"{n}: largest Jaccard loss {-j:.4f}, RMSE change {r:.3f} nm, mean shift {b:.1e} nm "
                               f"({'held' if -j <= 0.005 and r <= 0.5 and b < 1 else 'not held'})"
                               for n, (j, r, b) in worst.items()) + "."]
-    q = rec.get("int8")
-    if q:
-        a = q["accuracy"]
-        lines += ["", "## int8 (OpenVINO + NNCF post-training quantization): an experiment, not shipped", "",
-                  f"Calibrated on {q['calibration']} simulated 64² windows of the shipped model's envelope "
-                  f"({q['quantize_s']:.0f} s), kept in fp32: `{'`, `'.join(INT8_KEPT)}` (the heads, their fp32 output "
-                  f"convs, the first and last conv of each U-Net). Tested on {q['test']} other windows against fp32 "
-                  f"where fp32 has p > 0.4 ({a['pixels_fp32']} px; int8 {a['pixels_int8']}, both {a['pixels_both']}).",
-                  "", "| quantity | mean abs difference | largest | mean (bias) |", "|---|---|---|---|"]
-        for name in ("dx_nm", "dy_nm", "photons"):
-            d = a[name]
-            lines.append(f"| {name.replace('_nm', ' (nm)')} | {d['mean_abs']:.3g} | {d['max_abs']:.3g} | "
-                         f"{d['bias']:.3g} |")
-        if q.get("accuracy_more"):
-            lines += ["", "On this CPU with native bf16, the kept layers in bf16 too (OpenVINO's bf16 hint), and plain "
-                      "OpenVINO bf16 beside it, against fp32 on the same windows and pixels:", "",
-                      "| variant | quantity | mean abs difference | largest | mean (bias) | pixels p > 0.4 (both) |",
-                      "|---|---|---|---|---|---|"]
-            for variant, b in q["accuracy_more"].items():
-                for name in ("dx_nm", "dy_nm", "photons"):
-                    d = b[name]
-                    lines.append(f"| {variant} | {name.replace('_nm', ' (nm)')} | {d['mean_abs']:.3g} | "
-                                 f"{d['max_abs']:.3g} | {d['bias']:.3g} | {b['pixels_int8']} ({b['pixels_both']}) |")
-        lines += ["", f"(median fp32 photons there: {a['photons_fp32_median']:.0f}.) CPU s at 256², 1 thread (6 "
-                  "frames / 4 windows): " + ", ".join(f"{k} {v:.3f}" for k, v in q["cpu_s"].items()) + "."]
     lines += ["", "## Not measured here", "",
               *([] if rec.get("peak_gflops_bf16") else [
                   "- bf16 (torch or runtimes): this CPU has no native bf16 (no AVX-512 BF16 / AMX); emulated bf16 is "
                   "slower than fp32 (`benchmarks/results/throughput.md`)."]),
-              "- ONNX Runtime in bf16: not tried (decode_mem runs its CPU provider in fp32).",
-              "- int8 in the engines and the whole command: not built (the int8 experiment, where run, and "
-              "`decode_mem/model/engine.py`'s docstring say why)."]
+              "- ONNX Runtime in bf16 or int8: not tried (decode_mem runs its CPU provider in fp32).",
+              *([] if any(r["engine"].startswith("openvino-int8") for r in rows) else [
+                  "- int8 (`--engine openvino-int8`): not installed here (`nncf`, the `cpu` extra)."])]
     if not cmd:
         lines.append("- The whole command: not run (`--frames 0`).")
     if not phys:
@@ -678,7 +616,6 @@ def main() -> None:
     ap.add_argument("--cmd-threads", type=int, default=os.cpu_count(), help="threads of the whole command")
     ap.add_argument("--physics-frames", type=int, default=200, help="frames of each physics movie (0: skip)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--int8", action="store_true", help="also the OpenVINO int8 experiment (needs nncf)")
     ap.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     ap.add_argument("--notes", help="a text file of earlier measurements to add, marked as not from this run")
     ap.add_argument("--out", default=str(RESULTS / "cpu_engines.md"))
@@ -695,9 +632,10 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     python = find_picasso_python(args.picasso_python)
     threads = [int(t) for t in args.threads.split(",")]
-    rows, diffs, peak, peak_bf16 = network([int(s) for s in args.sizes.split(",")], threads, args.repeats)
+    rows, diffs, peak, peak_bf16, peak_int8 = network([int(s) for s in args.sizes.split(",")], threads,
+                                                      args.repeats)
     rec = {"command": command_line(), "started": started, "network": rows, "diffs": diffs, "peak_gflops": peak,
-           "peak_gflops_bf16": peak_bf16,
+           "peak_gflops_bf16": peak_bf16, "peak_gops_int8": peak_int8,
            "physics_frames": args.physics_frames, "physics_threads": args.cmd_threads,
            "notes": Path(args.notes).read_text() if args.notes else None}
     if args.frames or args.frames_2048:
@@ -723,8 +661,6 @@ def main() -> None:
                                                           args.cmd_threads, env, tmp, picasso)
     if args.physics_frames:
         rec["physics"] = physics(args.physics_frames, args.cmd_threads, python)
-    if args.int8:
-        rec["int8"] = int8()
     extra = f"; {picasso_version(python)}" if python else "; Picasso: not installed"
     rec["machine"] = machine_line("the threads of each row", load_start=load0, at=at) + extra
     rec["how_run"] = ("The author runs it from a frozen worktree at `nice -n -10`, with no other job (the "

@@ -1,9 +1,11 @@
 """Which inference engine a run uses (``SizeRequest.engine``), ``'auto'`` measured per machine like the tile sizes.
 
-``'torch'``, ``'openvino'`` or ``'onnxruntime'`` is loaded as asked (a runtime that is missing or fails is an
-``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's unit of work (a block's
-steady state: ``batch_size`` new frames, two carried) with torch and with each installed runtime and takes the
-fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. The seconds are remembered in
+``'torch'``, ``'openvino'``, ``'onnxruntime'`` or ``'openvino-int8'`` is loaded as asked (a runtime that is
+missing or fails is an ``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's
+unit of work (a block's steady state: ``batch_size`` new frames, two carried) with torch and with each installed
+runtime and takes the fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch; it considers only the
+runtimes whose results equal torch's (``model.engine.RUNTIMES``), never int8, whose outputs differ slightly
+(``model.int8``). The seconds are remembered in
 ``engines.json`` beside the planner's ``throughput.json`` (``$DECODE_MEM_CACHE``'s folder), keyed by the machine,
 threads, runtime version, network architecture, tile and unit shape and the network code, so a machine times each
 setting once; the converted networks are kept in ``engines/`` there (``model.engine``: once per machine and
@@ -121,9 +123,10 @@ def runtime_precision(plan: InferencePlan | None) -> str:
 
 
 def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device,
-                  threads: int | None = None) -> EngineChoice:
+                  threads: int | None = None, simulation: dict[str, Any] | None = None) -> EngineChoice:
     """The engine ``name`` asks for (see the module docstring) for ``plan`` on ``device`` with ``threads``
-    threads per stream (None: torch's count now)."""
+    threads per stream (None: torch's count now); ``simulation``: the checkpoint's training physics, which
+    'openvino-int8' calibrates on."""
     if name not in ENGINE_CHOICES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}")
     if name == "torch" or (name == "auto" and device.type != "cpu"):
@@ -134,7 +137,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
     streams = plan.streams if plan is not None else 1  # threads calling the engine at once
     precision = runtime_precision(plan)
     if name != "auto":
-        engine = load_engine(name, net, n, converted_dir(), streams, precision)
+        engine = load_engine(name, net, n, converted_dir(), streams, precision, simulation)
         return EngineChoice(engine, f"{runtime_version(name)}, {n} thread(s)" + (f" x {streams} streams"
                                                                                   if streams > 1 else "")
                             + f", {engine.precision}")

@@ -15,7 +15,10 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   ``RUNTIME_WORKING_SET`` times the bytes of an fp32 trace, whatever amp says (fitted on an AMD EPYC from one
   256² run of each:
   OpenVINO 2026.4 held 419 MiB above the model where the trace said 157; ``benchmarks/results/cpu_engines.md``
-  shows the whole command's peak against this plan).
+  shows the whole command's peak against this plan). OpenVINO in int8 (``'openvino-int8'``) keeps smaller
+  buffers: ``INT8_WORKING_SET`` (in an ad-hoc measurement on an AVX2 AMD EPYC, 2026-12-03, it held 0.68x and 0.79x
+  of what OpenVINO fp32 held for the unit of work at 256² and 2048², so 2.8 x about 0.7; its first run per machine
+  quantizes in a child process, outside this plan: ``model.int8``).
   The memory-table benchmark reports the prediction error on the machine where it runs.
   With ``streams`` blocks computed at once (CPU), each holds its own network working set, slack and block,
   and each stream beyond the first ``STREAM_ARENA_SLACK`` more: its thread allocates from a glibc arena of its
@@ -45,7 +48,8 @@ MiB = float(2**20)
 ALLOCATOR_SLACK = 2 * MMAP_THRESHOLD  # two freed blocks at glibc's largest mmap threshold (docstring)
 EMULATED_BF16 = 3.3  # RssAnon of bf16 network work without native bf16 / its traced bytes (module docstring)
 RUNTIME_WORKING_SET = 2.8  # RssAnon of a CPU runtime's network work / torch's traced bytes (module docstring)
-RUNTIME_ENGINES = ("openvino", "onnxruntime")
+INT8_WORKING_SET = 2.0  # the same for OpenVINO in int8 (module docstring)
+RUNTIME_ENGINES = ("openvino", "onnxruntime", "openvino-int8")
 STREAM_ARENA_SLACK = 2 * MMAP_THRESHOLD  # per stream beyond the first (module docstring)
 
 
@@ -106,7 +110,7 @@ class InferencePlan:
             return 0
         factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
         if self.engine in RUNTIME_ENGINES:  # each sub-network with its own buffers (OpenVINO in bf16 with amp bf16)
-            factor = RUNTIME_WORKING_SET
+            factor = INT8_WORKING_SET if self.engine == "openvino-int8" else RUNTIME_WORKING_SET
         per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
         return self.streams * per_stream + (self.streams - 1) * STREAM_ARENA_SLACK
 

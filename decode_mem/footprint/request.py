@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     import torch
 
 Size = int | Literal["auto"]
-ENGINE_CHOICES = ("auto", "torch", "openvino", "onnxruntime")  # ``model.engine.ENGINE_CHOICES`` (torch-free here)
-RUNTIME_MODULES = {"openvino": ("openvino",), "onnxruntime": ("onnxruntime", "onnx")}  # what each runtime imports
+# ``model.engine.ENGINE_CHOICES`` and ``RUNTIME_MODULES``, torch-free here (a test holds them equal)
+ENGINE_CHOICES = ("auto", "torch", "openvino", "onnxruntime", "openvino-int8")
+RUNTIME_MODULES = {"openvino": ("openvino",), "onnxruntime": ("onnxruntime", "onnx"),
+                   "openvino-int8": ("openvino", "nncf")}  # what each runtime imports
 
 
 def missing_runtime(engine: str) -> str | None:
@@ -42,7 +44,8 @@ class SizeRequest:
     streams         blocks computed at once on a CPU (always one on CUDA)
     probe           time 'auto' candidates on the device (False: the largest tiles that fit, not timed)
     engine          what computes the network: 'torch', 'openvino', 'onnxruntime' (CPU runtimes, the ``cpu``
-                    extra) or 'auto' (the fastest measured here; ``footprint.engines``)
+                    extra), 'openvino-int8' (OpenVINO in int8, ``model.int8``; not equal to fp32, only by name) or
+                    'auto' (the fastest of torch and the first two measured here; ``footprint.engines``)
     """
 
     chunk_size: Size | Literal["whole"] = "auto"

@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                      help="what computes the network on a CPU: torch (default), openvino or onnxruntime (pip install "
                           "-e \".[cpu]\"; on --threads; OpenVINO in bf16 where --amp is bf16 on a CPU with native "
-                          "bf16, else fp32), or auto: the fastest measured on this machine, "
+                          "bf16, else fp32), openvino-int8 (OpenVINO in int8, calibrated once per machine on the "
+                          "model's training physics: faster, close to fp32 but not equal; docs/engines.md), or auto: "
+                          "the fastest of torch, openvino and onnxruntime measured on this machine, "
                           "remembered (torch, saying why, where no runtime loads)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                      help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")

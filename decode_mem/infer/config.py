@@ -67,8 +67,9 @@ class InferConfig:
     threads         torch CPU threads per process (None: torch's default; the idle cores where torch was
                     imported before decode_mem, ``decode_mem.threads``)
     engine          what computes the network on a CPU: 'torch' (default), 'openvino', 'onnxruntime' (the ``cpu``
-                    extra, on ``threads``; OpenVINO in bf16 where amp is bf16 on a CPU with native bf16, else fp32) or
-                    'auto' (the fastest measured here; ``footprint.engines``)
+                    extra, on ``threads``; OpenVINO in bf16 where amp is bf16 on a CPU with native bf16, else fp32),
+                    'openvino-int8' (int8, close to fp32, not equal: ``model.int8``) or 'auto' (the fastest of torch
+                    and the first two measured here; ``footprint.engines``)
     follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
                     page, a zarr array growing along time or a folder receiving frame files; ends after
                     ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed

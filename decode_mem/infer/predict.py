@@ -102,8 +102,9 @@ def predict_stack(
     was imported before decode_mem, the idle cores, ``decode_mem.threads``). ``engine``: what computes the
     network on a CPU: 'torch' (the default), 'openvino' or 'onnxruntime' (the ``cpu`` extra; the runtime on the same
     threads, OpenVINO in bf16 where ``amp`` is bf16 on a CPU with native bf16, else fp32; an ``EngineUnavailable``
-    where it is missing), or 'auto' (the fastest measured on this
-    machine for the plan, remembered; torch, with a warning saying why, where no runtime loads;
+    where it is missing), 'openvino-int8' (OpenVINO in int8, calibrated once on the checkpoint's training physics;
+    close to fp32, not equal: ``model.int8``), or 'auto' (the fastest of torch, 'openvino' and 'onnxruntime'
+    measured on this machine for the plan, remembered; torch, with a warning saying why, where no runtime loads;
     ``decode_mem.footprint.engines``). Set-up errors are raised here, before the first block is read.
     """
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, memory_limit=memory_limit,
@@ -133,7 +134,8 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
-    engine = choose_engine(sizes.engine, net, plan, dev, max(1, (threads or torch.get_num_threads()) // sizes.streams))
+    engine = choose_engine(sizes.engine, net, plan, dev, max(1, (threads or torch.get_num_threads()) // sizes.streams),
+                           simulation=getattr(model, "simulation", None))
     if engine.fallback:
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do

@@ -10,15 +10,16 @@ engine runs those two, torch tensors in and out, so the executor's work order an
   computes then), with ``threads`` inference threads per stream and one OpenVINO stream and infer request per
   calling thread (the executor's ``streams``: with one OpenVINO stream they took turns);
 * ``onnxruntime``: both exported with ``torch.onnx.export`` (which needs the ``onnx`` package) and run by ONNX
-  Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin).
+  Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin);
+* ``openvino-int8``: OpenVINO with both parts quantized to int8 by NNCF (``decode_mem.model.int8``: calibrated on
+  windows simulated from the checkpoint's training physics, the heads' raw outputs corrected for int8's bias). Its
+  outputs are close to fp32's, not equal, so 'auto' never takes it (``RUNTIMES`` are those it chooses among).
 
 With a ``cache_dir`` (``footprint.engines`` passes ``engines/`` beside the planner's cache) the converted network is
 kept on disk, keyed by the weights, the model code and the runtime's version (``network_digest``): tracing and
 converting run once per machine and checkpoint, later runs read the files (OpenVINO also caches its compiled
 kernels there). The runtimes come with the optional ``cpu`` extra (``pip install -e ".[cpu]"``); without it only
-``torch`` loads. ONNX Runtime computes in fp32 whatever ``amp`` asks. int8 is not built: NNCF post-training
-quantization ran OpenVINO's two sub-networks 1.3x faster than its fp32 on an AVX2 CPU without VNNI, 1.1x faster
-than its bf16 on an AMX CPU, and moved the photon counts by ~10 % (``benchmarks/bench_cpu_engines.py --int8``).
+``torch`` loads. ONNX Runtime computes in fp32 whatever ``amp`` asks.
 The fp32 outputs equal torch's up to float rounding (``ENGINE_ATOL``; ``benchmarks/results/cpu_engines.md``). A
 runtime that is not installed or fails to convert the network is an ``EngineUnavailable`` (a ``ConfigError``)
 naming why.
@@ -44,9 +45,12 @@ from torch import nn
 
 from decode_mem.errors import ConfigError
 
-RUNTIMES = ("openvino", "onnxruntime")
-ENGINES = ("torch", *RUNTIMES)
+RUNTIMES = ("openvino", "onnxruntime")  # the same results as torch: what 'auto' chooses among
+QUANTIZED = ("openvino-int8",)  # close to them, not equal (``model.int8``): only when asked for by name
+ENGINES = ("torch", *RUNTIMES, *QUANTIZED)
 ENGINE_CHOICES = ("auto", *ENGINES)
+RUNTIME_MODULES = {"openvino": ("openvino",), "onnxruntime": ("onnxruntime", "onnx"),
+                   "openvino-int8": ("openvino", "nncf")}  # what each runtime imports
 EXTRA_HINT = "pip install -e \".[cpu]\""
 # largest difference from torch's fp32 output allowed per output channel (OUTPUT_CHANNELS order), in its units:
 # float summation order only (measured 1e-5 .. 8e-3 on the shipped model; photons ~1e3, sigma_z in nm)
@@ -62,14 +66,15 @@ def installed(name: str) -> bool:
     """Whether the runtime ``name`` can be imported (torch always can; ``onnxruntime`` also needs ``onnx``)."""
     if name == "torch":
         return True
-    needs = ("onnxruntime", "onnx") if name == "onnxruntime" else (name,)
-    return all(importlib.util.find_spec(m) is not None for m in needs)
+    return all(importlib.util.find_spec(m) is not None for m in RUNTIME_MODULES.get(name, (name,)))
 
 
 def runtime_version(name: str) -> str:
     """``<name> <version>`` of an engine's runtime (torch's for ``torch``)."""
     if name == "torch":
         return f"torch {torch.__version__}"
+    if name in QUANTIZED:
+        return f"{name} " + "+".join(runtime_version(m).replace(" ", "-") for m in RUNTIME_MODULES[name])
     try:
         return f"{name} {importlib.metadata.version(name)}"
     except importlib.metadata.PackageNotFoundError:
@@ -89,13 +94,24 @@ def network_digest(net: Any) -> str:
     return h.hexdigest()[:20]
 
 
-def _cached(cache_dir: Path | None, name: str, net: Any, files: tuple[str, ...], write: Any) -> Path | None:
-    """The folder holding ``files`` of the converted ``net`` for runtime ``name`` under ``cache_dir``, made with
-    ``write(folder)`` when it is not there yet (in a temporary folder renamed into place: a concurrent run or a
-    kill leaves no half-written model). None without a ``cache_dir`` or where it cannot be written."""
+def cache_folder(cache_dir: Path, name: str, net: Any, extra: str = "") -> Path:
+    """Where runtime ``name`` keeps ``net`` converted under ``cache_dir``: named by the runtime's version and a hash
+    of the network (``network_digest``) and of ``extra``, anything else the files depend on."""
+    digest = network_digest(net)
+    if extra:
+        digest = hashlib.sha256(f"{digest}{extra}".encode()).hexdigest()[:20]
+    return Path(cache_dir) / f"{runtime_version(name).replace(' ', '-').replace('+', '-')}-{digest}"
+
+
+def _cached(cache_dir: Path | None, name: str, net: Any, files: tuple[str, ...], write: Any,
+            extra: str = "") -> Path | None:
+    """The folder holding ``files`` of the converted ``net`` for runtime ``name`` under ``cache_dir``
+    (``cache_folder``), made with ``write(folder)`` when it is not there yet (in a temporary folder renamed into
+    place: a concurrent run or a kill leaves no half-written model). None without a ``cache_dir`` or where it
+    cannot be written."""
     if cache_dir is None:
         return None
-    final = Path(cache_dir) / f"{runtime_version(name).replace(' ', '-')}-{network_digest(net)}"
+    final = cache_folder(Path(cache_dir), name, net, extra)
     if all((final / f).is_file() for f in files):
         return final
     try:
@@ -147,6 +163,11 @@ class _Temporal(nn.Module):
         return self.net.temporal(f_prev, f_mid, f_next)
 
 
+class _TemporalRaw(_Temporal):
+    def forward(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        return self.net.temporal_raw(f_prev, f_mid, f_next)
+
+
 def _examples(net: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """Small example inputs of both sub-networks (a side the down-sampling divides) on the CPU."""
     side = 4 * int(net.downsample_factor)
@@ -174,21 +195,10 @@ class OpenVINOEngine:
                  precision: str = "fp32") -> None:
         import openvino as ov
 
-        self.net, self.threads, self.streams = net, int(threads), max(1, int(streams))
-
-        def convert() -> tuple[Any, Any]:
-            x, feats = _examples(net)
-            c, f = x.shape[1], feats[0].shape[1]
-            with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
-                warnings.simplefilter("ignore")
-                ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x,
-                                      input=[ov.PartialShape([-1, c, -1, -1])])
-                tp = ov.convert_model(_Temporal(net).eval(), example_input=feats,
-                                      input=[ov.PartialShape([-1, f, -1, -1])] * 3)
-            return ff, tp
+        self.net = net
 
         def write(folder: Path) -> None:
-            for model, stem in zip(convert(), ("frame_features", "temporal"), strict=True):
+            for model, stem in zip(openvino_models(net), ("frame_features", "temporal"), strict=True):
                 ov.save_model(model, str(folder / f"{stem}.xml"), compress_to_fp16=False)  # fp32 weights as they are
 
         core = ov.Core()
@@ -197,7 +207,14 @@ class OpenVINOEngine:
         if folder is not None:
             ff, tp = core.read_model(str(folder / "frame_features.xml")), core.read_model(str(folder / "temporal.xml"))
         else:
-            ff, tp = convert()
+            ff, tp = openvino_models(net)
+        self._compile(core, ff, tp, threads, streams, precision, folder)
+
+    def _compile(self, core: Any, ff: Any, tp: Any, threads: int, streams: int, precision: str,
+                 folder: Path | None) -> None:
+        """Compile both sub-networks for the CPU (``threads`` per stream, ``streams`` streams, OpenVINO's
+        kernel cache in ``folder``) and note the precision it compiled."""
+        self.threads, self.streams = int(threads), max(1, int(streams))
         config: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads * self.streams,
                                   "INFERENCE_PRECISION_HINT": OV_PRECISION[precision], "NUM_STREAMS": self.streams}
         if self.streams == 1:
@@ -225,6 +242,72 @@ class OpenVINOEngine:
         out = self._requests()[1].infer({i: _numpy(t) for i, t in enumerate((f_prev, f_mid, f_next))},
                                         share_inputs=True)
         return torch.from_numpy(out[0])
+
+
+def physics_key(simulation: dict[str, Any]) -> str:
+    """The training physics as text, for the int8 cache's name (its calibration windows are simulated from it)."""
+    import json
+
+    return json.dumps(simulation, sort_keys=True, default=str)
+
+
+class OpenVINOInt8Engine(OpenVINOEngine):
+    """OpenVINO with both sub-networks quantized to int8 (``decode_mem.model.int8``: NNCF post-training
+    quantization calibrated on windows simulated from ``simulation``, the checkpoint's training physics, and an
+    affine correction of the heads' raw outputs), made once per machine and checkpoint and kept in ``cache_dir``.
+    The layers kept in float compute in ``precision`` ('bf16': only on a CPU with native bf16). Its outputs are
+    close to fp32's, not equal: ``benchmarks/results/cpu_engines.md`` measures how close."""
+
+    name = "openvino-int8"
+
+    def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1,
+                 precision: str = "fp32", simulation: dict[str, Any] | None = None) -> None:
+        import json
+
+        import openvino as ov
+
+        from decode_mem.model import int8
+
+        if not simulation:
+            raise ConfigError(f"engine {self.name}: the model has no training physics to calibrate int8 on")
+        self.net = net
+        core = ov.Core()
+
+        def write(folder: Path) -> None:
+            int8.write_in_child(net, simulation, folder, threads)
+
+        folder = _cached(cache_dir, self.name, net, int8.FILES, write, extra=physics_key(simulation))
+        with tempfile.TemporaryDirectory(prefix="decode_mem_int8_") as tmp:
+            if folder is None:  # no cache: made for this run only
+                write(Path(tmp))
+            where = folder if folder is not None else Path(tmp)
+            ff = core.read_model(str(where / "frame_features.xml"))
+            tp = core.read_model(str(where / "temporal_raw.xml"))
+            saved = json.loads((where / "correction.json").read_text())
+            coef = np.stack([saved["a"], saved["b"]], axis=1)
+            self._compile(core, ff, tp, threads, streams, precision, folder)
+        self.float_precision, self.precision = self.precision, "int8"  # of the layers kept in float; of the engine
+        self.correction = torch.from_numpy(np.asarray(coef, dtype=np.float32))  # (10, 2): a, b per channel
+
+    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+        raw = super().temporal(f_prev, f_mid, f_next)
+        a, b = (self.correction[:, i].view(1, -1, 1, 1) for i in (0, 1))
+        return self.net.activate(torch.addcmul(b, raw, a))
+
+
+def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
+    """Both sub-networks as OpenVINO models with dynamic batch and tile size (``raw``: the temporal part without
+    its output activations, ``DecodeNet.temporal_raw``)."""
+    import openvino as ov
+
+    x, feats = _examples(net)
+    c, f = x.shape[1], feats[0].shape[1]
+    with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
+        warnings.simplefilter("ignore")
+        ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x, input=[ov.PartialShape([-1, c, -1, -1])])
+        tp = ov.convert_model((_TemporalRaw if raw else _Temporal)(net).eval(), example_input=feats,
+                              input=[ov.PartialShape([-1, f, -1, -1])] * 3)
+    return ff, tp
 
 
 def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str]) -> bytes:
@@ -284,16 +367,17 @@ class OnnxRuntimeEngine:
 
 
 Engine = TorchEngine | OpenVINOEngine | OnnxRuntimeEngine
-_CLASSES = {"openvino": OpenVINOEngine, "onnxruntime": OnnxRuntimeEngine}
+_CLASSES = {"openvino": OpenVINOEngine, "onnxruntime": OnnxRuntimeEngine, "openvino-int8": OpenVINOInt8Engine}
 
 
 def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
-                streams: int = 1, precision: str = "fp32") -> Engine:
-    """The engine ``name`` ('torch', 'openvino', 'onnxruntime') for ``net`` (on the CPU, eval mode) with
-    ``threads`` threads per stream (None: torch's count now) for ``streams`` threads calling it at once, its
-    converted network kept in ``cache_dir`` (None: converted in memory each time), computing in ``precision``
-    ('fp32' or 'bf16': OpenVINO only; the engine's ``precision`` says what it does). EngineUnavailable where the
-    runtime is missing or fails."""
+                streams: int = 1, precision: str = "fp32", simulation: dict[str, Any] | None = None) -> Engine:
+    """The engine ``name`` (``ENGINES``) for ``net`` (on the CPU, eval mode) with ``threads`` threads per stream
+    (None: torch's count now) for ``streams`` threads calling it at once, its converted network kept in
+    ``cache_dir`` (None: converted in memory each time), computing in ``precision`` ('fp32' or 'bf16': OpenVINO
+    only; the engine's ``precision`` says what it does). 'openvino-int8' calibrates on ``simulation``, the
+    checkpoint's training physics (``TrainedModel.simulation``; a ConfigError without it). EngineUnavailable where
+    the runtime is missing or fails."""
     if precision not in OV_PRECISION:
         raise ConfigError(f"engine precision must be one of {', '.join(OV_PRECISION)}, got {precision!r}")
     if name == "torch":
@@ -301,11 +385,18 @@ def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str 
     if name not in _CLASSES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}")
     if not installed(name):
-        missing = "onnxruntime and onnx" if name == "onnxruntime" else name
+        needs = RUNTIME_MODULES[name]
+        missing = " and ".join(m for m in needs if importlib.util.find_spec(m) is None) or " and ".join(needs)
         raise EngineUnavailable(f"engine {name}: {missing} not installed ({EXTRA_HINT})")
     n = int(threads) if threads else torch.get_num_threads()
+    folder = None if cache_dir is None else Path(cache_dir)
+    if name in QUANTIZED and not simulation:
+        raise ConfigError(f"engine {name}: the model has no training physics to calibrate int8 on (a checkpoint's "
+                          "simulation settings)")
     try:
-        return _CLASSES[name](net, n, None if cache_dir is None else Path(cache_dir), streams, precision)
+        if name in QUANTIZED:
+            return _CLASSES[name](net, n, folder, streams, precision, simulation)
+        return _CLASSES[name](net, n, folder, streams, precision)
     except Exception as e:  # a runtime fails in its own ways (conversion, unsupported op, its own errors)
         raise EngineUnavailable(f"engine {name}: failed to load the network ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e

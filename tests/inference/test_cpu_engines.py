@@ -2,7 +2,7 @@
 fp32 output within ``ENGINE_ATOL`` through the tiled executor (tiles, carried features) and the same emitters;
 ``auto`` falls back to torch with one warning when no runtime is installed or the runtime fails to load; an engine
 asked for by name that is missing is a ConfigError. The runtimes come with the ``cpu`` extra: their tests skip,
-saying so, where it is not installed (CI installs ``.[test]`` only)."""
+saying so, where it is not installed (CI installs it: ``.ci/run``). int8: ``test_int8_engine.py``."""
 
 from __future__ import annotations
 
@@ -180,18 +180,19 @@ def test_infer_refuses_a_missing_runtime_before_any_work(monkeypatch, tmp_path, 
 
 
 def test_the_plan_counts_a_runtimes_working_set(shipped_model) -> None:
-    from decode_mem.footprint.inference import RUNTIME_WORKING_SET, plan_for
+    from decode_mem.footprint.inference import INT8_WORKING_SET, RUNTIME_WORKING_SET, plan_for
     from decode_mem.footprint.request import Workload
 
     net = load_model(str(shipped_model)).net
     work = Workload((128, 128), torch.device("cpu"), 0, 2, 8)
     plans = {e: plan_for(net, work, request.SizeRequest(chunk_size=128, batch_size=2, block=4, amp="off", engine=e))
-             for e in ("torch", "openvino", "onnxruntime")}
+             for e in ("torch", "openvino", "onnxruntime", "openvino-int8")}
     net_bytes = plans["torch"].network_bytes
-    for e in ("openvino", "onnxruntime"):
+    for e, factor in (("openvino", RUNTIME_WORKING_SET), ("onnxruntime", RUNTIME_WORKING_SET),
+                      ("openvino-int8", INT8_WORKING_SET)):
         assert plans[e].network_bytes == net_bytes  # the same trace, counted for the runtime's own buffers
         grown = plans[e].network_host_bytes - plans["torch"].network_host_bytes
-        assert grown == pytest.approx((RUNTIME_WORKING_SET - 1) * net_bytes, abs=2)
+        assert grown == pytest.approx((factor - 1) * net_bytes, abs=2)
 
 
 def test_a_runtime_serves_parallel_streams(shipped_model, sample_frames) -> None:
