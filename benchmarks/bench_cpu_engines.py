@@ -415,10 +415,13 @@ def figure(rec: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2 if cmd else 1, figsize=(12 if cmd else 7, 4.2), squeeze=False)
     ax = axes[0, 0]
     width = 0.8 / len(names)
+    palette = plt.get_cmap("tab10").colors  # one colour per engine in both panels
+    labels_all = list(dict.fromkeys([*names, *(r["engine"].split(" (")[0] for r in cmd)]))
+    colour = {name: palette[i % len(palette)] for i, name in enumerate(labels_all)}
     for i, name in enumerate(names):
         vals = [next((r["gflops"] for r in rows if (r["side"], r["threads"]) == k and r["engine"] == name), 0)
                 for k in keys]
-        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=name)
+        ax.bar(np.arange(len(keys)) + i * width, vals, width, label=name, color=colour[name])
     peak_bf16 = {int(k): v for k, v in rec.get("peak_gflops_bf16", {}).items()}
     peak_int8 = {int(k): v for k, v in (rec.get("peak_gops_int8") or {}).items() if v}
     for j, (_, t) in enumerate(keys):
@@ -448,7 +451,7 @@ def figure(rec: dict, path: Path) -> None:
                 base = next(r for r in cmd if r["side"] == side and r["engine"] == "torch")
                 row = next((r for r in cmd if r["side"] == side and r["engine"].split(" (")[0] == label), None)
                 vals.append(row["frames_per_s"] / base["frames_per_s"] if row else 0)
-            bars = ax.bar(np.arange(len(sides)) + i * width, vals, width, label=label)
+            bars = ax.bar(np.arange(len(sides)) + i * width, vals, width, label=label, color=colour[label])
             ax.bar_label(bars, fmt="%.2f", fontsize=7)
         ax.axhline(2.0, color="k", ls="--", lw=1, label="goal: 2x torch eager")
         ax.set_yscale("log")  # Picasso is ~10x: a linear axis would flatten the engines' differences
