@@ -4,10 +4,13 @@ windows of the model's own training physics, then an affine correction of the he
 What is quantized: every convolution but the frame U-Net's first (3 input channels, about 1 % of the work, and the
 layer whose int8 error moved positions and photons most when layers were quantized one at a time) and the heads'
 last 1x1 convolutions with the element-wise operations around them (``KEPT_*``: fp32, or the run's bf16).
-Activations are quantized asymmetrically (NNCF's MIXED preset: the ELU's outputs reach down to -1 only, so a
-symmetric range wastes half its codes). Both choices come from an ad-hoc exploration on the shipped small model
-(an AVX2 EPYC, 2026-12-03; not a report): with the symmetric preset positions moved 1.0 nm on average against
-0.6–0.7 with MIXED; global min/max activation ranges instead of NNCF's default moved them more (1.1–1.3 nm).
+The heads' hidden 3x3 convolutions are int8: kept in float (with the correction below) they changed the int8
+error by under 3 % (positions 0.99 / 0.93 against 1.02 / 0.96 nm RMS, photons 3.51 against 3.54 % RMS) and cost 9 %
+of the network's time. Activations are quantized asymmetrically (NNCF's MIXED preset: the ELU's outputs reach down
+to -1 only, so a symmetric range wastes half its codes). These choices come from an ad-hoc exploration on the
+shipped small model (an AVX2 EPYC, 2026-12-03; not a report): with the symmetric preset positions moved 1.0 nm on
+average against 0.6–0.7 with MIXED; global min/max activation ranges instead of NNCF's default moved them more
+(1.1–1.3 nm).
 
 Why the correction: int8 alone shifted the heads' outputs systematically in that exploration (photons about −1 %
 to −2 %, −3 % for the brightest; positions by 0.003–0.005 px; background and σ by a few tenths of a percent), and
