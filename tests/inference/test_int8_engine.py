@@ -31,11 +31,12 @@ def _needs_int8() -> None:
 
 
 @pytest.fixture(scope="module")
-def quantized(tmp_path_factory, shipped_model):
-    """(model, int8 engine, its cache folder): quantized once for the module."""
+def quantized(shipped_model):
+    """(model, int8 engine, its cache folder): quantized once, where ``infer`` keeps it (the session's cache), so
+    that ``predict_stack`` below reads it instead of quantizing again."""
     _needs_int8()
     model = load_model(str(shipped_model))
-    cache = tmp_path_factory.mktemp("int8")
+    cache = engine_choice.converted_dir()
     eng = engines.load_engine(INT8, model.net.eval(), threads=2, cache_dir=cache, simulation=model.simulation)
     return model, eng, cache
 
@@ -89,7 +90,7 @@ def test_predict_stack_with_int8_finds_the_torch_emitters_within_a_few_nm(quanti
 
 def test_int8_is_quantized_once_and_read_back(quantized, shipped_model) -> None:
     model, eng, cache = quantized
-    (folder,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    (folder,) = [p for p in cache.iterdir() if p.name.startswith(INT8)]
     assert folder.name.startswith(INT8) and "nncf" in folder.name
     assert (folder / "correction.json").is_file() and (folder / "temporal_raw.xml").is_file()
     stamps = {p: p.stat().st_mtime_ns for p in folder.iterdir() if p.is_file()}
