@@ -20,9 +20,10 @@ truth (the simulator places every emitter or binding site at its own continuous 
   and at our radius and max_dark (molecules, seconds, peak RssAnon);
 * for rings and filaments: FRC resolution of the halves split by molecule beside references computed the same
   way: the ground truth's localizations blurred with the corrected NeNA, the stated precision, the RMS predicted σ
-  or the true RMSE, or moved by the true errors resampled or by the no-truth error model (a predicted σ times a
-  normalized linked difference, both drawn from the table; halves split by event), and the matched localizations
-  themselves split by molecule and by true site.
+  or the true RMSE, or with each localization's own predicted σ times the σ check (a Gaussian per localization),
+  or moved by the true errors resampled or by the no-truth error model (a predicted σ times a normalized linked
+  difference, both drawn from the table; halves split by event), and the matched localizations themselves split
+  by molecule and by true site.
 
 Then a table of ``--rows`` simulated localizations (blinking emitters over a 512 x 512 px field, written to parquet
 in chunks) is linked by ``python -m decode_mem.link`` in a child process: wall and CPU time, rows/s, RssAnon over
@@ -397,6 +398,17 @@ def error_model_errors(pred: Any, radius_px: float, px: float, rho: Any, n: int,
     return tuple(out)
 
 
+def calibrated_sigma_errors(pred: Any, px: float, check: float, n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` errors per axis (nm): Gaussian, each with the predicted σ of a localization drawn from the table (x and
+    y of the same one) times ``check``, the σ check of ``--no_truth`` (the robust scale of the linked differences
+    over what σ and ρ predict): the truth blurred with the measured precision of each localization, not with one
+    number for all (a localizer whose σ varies from one localization to the next has errors that are a mixture of
+    Gaussians: sharper in the core, heavier in the tails than one Gaussian of their width)."""
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, len(pred), n)
+    return tuple(pred[c].astype(np.float64)[pick] * px * check * rng.normal(size=n) for c in ("sigma_x", "sigma_y"))
+
+
 def frc_of_matched(pred: Any, matches: Any, key: np.ndarray, shape: tuple[int, int], px: float,
                    render_pixel: float) -> float | None:
     """FRC resolution of the matched localizations themselves, halves split by ``key`` (one value per matched
@@ -471,6 +483,10 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
             gt, events, (m.dx, m.dy), files["shape"], px, render_pixel, seed)
         rec["frc"]["truth blurred with the true RMSE"] = frc_of_truth(
             gt, events, float(np.sqrt(np.mean(np.square(rec["rmse"])))), files["shape"], px, render_pixel, seed)
+        if d["sigma_check"] is not None:  # each localization's own σ, calibrated as the table measures it
+            rec["frc"]["truth blurred with each calibrated σ"] = frc_of_truth(
+                gt, events, calibrated_sigma_errors(pred, px, d["sigma_check"], len(gt), seed), files["shape"], px,
+                render_pixel, seed)
         if d["nena_nm"] is not None:  # the width of the errors' core, as linked NeNA measures it
             rec["frc"]["truth blurred with the corrected NeNA"] = frc_of_truth(
                 gt, events, d["nena_nm"], files["shape"], px, render_pixel, seed)
@@ -781,7 +797,9 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "## FRC resolution (nm, 1/7 threshold)", "",
               "Every column is computed as `evaluate --no_truth` computes its FRC (the same render pixel, the curve "
               "smoothed over the same rings). Truth columns: the ground truth's positions, halves split by event, "
-              "moved by Gaussian errors of the named width per axis, by the matched localizations' true errors "
+              "moved by Gaussian errors of the named width per axis, by Gaussian errors whose width is a "
+              "localization's own predicted σ drawn from the table times the σ check (each calibrated σ: the "
+              "measured precision of each localization), by the matched localizations' true errors "
               "drawn at random, or by the no-truth error model: a predicted σ drawn from the table times a "
               "normalized linked consecutive difference (the σ check's u) drawn from the quality pass, per axis — "
               "errors of the stated precision's RMS with the table's own mix of σ and tails, made without the "
@@ -790,15 +808,17 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "correlated localizations never in both halves).", "",
               "| movie | halves by molecule | halves by alternating frames | matched, by molecule | matched, by true "
               "site | truth + the true errors resampled | truth + the no-truth error model | truth blurred with "
+              "each calibrated σ | truth blurred with "
               "the corrected NeNA | with the stated precision | with the RMS predicted σ | with the true RMSE | "
               "correlation of the mean errors of two blinks of one site (pairs) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         f = r["frc"]
         ce = r.get("cross-event correlation")
         cols = ("molecule split", "frame split", "matched, halves by molecule", "matched, halves by true site",
                 "truth with the true errors resampled", "truth moved by the no-truth error model",
-                "truth blurred with the corrected NeNA", "truth blurred with the stated precision",
+                "truth blurred with each calibrated σ", "truth blurred with the corrected NeNA",
+                "truth blurred with the stated precision",
                 "truth blurred with the RMS predicted σ",
                 "truth blurred with the true RMSE")
         lines.append(f"| {r['case']} | " + " | ".join(fmt(f.get(c), 1) for c in cols) +
@@ -812,7 +832,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
         lines += ["", "The molecule split's resolution within 15 % of: the truth blurred with the corrected NeNA "
                       f"in {within('truth blurred with the corrected NeNA')}; the truth + the true errors in "
                       f"{within('truth with the true errors resampled')}; the truth + the no-truth error model in "
-                      f"{within('truth moved by the no-truth error model')}; the matched localizations split by "
+                      f"{within('truth moved by the no-truth error model')}; the truth blurred with each calibrated "
+                      f"σ in {within('truth blurred with each calibrated σ')}; the matched localizations split by "
                       f"true site in {within('matched, halves by true site')}; the truth blurred with the stated "
                       f"precision in {within('truth blurred with the stated precision')}. A site of these "
                       "structures blinks several times (80 or 100 frames dark on average): its blinks are separate "

@@ -50,3 +50,17 @@ def test_the_error_model_has_the_true_rmse_of_independent_errors(gross):
     assert kurtosis > 3.5  # a mixture of two widths (and tails), not one Gaussian (3)
     if gross:
         assert model > 1.5 * single  # the tails the σ do not predict are in it
+
+
+def test_each_calibrated_sigma_blurs_with_its_own_width():
+    """The reference 'truth blurred with each calibrated σ': Gaussian errors whose width is one localization's σ
+    times the σ check: their RMS is the RMS σ times the check, and two widths mixed have a kurtosis above a
+    Gaussian's 3 (a single Gaussian of the RMS width would not)."""
+    from bench_postprocess import calibrated_sigma_errors
+
+    table, _ = _table(0.0)
+    ex, ey = calibrated_sigma_errors(table, 100.0, 1.2, 200_000, seed=2)
+    rms_sigma = float(np.sqrt(np.mean(table["sigma_x"] ** 2))) * 100
+    for e in (ex, ey):
+        assert float(np.sqrt(np.mean(e ** 2))) == pytest.approx(1.2 * rms_sigma, rel=0.02)
+        assert float(np.mean(e ** 4) / np.mean(e ** 2) ** 2) > 3.5  # 0.05 and 0.1 px mixed: 3 * 1.36
