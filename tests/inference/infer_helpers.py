@@ -38,3 +38,22 @@ class WarningLines(InferObserver):
 
     def warning(self, line: str) -> None:
         self.lines.append(line)
+
+
+def executor_outputs(model, frames: np.ndarray, engine=None) -> dict:
+    """Every (tile, frame) output of the tiled executor with ``engine`` (None: torch): 32² tile cores, two windows
+    per call (features carried)."""
+    from decode_mem.tiling import ArrayStack, TiledExecutor
+    from decode_mem.tiling.config import TileConfig
+
+    ex = TiledExecutor(model.net.eval(), frames.shape[1:], TileConfig(chunk_size=32, batch_size=2),
+                       camera=model.camera, engine=engine)
+    out = {}
+
+    def consume(tile, ids, output):
+        for i, f in enumerate(ids):
+            out[(tile.index, int(f))] = output[i].float().clone()
+
+    for _ in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
+        pass
+    return out

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from infer_helpers import executor_outputs
 from numerics import assert_same_emitters
 
 from decode_mem.errors import ConfigError
@@ -22,8 +23,6 @@ from decode_mem.io.table import EmitterTable
 from decode_mem.model import engine as engines
 from decode_mem.model.checkpoint import load_model
 from decode_mem.postprocess import PostprocessConfig
-from decode_mem.tiling import ArrayStack, TiledExecutor
-from decode_mem.tiling.config import TileConfig
 
 
 def _needs(name: str) -> None:
@@ -31,29 +30,13 @@ def _needs(name: str) -> None:
         pytest.skip(f"{name} not installed (the optional 'cpu' extra: pip install -e \".[cpu]\")")
 
 
-def _raw_outputs(model, frames: np.ndarray, engine=None) -> dict:
-    """Every (tile, frame) output of the executor: 32² tile cores, two windows per call (features carried)."""
-    net = model.net.eval()
-    ex = TiledExecutor(net, frames.shape[1:], TileConfig(chunk_size=32, batch_size=2), camera=model.camera,
-                       engine=engine)
-    out = {}
-
-    def consume(tile, ids, output):
-        for i, f in enumerate(ids):
-            out[(tile.index, int(f))] = output[i].float().clone()
-
-    for _ in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
-        pass
-    return out
-
-
 @pytest.mark.parametrize("name", ["openvino", "onnxruntime"])
 def test_each_runtime_gives_the_fp32_torch_output_within_the_tolerance(name, shipped_model, sample_frames) -> None:
     _needs(name)
     frames = np.tile(sample_frames[:7], (1, 2, 2)).astype(np.float32)  # 128²: several tiles
     model = load_model(str(shipped_model))
-    ref = _raw_outputs(model, frames)
-    got = _raw_outputs(model, frames, engines.load_engine(name, model.net, threads=1))
+    ref = executor_outputs(model, frames)
+    got = executor_outputs(model, frames, engines.load_engine(name, model.net, threads=1))
     assert got.keys() == ref.keys() and len(ref) > 7 and len(ref) % 7 == 0
     diff = torch.stack([(got[k] - ref[k]).abs().amax(dim=(1, 2)) for k in ref]).amax(dim=0)
     assert (diff <= torch.tensor(engines.ENGINE_ATOL)).all(), f"{name}: max abs difference per channel {diff.tolist()}"
@@ -218,8 +201,8 @@ def test_openvino_computes_in_bf16_where_the_cpu_has_it_and_stays_close_to_fp32(
     eng = engines.load_engine("openvino", model.net.eval(), threads=1, precision="bf16")
     assert eng.precision == ("bf16" if cpu_has_native_bf16() else "fp32")
     assert engines.load_engine("openvino", model.net.eval(), threads=1).precision == "fp32"
-    ref = _raw_outputs(model, frames)
-    got = _raw_outputs(model, frames, eng)
+    ref = executor_outputs(model, frames)
+    got = executor_outputs(model, frames, eng)
     p = torch.stack([torch.sigmoid(ref[k][0]) for k in ref])
     det = p > 0.5
     assert int(det.sum()) >= 10

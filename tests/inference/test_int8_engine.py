@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from infer_helpers import executor_outputs
 from scipy.spatial import cKDTree
 
 from decode_mem.errors import ConfigError
@@ -19,8 +20,6 @@ from decode_mem.model import engine as engines
 from decode_mem.model import int8
 from decode_mem.model.checkpoint import load_model
 from decode_mem.model.config import CHANNEL_INDEX, N_OUTPUT_CHANNELS
-from decode_mem.tiling import ArrayStack, TiledExecutor
-from decode_mem.tiling.config import TileConfig
 
 INT8 = "openvino-int8"
 
@@ -42,17 +41,8 @@ def quantized(shipped_model):
 
 
 def _outputs(model, frames: np.ndarray, engine=None) -> torch.Tensor:
-    """Every (tile, frame) output of the executor, stacked: 32² tile cores, two windows per call."""
-    ex = TiledExecutor(model.net.eval(), frames.shape[1:], TileConfig(chunk_size=32, batch_size=2),
-                       camera=model.camera, engine=engine)
-    out = {}
-
-    def consume(tile, ids, output):
-        for i, f in enumerate(ids):
-            out[(tile.index, int(f))] = output[i].float().clone()
-
-    for _ in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
-        pass
+    """The executor's (tile, frame) outputs, stacked in a fixed order."""
+    out = executor_outputs(model, frames, engine)
     return torch.stack([out[k] for k in sorted(out)])
 
 
