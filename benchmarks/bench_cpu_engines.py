@@ -2,7 +2,7 @@
 cores, in fp32 and, on a CPU with native bf16 (AVX-512 BF16 or AMX), torch and OpenVINO in bf16 too.
 
     python benchmarks/bench_cpu_engines.py [--threads 1,2] [--sizes 256,2048] [--frames 200] [--frames-2048 8]
-                                           [--physics-frames 200] [--notes FILE]
+                                           [--physics-frames 200] [--notes FILE] [--model PATH]
                                            # benchmarks/results/cpu_engines.md + .png + .json
 
 1. **Network**: the planner's unit of work (``TiledExecutor.unit``, a block's steady state: ``batch`` new frames,
@@ -133,7 +133,8 @@ def sgemm_gflops(threads: int, side: int = 2048, seconds: float = 3.0, dtype: st
     return 2 * side ** 3 / best / 1e9
 
 
-def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[dict], list[dict], dict, dict]:
+def network(sides: list[int], threads: list[int], repeats: int,
+            model_path: str | None = None) -> tuple[list[dict], list[dict], dict, dict]:
     """Rows of unit timings, of output differences from torch, and the sgemm peak GFLOP/s per thread count in fp32
     and in bf16 (empty without native bf16)."""
     import torch
@@ -145,7 +146,7 @@ def network(sides: list[int], threads: list[int], repeats: int) -> tuple[list[di
     from decode_mem.tiling import TiledExecutor
     from decode_mem.tiling.config import TileConfig
 
-    model = load_model()
+    model = load_model(model_path)
     net = model.net.eval().to(memory_format=torch.channels_last)
     rows, diffs, peak, peak_bf16, peak_int8 = [], [], {}, {}, {}
     cache = Path(tempfile.mkdtemp(prefix="bench_engines_"))
@@ -224,12 +225,13 @@ def rss_anon_mb(pid: int) -> float:
 
 
 def run_infer(movie: Path, out: Path, engine: str, threads: int, env: dict, side: int = 256,
-              compiled: bool = False, amp: str | None = None) -> dict:
-    """One ``infer`` process (``amp`` None: the default, 'auto')."""
+              compiled: bool = False, amp: str | None = None, model: str | None = None) -> dict:
+    """One ``infer`` process (``amp`` None: the default, 'auto'; ``model`` None: infer's default)."""
     chunk, batch = SIZES[side]
     cmd = [sys.executable, "-m", "decode_mem.infer", str(movie), "--out", str(out), "--quiet", "--engine", engine,
            "--threads", str(threads), "--use_chunking", "--chunk_size", str(chunk), "--batch_size", str(batch),
-           "--compile", "on" if compiled else "off", "--format", "csv", *(["--amp", amp] if amp else [])]
+           "--compile", "on" if compiled else "off", "--format", "csv", *(["--amp", amp] if amp else []),
+           *(["--model", model] if model else [])]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     peak = [0.0]
@@ -273,7 +275,7 @@ def compare(a: Path, b: Path, tol_nm: float = 50.0) -> tuple[float, float]:
     return jaccard, float(dist[ok].max()) if matched else float("nan")
 
 
-def conversions(threads: int, env: dict, tmp: Path) -> dict:
+def conversions(threads: int, env: dict, tmp: Path, model: str | None = None) -> dict:
     """Whole-process seconds of each engine's first run (a 6-frame 256² movie) with an empty cache: the runtimes'
     one-off conversion, kept in the cache for the timed runs (a 4-frame TIFF would read as one RGBA image)."""
     warm = tmp / "warm.tif"
@@ -281,7 +283,7 @@ def conversions(threads: int, env: dict, tmp: Path) -> dict:
     seconds = {}
     for engine in engines_here():
         t = time.perf_counter()
-        run_infer(warm, tmp / f"warm_{engine}", engine, threads, env)
+        run_infer(warm, tmp / f"warm_{engine}", engine, threads, env, model=model)
         seconds[engine] = time.perf_counter() - t
     return seconds
 
@@ -292,7 +294,8 @@ def truth_jaccard(csv: Path, gt: Path, pixel_size: float) -> float:
     return evaluate_files(csv, gt, pixel_size=pixel_size).jaccard
 
 
-def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, picasso: dict | None) -> list[dict]:
+def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, picasso: dict | None,
+                  model: str | None = None) -> list[dict]:
     """The infer command on a simulated ``side``² movie of ``frames`` frames with each engine, torch also compiled
     (its graphs saved by a warm-up run of the same size first); emitters compared with torch eager's and with the
     ground truth; tuned Picasso (``picasso``: its interpreter and settings) on the same movie."""
@@ -305,14 +308,14 @@ def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, pi
     # warm-up left the 40-frame movie's blocks to compile in the timed run (256², bf16: 33 s, 7.0 s once warm)
     warm = tmp / f"warm_{side}.tif"
     make_movie(warm, frames, side, seed=3)
-    run_infer(warm, tmp / f"warm_compiled_{side}", "torch", threads, env, side, compiled=True)
+    run_infer(warm, tmp / f"warm_compiled_{side}", "torch", threads, env, side, compiled=True, model=model)
     rows = []
     runs = [("torch", False, None), ("torch", True, None), *((r, False, None) for r in engines_here()[1:])]
     if any(p == "bf16" for _, _, p in variants_here()):  # the default is bf16 here: fp32 beside it
         runs += [(e, False, "off") for e in engines_here() if e in ("torch", "openvino")]
     for engine, compiled, amp in runs:
         rows.append(run_infer(movie, tmp / f"{engine}_{compiled}_{amp}_{side}", engine, threads, env, side, compiled,
-                              amp))
+                              amp, model))
         print(f"whole command {side}² {rows[-1]['engine']}: {rows[-1]['frames_per_s']:.3g} frames/s", flush=True)
     for r in rows:
         r["jaccard"], r["max_shift_nm"] = compare(rows[0]["csv"], r["csv"])
@@ -340,7 +343,7 @@ def whole_command(side: int, frames: int, threads: int, env: dict, tmp: Path, pi
 PHYSICS_OTHER = ("cell-like background", "PSF a third wider", "sCMOS, dim, low background", "high background")
 
 
-def physics(frames: int, threads: int, python: str | None) -> list[dict]:
+def physics(frames: int, threads: int, python: str | None, model_path: str | None = None) -> list[dict]:
     """Every engine (and tuned Picasso) on the reference physics at 3 densities and 4 other physics."""
     import torch
     from bench_accuracy import DENSITIES, reference_simulation
@@ -357,7 +360,7 @@ def physics(frames: int, threads: int, python: str | None) -> list[dict]:
     from decode_mem.simulate.stack import simulate_stack
 
     torch.set_num_threads(threads)
-    model = load_model()
+    model = load_model(model_path)
     cases = {f"reference, {d:g}/µm²": reference_simulation(d) for d in DENSITIES.values()}
     cases.update({name: simulation(VARIANTS[name]) for name in PHYSICS_OTHER})
     rows = []
@@ -484,6 +487,7 @@ def report(rec: dict, out: Path) -> None:
         "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}. {rec['how_run']}", "",
+        f"Model: {rec.get('model', 'data/models/default_2d.pt (the shipped small model)')}.", "",
         "## Network: the planner's unit of work (features of two frames carried)", "",
         "The unit's arithmetic (torch's `FlopCounterMode`, the same for every fp32 engine): "
         + ", ".join(f"{side}²: {next(r['gflop_unit'] for r in rows if r['side'] == side):.2f} GFLOP per unit "
@@ -621,6 +625,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     ap.add_argument("--notes", help="a text file of earlier measurements to add, marked as not from this run")
+    ap.add_argument("--model", help="the checkpoint (default: the shipped small model, infer's CPU default)")
     ap.add_argument("--out", default=str(RESULTS / "cpu_engines.md"))
     add_render_option(ap, "cpu_engines")
     args = ap.parse_args()
@@ -636,16 +641,17 @@ def main() -> None:
     python = find_picasso_python(args.picasso_python)
     threads = [int(t) for t in args.threads.split(",")]
     rows, diffs, peak, peak_bf16, peak_int8 = network([int(s) for s in args.sizes.split(",")], threads,
-                                                      args.repeats)
+                                                      args.repeats, args.model)
     rec = {"command": command_line(), "started": started, "network": rows, "diffs": diffs, "peak_gflops": peak,
            "peak_gflops_bf16": peak_bf16, "peak_gops_int8": peak_int8,
            "physics_frames": args.physics_frames, "physics_threads": args.cmd_threads,
-           "notes": Path(args.notes).read_text() if args.notes else None}
+           "notes": Path(args.notes).read_text() if args.notes else None,
+           "model": args.model or "data/models/default_2d.pt (the shipped small model)"}
     if args.frames or args.frames_2048:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             env = {**os.environ, "DECODE_MEM_CACHE": str(tmp / "cache" / "throughput.json")}
-            rec["conversion"] = conversions(args.cmd_threads, env, tmp)
+            rec["conversion"] = conversions(args.cmd_threads, env, tmp, args.model)
             picasso = None
             if python is not None:
                 from bench_throughput import tune_picasso_settings
@@ -661,9 +667,9 @@ def main() -> None:
             for side, frames in ((256, args.frames), (2048, args.frames_2048)):
                 if frames:
                     rec["whole_command"] += whole_command(side, max(frames, 6 if side == 256 else 5),
-                                                          args.cmd_threads, env, tmp, picasso)
+                                                          args.cmd_threads, env, tmp, picasso, args.model)
     if args.physics_frames:
-        rec["physics"] = physics(args.physics_frames, args.cmd_threads, python)
+        rec["physics"] = physics(args.physics_frames, args.cmd_threads, python, args.model)
     extra = f"; {picasso_version(python)}" if python else "; Picasso: not installed"
     rec["machine"] = machine_line("the threads of each row", load_start=load0, at=at) + extra
     rec["how_run"] = ("The author runs it from a frozen worktree at `nice -n -10`, with no other job (the "

@@ -98,13 +98,21 @@ def test_bench_throughput_engine_row_runs_both_paths(tmp_path: Path, reuse: bool
 @pytest.mark.slow  # ~20-40 s: a Python start, the sgemm peak (3 s) and a few units of the network at 256²
 def test_bench_cpu_engines_network_part_writes_its_report(tmp_path: Path) -> None:
     """The network part alone (the whole command and physics skipped, said so): GFLOP/s beside the measured sgemm
-    peak for every engine installed here, and the record re-renders to the same report."""
+    peak for every engine installed here, of the model ``--model`` names, and the record re-renders to the same
+    report."""
     out = tmp_path / "cpu_engines.md"
     done = subprocess.run([sys.executable, "benchmarks/bench_cpu_engines.py", "--threads", "1", "--sizes", "256",
                            "--frames", "0", "--frames-2048", "0", "--physics-frames", "0", "--repeats", "1",
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--model", "data/models/narrow_2d.pt", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     text = out.read_text()
+    assert "Model: data/models/narrow_2d.pt." in text
+    missing = subprocess.run([sys.executable, "benchmarks/bench_cpu_engines.py", "--threads", "1", "--sizes", "256",
+                              "--frames", "0", "--frames-2048", "0", "--physics-frames", "0", "--repeats", "1",
+                              "--model", str(tmp_path / "none.pt"), "--out", str(tmp_path / "none.md")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert missing.returncode != 0 and "none.pt" in missing.stderr  # the network part loads the model it is given
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["peak_gflops"]["1"] > 1 and all(r["peak_fraction"] > 0 for r in record["network"])
     assert "| 256² | 256² (1) | 1 | torch |" in text and "of the peak of its precision" in text
