@@ -25,6 +25,7 @@ from decode_mem.memory import ProcessPeak
 pytestmark = pytest.mark.serial  # a child's peak sampled every 5 ms: no other worker beside it
 
 MARGIN_MIB = 20.0
+RUNS = 2  # of each length (the assertion says why)
 RUN = """
 import sys
 from decode_mem.infer import InferConfig, run_inference
@@ -48,8 +49,8 @@ def _peak_rss_anon_mib(cmd: list[str], env: dict[str, str]) -> float:
 
 def test_whole_process_peak_is_flat_in_the_stack_length(tmp_path: Path, sample_frames: np.ndarray) -> None:
     """A tiny network whose detection bias makes every pixel a localization: 1024 rows per 32² frame, 33k rows
-    for 32 frames and 328k for 320 (CSV); the long run's peak (the report included) is less than MARGIN_MIB above
-    the short one's."""
+    for 32 frames and 328k for 320 (CSV); the long stack's lower peak of two runs (the report included) is less than
+    MARGIN_MIB above the short stack's higher one."""
     if not Path("/proc/self/status").is_file():
         import pytest
 
@@ -68,16 +69,20 @@ def test_whole_process_peak_is_flat_in_the_stack_length(tmp_path: Path, sample_f
     # glibc gives threads malloc arenas of their own, in an order that depends on timing: peaks of identical runs
     # moved by up to 40 MiB; two arenas make them repeatable (within 6 MiB here)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
-    peaks, rows = [], []
-    for n in (32, 320):
-        stack = tmp_path / f"s{n}.tif"
-        tifffile.imwrite(stack, np.resize(frames, (n, 32, 32)))
-        out = tmp_path / f"out{n}"
-        cache = {"DECODE_MEM_CACHE": str(tmp_path / f"cache{n}.json")}  # both runs measure their memory traces
-        peaks.append(_peak_rss_anon_mib([sys.executable, "-c", RUN, str(stack), str(out), str(model)], env | cache))
-        rows.append(json.loads((out / f"s{n}.json").read_text())["localizations"])
-        assert (out / "report.html").is_file()
-    assert rows[1] > 9 * rows[0] > 200_000  # the long stack wrote ~10x the rows
-    # one-sided: what must not happen is growth with the length (the short run's own peak varies more: it has
-    # been up to 45 MiB above the long one's, at lazy torch imports that the long run made at another time)
-    assert peaks[1] - peaks[0] < MARGIN_MIB, (peaks, rows)
+    peaks, rows = {32: [], 320: []}, {}
+    for run in range(RUNS):
+        for n in peaks:
+            stack = tmp_path / f"s{n}.tif"
+            tifffile.imwrite(stack, np.resize(frames, (n, 32, 32)))
+            out = tmp_path / f"out{n}_{run}"
+            cache = {"DECODE_MEM_CACHE": str(tmp_path / f"cache{n}_{run}.json")}  # every run measures its traces
+            peaks[n].append(_peak_rss_anon_mib([sys.executable, "-c", RUN, str(stack), str(out), str(model)],
+                                               env | cache))
+            rows[n] = json.loads((out / f"s{n}.json").read_text())["localizations"]
+            assert (out / "report.html").is_file()
+    assert rows[320] > 9 * rows[32] > 200_000  # the long stack wrote ~10x the rows
+    # one-sided: what must not happen is growth with the length. Identical runs' peaks vary more than the margin
+    # (on a 2-core AMD EPYC, 2026-12-03: 305-357 MiB for the short stack, 336-377 for stacks of 320-3200 frames, no
+    # trend with the length; the test failed 1 time in 4 comparing one run of each): so the lowest long run
+    # against the highest short one. Growth with the length moves every long run up (the report read back: ~100 MiB)
+    assert min(peaks[320]) - max(peaks[32]) < MARGIN_MIB, (peaks, rows)
