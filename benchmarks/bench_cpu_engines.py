@@ -55,6 +55,7 @@ from machine import commit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+DEFAULT_MODEL = "data/models/default_2d.pt (the shipped small model)"  # no --model (and records before it)
 SIZES = {256: (256, 4), 2048: (512, 1)}  # frame side -> (chunk, batch): what the planner picks here (plan --no_probe)
 CHANNELS = ("p_logit", "photons", "dx", "dy", "z", "sigma_photons", "sigma_x", "sigma_y", "sigma_z", "bg")
 
@@ -487,7 +488,7 @@ def report(rec: dict, out: Path) -> None:
         "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}. {rec['how_run']}", "",
-        f"Model: {rec.get('model', 'data/models/default_2d.pt (the shipped small model)')}.", "",
+        f"Model: {rec.get('model', DEFAULT_MODEL)}.", "",
         "## Network: the planner's unit of work (features of two frames carried)", "",
         "The unit's arithmetic (torch's `FlopCounterMode`, the same for every fp32 engine): "
         + ", ".join(f"{side}²: {next(r['gflop_unit'] for r in rows if r['side'] == side):.2f} GFLOP per unit "
@@ -646,7 +647,7 @@ def main() -> None:
            "peak_gflops_bf16": peak_bf16, "peak_gops_int8": peak_int8,
            "physics_frames": args.physics_frames, "physics_threads": args.cmd_threads,
            "notes": Path(args.notes).read_text() if args.notes else None,
-           "model": args.model or "data/models/default_2d.pt (the shipped small model)"}
+           "model": args.model or DEFAULT_MODEL}
     if args.frames or args.frames_2048:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
