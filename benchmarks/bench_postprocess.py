@@ -51,6 +51,7 @@ from machine import commit, load_average, machine_line
 from picasso_runner import find_picasso_python, picasso_version
 
 from decode_mem.evaluate.no_truth import QUALITY_FACTOR
+from decode_mem.link.crowding import EVERY, LAG
 from decode_mem.link.files import AUTO_FACTOR, AUTO_REACH, AUTO_SIGMA_GATE
 
 AUTO_FACTOR_TEXT = f"{AUTO_FACTOR:g}"
@@ -242,6 +243,7 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
 
 SCAN_FACTORS = (4.0, 6.0, 8.0, 10.0, 12.0)  # radius scan: these many times the median predicted σ
 WELL_PLACED = 8.0  # a localization within this many median σ of its matched site is well placed (not a blend)
+CROWDING_LAGS = (1, 2, 5, 10, 20, 50, 100, 200)  # frames: the chance-neighbour rate by lag, every frame a reference
 
 
 def correlations(event: np.ndarray, frame: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> dict[str, float]:
@@ -294,6 +296,15 @@ def auto_link(pred: Any, radius_px: float, rho: Any, gate: bool = True) -> tuple
     if not gate:
         return link_table(pred, radius_px, 1, rho)
     return link_table(pred, radius_px, 1, rho, sigma_gate=AUTO_SIGMA_GATE, reach=AUTO_REACH * radius_px)
+
+
+def chance_neighbours(pred: Any, radius_px: float, px: float, lag: int, every: int) -> Any:
+    """``link.crowding``'s chance-neighbour rate of the whole table at ``radius_px`` (max_dark 1)."""
+    from decode_mem.link.crowding import ChanceNeighbours
+
+    c = ChanceNeighbours(radius_px, radius_px * px, 1, lag, every)
+    c.add(pred["x"], pred["y"], pred["frame"])
+    return c.result()
 
 
 def link_check(pred: Any, matches: Any, events: np.ndarray, gt: Any, radius_px: float, px: float,
@@ -470,7 +481,8 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
     d = q.as_dict()
     rec["stated"] = {k: d[k] for k in ("precision_nm", "sigma_precision_nm", "sigma_scale",
                                        "sigma_scale_uncertainty", "sigma_median_nm", "nena_nm",
-                                       "nena_uncertainty_nm", "nena_picasso_nm", "sigma_check", "link_radius_nm")}
+                                       "nena_uncertainty_nm", "nena_picasso_nm", "sigma_check", "link_radius_nm",
+                                       "chance_neighbour_rate", "joinable_fraction", "crowded_for_linking")}
     rec["frc"] = {"molecule split": d["frc_molecule_split"]["resolution_nm"] if d["frc_molecule_split"] else None,
                   "frame split": d["frc_frame_split"]["resolution_nm"] if d["frc_frame_split"] else None}
     if "structure" in settings:
@@ -508,6 +520,8 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
                                                   placed.dy)
     rec["link"]["wrong links"] = wrong_links(group, pred, m, sites, gt, rec["link radius nm"], px, events, placed_nm)
     rec["link"]["neighbour floor"] = neighbour_floor(gt, events, sites, m, rec["link radius nm"], px)
+    rec["link"]["crowding"] = chance_neighbours(pred, radius_px, px, LAG, EVERY).as_dict()  # what `link` says
+    rec["crowding by lag"] = {str(lag): chance_neighbours(pred, radius_px, px, lag, 1).rate for lag in CROWDING_LAGS}
     rec["link"]["well placed only"] = link_outcome(group, placed, events, sites)
     rec["radius scan"] = []
     for gated in (False, True):
@@ -671,7 +685,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "| movie | true RMSE x / y | RMSE without gross errors (> 10 σ; their fraction) | RMS predicted σ "
               "(ratio to RMSE) | σ scale ± unc. | **stated** (ratio to RMSE) | true robust σ, all / of the lag-1 "
               "pairs | NeNA linked, corrected ± unc. (ratio to the lag-1 pairs' robust σ) | NeNA Picasso-compatible "
-              "(ours) | Picasso's own NeNA | σ check (robust) | radius nm |", "|---" * 12 + "|"]
+              "(ours) | Picasso's own NeNA | σ check (robust) | radius nm | crowded for linking (--no_truth's "
+              "warning): joinable |", "|---" * 13 + "|"]
 
     def rmse_of(r: dict[str, Any], key: str = "rmse") -> float:
         return float(np.sqrt(np.mean(np.square(r[key]))))
@@ -689,16 +704,24 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
                      f"({fmt(s['precision_nm'] and s['precision_nm'] / rm)}) | {fmt(rb)} / {fmt(rb1)} | "
                      f"{fmt(s['nena_nm'])} ± {fmt(s['nena_uncertainty_nm'])} ({fmt(nratio)}) | "
                      f"{fmt(s['nena_picasso_nm'])} | {fmt(r['picasso nena nm'])} | {fmt(s['sigma_check'])} | "
-                     f"{fmt(s['link_radius_nm'], 1)} |")
+                     f"{fmt(s['link_radius_nm'], 1)} | {crowded_cell(s)} |")
 
     def count(key: str, truth: str = "rmse") -> int:
         return sum(1 for r in records if r["stated"][key] and abs(r["stated"][key] / rmse_of(r, truth) - 1) <= 0.15)
 
     n = len(records)
+    calm = [r for r in records if r["stated"].get("crowded_for_linking") is False]
+    calm_ok = [r["case"] for r in calm if r["stated"]["precision_nm"]
+               and abs(r["stated"]["precision_nm"] / rmse_of(r) - 1) <= 0.15]
+    flagged = [r["case"] for r in records if r["stated"].get("crowded_for_linking")]
     lines += ["", f"Within 15 % of the true RMSE: the stated precision in {count('precision_nm')} of {n} movies, "
                   f"the RMS predicted σ alone in {count('sigma_precision_nm')} of {n} (of the RMSE without gross "
                   f"errors: {count('precision_nm', 'rmse within 10 sigma')} and "
-                  f"{count('sigma_precision_nm', 'rmse within 10 sigma')} of {n}).", "",
+                  f"{count('sigma_precision_nm', 'rmse within 10 sigma')} of {n}). `--no_truth` warns that the "
+                  f"movie is crowded for linking (more than 2 % of multi-frame blinks with a chance neighbour "
+                  f"within its radius, `decode_mem.link.crowding`) on {len(flagged)} "
+                  f"({', '.join(flagged) or 'none'}); of the {len(calm)} it does not flag, the stated precision is "
+                  f"within 15 % on {len(calm_ok)}.", "",
               f"## Linking ('auto': {AUTO_TEXT}; max_dark 1)", "",
               "Of the multi-frame events (>= 2 matched localizations): recovered = all in one molecule; merged = "
               "their molecule holds another event's localizations; with another emitter = another site's (not "
@@ -706,11 +729,17 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "within the radius of the event's true position in one of the two frames before or after it (ground "
               "truth; no linker of this radius and max_dark tells those apart by position; the sigma gate links "
               "beyond the radius, so the floor of the gated linking can be higher).", "",
+              "Chance neighbours (no truth; what `link` reports and warns on, `decode_mem.link.crowding`): the "
+              f"share of localizations with another within the radius {LAG} frames earlier (one frame in {EVERY} "
+              "a reference), and the share of multi-frame blinks with such a neighbour in one of the frames a link "
+              "reaches (joinable, 1 - (1 - rate)^4 for max_dark 1) — an estimate of the floor; 'crowded' above "
+              "2 %.", "",
               "| movie | radius nm | localizations -> molecules | multi-frame events | recovered | merged / with "
-              "another emitter | floor | well-placed localizations only: events, recovered / merged with another "
+              "another emitter | floor | chance neighbours (no truth): rate / joinable | well-placed localizations "
+              "only: events, recovered / merged with another "
               "emitter | decode_mem link s (in process) | Picasso default (0.05 px, dark 3): "
               "molecules, s first / warm | Picasso at our radius, dark 1 | Picasso process: wall s, peak RssAnon "
-              "MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         lk = r["link"]
 
@@ -727,7 +756,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
         lines.append(f"| {r['case']} | {fmt(r['link radius nm'], 1)} | {lk['localizations']} -> "
                      f"{lk['molecules']} | {lk['multi-frame events']} | {lk['recovered']:.3f} | {lk['merged']:.3f} / "
                      f"{lk['merged with another emitter']:.3f} | {lk['neighbour floor']:.3f} | "
-                     f"{well_placed_cell(lk)} | {lk['seconds']:.2f} | {pic('default')} | {pic('matched')} | {proc} |")
+                     f"{chance_cell(lk)} | {well_placed_cell(lk)} | {lk['seconds']:.2f} | {pic('default')} | "
+                     f"{pic('matched')} | {proc} |")
     ok = [r["case"] for r in records
           if r["link"]["recovered"] >= 0.95 and r["link"]["merged with another emitter"] < 0.02]
     placed_ok = [r["case"] for r in records if r["link"]["recovered"] >= 0.95
@@ -741,7 +771,7 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
                   f"{len(records)} ({', '.join(placed_ok) or 'none'}). Counting the events by their well-placed "
                   f"localizations only (each within {WELL_PLACED:g} median σ of its own emitter; the others, blends "
                   f"of two emitters on together and gross errors, left out of the count, not out of the linking): "
-                  f"{len(own_ok)} of {len(records)} ({', '.join(own_ok) or 'none'}).", "",
+                  f"{len(own_ok)} of {len(records)} ({', '.join(own_ok) or 'none'}).", *crowding_lines(records), "",
               "### Where the merges come from: links between two emitters", "",
               "A wrong link: two consecutive localizations of one molecule matched to different sites (ground "
               "truth). Their sites' true distance, and whether both sites were on in the frame of either "
@@ -845,6 +875,49 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "## Streaming a large table", "",
               "Measured on its own: [postprocess_stream.md](postprocess_stream.md).", ""]
     return lines
+
+
+def crowded_cell(s: dict[str, Any]) -> str:
+    """The precision table's crowding cell ('not measured' in a record made before it was)."""
+    if "crowded_for_linking" not in s:
+        return "not measured"
+    j = s["joinable_fraction"]
+    return ("yes" if s["crowded_for_linking"] else "no") + f": {fmt(j, 3)}"
+
+
+def chance_cell(lk: dict[str, Any]) -> str:
+    """The linking table's chance-neighbour cell."""
+    c = lk.get("crowding")
+    if c is None:
+        return "not measured"
+    return (f"{fmt(c['chance_neighbour_rate'], 4)} / {fmt(c['joinable_fraction'], 3)}"
+            + (" crowded" if c["crowded_for_linking"] else ""))
+
+
+def crowding_lines(records: list[dict[str, Any]]) -> list[str]:
+    """What the no-truth crowding flag says against the merges, and the chance-neighbour rate by lag."""
+    have = [r for r in records if "crowding" in r["link"]]
+    if not have:
+        return []
+    missed = [r for r in have if r["link"]["merged with another emitter"] >= 0.02]
+    met = [r for r in have if r["link"]["merged with another emitter"] < 0.02]
+
+    def flagged(rs: list[dict[str, Any]]) -> str:
+        f = [r["case"] for r in rs if r["link"]["crowding"]["crowded_for_linking"]]
+        return f"{len(f)} of {len(rs)}" + (f" ({', '.join(f)})" if f else "")
+
+    out = ["", f"`link` flags as crowded {flagged(have)}; of the movies that miss the merge goal (merged with "
+               f"another emitter >= 0.02) it flags {flagged(missed)}, of those that meet it {flagged(met)}. It sees "
+               "chance neighbours, not blends of two emitters on together (single localizations).",
+           "", "### The chance-neighbour rate by lag", "",
+           "The share of localizations with another within the linking radius this many frames earlier (every frame "
+           "a reference): the same blink at short lags, then a plateau — other emitters and later blinks of the "
+           f"same site. `link` measures it at {LAG} frames.", "",
+           "| movie | " + " | ".join(f"{k}" for k in CROWDING_LAGS) + " |", "|---|" + "---|" * len(CROWDING_LAGS)]
+    for r in have:
+        by = r.get("crowding by lag", {})
+        out.append(f"| {r['case']} | " + " | ".join(fmt(by.get(str(k)), 4) for k in CROWDING_LAGS) + " |")
+    return out
 
 
 def well_placed_cell(lk: dict[str, Any]) -> str:

@@ -32,6 +32,11 @@ One streamed pass over a localization file (frame order), linking as it goes (``
   emitter's correlated localizations into both halves. The images' pixel is half the median predicted σ (1 to 5 nm):
   a resolution finer than two pixels cannot be seen.
 
+* **Crowding for linking** (``link.crowding``): the share of localizations with another within this pass's link
+  radius 100 frames earlier, and of multi-frame blinks that have a neighbour a link can reach; above 2 % a warning:
+  the linked differences then mix emitters, and the σ scale and stated precision read high (filaments in
+  benchmarks/results/postprocess.md).
+
 Memory: the linking window, the histograms and four images of at most ``MAX_FRC_SIDE``² pixels.
 """
 
@@ -51,6 +56,7 @@ from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import ErrorCorrelation, for_file
+from decode_mem.link.crowding import ChanceNeighbours, Crowding
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
 
 FRC_THRESHOLD = 1.0 / 7.0
@@ -119,6 +125,7 @@ class NoTruthResult:
     link_radius: float
     frc_molecules: Frc | None
     frc_frames: Frc | None
+    crowding: Crowding | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -153,6 +160,7 @@ class NoTruthResult:
             "sigma_scale": num(self.sigma_scale), "sigma_scale_uncertainty": num(self.sigma_scale_uncertainty),
             "error_correlation": self.correlation.to_dict(), "link_radius_nm": num(self.link_radius),
             "frc_molecule_split": frc(self.frc_molecules), "frc_frame_split": frc(self.frc_frames),
+            **(self.crowding.as_dict() if self.crowding is not None else {}),
             **self.extras,
         }
 
@@ -317,6 +325,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     by_molecule = _Halves(field_px, unit, render_pixel)
     by_frames = _Halves(field_px, unit, render_pixel)
     linker = Linker(radius_nm / unit, max_dark, correlation)
+    chance = ChanceNeighbours(radius_nm / unit, radius_nm, max_dark)
     rho1 = correlation.consecutive
     bin_nm = PICASSO_BIN * camera_px
     nena_edges = np.linspace(0.0, radius_nm, LINKED_BINS + 1)
@@ -367,6 +376,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                 u2[1] += np.bincount(bucket[fine], minlength=JACKKNIFE)
 
     for table in iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS):
+        chance.add(table["x"], table["y"], table["frame"])
         for step in linker.feed(table):
             take(step)
             previous = _picasso_pairs(step.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
@@ -385,10 +395,13 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
                         "Picasso's NeNA: all consecutive-frame pairs within 1 camera px, Picasso's model and starts")
     sigma_check = 1.4826 * _hist_median_abs(u_hist) if has_sigma and u_hist.sum() else None
     scale, scale_unc = _sigma_scale(u2) if has_sigma else (None, None)
+    crowding = chance.result()
+    if crowding.crowded:
+        warnings.warn(crowding.warning(path), stacklevel=2)
     return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
                          scale, scale_unc, correlation, radius_nm,
                          by_molecule.frc("molecules (a molecule's localizations in one half)"),
-                         by_frames.frc("alternating frames"))
+                         by_frames.frc("alternating frames"), crowding)
 
 
 def normalized_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray, rho: float) -> np.ndarray:
@@ -509,11 +522,23 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
              "n/a" if d["sigma_check"] is None else f"{d['sigma_check']:.2f}"),
             ("error correlation ρ (lag 1, 2, beyond)",
              f"{', '.join(f'{v:.2f}' for v in rho['by_lag'])}, {rho['beyond']:.2f} ({rho['source']})"),
-            ("link radius of this quality pass (fixed, no sigma gate)", nm(d["link_radius_nm"]))]
+            ("link radius of this quality pass (fixed, no sigma gate)", nm(d["link_radius_nm"])),
+            (f"chance neighbours: localizations with another within that radius "
+             f"{d.get('chance_neighbour_lag_frames', 100)} frames earlier; multi-frame blinks a link can join to one",
+             _crowding_text(d))]
     for key in ("frc_molecule_split", "frc_frame_split"):
         if d.get(key):
             rows.append((f"FRC resolution, halves by {d[key]['split']}", nm(d[key]["resolution_nm"])))
     return rows
+
+
+def _crowding_text(d: dict[str, Any]) -> str:
+    rate, join = d.get("chance_neighbour_rate"), d.get("joinable_fraction")
+    if rate is None or join is None:
+        return "n/a"
+    return (f"{100 * rate:.2f} %; {100 * join:.1f} %"
+            + (" (crowded for linking: the σ scale and molecule counts are less reliable)"
+               if d.get("crowded_for_linking") else ""))
 
 
 def quality_of(result: NoTruthResult, label: str) -> Any:

@@ -58,9 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         correlation=correlation_of(args.correlation), pixel_size=args.pixel_size,
                         sigma_gate=args.sigma_gate)
         if not args.quiet:
+            c = res.crowding
+            crowd = (f"n/a (too few localizations {c.lag} frames apart)" if c.rate is None else
+                     f"{100 * c.rate:.2f} % of localizations, {100 * c.joinable:.1f} % of multi-frame blinks "
+                     f"reach one")
             print(f"{args.locs}: {res.localizations} localizations -> {res.molecules} molecules (radius "
-                  f"{res.radius_nm:.1f} nm, {res.radius_source}; max_dark {args.max_dark}) -> {res.molecules_path}, "
-                  f"{res.groups_path}")
+                  f"{res.radius_nm:.1f} nm, {res.radius_source}; max_dark {args.max_dark}; chance neighbours "
+                  f"within it: {crowd}) -> {res.molecules_path}, {res.groups_path}")
 
     return run(build_parser(), body, argv, outputs={"out": "folder"})
 

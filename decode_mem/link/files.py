@@ -9,11 +9,15 @@ parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and wri
 
 Reading, linking and writing run on three threads, each queue a few chunks long. Memory: those chunks and the
 linking window, whatever the file's length. Every file appears complete under its name or not at all.
+
+The same pass measures how crowded the movie is for linking at the radius (``link.crowding``): a warning where
+more than 2 % of multi-frame blinks have a neighbour a link can reach.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ from decode_mem.io.table import OPTIONAL, EmitterTable
 from decode_mem.io.write_behind import WriteBehind
 from decode_mem.link.core import WORK_ROWS, Linker, LinkStep
 from decode_mem.link.correlation import ErrorCorrelation, for_file
+from decode_mem.link.crowding import ChanceNeighbours, Crowding
 from decode_mem.link.writers import open_writer_with_columns
 
 CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
@@ -47,7 +52,8 @@ MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
 @dataclass(frozen=True)
 class LinkResult:
     """What ``link_file`` wrote: the files, the radius used (nm) and how it was chosen, the sigma gate (combined σ;
-    0: off) and how far it reached (nm; the radius without a gate), the counts."""
+    0: off) and how far it reached (nm; the radius without a gate), the counts, how crowded the movie is for
+    linking at the radius."""
 
     molecules_path: Path
     groups_path: Path
@@ -58,6 +64,7 @@ class LinkResult:
     frames_on: dict[str, Any] = field(default_factory=dict)
     sigma_gate: float = 0.0
     reach_nm: float | None = None
+    crowding: Crowding | None = None
 
 
 def linked_paths(path: str | os.PathLike, out_dir: str | os.PathLike) -> tuple[Path, Path]:
@@ -169,6 +176,7 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
     out_dir.mkdir(parents=True, exist_ok=True)
     n_locs = n_mol = 0
     on = np.zeros(101, np.int64)
+    chance = ChanceNeighbours(radius_nm / unit, radius_nm, max_dark)
     with open_writer_with_columns(mol_path, MOLECULE_COLUMNS, extras=_molecule_extras(extras), **options) as mols, \
             open_writer_with_columns(group_path, ("group",), extras=extras, **options) as groups:
 
@@ -190,12 +198,16 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
                 on += np.bincount(np.minimum(step.molecules.n, 100), minlength=101)
 
             for table in prefetch(iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS)):
+                chance.add(table["x"], table["y"], table["frame"])
                 for step in linker.feed(table):
                     emit(step)
             emit(linker.finish())
     frames_on = {"mean_localizations_per_molecule": round(n_locs / n_mol, 3) if n_mol else None,
                  "molecules_with_1": int(on[1]), "molecules_with_2_or_more": int(on[2:].sum())}
-    return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on, gate, reach_nm)
+    crowding = chance.result()
+    if crowding.crowded:
+        warnings.warn(crowding.warning(path), stacklevel=2)
+    return LinkResult(mol_path, group_path, radius_nm, source, n_locs, n_mol, frames_on, gate, reach_nm, crowding)
 
 
 def _molecule_extras(extras: tuple[str, ...]) -> tuple[str, ...]:
