@@ -965,6 +965,8 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
            "g+:", label="merged with another emitter, well-placed localizations only")
     b.plot(x, [r["link"]["neighbour floor"] for r in records], "rx:",
            label="another emitter within the radius next to the event (truth)")
+    b.plot(x, [(r["link"].get("crowding") or {}).get("joinable_fraction") or np.nan for r in records], "D:",
+           color="tab:brown", mfc="none", label="events with a chance neighbour a link reaches (no truth: `link`)")
     b.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
     b.set_ylabel("correlation of consecutive errors / fraction")
     b.set_ylim(-0.05, 1.05)
