@@ -4,15 +4,16 @@ A link joins two localizations by position alone: wherever another emitter — o
 is on within the radius in a frame next to a blink, no linker of that radius tells the two apart. How often that
 happens is measured on the file itself: the fraction of localizations that have another within the radius
 ``LAG`` frames earlier, so long after that the same blink is over (on decode_mem's benchmark movies the fraction
-falls with the lag and is flat from 30-50 frames on: benchmarks/results/postprocess.md) — the **chance-neighbour
+falls with the lag and is flat from 20-50 frames on: benchmarks/results/postprocess.md) — the **chance-neighbour
 rate** ``b``. A multi-frame blink has ``2 (max_dark + 1)`` frames before and after it in which a link can reach a
 neighbour, so about ``1 - (1 - b)^(2 (max_dark + 1))`` of them have one there: **joinable**, the share of blinks
 that any linker of this radius may merge with another. Above ``MERGE_GOAL`` the result is flagged: linked
 molecule counts, and the precision read from linked differences, are then less reliable.
 
 What it does not see: blends (two emitters on together closer than the PSF, localized as one spot between them),
-which are single localizations, not neighbours. Emitters that stay on for longer than ~``LAG`` / 4 frames on average
-count themselves as neighbours.
+which are single localizations, not neighbours. Emitters that stay on for about ``LAG`` / 5 frames or longer on
+average count themselves as neighbours (exponential on-times of mean τ: ``exp(-LAG / τ)`` of them are still on
+``LAG`` frames later, 0.5 % at τ = ``LAG`` / 5.3, which is where the flag starts).
 
 Streamed: frames that are a multiple of ``EVERY`` are kept until the frame ``LAG`` later has been seen, so memory
 holds ``LAG / EVERY`` frames' positions, whatever the movie's length.
