@@ -197,8 +197,12 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
                 n_mol += len(step.molecules)
                 on += np.bincount(np.minimum(step.molecules.n, 100), minlength=101)
 
-            for table in prefetch(iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS)):
-                chance.add(table["x"], table["y"], table["frame"])
+            def counted(tables: Any) -> Any:  # on the reading thread: the linking thread has the most work
+                for table in tables:
+                    chance.add(table["x"], table["y"], table["frame"])
+                    yield table
+
+            for table in prefetch(counted(iter_localizations(path, pixel_size=unit, chunk_rows=WORK_ROWS))):
                 for step in linker.feed(table):
                     emit(step)
             emit(linker.finish())
