@@ -56,7 +56,7 @@ from decode_mem.io.localizations import iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import ErrorCorrelation, for_file
-from decode_mem.link.crowding import ChanceNeighbours, Crowding
+from decode_mem.link.crowding import LAG, ChanceNeighbours, Crowding
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
 
 FRC_THRESHOLD = 1.0 / 7.0
@@ -524,7 +524,7 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
              f"{', '.join(f'{v:.2f}' for v in rho['by_lag'])}, {rho['beyond']:.2f} ({rho['source']})"),
             ("link radius of this quality pass (fixed, no sigma gate)", nm(d["link_radius_nm"])),
             (f"chance neighbours: localizations with another within that radius "
-             f"{d.get('chance_neighbour_lag_frames', 100)} frames earlier; multi-frame blinks a link can join to one",
+             f"{d.get('chance_neighbour_lag_frames', LAG)} frames earlier; multi-frame blinks a link can join to one",
              _crowding_text(d))]
     for key in ("frc_molecule_split", "frc_frame_split"):
         if d.get(key):

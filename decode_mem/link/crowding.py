@@ -110,7 +110,7 @@ class ChanceNeighbours:
         query = (back % self.every == 0) & (back >= self._first)
         if np.any(query):
             self._count(np.asarray(x[query], np.float64), np.asarray(y[query], np.float64), back[query])
-        self._last = max(self._last, int(frame.max()))
+        self._last = max(self._last, int(frame[-1]))  # sorted above
         for f in [f for f in self._refs if f + self.lag < self._last]:  # every row of frame f + lag seen
             del self._refs[f]
 
