@@ -83,7 +83,7 @@ def _no_truth(args: argparse.Namespace) -> None:
         scale = "n/a" if d["sigma_scale"] is None else f"{d['sigma_scale']:.2f}"
         print(f"{path}: {d['localizations']} localizations, {d['molecules']} molecules; precision "
               f"{_nm(d['precision_nm'])} (RMSE estimate: RMS predicted σ {_nm(d['sigma_precision_nm'])} x σ scale "
-              f"{scale}), NeNA {_nm(d['nena_nm'])} ± "
+              f"{scale} x unseen-error factor {d['unseen_error_factor']:.2f}), NeNA {_nm(d['nena_nm'])} ± "
               f"{_nm(d['nena_uncertainty_nm'])} (linked, corrected), Picasso's NeNA {_nm(d['nena_picasso_nm'])}; "
               f"FRC {_nm(frc)} -> {js}, {png}")
 

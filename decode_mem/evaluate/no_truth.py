@@ -15,10 +15,13 @@ One streamed pass over a localization file (frame order), linking as it goes (``
 * **σ check**: the same pairs' differences divided by what the σ and ρ predict for them
   (``σ_i² + σ_j² - 2ρ σ_i σ_j``), their robust standard deviation (1.4826 x median |u|): 1 when σ and ρ hold.
 * **Stated precision** (``precision_nm``): the RMS σ times the **σ scale**, the RMS of those same ``u`` (not
-  robust): what the RMSE of the localizations is when the errors the σ do not predict (gross errors, crowded
-  spots) show in consecutive differences as much as in the errors themselves. It estimates the RMSE of all
-  localizations, tails included; the RMS σ alone (``sigma_rms_nm``) reads 0.7-0.85 of it for decode_mem, whose
-  σ describe the core of its errors well (robust σ check ~1) but not its tails. Its limits: differences larger
+  robust), times the localizer's **unseen-error factor** (``link.correlation``; 1.11 for decode_mem's models,
+  measured on simulations): the RMSE of the localizations, tails included, where the errors the σ do not predict
+  (gross errors, crowded spots) show in consecutive differences, and the share they do not show (errors shared by
+  consecutive frames beyond ρ, differences beyond the link radius) is the localizer's measured one. The RMS σ
+  alone (``sigma_rms_nm``) reads 0.7-0.85 of the RMSE for decode_mem, whose σ describe the core of its errors well
+  (robust σ check ~1) but not its tails; RMS σ x σ scale read 0.78-0.94 of it on every uniform simulated movie
+  (benchmarks/results/postprocess.md). Its limits: differences larger
   than the link radius are not linked (tails beyond it are not seen), and where other emitters are linked in
   (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md). Uncertainty: the
   delete-one jackknife over ``JACKKNIFE`` groups of molecules. The 'auto' radius of this pass is
@@ -130,11 +133,14 @@ class NoTruthResult:
 
     @property
     def precision(self) -> float | None:
-        """The stated precision per axis (nm): the σ precision (x, y averaged in square) times the σ scale
-        where σ exists (the σ precision alone where no pair was linked), else the corrected NeNA."""
-        if self.sigma_rms is not None:
-            return float(np.sqrt(np.mean(np.square(self.sigma_rms)))) * (self.sigma_scale or 1.0)
-        return self.nena.value
+        """The stated precision per axis (nm): the σ precision (x, y averaged in square) times the σ scale and the
+        unseen-error factor where σ exists (the σ precision alone where no pair was linked), else the corrected
+        NeNA."""
+        if self.sigma_precision is None:
+            return self.nena.value
+        if self.sigma_scale is None:
+            return self.sigma_precision
+        return self.sigma_precision * self.sigma_scale * self.correlation.unseen_error_factor
 
     @property
     def sigma_precision(self) -> float | None:
@@ -158,6 +164,7 @@ class NoTruthResult:
             "nena_picasso_nm": num(self.nena_picasso.value), "nena_picasso_pairs": self.nena_picasso.pairs,
             "sigma_check": num(self.sigma_check), "sigma_precision_nm": num(self.sigma_precision),
             "sigma_scale": num(self.sigma_scale), "sigma_scale_uncertainty": num(self.sigma_scale_uncertainty),
+            "unseen_error_factor": num(self.correlation.unseen_error_factor),
             "error_correlation": self.correlation.to_dict(), "link_radius_nm": num(self.link_radius),
             "frc_molecule_split": frc(self.frc_molecules), "frc_frame_split": frc(self.frc_frames),
             **(self.crowding.as_dict() if self.crowding is not None else {}),
@@ -509,11 +516,14 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
     rho = d["error_correlation"]
     rows = [("localizations, molecules (linked at the link radius below, no sigma gate)",
              f"{d['localizations']}, {d['molecules']}"),
-            ("precision per axis: RMSE estimate (RMS predicted σ × σ scale)", nm(d["precision_nm"])),
+            ("precision per axis: RMSE estimate (RMS predicted σ × σ scale × unseen-error factor)",
+             nm(d["precision_nm"])),
             ("RMS predicted σ (the core of the errors)", nm(d.get("sigma_precision_nm"))),
             ("σ scale (RMS of consecutive differences / predicted)",
              "n/a" if d.get("sigma_scale") is None else f"{d['sigma_scale']:.2f}"
              + ("" if d.get("sigma_scale_uncertainty") is None else f" ± {d['sigma_scale_uncertainty']:.2f}")),
+            ("unseen-error factor (the localizer's RMSE the differences do not see, measured on simulations)",
+             "n/a" if d.get("unseen_error_factor") is None else f"{d['unseen_error_factor']:.2f}"),
             ("median predicted σ", nm(d["sigma_median_nm"])),
             ("NeNA of linked molecules, corrected for the error correlation",
              nm(d["nena_nm"], d["nena_uncertainty_nm"])),

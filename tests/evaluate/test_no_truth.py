@@ -81,6 +81,32 @@ def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path
     assert r.sigma_check == pytest.approx(1.0, abs=0.08)  # the core still agrees with σ
 
 
+def test_the_stated_precision_carries_the_localizers_unseen_error_factor(tmp_path: Path) -> None:
+    """RMS σ x σ scale x the factor of the error model it was given: the same file with a factor of 1.3 states
+    1.3x the precision; the shipped models carry theirs (measured on simulations), independent fits none; a factor
+    that is not a positive number is refused; the JSON, the report's rows and the CLI line show it."""
+    from decode_mem.errors import ConfigError
+    from decode_mem.evaluate.no_truth import quality_rows
+    from decode_mem.link.correlation import CORRELATIONS
+
+    path = tmp_path / "draws.parquet"
+    write_localizations(blinking_draws(0.0, seed=7), path, pixel_size=PX, width=40, height=40)
+    plain = assess_file(path, correlation=INDEPENDENT, radius=60.0)
+    wider = assess_file(path, correlation=ErrorCorrelation(unseen_error_factor=1.3), radius=60.0)
+    assert plain.sigma_scale == wider.sigma_scale and plain.sigma_precision == wider.sigma_precision
+    assert plain.precision == pytest.approx(plain.sigma_precision * plain.sigma_scale, rel=1e-12)
+    assert wider.precision == pytest.approx(1.3 * plain.precision, rel=1e-12)
+    d = wider.as_dict()
+    assert d["unseen_error_factor"] == 1.3 and d["error_correlation"]["unseen_error_factor"] == 1.3
+    rows = dict(quality_rows(d))
+    assert any("unseen-error factor" in k and v == "1.30" for k, v in rows.items())
+    assert CORRELATIONS["none"].unseen_error_factor == 1.0
+    assert min(CORRELATIONS[m].unseen_error_factor for m in ("decode_mem", "decode_mem_wide")) > 1
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="unseen-error factor"):
+            ErrorCorrelation(unseen_error_factor=bad)
+
+
 def test_the_frc_images_pixel_is_half_the_median_sigma_within_its_bounds(tmp_path: Path) -> None:
     """A 5 nm pixel cannot show a resolution below 10 nm: precise localizations get a finer one."""
     from decode_mem.evaluate.no_truth import FRC_PIXEL
