@@ -847,7 +847,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "measured precision of each localization), by the matched localizations' true errors "
               "drawn at random, or by the no-truth error model: a predicted σ drawn from the table times a "
               "normalized linked consecutive difference (the σ check's u) drawn from the quality pass, per axis — "
-              "errors of the stated precision's RMS with the table's own mix of σ and tails, made without the "
+              "errors of RMS σ x σ scale (the stated precision without the unseen-error factor) with the "
+              "table's own mix of σ and tails, made without the "
               "truth. Matched columns: the localizations matched to the truth, unmoved, split by the "
               "molecule linking gave them or by their true site (the split no linker can beat: one site's "
               "correlated localizations never in both halves).", "",
