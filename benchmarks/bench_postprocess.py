@@ -964,7 +964,8 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
     a.plot(x, rm, "ko-", label="true RMSE")
     a.plot(x, rb, "k^--", label="true robust σ")
     a.plot(x, [r["stated"]["sigma_precision_nm"] for r in records], "s:", label="RMS predicted σ")
-    a.plot(x, [r["stated"]["precision_nm"] for r in records], "s-", label="stated: RMS predicted σ x σ scale")
+    a.plot(x, [r["stated"]["precision_nm"] for r in records], "s-",
+           label="stated: RMS predicted σ x σ scale x unseen-error factor")
     a.errorbar(x, [r["stated"]["nena_nm"] or np.nan for r in records],
                yerr=[r["stated"]["nena_uncertainty_nm"] or 0 for r in records], fmt="d-",
                label="NeNA linked, corrected")
