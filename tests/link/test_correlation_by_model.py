@@ -91,3 +91,20 @@ def test_infer_links_and_assesses_with_the_correlation_of_the_model_it_ran(tmp_p
                               model=str(wide), chunk_size=64, batch_size=4, quality=True))
     quality = json.loads((tmp_path / "out" / "m.json").read_text())["quality"]
     assert quality["error_correlation"]["source"] == DECODE_MEM_WIDE.source
+
+
+def test_each_shipped_models_unseen_error_factor_is_the_one_its_benchmark_measured() -> None:
+    """1 / the median of RMS σ x σ scale over the true RMSE on the benchmark movies not held out or new and not
+    crowded for linking, from the record each model's report was written from; a model made by ``fit`` takes the
+    small model's."""
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    for name, model in (("postprocess.json", DECODE_MEM), ("postprocess_wide.json", DECODE_MEM_WIDE)):
+        records = json.loads((results / name).read_text())["records"]
+        ratios = [r["stated"]["sigma_precision_nm"] * r["stated"]["sigma_scale"]
+                  / np.sqrt(np.mean(np.square(r["rmse"])))
+                  for r in records if not r["case"].startswith(("held out", "new"))
+                  and r["stated"]["crowded_for_linking"] is False]
+        assert len(ratios) == 5
+        assert abs(model.unseen_error_factor - 1 / np.median(ratios)) < 0.01, name
+        assert records[0]["stated"]["unseen_error_factor"] == model.unseen_error_factor  # the record stated with it
+    assert for_model("runs/fit/model.pt").unseen_error_factor == DECODE_MEM.unseen_error_factor
