@@ -69,18 +69,19 @@ INDEPENDENT = ErrorCorrelation()
 # localizations, lag 1, lag 2 and lag >= 3. The small model (data/models/default_2d.pt; benchmarks/results/
 # postprocess.md): of every matched localization (the median over the report's 7 movies not held out is 0.71 /
 # 0.43 / 0.17). Taken of the well-placed ones only, as for the wide model (0.68 / 0.33 / 0.13), its stated
-# precision held within 15 % of the true RMSE on 8 of the 13 movies instead of 10 (postprocess_small_well_placed.md).
+# precision (then RMS σ x σ scale) held within 15 % of the true RMSE on 8 of the 13 movies instead of 10
+# (postprocess_small_well_placed.md).
 # The unseen-error factor of either model: 1 / the median of RMS σ x σ scale over the true RMSE on the report's
 # movies not held out and not crowded for linking (the 5 uniform ones of the first 7): 0.903 for the small model,
 # 0.901 for the wide one (postprocess.json, postprocess_wide.json at 400cb64; 0.84-0.94 and 0.78-0.91 by movie, none
-# above 1: the differences saw 78-94 % of the RMSE everywhere). Chosen on those 5; the 8 others were not used.
+# above 1: the differences saw 78-94 % of the RMSE on each). Chosen on those 5; the 8 others were not used for it.
 UNSEEN_ERROR_FACTOR = 1.11
 DECODE_MEM = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.2, unseen_error_factor=UNSEEN_ERROR_FACTOR,
                               source="decode_mem default_2d on simulations (benchmarks/results/postprocess.md)")
 # The wide model (data/models/default_2d_wide.pt; benchmarks/results/postprocess_wide.md): of the well-placed
 # localizations (within 8 median σ of their own emitter: what linking joins), the median over the 7 movies not held
 # out (0.59-0.81 by movie at lag 1). Of every matched localization (0.66 / 0.45 / 0.12: blends of two emitters and
-# gross errors correlate less) its stated precision held on 2 of 13 movies instead of 9
+# gross errors correlate less) its stated precision (then RMS σ x σ scale) held on 2 of 13 movies instead of 9
 # (postprocess_wide_all_matched.md).
 DECODE_MEM_WIDE = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.09, unseen_error_factor=UNSEEN_ERROR_FACTOR,
                                    source="decode_mem default_2d_wide on simulations "
