@@ -5,7 +5,8 @@ every tool), adds flags with ``add`` (``--chunk_size`` is also accepted as ``--c
 its old spelling as a hidden alias) and runs its
 body through ``run``: exit 0 done, 1 some inputs failed (the body returns 1), 2 bad settings or input
 (a ``DecodeMemError``, printed as one ``error: ...`` line; ``--debug`` shows the traceback instead), 130 / 143
-after Ctrl-C / SIGTERM (the job stops cleanly where it can, keeps what reached disk and says how to continue).
+after Ctrl-C / SIGTERM (the job stops cleanly where it can, keeps what reached disk and says how to continue; a
+signal that Python dropped inside a weakref callback or ``__del__`` is sent again).
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
     except SystemExit as e:  # --help (0) or a usage error (2, message already printed)
         return int(e.code or 0)
     previous = _interrupt_on_signals()
+    redelivery = _Redelivery.install() if previous else None
     limit_malloc_arenas()  # before the job's threads start (threads.limit_malloc_arenas)
     fix_malloc_thresholds()  # every run's large blocks from the heap, resumed or not (threads.fix_malloc_thresholds)
     try:
@@ -150,6 +152,8 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         print("interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", signal.SIGINT)
     finally:
+        if redelivery is not None:
+            redelivery.remove()
         _restore_signals(previous)
     return EXIT_OK if code is None else int(code)
 
@@ -168,6 +172,40 @@ def _interrupt_on_signals() -> dict[int, object]:
 
 def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
+
+
+class _Redelivery:
+    """Sends a signal again whose ``Interrupted`` Python dropped: a handler that runs while a weakref callback or a
+    ``__del__`` runs raises there, and Python prints "Exception ignored" and goes on, so a SIGTERM was lost (the
+    pipeline's stop test, now and then). ``sys.unraisablehook`` sees the dropped exception; the signal is sent again
+    ``REDELIVER_S`` later, from a timer thread, when the callback is over."""
+
+    REDELIVER_S = 0.02
+
+    def __init__(self) -> None:
+        self._previous = sys.unraisablehook
+        self._timers: list[threading.Timer] = []
+
+    @classmethod
+    def install(cls) -> _Redelivery:
+        self = cls()
+        sys.unraisablehook = self._hook
+        return self
+
+    def _hook(self, unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            self._previous(unraisable)
+            return
+        timer = threading.Timer(self.REDELIVER_S, os.kill, (os.getpid(), unraisable.exc_value.signum))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def remove(self) -> None:
+        """The previous hook back; signals not yet sent again are not sent (the command is over)."""
+        sys.unraisablehook = self._previous
+        for timer in self._timers:
+            timer.cancel()
 
 
 def _restore_signals(previous: dict[int, object]) -> None:
