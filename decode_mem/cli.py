@@ -188,9 +188,9 @@ class _Redelivery:
 
     @classmethod
     def install(cls) -> _Redelivery:
-        self = cls()
-        sys.unraisablehook = self._hook
-        return self
+        redelivery = cls()
+        sys.unraisablehook = redelivery._hook
+        return redelivery
 
     def _hook(self, unraisable: Any) -> None:
         if not isinstance(unraisable.exc_value, Interrupted):

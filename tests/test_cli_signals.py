@@ -14,7 +14,7 @@ import pytest
 # a command whose body triggers a weakref callback; SIGTERM arrives and is handled inside it, then the body goes on
 # working for up to 20 s unless the interrupt reaches it
 PROBE = textwrap.dedent("""
-    import argparse, os, signal, sys, time, weakref
+    import os, signal, sys, time, weakref
     from decode_mem.cli import new_parser, run
 
     class Thing:

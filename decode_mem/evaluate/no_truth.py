@@ -21,10 +21,10 @@ One streamed pass over a localization file (frame order), linking as it goes (``
   consecutive frames beyond ρ, differences beyond the link radius) is the localizer's measured one. The RMS σ
   alone (``sigma_rms_nm``) reads 0.7-0.85 of the RMSE for decode_mem, whose σ describe the core of its errors well
   (robust σ check ~1) but not its tails; RMS σ x σ scale read 0.84-0.94 of it on every uniform simulated movie
-  with the small model, 0.78-0.94 with the wide one (benchmarks/results/postprocess.md, postprocess_wide.md). Its
-  limits: differences larger
-  than the link radius are not linked (tails beyond it are not seen), and where other emitters are linked in
-  (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md). Uncertainty: the
+  with the small model, 0.78-0.91 with the wide one (benchmarks/results/postprocess.md, postprocess_wide.md). Its
+  limits: differences larger than the link radius are not linked (tails beyond it are not seen), and where other
+  emitters are linked in (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md).
+  Uncertainty: the
   delete-one jackknife over ``JACKKNIFE`` groups of molecules. The 'auto' radius of this pass is
   ``QUALITY_FACTOR`` x the median σ, without linking's sigma gate.
 * **NeNA as Picasso computes it** (``picasso.postprocess.nena``, picassosr 0.11): every pair of localizations in

@@ -84,7 +84,7 @@ def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path
 def test_the_stated_precision_carries_the_localizers_unseen_error_factor(tmp_path: Path) -> None:
     """RMS σ x σ scale x the factor of the error model it was given: the same file with a factor of 1.3 states
     1.3x the precision; the shipped models carry theirs (measured on simulations), independent fits none; a factor
-    that is not a positive number is refused; the JSON, the report's rows and the CLI line show it."""
+    that is not a positive number is refused; the JSON and the report's rows show it."""
     from decode_mem.errors import ConfigError
     from decode_mem.evaluate.no_truth import quality_rows
     from decode_mem.link.correlation import CORRELATIONS
