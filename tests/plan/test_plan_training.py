@@ -153,11 +153,15 @@ def test_predicted_training_peak_is_close_to_the_measured_one(tmp_path: Path, fr
 
     A plan may err on the safe side but not below the peak: the constants were fitted on one CPU model
     (``footprint.training``'s docstring); on another, oneDNN's kernels and glibc's heap held 13 % less for the
-    small case (CI: 402 MiB measured, 467 predicted), so the plan is asked to lie within [0.95, 1.25] x the peak.
+    small case (CI: 402 MiB measured, 467 predicted), so the plan was asked to lie within [0.95, 1.25] x the peak.
     The peak of one run is not the same each time: the plan was fitted to the mean of several runs (its docstring),
     and on an Intel Xeon with AMX 20 runs of the 64² case peaked at 858-979 MiB against a plan of 916 (one of them
-    in the suite, beside another worker's test, above 0.95 x). So the median of three runs' plans is held against
-    the median of their peaks, each run a process of its own."""
+    in the suite, beside another worker's test, above 0.95 x). On an Intel Xeon with AVX-512 but neither AMX nor
+    AVX-512 BF16 (2026-12-04) five runs alone peaked at 870-915 MiB against a plan of 917, three in the suite at
+    920-984 (median 0.94 x): a run beside another worker's test peaks higher. So the median of three runs' plans
+    is held against the median of their peaks, each run a process of its own, within [0.90, 1.25] x: below the
+    peak by at most the spread seen across CPU models and loads, which the 12 % an automatic choice keeps free
+    (``footprint.choose.PLAN_HEADROOM``) covers."""
     runs = []
     for _ in range(3):
         done = subprocess.run([sys.executable, "-c", MEASURE, str(frame), str(batch), str(chunk), str(tmp_path)],
@@ -166,4 +170,4 @@ def test_predicted_training_peak_is_close_to_the_measured_one(tmp_path: Path, fr
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     peak = sorted(r["peak"] for r in runs)[1]
     predicted = sorted(r["predicted"] for r in runs)[1]  # the plan adds the process's own baseline, measured
-    assert 0.95 * peak <= predicted <= 1.25 * peak, runs
+    assert 0.90 * peak <= predicted <= 1.25 * peak, runs
