@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -64,7 +64,7 @@ class ParquetWriter:
         self.schema = pa.schema([(h, pa.int64() if h in ("id", "frame") else pa.float64()) for h in headers])
         self._atomic = ExitStack()
         self._writer: pq.ParquetWriter | None = None
-        self._buffer: list[dict[str, np.ndarray]] = []
+        self._buffer: list[pa.Table] = []
         self._buffered = 0
         self._next_id = 1
         self._max_frame = -1
@@ -77,11 +77,18 @@ class ParquetWriter:
         return self
 
     def write(self, table: EmitterTable) -> None:
+        self._append(table, {})
+
+    def _append(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:
+        """Buffer ``table``'s columns and the columns ``more`` (names of the schema's own beyond the format's) as
+        one arrow table: the numpy arrays themselves, no copy; whole row groups are written as they fill."""
         n = len(table)
         if n == 0:
             return
-        self._buffer.append(thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id,
-                                                 three_d=self.three_d))
+        cols = thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id, three_d=self.three_d)
+        cols.update(more)
+        arrays = [pa.array(np.asarray(cols[f.name]), type=f.type) for f in self.schema]
+        self._buffer.append(pa.Table.from_arrays(arrays, schema=self.schema))
         self._next_id += n
         self._buffered += n
         self._max_frame = max(self._max_frame, int(table["frame"].max()))
@@ -89,17 +96,17 @@ class ParquetWriter:
             self._flush(whole_groups=True)
 
     def _flush(self, whole_groups: bool = False) -> None:
-        """Write the buffer as row groups of ``row_group_rows``; with ``whole_groups`` keep the rest buffered."""
+        """Write the buffer as row groups of ``row_group_rows``; with ``whole_groups`` keep the rest buffered.
+        Arrow joins and slices the buffered tables without copying their columns (the rest keeps a view of the last
+        tables, at most one row group behind)."""
         if not self._buffer:
             return
-        columns = {f.name: _joined([b[f.name] for b in self._buffer]) for f in self.schema}
+        buffered = pa.concat_tables(self._buffer)
         end = self._buffered - self._buffered % self.row_group_rows if whole_groups else self._buffered
         if end:
-            arrays = [pa.array(columns[f.name][:end], type=f.type) for f in self.schema]
-            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema),
-                                     row_group_size=self.row_group_rows)
+            self._writer.write_table(buffered.slice(0, end), row_group_size=self.row_group_rows)
         rest = self._buffered - end
-        self._buffer = [{name: v[end:].copy() for name, v in columns.items()}] if rest else []
+        self._buffer = [buffered.slice(end)] if rest else []
         self._buffered = rest
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -125,10 +132,6 @@ def column_encodings(schema: pa.Schema) -> dict[str, str]:
     (bench_postprocess's stream table; a measurement in the commit that chose them). Both are parquet format 2
     encodings that pyarrow, polars, DuckDB and Spark read."""
     return {f.name: "DELTA_BINARY_PACKED" if pa.types.is_integer(f.type) else "BYTE_STREAM_SPLIT" for f in schema}
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def write_parquet(table: EmitterTable, path: str | os.PathLike, pixel_size: float, **kwargs: Any) -> None:

@@ -48,17 +48,7 @@ class _ParquetWithColumns(ParquetWriter):
             self.schema = self.schema.append(pa.field(m, pa.float64() if m == "photon_rate" else pa.int64()))
 
     def write(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:  # type: ignore[override]
-        n = len(table)
-        if n == 0:
-            return
-        cols = thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id, three_d=self.three_d)
-        cols.update({m: np.asarray(more[m]) for m in self.more})
-        self._buffer.append(cols)
-        self._next_id += n
-        self._buffered += n
-        self._max_frame = max(self._max_frame, int(table["frame"].max()))
-        if self._buffered >= self.row_group_rows:
-            self._flush(whole_groups=True)
+        self._append(table, {m: more[m] for m in self.more})
 
 
 class _PicassoWithColumns(PicassoWriter):
