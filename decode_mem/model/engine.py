@@ -182,8 +182,8 @@ def _numpy(x: torch.Tensor) -> np.ndarray:
 
 class OpenVINOEngine:
     """Both sub-networks compiled by OpenVINO for the CPU in ``precision`` ('fp32', or 'bf16': OpenVINO's
-    inference precision hint, which it honours on CPUs with native bf16 and ignores elsewhere; ``precision``
-    after loading says what it compiled), ``threads`` inference threads per stream.
+    inference precision hint, which it honours on CPUs with native bf16 or AVX-512 (simulated there) and ignores
+    elsewhere; ``precision`` after loading says what it compiled), ``threads`` inference threads per stream.
 
     ``streams``: calls made at once from as many threads (the executor's ``streams``). OpenVINO runs at most its
     ``NUM_STREAMS`` requests in parallel and queues the others, so the compiled networks get that many streams of
