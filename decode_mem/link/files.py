@@ -8,7 +8,10 @@ parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and wri
 * ``DIR/<stem>_group<suffix>``: every localization, in frame order, with the ``group`` of its molecule.
 
 Reading, linking and writing run on three threads, each queue a few chunks long. Memory: those chunks and the
-linking window, whatever the file's length. Every file appears complete under its name or not at all.
+linking window, whatever the file's length. glibc keeps the heap those threads free in turn, fragmented, and
+without handing its free pages back (``footprint.heap``, every ``TRIM_EVERY`` chunks) a link's RssAnon grew with the
+table (10^8 rows: 220 -> 475 MiB, benchmarks/results/postprocess_stream.png at a7ab26b). Every file appears complete
+under its name or not at all.
 
 The same pass measures how crowded the movie is for linking at the radius (``link.crowding``): a warning where
 more than 2 % of multi-frame blinks have a neighbour a link can reach.
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.footprint.heap import release_free_heap
 from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
 from decode_mem.io.prefetch import prefetch
 from decode_mem.io.table import OPTIONAL, EmitterTable
@@ -46,6 +50,7 @@ AUTO_FACTOR = 4.0
 AUTO_SIGMA_GATE = 4.0
 AUTO_REACH = 2.0
 WRITE_DEPTH = 4  # linked chunks that may wait for the writer thread
+TRIM_EVERY = 8  # linked chunks (of WORK_ROWS) between hand-backs of the heap's free pages (module docstring)
 MOLECULE_COLUMNS = ("len", "n", "photon_rate", "group")
 
 
@@ -174,7 +179,7 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
                            "Sigma gate (combined sigma)": gate, "Link reach (nm)": reach_nm,
                            "Max dark frames": max_dark, "Error correlation": correlation.to_dict()}
     out_dir.mkdir(parents=True, exist_ok=True)
-    n_locs = n_mol = 0
+    n_locs = n_mol = steps = 0
     on = np.zeros(101, np.int64)
     chance = ChanceNeighbours(radius_nm / unit, radius_nm, max_dark)
     with open_writer_with_columns(mol_path, MOLECULE_COLUMNS, extras=_molecule_extras(extras), **options) as mols, \
@@ -191,11 +196,14 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
         with WriteBehind(write, depth=WRITE_DEPTH) as behind:
 
             def emit(step: LinkStep) -> None:
-                nonlocal n_locs, n_mol, on
+                nonlocal n_locs, n_mol, on, steps
                 behind.put(step)
                 n_locs += len(step.rows)
                 n_mol += len(step.molecules)
                 on += np.bincount(np.minimum(step.molecules.n, 100), minlength=101)
+                steps += 1
+                if steps % TRIM_EVERY == 0:
+                    release_free_heap()
 
             def counted(tables: Any) -> Any:  # on the reading thread: the linking thread has the most work
                 for table in tables:

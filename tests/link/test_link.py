@@ -446,3 +446,24 @@ def test_candidate_pairs_hold_every_pair_within_the_radius_once(per_frame, side,
             & ((x[i] - x[j]) ** 2 + (y[i] - y[j]) ** 2 <= radius ** 2))
     truth = set(zip(i[near].tolist(), j[near].tolist(), strict=True))
     assert truth and truth <= set(found)
+
+
+def test_a_long_link_hands_the_heaps_free_pages_back_as_it_goes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """glibc keeps the heap the reading, linking and writing threads free in turn; without handing its free pages
+    back, a link's RssAnon grew with the table (10^8 rows: 220 -> 475 MiB, benchmarks/results/
+    postprocess_stream.png at a7ab26b). ``link_file`` hands them back every ``TRIM_EVERY`` linked chunks."""
+    import decode_mem.link.files as files
+    from decode_mem.link.core import WORK_ROWS
+
+    chunks = 2 * files.TRIM_EVERY + 1
+    rng = np.random.default_rng(0)
+    n = chunks * WORK_ROWS
+    frame = np.arange(n) // 100
+    src = tmp_path / "l.parquet"
+    write_localizations(table(frame, rng.uniform(0, 500, n), rng.uniform(0, 500, n)), src, pixel_size=PX)
+    calls = []
+    monkeypatch.setattr(files, "release_free_heap", lambda: calls.append(1) or True)
+    res = link_file(src, tmp_path / "out", radius=20.0)
+    assert res.localizations == n
+    assert len(calls) == 2  # 2 x TRIM_EVERY + 1 chunks linked and the rest: after the TRIM_EVERY-th and its double
