@@ -81,7 +81,8 @@ class ParquetWriter:
 
     def _append(self, table: EmitterTable, more: Mapping[str, np.ndarray]) -> None:
         """Buffer ``table``'s columns and the columns ``more`` (names of the schema's own beyond the format's) as
-        one arrow table: the numpy arrays themselves, no copy; whole row groups are written as they fill."""
+        one arrow table over the numpy arrays (no copy where the dtype is the schema's, so ``more``'s arrays must
+        not change until written); whole row groups are written as they fill."""
         n = len(table)
         if n == 0:
             return

@@ -10,7 +10,7 @@ parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and wri
 Reading, linking and writing run on three threads, each queue a few chunks long. Memory: those chunks and the
 linking window, whatever the file's length. glibc keeps the heap those threads free in turn, fragmented, and
 without handing its free pages back (``footprint.heap``, every ``TRIM_EVERY`` chunks) a link's RssAnon grew with the
-table (10^8 rows: 220 -> 475 MiB, benchmarks/results/postprocess_stream.png at a7ab26b). Every file appears complete
+table (10^8 rows: 220 -> 475 MB, benchmarks/results/postprocess_stream.png at a7ab26b). Every file appears complete
 under its name or not at all.
 
 The same pass measures how crowded the movie is for linking at the radius (``link.crowding``): a warning where

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from cpu_flags import cpu_flags
 from infer_helpers import executor_outputs
 from numerics import assert_same_emitters
 
@@ -191,12 +192,7 @@ def test_a_runtime_serves_parallel_streams(shipped_model, sample_frames) -> None
 
 def _cpu_has_avx512_core() -> bool:
     """AVX-512 F, BW, DQ and VL: oneDNN's avx512_core, where OpenVINO computes bf16 when asked."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = set(next((line for line in fh if line.startswith("flags")), "").split())
-    except OSError:
-        return False
-    return {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    return {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= (cpu_flags() or set())
 
 
 def test_openvino_computes_in_bf16_where_the_cpu_has_it_and_stays_close_to_fp32(shipped_model, sample_frames) -> None:

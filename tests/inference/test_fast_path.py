@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from cpu_flags import cpu_flags
 from numerics import SAME_MATH, assert_same_emitters
 
 from decode_mem.infer import predict_stack
@@ -55,10 +56,8 @@ def test_amp_auto_picks_bf16_only_with_native_support(monkeypatch) -> None:
 def test_amp_auto_on_this_machine_follows_its_cpus_flags() -> None:
     """The real probe, no stand-in: 'auto' is bf16 exactly where the CPU lists native bf16 arithmetic among its
     flags (Linux's /proc/cpuinfo: AVX-512 BF16 or AMX), and whatever it picks runs."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            flags = set(next((line for line in fh if line.startswith("flags")), "").split())
-    except OSError:
+    flags = cpu_flags()
+    if flags is None:
         pytest.skip("no /proc/cpuinfo: this machine's CPU flags cannot be read independently")
     native = bool({"avx512_bf16", "amx_bf16"} & flags)
     cpu = torch.device("cpu")

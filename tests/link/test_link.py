@@ -451,7 +451,7 @@ def test_candidate_pairs_hold_every_pair_within_the_radius_once(per_frame, side,
 def test_a_long_link_hands_the_heaps_free_pages_back_as_it_goes(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """glibc keeps the heap the reading, linking and writing threads free in turn; without handing its free pages
-    back, a link's RssAnon grew with the table (10^8 rows: 220 -> 475 MiB, benchmarks/results/
+    back, a link's RssAnon grew with the table (10^8 rows: 220 -> 475 MB, benchmarks/results/
     postprocess_stream.png at a7ab26b). ``link_file`` hands them back every ``TRIM_EVERY`` linked chunks."""
     import decode_mem.link.files as files
     from decode_mem.link.core import WORK_ROWS
