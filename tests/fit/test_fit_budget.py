@@ -42,11 +42,32 @@ def test_localization_is_predicted_from_two_probes_of_the_real_path(tmp_path) ->
         movies.append(str(tmp_path / name))
     sizes = {"chunk_size": 48, "batch_size": 4, "memory_limit": None}
     predicted = localize_seconds(net, tuple(movies), None, torch.device("cpu"), sizes)
-    t0 = time.perf_counter()
-    for n in (120, 60):
-        for _ in predict_stack(frames[:n], net, device="cpu", compile=False, **sizes):
-            pass
-    measured = time.perf_counter() - t0
+    measured = float("inf")
+    for _ in range(2):  # the fastest of two, as the probes keep theirs: a stall on either side is not the error tested
+        t0 = time.perf_counter()
+        for n in (120, 60):
+            for _ in predict_stack(frames[:n], net, device="cpu", compile=False, **sizes):
+                pass
+        measured = min(measured, time.perf_counter() - t0)
     # the right size under CI load too: within 3x either way (load changes between the probes and the timed runs);
     # (rel=2.0 before had no lower bound); a cost per frame-pixel not scaled by the frames is ~100x too small
     assert measured / 3 <= predicted <= 3 * measured, (predicted, measured)
+
+
+def test_one_stalled_probe_does_not_inflate_the_prediction(tmp_path, monkeypatch) -> None:
+    """A CI run saw the prediction 3.5x the truth: a stall in the longer probe made the slope too steep. Each probe
+    length is timed twice, interleaved, and the faster kept; here the first timed long probe stalls 0.5 s."""
+    import decode_mem.infer.predict as predict
+
+    per_frame, calls = 2e-3, []
+
+    def paced(frames, *args, **kwargs):
+        calls.append(len(frames))
+        time.sleep(per_frame * len(frames) + (0.5 if len(calls) == 3 else 0.0))  # runs: untimed, 16, 64 (stalls)
+        yield from ()
+
+    monkeypatch.setattr(predict, "predict_stack", paced)
+    tifffile.imwrite(tmp_path / "m.tif", np.zeros((1000, 8, 8), np.uint16))
+    predicted = localize_seconds(None, (str(tmp_path / "m.tif"),), None, torch.device("cpu"), {})
+    assert calls == [16, 16, 64, 16, 64]
+    assert predicted == pytest.approx(per_frame * 1000, rel=0.25)  # the stall alone: ~ 0.5 / 48 * 1000 = 10 s more
