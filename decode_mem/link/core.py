@@ -152,30 +152,23 @@ class Linker:
 
     # -- one whole number of frames ---------------------------------------------------------------------------
     def _link(self, table: EmitterTable) -> LinkStep:
+        from decode_mem.link.kernels import follow_chains  # numba: imported where a link is made
+
         self._last_frame = int(table["frame"][-1])
-        new = self._columns(table)
-        tail = self._tail if self._tail is not None else {k: v[:0] for k, v in new.items()}
-        n_tail = len(tail["frame"])
-        rows = {k: np.concatenate([tail[k], new[k]]) for k in new}
+        n_tail = 0 if self._tail is None else len(self._tail["frame"])
+        rows = self._rows(table)
         pred, succ = self._links(rows, n_tail)
-        # chain data: each new row's predecessor's weighted σ and frame (two levels for lag-2 cross terms)
-        has = pred >= 0
-        p = np.where(has, pred, 0)
-        for a in self._axes:
-            rows[f"p1{a}"][n_tail:] = np.where(has, rows[f"ws{a}"][p], 0.0)[n_tail:]
-        rows["f1"][n_tail:] = np.where(has, rows["frame"][p], -1)[n_tail:]
         first_new = self._next_group
-        rows["group"][n_tail:] = self._groups(pred, rows["group"], n_tail)
+        self._next_group = follow_chains(pred, rows["group"], rows["f1"], rows["frame"], rows["ws"], rows["p1"],
+                                         n_tail, first_new)
         sums = self._sums(rows, pred, n_tail, first_new)
-        self._merge(sums)
         last = int(rows["frame"].max())
         keep = (succ < 0) & (rows["frame"] > last - self.max_dark - 1)
         self._tail = {k: v[keep] for k, v in rows.items()}
-        still_open = np.isin(self._open["group"], self._tail["group"])
-        molecules = self._close(still_open)
+        molecules = self._settle(sums, first_new, self._tail["group"])
         pairs = None
         if self.with_pairs:
-            linked = np.nonzero(has)[0]
+            linked = np.nonzero(pred >= 0)[0]
             pairs = LinkPairs(lag=(rows["frame"][linked] - rows["frame"][pred[linked]]),
                               dx=rows["x"][linked] - rows["x"][pred[linked]],
                               dy=rows["y"][linked] - rows["y"][pred[linked]],
@@ -184,162 +177,89 @@ class Linker:
                               group=rows["group"][linked])
         return LinkStep(table, rows["group"][n_tail:].copy(), molecules, pairs)
 
-    def _columns(self, table: EmitterTable) -> dict[str, np.ndarray]:
-        """The working columns of the rows (float64 positions in px, weights, weighted σ per axis)."""
-        n = len(table)
-        w = np.maximum(table["photons"].astype(np.float64), 1.0)
-        cols = {"frame": table["frame"], "x": table["x"].astype(np.float64), "y": table["y"].astype(np.float64),
-                "z": table["z"].astype(np.float64), "w": w, "photons": table["photons"].astype(np.float64),
-                "bg": table["bg"].astype(np.float64),
-                "prob": table["prob"].astype(np.float64) if "prob" in table else np.full(n, np.nan),
-                "group": np.full(n, -1, np.int64), "f1": np.full(n, -1, np.int64)}
+    def _rows(self, table: EmitterTable) -> dict[str, np.ndarray]:
+        """The working columns of the tail's rows followed by ``table``'s: float64 positions in px, weights
+        ``w``, σ per axis, the weighted σ ``ws`` and the predecessor's ``p1`` (one column per axis with σ), the
+        molecule ``group`` and the predecessor's frame ``f1`` (-1 until linked). Each written once, in place."""
+        tail, n = self._tail, len(table)
+        n_tail = 0 if tail is None else len(tail["frame"])
+        k = len(self._axes)
+
+        def column(name: str, dtype: type, new: np.ndarray | float, width: int | None = None) -> np.ndarray:
+            out = np.empty((n_tail + n,) if width is None else (n_tail + n, width), dtype)
+            if n_tail:
+                out[:n_tail] = tail[name]
+            out[n_tail:] = new
+            return out
+
+        given = table.columns  # a column the table lacks: NaN
+        rows = {"frame": column("frame", np.int64, table["frame"])}
+        for name in ("x", "y", "z", "photons", "bg", "prob"):
+            rows[name] = column(name, np.float64, given.get(name, np.nan))
         for a in AXES:
-            s = table[SIGMAS[a]].astype(np.float64) if SIGMAS[a] in table else np.full(n, np.nan)
-            cols[f"s{a}"] = s
-            if a in self._axes:
-                cols[f"ws{a}"] = w * s
-                cols[f"p1{a}"] = np.zeros(n)
-        return cols
+            rows[f"s{a}"] = column(f"s{a}", np.float64, given.get(SIGMAS[a], np.nan))
+        new_w = np.maximum(rows["photons"][n_tail:], 1.0)
+        rows["w"] = column("w", np.float64, new_w)
+        rows["group"] = column("group", np.int64, -1)
+        rows["f1"] = column("f1", np.int64, -1)
+        # the weighted σ and the predecessor's (set when linked)
+        rows["ws"] = column("ws", np.float64, np.stack([new_w * rows[f"s{a}"][n_tail:] for a in self._axes], axis=1)
+                            if k else 0.0, width=k)
+        rows["p1"] = column("p1", np.float64, 0.0, width=k)
+        return rows
 
     def _links(self, rows: dict[str, np.ndarray], n_tail: int) -> tuple[np.ndarray, np.ndarray]:
         """Greedy links (shortest frame gap, then distance, in σ with a gate): each row's predecessor and
-        successor (-1: none)."""
-        n = len(rows["frame"])
-        pred = np.full(n, -1, np.int64)
-        succ = np.full(n, -1, np.int64)
-        window = self.max_dark + 1
-        a, b = candidate_pairs(rows["x"], rows["y"], rows["frame"], self.reach, window)
-        lag = rows["frame"][b] - rows["frame"][a]
-        d2 = (rows["x"][a] - rows["x"][b]) ** 2 + (rows["y"][a] - rows["y"][b]) ** 2
-        ok = (d2 <= self.reach ** 2) & (b >= n_tail)
-        a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
-        ok = d2 <= self.radius ** 2
-        if self.sigma_gate > 0:  # the gate and the order: the difference in combined σ (module docstring)
-            d2 = self._in_sigma(rows, a, b, d2)
-            ok |= d2 <= self.sigma_gate ** 2
-        a, b, lag, d2 = a[ok], b[ok], lag[ok], d2[ok]
-        for k in range(1, window + 1):  # all pairs of gap k come before those of gap k + 1
-            at = lag == k
-            ak, bk, dk = a[at], b[at], d2[at]
-            free = (succ[ak] < 0) & (pred[bk] < 0)  # ends not linked at a shorter gap
-            ak, bk, dk = ak[free], bk[free], dk[free]
-            # a pair whose two ends are in no other pair of this gap is taken whatever the order: only the
-            # others compete
-            alone = (np.bincount(ak, minlength=n)[ak] == 1) & (np.bincount(bk, minlength=n)[bk] == 1)
-            succ[ak[alone]] = bk[alone]
-            pred[bk[alone]] = ak[alone]
-            order = np.argsort(dk[~alone], kind="stable")  # shortest distance first
-            ak, bk = ak[~alone][order], bk[~alone][order]
-            while len(ak):
-                # a pair is taken when it is the first remaining pair of both its ends (as greedy in this order
-                # would)
-                rank = np.arange(len(ak))
-                first_a = np.full(n, len(ak))
-                np.minimum.at(first_a, ak, rank)
-                first_b = np.full(n, len(ak))
-                np.minimum.at(first_b, bk, rank)
-                take = (first_a[ak] == rank) & (first_b[bk] == rank)
-                succ[ak[take]] = bk[take]
-                pred[bk[take]] = ak[take]
-                free = (succ[ak] < 0) & (pred[bk] < 0)
-                ak, bk = ak[free], bk[free]
-        return pred, succ
+        successor (-1: none); compiled (``link.kernels``)."""
+        from decode_mem.link.kernels import greedy_links
 
-    def _in_sigma(self, rows: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray, d2: np.ndarray) -> np.ndarray:
-        """Each candidate's squared distance in combined σ; a pair without a usable σ (NaN, infinite or zero:
-        its combined variance not finite and > 0) in radii, times the gate (it links within the radius only)."""
-        vx = rows["sx"][a] ** 2 + rows["sx"][b] ** 2
-        vy = rows["sy"][a] ** 2 + rows["sy"][b] ** 2
-        usable = np.isfinite(vx) & np.isfinite(vy) & (vx > 0) & (vy > 0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            z2 = (rows["x"][a] - rows["x"][b]) ** 2 / vx + (rows["y"][a] - rows["y"][b]) ** 2 / vy
-        return np.where(usable, z2, d2 / self.radius ** 2 * self.sigma_gate ** 2)
-
-    def _groups(self, pred: np.ndarray, group: np.ndarray, n_tail: int) -> np.ndarray:
-        """Molecule ids of the new rows: their chain's first row's (a tail row's, or a new id in row order)."""
-        n = len(pred)
-        root = np.where(pred >= 0, pred, np.arange(n))
-        while True:  # pointer jumping: log2(chain length) passes
-            nxt = root[root]
-            if np.array_equal(nxt, root):
-                break
-            root = nxt
-        group = group.copy()
-        starts = np.nonzero((pred < 0) & (np.arange(n) >= n_tail))[0]
-        group[starts] = self._next_group + np.arange(len(starts))
-        self._next_group += len(starts)
-        return group[root][n_tail:]
+        return greedy_links(rows["x"], rows["y"], rows["frame"], rows["sx"], rows["sy"], n_tail, self.radius,
+                            self.reach, self.sigma_gate, self.max_dark + 1)
 
     def _sums(self, rows: dict[str, np.ndarray], pred: np.ndarray, n_tail: int,
               first_new: int) -> dict[str, np.ndarray]:
-        """Per molecule of the new rows: their sums (module docstring), count, first and last frame. A new row's
-        molecule is a tail row's (ids below ``first_new``) or one that starts here (``first_new`` on, in order)."""
-        new = slice(n_tail, None)
-        group = rows["group"][new]
+        """Per molecule of the new rows: their sums (module docstring; ``link.kernels.molecule_sums``), count,
+        first and last frame. A new row's molecule is a tail row's (ids below ``first_new``) or one that starts
+        here (``first_new`` on, in order)."""
+        from decode_mem.link.kernels import molecule_sums
+
+        group = rows["group"][n_tail:]
         old = np.unique(group[group < first_new])  # tail molecules continued here
         groups = np.concatenate([old, np.arange(first_new, self._next_group)])
         inverse = np.where(group >= first_new, group - first_new + len(old),
                            np.searchsorted(old, np.minimum(group, first_new - 1)))
-        m = len(groups)
-
-        def total(values: np.ndarray) -> np.ndarray:
-            return np.bincount(inverse, weights=values, minlength=m)
-
-        w = rows["w"][new]
-        out = {"group": groups, "n": np.bincount(inverse, minlength=m).astype(np.int64),
-               "w": total(w), "wx": total(w * rows["x"][new]), "wy": total(w * rows["y"][new]),
-               "wz": total(w * rows["z"][new]), "photons": total(rows["photons"][new]), "bg": total(rows["bg"][new])}
-        first = np.full(m, np.iinfo(np.int64).max)
-        np.minimum.at(first, inverse, rows["frame"][new])
-        last = np.full(m, np.iinfo(np.int64).min)
-        np.maximum.at(last, inverse, rows["frame"][new])
-        out.update(first=first, last=last)
-        if "prob" in (self._names or ()):
-            prob = np.full(m, -np.inf)
-            np.maximum.at(prob, inverse, rows["prob"][new])
-            out["prob"] = prob
-        # cross terms with the predecessor (lag 1 or more) and its predecessor, for lags with their own ρ
-        p = np.where(pred >= 0, pred, 0)[new]
-        has = (pred >= 0)[new]
-        f = rows["frame"][new]
-        lag1 = np.where(has, f - rows["frame"][p], 0)
-        f1 = rows["f1"][p]
-        lag2 = np.where(has & (f1 >= 0), f - f1, 0)
-        rho = self.correlation
-        extra1 = np.where(has, rho.at(lag1) - rho.beyond, 0.0)
-        extra2 = np.where(lag2 > 0, rho.at(lag2) - rho.beyond, 0.0)
-        for a in self._axes:  # a localization without σ makes its molecule's σ NaN
-            ws = rows[f"ws{a}"][new]
-            out[f"B{a}"] = total(ws)
-            out[f"C{a}"] = total(ws * ws)
-            out[f"E{a}"] = total(ws * (extra1 * rows[f"ws{a}"][p] + extra2 * rows[f"p1{a}"][p]))
+        with_prob = "prob" in (self._names or ())
+        rho = np.array([1.0, *self.correlation.by_lag, self.correlation.beyond])
+        count, first, last, fsum, best, b, c, e = molecule_sums(
+            inverse, len(groups), n_tail, pred, rows["frame"], rows["f1"], rows["w"], rows["x"], rows["y"], rows["z"],
+            rows["photons"], rows["bg"], rows["prob"] if with_prob else np.zeros(0), rows["ws"], rows["p1"], rho)
+        out = {"group": groups, "n": count, "first": first, "last": last, "w": fsum[0], "wx": fsum[1],
+               "wy": fsum[2], "wz": fsum[3], "photons": fsum[4], "bg": fsum[5], "B": b, "C": c, "E": e}
+        if with_prob:
+            out["prob"] = best
         return out
 
-    def _merge(self, sums: dict[str, np.ndarray]) -> None:
-        """Add one chunk's sums into the open molecules (the tail's are open; the others are new)."""
-        if self._open is None or len(self._open["group"]) == 0:
-            self._open = sums
-            return
-        op = self._open
-        idx = np.searchsorted(op["group"], sums["group"])
-        idx_c = np.minimum(idx, len(op["group"]) - 1)
-        known = op["group"][idx_c] == sums["group"]
-        at, src = idx_c[known], np.nonzero(known)[0]
-        for k in sums:
+    def _settle(self, sums: dict[str, np.ndarray], first_new: int, open_groups: np.ndarray) -> Molecules:
+        """Add one chunk's sums (module docstring; ids below ``first_new``: molecules of the tail, open, the
+        others new) into the open molecules; those not in ``open_groups`` (the new tail's) are complete and
+        returned, in id order."""
+        op = self._open if self._open is not None else {k: v[:0] for k, v in sums.items()}
+        n_old = int(np.searchsorted(sums["group"], first_new))  # sums: the tail's molecules, then the new ones
+        at = np.searchsorted(op["group"], sums["group"][:n_old])
+        for k, v in sums.items():
             if k in ("group", "first"):
                 continue
             if k == "last":
-                op[k][at] = np.maximum(op[k][at], sums[k][src])
+                op[k][at] = np.maximum(op[k][at], v[:n_old])
             elif k == "prob":
-                op[k][at] = np.fmax(op[k][at], sums[k][src])
+                op[k][at] = np.fmax(op[k][at], v[:n_old])
             else:
-                op[k][at] += sums[k][src]
-        fresh = ~known
-        self._open = {k: np.concatenate([op[k], sums[k][fresh]]) for k in op}
-        g = self._open["group"]
-        if np.any(g[1:] < g[:-1]):
-            order = np.argsort(g, kind="stable")
-            self._open = {k: v[order] for k, v in self._open.items()}
+                op[k][at] += v[:n_old]
+        old_open = np.isin(op["group"], open_groups)
+        new_open = np.isin(sums["group"][n_old:], open_groups)
+        done = {k: np.concatenate([op[k][~old_open], sums[k][n_old:][~new_open]]) for k in op}
+        self._open = {k: np.concatenate([op[k][old_open], sums[k][n_old:][new_open]]) for k in op}
+        return self._molecules(done)
 
     def _close(self, still_open: np.ndarray) -> Molecules:
         """Molecules whose mask is False leave the open set and are returned."""
@@ -357,8 +277,8 @@ class Linker:
         names = self._names or ()
         if "prob" in names:
             cols["prob"] = s["prob"]
-        for a in self._axes:
-            var = rho * s[f"B{a}"] ** 2 + (1 - rho) * s[f"C{a}"] + 2 * s[f"E{a}"]
+        for j, a in enumerate(self._axes):
+            var = rho * s["B"][:, j] ** 2 + (1 - rho) * s["C"][:, j] + 2 * s["E"][:, j]
             cols[SIGMAS[a]] = np.sqrt(np.maximum(var, 0.0)) / w
         return Molecules(EmitterTable(cols), s["group"], s["n"], s["last"] - s["first"] + 1)
 
@@ -376,55 +296,16 @@ class Linker:
                                   none.astype(np.int64)))
 
 
-GRIDS = 3  # shifted grids: a pair closer than a third of the cell shares a cell in one of them (2-D: 3 grids)
-
-
 def candidate_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: float,
                     window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair ``(a, b)`` of rows (frame-sorted) with ``1 <= frame[b] - frame[a] <= window`` and ``|dx|, |dy|
-    <= radius``, once each, and some farther ones (the caller checks the distance).
+    """Every pair ``(a, b)`` of rows (frame-sorted) with ``1 <= frame[b] - frame[a] <= window`` and a distance
+    ``<= radius``, once each (compiled: ``link.kernels.window_pairs``)."""
+    from decode_mem.link.kernels import window_pairs
 
-    Three grids of cells ``3 * radius`` wide, shifted by a third of a cell along both axes: along each axis a
-    pair's span (at most ``radius``) crosses the cell edges of at most one grid, so in 2-D they share a cell in
-    one grid at least. Per grid one stable radix sort by a 16-bit bucket of the cell (the rows stay in frame order
-    within a bucket); then row ``i`` is compared with row ``i + s`` for s = 1, 2, ... while some pair of one bucket
-    is still within ``window`` frames. Shift s + 1 checks only the rows that had a bucket mate within the window
-    at shift s: a bucket's rows are contiguous and in frame order, so a row without one at shift s has none
-    farther on. A pair found in an earlier grid is not repeated."""
-    cell = 3.0 * radius
-    keys, buckets = [], []
-    for g in range(GRIDS):  # per grid: each row's cell (one int64 key) and its 16-bit bucket
-        gx = np.floor((x + g * cell / GRIDS) / cell).astype(np.int64)
-        gy = np.floor((y + g * cell / GRIDS) / cell).astype(np.int64)
-        buckets.append(((gx & 0xFF) << 8 | (gy & 0xFF)).astype(np.uint16))
-        keys.append(gx << 32 ^ gy)
-    frame32 = (frame - frame[0]).astype(np.int32) if len(frame) else frame.astype(np.int32)
-    found_a, found_b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for g in range(GRIDS):
-        order = np.argsort(buckets[g], kind="stable")
-        bs, fs = buckets[g][order], frame32[order]
-        live = np.zeros(0, np.int64)  # rows i whose bucket mate i + s is within the window (set at s = 1)
-        for s in range(1, len(order)):
-            if s == 1 or 4 * len(live) > len(order):  # every row (slices: cheaper than gathering most rows)
-                df = fs[s:] - fs[:-s]
-                live = np.nonzero((bs[s:] == bs[:-s]) & (df <= window))[0]
-                df = df[live]
-            else:
-                live = live[live + s < len(order)]
-                df = fs[live + s] - fs[live]
-                near = (bs[live + s] == bs[live]) & (df <= window)
-                live, df = live[near], df[near]
-            if not len(live):
-                break
-            hit = live[df > 0]
-            a, b = order[hit], order[hit + s]
-            keep = keys[g][a] == keys[g][b]
-            for h in range(g):  # found in an earlier grid already
-                keep &= keys[h][a] != keys[h][b]
-            found_a.append(a[keep])
-            found_b.append(b[keep])
-    return np.concatenate(found_a), np.concatenate(found_b)
-
+    if not len(frame):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return window_pairs(np.ascontiguousarray(x, np.float64), np.ascontiguousarray(y, np.float64),
+                        np.ascontiguousarray(frame, np.int64), float(radius), int(window), 0)
 
 
 def _concat_molecules(parts: list[Molecules]) -> Molecules:
