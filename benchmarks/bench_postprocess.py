@@ -580,6 +580,23 @@ def big_table(path: Path, rows: int, seed: int = 0) -> float:
     return time.perf_counter() - t0
 
 
+TINY_LINK = ("import numpy as np, time; t0 = time.perf_counter(); "
+             "from decode_mem.io.table import EmitterTable; from decode_mem.link import link_table; "
+             "r = np.random.default_rng(0); n = 1000; "
+             "link_table(EmitterTable.from_arrays(frame=np.repeat(np.arange(100), 10), x=r.uniform(0, 50, n), "
+             "y=r.uniform(0, 50, n), photons=np.full(n, 1e3), sigma_x=np.full(n, 0.1), sigma_y=np.full(n, 0.1)), "
+             "0.4, 1, sigma_gate=4.0, reach=0.8); print(time.perf_counter() - t0)")
+
+
+def compile_seconds(work: Path) -> dict[str, float]:
+    """Seconds to import decode_mem.link and link a 1000-row table in a fresh process whose numba cache is empty
+    (the first link after an install compiles the kernels), then again with that cache filled."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(work / "numba_cache")}
+    runs = [float(subprocess.run([sys.executable, "-c", TINY_LINK], env=env, check=True, capture_output=True,
+                                 text=True).stdout.split()[-1]) for _ in range(2)]
+    return {"first link s (compiles)": runs[0], "next link s (cached)": runs[1]}
+
+
 def big_link(work: Path, rows: int) -> dict[str, Any]:
     """Write the table, link it with the CLI in a child (wall, CPU seconds, RssAnon sampled over time and its
     peak), then the linking alone in this process (``Linker.feed`` over the same file; wall and CPU seconds)."""
@@ -590,6 +607,7 @@ def big_link(work: Path, rows: int) -> dict[str, Any]:
 
     path = work / "big.parquet"
     write_s = big_table(path, rows)
+    subprocess.run([sys.executable, "-c", TINY_LINK], check=True, capture_output=True)  # kernels compiled, cached
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "decode_mem.link", str(path), "--out", str(work / "big_out"),
@@ -641,7 +659,7 @@ def big_link(work: Path, rows: int) -> dict[str, Any]:
     return {"rows": rows, "write table s": write_s, "cli wall s": wall, "cli cpu s": cli_cpu,
             "cli rows/s": rows / wall, "cli peak rss_anon mb": peak.join(), "rss trace": trace,
             "input mb": in_mb, "output mb": out_mb, "cli radius": f"'auto' ({auto_px * 100:.0f} nm and its gate)",
-            "alone": alone}
+            "alone": alone, "compile": compile_seconds(work)}
 
 
 def fmt(v: Any, digits: int = 2) -> str:
@@ -1016,7 +1034,18 @@ def stream_report(big: dict[str, Any], header: list[str]) -> list[str]:
               f"{a['link rows per cpu s'] / 1e6:.2f} | n/a |" for label, a in big["alone"].items()], "",
             "CPU s: user + system time of the process (the child's from getrusage of the children). The linker "
             "runs on one thread; on this shared machine the wall time includes waiting for a core, so rows per "
-            "CPU second is the linker's own speed and the wall rate what this run got.", ""]
+            "CPU second is the linker's own speed and the wall rate what this run got.", "",
+            *compile_lines(big.get("compile")), ""]
+
+
+def compile_lines(c: dict[str, float] | None) -> list[str]:
+    """The numba kernels' one-time compile cost (not measured before it was added: n/a)."""
+    if not c:
+        return ["The kernels' compile time: not measured in this run."]
+    return [f"The linker's kernels are compiled by numba on the first link after an install and cached: importing "
+            f"`decode_mem.link` and linking 1000 rows in a fresh process took {c['first link s (compiles)']:.1f} s "
+            f"with an empty cache, {c['next link s (cached)']:.1f} s with it filled (the runs above used a filled "
+            f"cache)."]
 
 
 def draw_stream(big: dict[str, Any], path: Path) -> None:
