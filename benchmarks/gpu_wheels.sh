@@ -2,7 +2,9 @@
 # The wheels a lent GPU machine lacks (DESIGN §9: zarr, numcodecs, dask, distributed and what they need; it has
 # torch, numpy, tifffile, scikit-image, scipy, h5py, pyarrow, matplotlib, pytest, pytest-xdist, nvidia-ml-py),
 # downloaded here into .whl/ (ignored by git) for its Python 3.12, at the versions installed here. Run once per
-# checkout before benchmarks/gpu_session.sh; about 13 MB, no network needed there.
+# checkout before benchmarks/gpu_session.sh; about 13 MB, no network needed there. Not brought: numba (its llvmlite
+# wheel alone is ~57 MB, over the device's 64 MiB carry with these): the linker runs there as plain Python, slower,
+# with a warning (decode_mem/link/kernels.py).
 #   bash benchmarks/gpu_wheels.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,15 +5,39 @@ Both walk the rows once per pair of frames a link can join, which numpy can only
 candidates on three shifted grids and most of the rest ordering and taking them. Compiled with ``cache=True``
 (the first call in a fresh install compiles, ~seconds; later processes load the machine code) and ``nogil=True``
 (``link_file``'s reading and writing threads run beside them).
+
+numba is a core dependency. Where it cannot be imported (a machine it was not installed on, such as a lent GPU
+machine that gets only the wheels it lacks, DESIGN §9) the same functions run as plain Python, correct but some
+hundred times slower, with a warning from the first link.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+
 import numpy as np
-from numba import njit
+
+try:
+    from numba import njit as _njit
+except ImportError:  # the plain-Python fallback (module docstring)
+    _njit = None
+
+COMPILED = _njit is not None
 
 
-@njit(cache=True, nogil=True)
+def _compiled(function: Callable) -> Callable:
+    """numba's ``njit(cache=True, nogil=True)``, or the function itself without numba."""
+    return _njit(cache=True, nogil=True)(function) if COMPILED else function
+
+
+def _warn_if_plain() -> None:
+    if not COMPILED:
+        warnings.warn("numba is not installed: the linker runs as plain Python, some hundred times slower "
+                      "(pip install numba)", RuntimeWarning, stacklevel=3)
+
+
+@_compiled
 def _frame_starts(frame: np.ndarray) -> np.ndarray:
     """Where each frame's rows start in a frame-sorted column, and its length at the end."""
     n = len(frame)
@@ -39,10 +63,11 @@ def window_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: float,
     The rows are put in x order within each frame (numpy's argsort by x, then a stable counting sort by frame);
     for each pair of frames within the window the two x-sorted lists are walked together, so a row meets only the
     rows of the other frame in its strip ``x ± radius``."""
+    _warn_if_plain()
     return _window_pairs(x, y, frame, np.argsort(x), radius, window, first_b)
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _window_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, by_x: np.ndarray, radius: float, window: int,
                   first_b: int) -> tuple[np.ndarray, np.ndarray]:
     n = len(x)
@@ -68,7 +93,7 @@ def _window_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, by_x: np.ndar
     return out_a[:m], out_b[:m]
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _walk(xs: np.ndarray, order: np.ndarray, y: np.ndarray, frame: np.ndarray, starts: np.ndarray, radius: float,
           window: int, first_b: int, out_a: np.ndarray, out_b: np.ndarray) -> int:
     """``window_pairs``' walk: the number of pairs, the first ``len(out_a)`` of them written there."""
@@ -115,7 +140,7 @@ def greedy_links(x: np.ndarray, y: np.ndarray, frame: np.ndarray, sx: np.ndarray
     return _greedy(x, y, frame, sx, sy, a, b, radius, gate, window)
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _greedy(x: np.ndarray, y: np.ndarray, frame: np.ndarray, sx: np.ndarray, sy: np.ndarray, a: np.ndarray,
             b: np.ndarray, radius: float, gate: float, window: int) -> tuple[np.ndarray, np.ndarray]:
     """``greedy_links`` over the pairs ``a``, ``b``. Per gap, a pair whose two ends are in no other pair of that
@@ -171,7 +196,7 @@ def _greedy(x: np.ndarray, y: np.ndarray, frame: np.ndarray, sx: np.ndarray, sy:
     return pred, succ
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def follow_chains(pred: np.ndarray, group: np.ndarray, f1: np.ndarray, frame: np.ndarray, ws: np.ndarray,
                   p1: np.ndarray, n_tail: int, next_group: int) -> int:
     """For the rows from ``n_tail`` on (in place): the molecule id (the predecessor's, or a new one in row order
@@ -193,7 +218,7 @@ def follow_chains(pred: np.ndarray, group: np.ndarray, f1: np.ndarray, frame: np
     return next_group
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def molecule_sums(inverse: np.ndarray, m: int, n_tail: int, pred: np.ndarray, frame: np.ndarray, f1: np.ndarray,
                   w: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray, photons: np.ndarray, bg: np.ndarray,
                   prob: np.ndarray, ws: np.ndarray, p1: np.ndarray, rho: np.ndarray):

@@ -491,3 +491,41 @@ def test_a_long_link_hands_the_heaps_free_pages_back_as_it_goes(tmp_path: Path,
     res = link_file(src, tmp_path / "out", radius=20.0)
     assert res.localizations == n
     assert len(calls) == 2  # 2 x TRIM_EVERY + 1 chunks linked and the rest: after the TRIM_EVERY-th and its double
+
+
+def test_without_numba_the_linker_runs_as_plain_python_gives_the_same_links_and_says_so() -> None:
+    """numba is a core dependency; where it cannot be imported (a lent GPU machine gets only the wheels it lacks)
+    the kernels run as plain Python: the same groups and σ as compiled, and a warning naming numba."""
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings, json; sys.modules['numba'] = None\n"
+            "import numpy as np\n"
+            "from decode_mem.io.table import EmitterTable\n"
+            "from decode_mem.link import DECODE_MEM, link_table\n"
+            "from decode_mem.link.kernels import COMPILED\n"
+            "r = np.random.default_rng(3); n = 600\n"
+            "t = EmitterTable.from_arrays(frame=np.sort(r.integers(0, 60, n)), x=r.uniform(0, 6, n), "
+            "y=r.uniform(0, 6, n), photons=r.uniform(100, 3000, n), sigma_x=r.uniform(0.02, 0.1, n), "
+            "sigma_y=r.uniform(0.02, 0.1, n))\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            "    g, m = link_table(t, 0.3, 1, DECODE_MEM, sigma_gate=4.0, reach=0.6)\n"
+            "print(json.dumps({'compiled': COMPILED, 'group': g.tolist(), 'sigma': m.table['sigma_x'].tolist(), "
+            "'warned': [str(w.message) for w in seen if 'numba' in str(w.message)][:1]}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    plain = json.loads(done.stdout.splitlines()[-1])
+    assert plain["compiled"] is False and "pip install numba" in plain["warned"][0]
+    rng = np.random.default_rng(3)
+    n = 600
+    t = EmitterTable.from_arrays(frame=np.sort(rng.integers(0, 60, n)), x=rng.uniform(0, 6, n),
+                                 y=rng.uniform(0, 6, n), photons=rng.uniform(100, 3000, n),
+                                 sigma_x=rng.uniform(0.02, 0.1, n), sigma_y=rng.uniform(0.02, 0.1, n))
+    group, molecules = link_table(t, 0.3, 1, DECODE_MEM, sigma_gate=4.0, reach=0.6)
+    np.testing.assert_array_equal(plain["group"], group)
+    np.testing.assert_allclose(plain["sigma"], molecules.table["sigma_x"], rtol=1e-6)
+    assert len(set(group.tolist())) < n  # links were made
