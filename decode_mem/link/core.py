@@ -180,7 +180,8 @@ class Linker:
     def _rows(self, table: EmitterTable) -> dict[str, np.ndarray]:
         """The working columns of the tail's rows followed by ``table``'s: float64 positions in px, weights
         ``w``, σ per axis, the weighted σ ``ws`` and the predecessor's ``p1`` (one column per axis with σ), the
-        molecule ``group`` and the predecessor's frame ``f1`` (-1 until linked). Each written once, in place."""
+        molecule ``group`` and the predecessor's frame ``f1`` (-1 until linked). Each column is allocated once and
+        filled in place (no concatenation of the tail with the chunk)."""
         tail, n = self._tail, len(table)
         n_tail = 0 if tail is None else len(tail["frame"])
         k = len(self._axes)
@@ -246,6 +247,8 @@ class Linker:
         op = self._open if self._open is not None else {k: v[:0] for k, v in sums.items()}
         n_old = int(np.searchsorted(sums["group"], first_new))  # sums: the tail's molecules, then the new ones
         at = np.searchsorted(op["group"], sums["group"][:n_old])
+        if n_old and not np.array_equal(op["group"][np.minimum(at, len(op["group"]) - 1)], sums["group"][:n_old]):
+            raise RuntimeError("link: a molecule of the tail is not open (a bug: please report it)")
         for k, v in sums.items():
             if k in ("group", "first"):
                 continue

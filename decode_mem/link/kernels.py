@@ -1,10 +1,13 @@
-"""The linker's inner loops, compiled with numba: the pairs of a frame window and the greedy links.
+"""The linker's inner loops, compiled with numba: the pairs of a frame window (``window_pairs``), the greedy links
+(``greedy_links``), the chains' molecule ids (``follow_chains``) and the molecules' running sums
+(``molecule_sums``).
 
-Both walk the rows once per pair of frames a link can join, which numpy can only express as whole-array passes
-(sort, gather, mask) over every candidate: the numpy linker these replace spent ~60 % of its time finding
-candidates on three shifted grids and most of the rest ordering and taking them. Compiled with ``cache=True``
-(the first call in a fresh install compiles, ~seconds; later processes load the machine code) and ``nogil=True``
-(``link_file``'s reading and writing threads run beside them).
+Each is a loop over rows or pairs that numpy can only express as whole-array passes (sort, gather, mask, bincount):
+the numpy linker these replace spent ~60 % of its time finding candidates on three shifted grids and most of the
+rest ordering and taking them. The greedy breaks ties in distance by row order, so a table linked in any chunking
+gives the same links. Compiled with ``cache=True`` (the first call in a fresh install compiles, ~seconds; later
+processes load the machine code) and ``nogil=True`` (``link_file``'s reading thread, which calls ``window_pairs``
+for the crowding measure, and its writing thread run beside the linking thread).
 
 numba is a core dependency. Where it cannot be imported (a machine it was not installed on, such as a lent GPU
 machine that gets only the wheels it lacks, DESIGN §9) the same functions run as plain Python: the same links, about
@@ -19,10 +22,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+_WHY = ""  # why numba could not be imported
 try:
     from numba import njit as _njit
-except ImportError:  # the plain-Python fallback (module docstring)
-    _njit = None
+except ImportError as e:  # the plain-Python fallback (module docstring)
+    _njit, _WHY = None, str(e)
 
 COMPILED = _njit is not None
 
@@ -34,8 +38,8 @@ def _compiled(function: Callable) -> Callable:
 
 def _warn_if_plain() -> None:
     if not COMPILED:
-        warnings.warn("numba is not installed: the linker runs as plain Python, about 50 times slower "
-                      "(pip install numba)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"numba could not be imported ({_WHY}): the linker runs as plain Python, about 55 times "
+                      f"slower (pip install numba)", RuntimeWarning, stacklevel=4)
 
 
 @_compiled
@@ -63,7 +67,8 @@ def window_pairs(x: np.ndarray, y: np.ndarray, frame: np.ndarray, radius: float,
 
     The rows are put in x order within each frame (numpy's argsort by x, then a stable counting sort by frame);
     for each pair of frames within the window the two x-sorted lists are walked together, so a row meets only the
-    rows of the other frame in its strip ``x ± radius``."""
+    rows of the other frame in its strip ``x ± radius`` (the strip's edges decided on ``dx²`` as the distance is, so
+    a pair exactly at the radius is in it)."""
     _warn_if_plain()
     return _window_pairs(x, y, frame, np.argsort(x), radius, window, first_b)
 
@@ -115,12 +120,14 @@ def _walk(xs: np.ndarray, order: np.ndarray, y: np.ndarray, frame: np.ndarray, s
                 xb = xs[k]
                 if b < first_b or xb != xb:  # NaN
                     continue
-                while i0 < phi and xs[i0] < xb - radius:
+                while i0 < phi and xs[i0] < xb and (xb - xs[i0]) * (xb - xs[i0]) > r2:
                     i0 += 1
                 i = i0
-                while i < phi and xs[i] <= xb + radius:
-                    a = order[i]
+                while i < phi:
                     dx = xs[i] - xb
+                    if dx > 0 and dx * dx > r2:
+                        break
+                    a = order[i]
                     dy = y[a] - y[b]
                     if dx * dx + dy * dy <= r2:
                         if m < cap:
@@ -188,7 +195,10 @@ def _greedy(x: np.ndarray, y: np.ndarray, frame: np.ndarray, sx: np.ndarray, sy:
         for i in range(m):
             uses_a[a[i]] = 0
             uses_b[b[i]] = 0
-        order = np.argsort(key[contested[:c]], kind="mergesort")  # shortest first; ties in the order found
+        # shortest first; ties by the later row, then the earlier: the rows' order is the whole table's in any
+        # chunking, the order pairs are found in is not (the x sort is not stable)
+        rows = np.argsort(b[contested[:c]] * n + a[contested[:c]])
+        order = rows[np.argsort(key[contested[:c]][rows], kind="mergesort")]
         for j in order:
             p, q = a[contested[j]], b[contested[j]]
             if succ[p] < 0 and pred[q] < 0:
@@ -224,16 +234,17 @@ def molecule_sums(inverse: np.ndarray, m: int, n_tail: int, pred: np.ndarray, fr
                   w: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray, photons: np.ndarray, bg: np.ndarray,
                   prob: np.ndarray, ws: np.ndarray, p1: np.ndarray, rho: np.ndarray):
     """Per molecule ``inverse[j]`` of row ``n_tail + j``: its count, first and last frame, largest ``prob`` (NaN
-    wins, as ``np.maximum``; empty ``prob``: none), and the sums of ``w``, ``w·x``, ``w·y``, ``w·z``, photons,
-    ``bg`` (``fsum``, rows in that order) and per σ axis (columns of ``ws``) ``B = Σ ws``, ``C = Σ ws²`` and the
-    cross terms with the predecessor and its predecessor ``E = Σ ws (ρ₁' ws_pred + ρ₂' p1_pred)``, where
-    ``ρ' = ρ(lag) - ρ_beyond`` and ``rho`` is the correlation by lag (index 0..., clipped; the last: beyond)."""
+    only where all are, as ``np.fmax`` and as the steps are merged; empty ``prob``: none), and the sums of ``w``,
+    ``w·x``, ``w·y``, ``w·z``, photons, ``bg`` (``fsum``, rows in that order) and per σ axis (columns of ``ws``)
+    ``B = Σ ws``, ``C = Σ ws²`` and the cross terms with the predecessor and its predecessor
+    ``E = Σ ws (ρ₁' ws_pred + ρ₂' p1_pred)``, where ``ρ' = ρ(lag) - ρ_beyond`` and ``rho`` is the correlation by
+    lag (index 0..., clipped; the last: beyond)."""
     k = ws.shape[1]
     count = np.zeros(m, np.int64)
     first = np.full(m, np.iinfo(np.int64).max, np.int64)
     last = np.full(m, np.iinfo(np.int64).min, np.int64)
     fsum = np.zeros((6, m), np.float64)
-    best = np.full(m, -np.inf, np.float64)
+    best = np.full(m, np.nan, np.float64)
     b_sum = np.zeros((m, k), np.float64)
     c_sum = np.zeros((m, k), np.float64)
     e_sum = np.zeros((m, k), np.float64)
@@ -255,7 +266,7 @@ def molecule_sums(inverse: np.ndarray, m: int, n_tail: int, pred: np.ndarray, fr
         fsum[5, g] += bg[i]
         if len(prob):
             v = prob[i]
-            if (v > best[g] or v != v) and best[g] == best[g]:  # a NaN, once there, stays
+            if best[g] != best[g] or v > best[g]:  # as np.fmax: a NaN loses to any number
                 best[g] = v
         p = pred[i]
         e1 = e2 = 0.0

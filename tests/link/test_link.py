@@ -462,14 +462,55 @@ def test_the_window_search_leaves_out_pairs_ending_before_the_new_rows() -> None
 
 
 def test_a_localization_without_sigma_leaves_other_molecules_precision_alone() -> None:
-    """Only a molecule with a localization without σ gets a NaN σ. The numpy sums took row 0's σ as the
-    'predecessor' of every row without one (times a zero weight): a NaN σ in a chunk's first row made the σ of
-    every unlinked localization in that chunk NaN."""
+    """Only a molecule with a localization without σ gets a NaN σ. The numpy sums took the first working row's σ
+    as the 'predecessor' of every row without one (times a zero weight): a NaN σ there made NaN the σ of every
+    molecule starting in that block, linked or not."""
     t = table([0, 0, 1, 2], [0.0, 10.0, 20.0, 30.0], [0.0, 0.0, 0.0, 0.0], sigma=[np.nan, 0.1, 0.1, 0.1])
     _, molecules = link_table(t, 0.3, 1, DECODE_MEM)
     sigma = molecules.table["sigma_x"]
     assert np.isnan(sigma[0]) and np.all(np.isfinite(sigma[1:])), sigma
     np.testing.assert_allclose(sigma[1:], 0.1, rtol=1e-6)
+    linked = table([0, 0, 1, 1], [0.0, 10.0, 0.0, 10.0], [0.0] * 4, sigma=[np.nan, 0.1, 0.1, 0.1])
+    group, molecules = link_table(linked, 0.3, 1, DECODE_MEM)
+    assert group.tolist() == [0, 1, 0, 1] and np.isnan(molecules.table["sigma_x"][0])
+    assert np.isfinite(molecules.table["sigma_x"][1])
+
+
+def test_ties_are_broken_by_row_order_so_any_chunking_gives_the_same_links() -> None:
+    """Whole-number positions: many pairs tie in x and in distance. The links of the whole table, fed frame by
+    frame and in 7-frame chunks, are the same (an unstable sort by x made them depend on the chunking)."""
+    rng = np.random.default_rng(5)
+    frame = np.repeat(np.arange(60), 200)
+    t = table(frame, rng.integers(0, 15, len(frame)).astype(float), rng.integers(0, 15, len(frame)).astype(float))
+    whole, _ = link_table(t, 1.0, 1)
+    for size in (1, 7):
+        linker = Linker(1.0, 1)
+        steps = [s for f0 in range(0, 60, size) for s in linker.feed(t.select((frame >= f0) & (frame < f0 + size)))]
+        steps.append(linker.finish())
+        np.testing.assert_array_equal(np.concatenate([s.group for s in steps]), whole)
+
+
+def test_a_pair_exactly_at_the_radius_is_found_wherever_its_x_lies() -> None:
+    """The x strip is decided on dx² as the distance is: a pair at the radius (up to rounding) is a candidate
+    whether its x difference is exact or rounds (-1e-20 and 0.3: x - radius rounds to 0.0)."""
+    from decode_mem.link.kernels import window_pairs
+
+    for x in ([0.0, 0.3], [-1e-20, 0.3], [0.3, 0.0], [0.3, -1e-20]):
+        a, b = window_pairs(np.array(x), np.zeros(2), np.array([0, 1]), 0.3, 1, 0)
+        assert (a.tolist(), b.tolist()) == ([0], [1]), x
+
+
+def test_the_largest_prob_ignores_a_nan_prob_within_a_block_as_across_blocks() -> None:
+    """A molecule over frames 0-2 (prob 0.4, 0.9, NaN) and one far away in frame 3: linked whole, frames 0-2 are
+    one block (the numpy sums let the NaN win there); fed frame by frame, each its own (NaN lost across blocks)."""
+    t = EmitterTable.from_arrays(frame=np.array([0, 1, 2, 3]), x=np.array([0.0, 0.0, 0.0, 50.0]), y=np.zeros(4),
+                                 photons=np.full(4, 1e3), prob=np.array([0.4, 0.9, np.nan, 0.5]))
+    _, whole = link_table(t, 0.3, 1)
+    linker = Linker(0.3, 1)
+    steps = [s for f in range(4) for s in linker.feed(t.select(slice(f, f + 1)))] + [linker.finish()]
+    framewise = EmitterTable.concat([s.molecules.table for s in steps])
+    assert whole.table["prob"].tolist() == pytest.approx([0.9, 0.5])
+    assert framewise["prob"].tolist() == pytest.approx([0.9, 0.5])
 
 
 def test_a_long_link_hands_the_heaps_free_pages_back_as_it_goes(tmp_path: Path,
