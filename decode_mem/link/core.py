@@ -230,10 +230,10 @@ class Linker:
         inverse = np.where(group >= first_new, group - first_new + len(old),
                            np.searchsorted(old, np.minimum(group, first_new - 1)))
         with_prob = "prob" in (self._names or ())
-        rho = np.array([1.0, *self.correlation.by_lag, self.correlation.beyond])
         count, first, last, fsum, best, b, c, e = molecule_sums(
             inverse, len(groups), n_tail, pred, rows["frame"], rows["f1"], rows["w"], rows["x"], rows["y"], rows["z"],
-            rows["photons"], rows["bg"], rows["prob"] if with_prob else np.zeros(0), rows["ws"], rows["p1"], rho)
+            rows["photons"], rows["bg"], rows["prob"] if with_prob else np.zeros(0), rows["ws"], rows["p1"],
+            self.correlation.table())
         out = {"group": groups, "n": count, "first": first, "last": last, "w": fsum[0], "wx": fsum[1],
                "wy": fsum[2], "wz": fsum[3], "photons": fsum[4], "bg": fsum[5], "B": b, "C": c, "E": e}
         if with_prob:

@@ -49,9 +49,14 @@ class ErrorCorrelation:
         object.__setattr__(self, "beyond", float(self.beyond))
         object.__setattr__(self, "unseen_error_factor", float(self.unseen_error_factor))
 
+    def table(self) -> np.ndarray:
+        """The correlation by lag: index 0 (1.0), the lags with their own, and last ``beyond`` (a larger lag is
+        clipped to it)."""
+        return np.array([1.0, *self.by_lag, self.beyond])
+
     def at(self, lag: np.ndarray) -> np.ndarray:
         """The correlation at each ``lag`` (frames, >= 1)."""
-        table = np.array([1.0, *self.by_lag, self.beyond])
+        table = self.table()
         return table[np.clip(np.asarray(lag, np.int64), 0, len(table) - 1)]
 
     @property

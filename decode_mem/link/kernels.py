@@ -238,7 +238,7 @@ def molecule_sums(inverse: np.ndarray, m: int, n_tail: int, pred: np.ndarray, fr
     ``w·x``, ``w·y``, ``w·z``, photons, ``bg`` (``fsum``, rows in that order) and per σ axis (columns of ``ws``)
     ``B = Σ ws``, ``C = Σ ws²`` and the cross terms with the predecessor and its predecessor
     ``E = Σ ws (ρ₁' ws_pred + ρ₂' p1_pred)``, where ``ρ' = ρ(lag) - ρ_beyond`` and ``rho`` is the correlation by
-    lag (index 0..., clipped; the last: beyond)."""
+    lag (``ErrorCorrelation.table``: a lag beyond its end takes the last, ``beyond``)."""
     k = ws.shape[1]
     count = np.zeros(m, np.int64)
     first = np.full(m, np.iinfo(np.int64).max, np.int64)
