@@ -62,7 +62,7 @@ class Precompiled:
             self.loaded += 1
             return loaded
         try:
-            self._build(args, path)
+            self._build(args, path, replace=path.is_file())  # a file there that did not load: damaged
         except Exception:  # an export that fails, no folder, read-only: the plain compile
             return self._plain_compiled()
         loaded = self._load(path)
@@ -71,9 +71,16 @@ class Precompiled:
         self.saved += 1
         return loaded
 
-    def _build(self, args: tuple[torch.Tensor, ...], path: Path) -> None:
+    def _build(self, args: tuple[torch.Tensor, ...], path: Path, *, replace: bool = False) -> None:
         """Export the function at ``args`` and compile it ahead of time into the package ``path``, written whole
-        or not at all (a temporary name renamed: a concurrent run or a kill leaves no half package)."""
+        or not at all (a temporary name, then published: a concurrent run or a kill leaves no half package).
+
+        A package another process published meanwhile is kept, not replaced (``replace``: only a damaged one is):
+        a process may be reading it (torch's loader opens the archive more than once), and two builds of one
+        graph need not be the same bytes. A GPU machine's suite (14 processes, one cache folder) had a process
+        die of a segmentation fault inside the loader while replacing was allowed (benchmarks/results/
+        gpu_suite_250s.log); whether this race was its cause is not known.
+        """
         import warnings
 
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +92,7 @@ class Precompiled:
 
                 program = torch.export.export(_Call(self._module, self._fn.__name__), tuple(args))
                 aoti_compile_and_package(program, package_path=str(tmp))
-            os.replace(tmp, path)
+            _publish(tmp, path, replace)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -102,6 +109,20 @@ class Precompiled:
             return out
 
         return run
+
+
+def _publish(tmp: Path, path: Path, replace: bool) -> None:
+    """Give the finished file ``tmp`` the name ``path``: atomically and only where no file has it (a hard link,
+    which fails where one exists), or replacing it (``replace``). A file system without hard links: replaced."""
+    if not replace:
+        try:
+            os.link(tmp, path)
+            return
+        except FileExistsError:
+            return  # another process's package: kept
+        except OSError:
+            pass
+    os.replace(tmp, path)
 
 
 class _Call(torch.nn.Module):

@@ -127,3 +127,21 @@ def test_without_a_folder_the_executor_compiles_as_before(tiny) -> None:
     assert not isinstance(ex._frame_features, Precompiled)
     ex = TiledExecutor(tiny, (40, 40), TileConfig(chunk_size=32, compile=False, compiled_dir="/nonexistent"))
     assert ex._frame_features == tiny.frame_features
+
+
+def test_a_package_another_process_published_is_kept_and_only_a_damaged_one_replaced(tmp_path) -> None:
+    """``_publish``: a finished package takes its name only where none has it (a process may be reading that
+    one); with ``replace`` (the one there did not load) it replaces it."""
+    from decode_mem.tiling.precompiled import _publish
+
+    path, mine = tmp_path / "g.pt2", tmp_path / ".g.1.tmp.pt2"
+    mine.write_bytes(b"mine")
+    _publish(mine, path, replace=False)
+    assert path.read_bytes() == b"mine"
+    theirs = tmp_path / ".g.2.tmp.pt2"
+    theirs.write_bytes(b"theirs")
+    before = path.stat().st_ino
+    _publish(theirs, path, replace=False)
+    assert path.read_bytes() == b"mine" and path.stat().st_ino == before  # the file a reader may hold: untouched
+    _publish(theirs, path, replace=True)
+    assert path.read_bytes() == b"theirs"
