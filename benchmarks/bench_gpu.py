@@ -255,7 +255,9 @@ def run_gpu_tests(report: Report, work: Path, sizes: dict) -> None:
     """``pytest -m gpu`` on the files holding gpu tests (collecting only them: a machine without zarr still can)."""
     files = sorted({str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py")
                     if "mark.gpu" in p.read_text()})
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", *files]
+    # -v -rfE: each test's outcome on its own line as it finishes, so a run stopped by the time limit still
+    # names what failed (the first GPU run's log held only "F......")
+    cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "-p", "no:cacheprovider", "-m", "gpu", *files]
     log_path = report.out.with_name(report.out.stem + "_tests.log")
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,

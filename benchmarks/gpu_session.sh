@@ -30,8 +30,9 @@ case "$what" in
     timeout $(( ${GPU_BUDGET_S:-400} + 40 )) python3 benchmarks/bench_gpu.py --budget_s "${GPU_BUDGET_S:-400}" \
       --out "$OUT/gpu.md" 2>&1 | tee "$OUT/gpu_bench.log"
     # the suite, each test given its time limit by the whole run's: what ran in the time is in the log
-    timeout "${SUITE_S:-120}" python3 -m pytest -q -n "${SUITE_WORKERS:-8}" --dist loadfile -p no:cacheprovider \
-      > "$OUT/gpu_suite.log" 2>&1
+    # -v -rfE: every test's outcome as it finishes (a suite stopped by the time limit still names its failures)
+    timeout "${SUITE_S:-120}" python3 -m pytest -v -rfE -n "${SUITE_WORKERS:-8}" --dist loadfile \
+      -p no:cacheprovider > "$OUT/gpu_suite.log" 2>&1
     echo "suite exit $? (124: stopped at ${SUITE_S:-120} s)" >> "$OUT/gpu_suite.log"
     tail -3 "$OUT/gpu_suite.log"
     ;;
