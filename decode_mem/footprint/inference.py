@@ -26,8 +26,10 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   and each stream beyond the first ``STREAM_ARENA_SLACK`` more: its thread allocates from a glibc arena of its
   own, which kept more freed memory than the main heap (fitted on an AMD EPYC with torch 2.13 from the 256²
   and 1024² rows of ``benchmarks/results/streams.md``, which shows its error).
-Device (CUDA) = the network's working set (``torch.cuda.max_memory_allocated`` counts the same tensors;
-cuDNN workspaces and the CUDA context are not in it).
+Device (CUDA) = the network's working set. ``torch.cuda.max_memory_allocated`` counts these tensors and also
+cuDNN's workspaces (allocated through torch's caching allocator), which are not planned; the CUDA context is in
+neither. On one H200 every measured peak was 1.4-4.4x this prediction (``benchmarks/results/gpu.md``); not fitted
+yet (GPU issue).
 """
 
 from __future__ import annotations
