@@ -33,13 +33,14 @@ def test_bench_gpu_quick_on_a_cpu_writes_its_report(tmp_path: Path) -> None:
     assert "Device: **cpu**" in text and "not measured" in text  # no GPU numbers invented on a CPU
     record = json.loads(out.with_suffix(".json").read_text())
     log = (tmp_path / "gpu_smoke_tests.log").read_text()
-    assert log.startswith("$ -m pytest -q")
+    assert log.startswith("$ -m pytest -v -rfE")  # each test's outcome logged as it finishes
     # the step's own limit is 30 s at this budget: a machine loaded enough to take longer to collect the gpu
     # files gets a report that says so (rc 124), else the gpu tests' summary (all skipped without CUDA)
     if record["tests"]["rc"] == 124:
         assert log.rstrip().endswith("(timed out)") and record["tests"]["summary"] == "no summary line"
     else:
         assert record["tests"]["rc"] == 0 and "skipped" in record["tests"]["summary"], record["tests"]
+        assert "::" in log and " SKIPPED" in log  # named, one line per test
     for step in ("simulate_movies", "end_to_end", "memory_rows", "speed_paths", "training"):
         assert f"{step}: not run (time budget spent)" in text, step
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
