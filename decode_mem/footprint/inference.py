@@ -28,7 +28,7 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   and 1024² rows of ``benchmarks/results/streams.md``, which shows its error).
 Device (CUDA) = the network's working set. ``torch.cuda.max_memory_allocated`` counts these tensors and also
 cuDNN's workspaces (allocated through torch's caching allocator), which are not planned; the CUDA context is in
-neither. On one H200 every measured peak was 1.4-4.4x this prediction (``benchmarks/results/gpu.md``); not fitted
+neither. On one H200 every measured peak was 1.4-4.5x this prediction (``benchmarks/results/gpu.md``); not fitted
 yet (GPU issue).
 """
 

@@ -247,7 +247,8 @@ class Linker:
         op = self._open if self._open is not None else {k: v[:0] for k, v in sums.items()}
         n_old = int(np.searchsorted(sums["group"], first_new))  # sums: the tail's molecules, then the new ones
         at = np.searchsorted(op["group"], sums["group"][:n_old])
-        if n_old and not np.array_equal(op["group"][np.minimum(at, len(op["group"]) - 1)], sums["group"][:n_old]):
+        if n_old and (len(op["group"]) == 0
+                      or not np.array_equal(op["group"][np.minimum(at, len(op["group"]) - 1)], sums["group"][:n_old])):
             raise RuntimeError("link: a molecule of the tail is not open (a bug: please report it)")
         for k, v in sums.items():
             if k in ("group", "first"):

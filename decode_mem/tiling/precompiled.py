@@ -62,16 +62,19 @@ class Precompiled:
             self.loaded += 1
             return loaded
         try:
-            self._build(args, path, replace=path.is_file())  # a file there that did not load: damaged
+            published = self._build(args, path, replace=path.is_file())  # a file there that did not load: damaged
         except Exception:  # an export that fails, no folder, read-only: the plain compile
             return self._plain_compiled()
         loaded = self._load(path)
         if loaded is None:
             return self._plain_compiled()
-        self.saved += 1
+        if published:
+            self.saved += 1
+        else:  # another process's package, published while this one was built
+            self.loaded += 1
         return loaded
 
-    def _build(self, args: tuple[torch.Tensor, ...], path: Path, *, replace: bool = False) -> None:
+    def _build(self, args: tuple[torch.Tensor, ...], path: Path, *, replace: bool = False) -> bool:
         """Export the function at ``args`` and compile it ahead of time into the package ``path``, written whole
         or not at all (a temporary name, then published: a concurrent run or a kill leaves no half package).
 
@@ -79,7 +82,7 @@ class Precompiled:
         a process may be reading it (torch's loader opens the archive more than once), and two builds of one
         graph need not be the same bytes. A GPU machine's suite (14 processes, one cache folder) had a process
         die of a segmentation fault inside the loader while replacing was allowed (benchmarks/results/
-        gpu_suite_250s.log); whether this race was its cause is not known.
+        gpu_suite_250s.log); whether this race was its cause is not known. True where this build took the name.
         """
         import warnings
 
@@ -92,7 +95,7 @@ class Precompiled:
 
                 program = torch.export.export(_Call(self._module, self._fn.__name__), tuple(args))
                 aoti_compile_and_package(program, package_path=str(tmp))
-            _publish(tmp, path, replace)
+            return _publish(tmp, path, replace)
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -111,18 +114,20 @@ class Precompiled:
         return run
 
 
-def _publish(tmp: Path, path: Path, replace: bool) -> None:
+def _publish(tmp: Path, path: Path, replace: bool) -> bool:
     """Give the finished file ``tmp`` the name ``path``: atomically and only where no file has it (a hard link,
-    which fails where one exists), or replacing it (``replace``). A file system without hard links: replaced."""
+    which fails where one exists), or replacing it (``replace``). A file system without hard links: replaced.
+    False where another process's file kept the name."""
     if not replace:
         try:
             os.link(tmp, path)
-            return
+            return True
         except FileExistsError:
-            return  # another process's package: kept
+            return False
         except OSError:
             pass
     os.replace(tmp, path)
+    return True
 
 
 class _Call(torch.nn.Module):

@@ -83,26 +83,25 @@ def test_a_fresh_process_loads_the_executors_graphs_and_computes_the_same(tiny, 
         config = TileConfig(chunk_size=32, batch_size=2, block=6, compile=True, compiled_dir={str(tmp_path / "c")!r})
         ex = TiledExecutor(net, (40, 40), config)
         outs, calls = [], []
-        def seen(graph):  # the signatures the run called each graph with
+        graphs = {{name: getattr(ex, name) for name in ("_frame_features", "_temporal")}}  # the Precompiled objects
+        def seen(name, graph):  # records the signatures the run calls each graph with
             def call(*args):
-                calls.append((graph, [(a.shape, a.stride()) for a in args]))
-                return getattr(ex, graph).__wrapped__(*args)
+                calls.append((name, [(a.shape, a.stride()) for a in args]))
+                return graph(*args)
             return call
-        for graph in ("_frame_features", "_temporal"):
-            call = seen(graph)
-            call.__wrapped__ = getattr(ex, graph)
-            setattr(ex, graph, call)
+        for name, graph in graphs.items():
+            setattr(ex, name, seen(name, graph))
         list(ex.run(ArrayStack(stack), lambda tile, frames, out: outs.append(out.numpy().copy())))
         fixed, g = [], torch.Generator().manual_seed(1)
         with torch.inference_mode(), autocast(ex.device, ex._amp):  # the modes a run calls the graphs in
-            for graph, shapes in dict.fromkeys((g_, tuple(s)) for g_, s in calls):
+            for name, shapes in dict.fromkeys((name, tuple(s)) for name, s in calls):
                 args = [torch.empty_strided(shape, stride).copy_(torch.randn(shape, generator=g))
                         for shape, stride in shapes]
-                fixed.append(getattr(ex, graph).__wrapped__(*args).ravel())
+                fixed.append(graphs[name](*args).ravel())
         np.save(sys.argv[1], np.concatenate([o.ravel() for o in outs]))
         np.save(sys.argv[1].replace(".npy", "_fixed.npy"), torch.cat(fixed).numpy())
-        print(len(fixed), int("torch._dynamo" in sys.modules), ex._frame_features.__wrapped__.saved,
-              ex._frame_features.__wrapped__.loaded, ex._temporal.__wrapped__.saved, ex._temporal.__wrapped__.loaded)
+        ff, t = graphs["_frame_features"], graphs["_temporal"]
+        print(len(fixed), int("torch._dynamo" in sys.modules), ff.saved, ff.loaded, t.saved, t.loaded)
     """)
     (tmp_path / "run.py").write_text(script)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
