@@ -288,6 +288,7 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
 
 
 SCAN_FACTORS = (4.0, 6.0, 8.0, 10.0, 12.0)  # radius scan: these many times the median predicted σ
+MIN_RESOLVABLE = 200  # resolvable multi-frame events a movie needs before its linking goals are judged on them
 SPARROW = 2.0  # a Gaussian PSF's Sparrow limit in PSF σ: two equal spots closer than this show one maximum
 WELL_PLACED = 8.0  # a localization within this many median σ of its matched site is well placed (not a blend)
 CROWDING_LAGS = (1, 2, 5, 10, 20, 50, 100, 200)  # frames: the chance-neighbour rate by lag, every frame a reference
@@ -452,17 +453,18 @@ def blink_errors(matches: Any, gt: Any, events: np.ndarray, seed: int) -> tuple[
     return dx, dy
 
 
-def frc_of_matched_truth(gt: Any, matches: Any, events: np.ndarray, errors: tuple[np.ndarray, np.ndarray] | None,
+def frc_of_matched_truth(gt: Any, matches: Any, key: np.ndarray, errors: tuple[np.ndarray, np.ndarray] | None,
                          shape: tuple[int, int], px: float, render_pixel: float) -> float | None:
     """FRC resolution of the true positions of the matched localizations (the emitters the localizer found, as
-    many points as it found), moved by ``errors`` (nm; None: not moved), halves split by event."""
+    many points as it found), moved by ``errors`` (nm; None: not moved), halves split by ``key`` (one value per
+    ground-truth row: its event or its site)."""
     from decode_mem.evaluate.no_truth import molecule_half
     from decode_mem.io.table import EmitterTable
 
     found = gt.select(matches.gt_index)
     ex, ey = (0.0, 0.0) if errors is None else (errors[0] / px, errors[1] / px)
     moved = EmitterTable({**found.columns, "x": found["x"] + ex, "y": found["y"] + ey})
-    return frc_of_halves(moved, molecule_half(events[matches.gt_index]), shape, px, render_pixel)
+    return frc_of_halves(moved, molecule_half(key[matches.gt_index]), shape, px, render_pixel)
 
 
 def error_model_errors(pred: Any, radius_px: float, px: float, rho: Any, n: int, seed: int) -> tuple[np.ndarray, ...]:
@@ -574,8 +576,8 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
         rec["frc"]["truth with the true errors resampled"] = frc_of_truth(
             gt, events, (m.dx, m.dy), files["shape"], px, render_pixel, seed)
         rec["frc pixel nm"] = render_pixel
-        rec["frc"]["truth without error"] = frc_of_matched_truth(gt, m, events, None, files["shape"], px,
-                                                                  render_pixel)
+        rec["frc"]["truth without error, halves by true site"] = frc_of_matched_truth(
+            gt, m, true_sites(gt), None, files["shape"], px, render_pixel)
         rec["frc"]["truth + the true errors a blink at a time"] = frc_of_matched_truth(
             gt, m, events, blink_errors(m, gt, events, seed), files["shape"], px, render_pixel)
         rec["frc"]["truth blurred with the true RMSE"] = frc_of_truth(
@@ -894,7 +896,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
     own_ok = [r["case"] for r in records if "well placed only" in r["link"]
               and r["link"]["well placed only"]["recovered"] >= 0.95
               and r["link"]["well placed only"]["merged with another emitter"] < 0.02]
-    resolvable = [r for r in records if (r["link"].get("resolvable") or {}).get("multi-frame events")]
+    resolvable = [r for r in records
+                  if (r["link"].get("resolvable") or {}).get("multi-frame events", 0) >= MIN_RESOLVABLE]
     resolvable_ok = [r["case"] for r in resolvable if r["link"]["resolvable"]["recovered"] >= 0.95
                      and r["link"]["resolvable"]["merged with another emitter"] < 0.02]
     no_resolvable = [r["case"] for r in records if r not in resolvable]
@@ -906,8 +909,9 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
                   f"of two emitters on together and gross errors, left out of the count, not out of the linking): "
                   f"{len(own_ok)} of {len(records)} ({', '.join(own_ok) or 'none'}). Counting the resolvable "
                   f"events only (no other emitter on within the Sparrow limit; their molecules made of every "
-                  f"localization): {len(resolvable_ok)} of the {len(resolvable)} movies that have such events "
-                  f"({', '.join(resolvable_ok) or 'none'}); without any: {', '.join(no_resolvable) or 'none'}.",
+                  f"localization): {len(resolvable_ok)} of the {len(resolvable)} movies with at least "
+                  f"{MIN_RESOLVABLE} such events ({', '.join(resolvable_ok) or 'none'}); with fewer, too few to "
+                  f"judge a 2 % rate: {', '.join(no_resolvable) or 'none'}.",
               *crowding_lines(records), "",
               "### Where the merges come from: links between two emitters", "",
               "A wrong link: two consecutive localizations of one molecule matched to different sites (ground "
@@ -972,18 +976,20 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
               "errors of RMS σ x σ scale (the stated precision without the unseen-error factor) with the "
               "table's own mix of σ and tails, made without the "
               "truth. Truth without error and a blink at a time: the true positions of the matched "
-              "localizations only (the emitters the localizer found, as many points as it found), unmoved, or "
-              "moved by the matched localizations' true errors an event at a time — each event's errors, in frame "
-              "order, given whole to another event with as many matched localizations: the localizer's own "
-              "errors with their correlation within a blink (its localizations count as fewer independent points "
-              "than independent errors would, which matters where the FRC is limited by the number of points) and "
-              "their mix of widths, cut from where the emitter sits; halves split by event. Matched columns: the "
+              "localizations only (the emitters the localizer found, as many points as it found), unmoved (halves "
+              "by true site, as the matched column beside it: the same points, the same split, without the "
+              "errors), or moved by the matched localizations' true errors an event at a time — each event's "
+              "errors, in frame order, given whole to another event with as many matched localizations: the "
+              "localizer's own errors with their correlation within a blink (its localizations count as fewer "
+              "independent points than independent errors would, which matters where the FRC is limited by the "
+              "number of points) and their mix of widths, cut from where the emitter sits; halves split by "
+              "event. Matched columns: the "
               "localizations matched to the truth, unmoved, split by the "
               "molecule linking gave them or by their true site (the split no linker can beat: one site's "
               "correlated localizations never in both halves).", "",
               "| movie | halves by molecule | halves by alternating frames | matched, by molecule | matched, by true "
-              "site | truth without error | truth + the true errors a blink at a time | truth + the true errors "
-              "resampled | truth + the no-truth error model | "
+              "site | truth without error, by true site | truth + the true errors a blink at a time | "
+              "truth + the true errors resampled | truth + the no-truth error model | "
               "truth blurred with each calibrated σ | truth blurred with "
               "the corrected NeNA | with the stated precision | with the RMS predicted σ | with the true RMSE | "
               "correlation of the mean errors of two blinks of one site (pairs) |",
@@ -991,7 +997,7 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
     for r in records:
         ce = r.get("cross-event correlation")
         cols = ("molecule split", "frame split", "matched, halves by molecule", "matched, halves by true site",
-                "truth without error", "truth + the true errors a blink at a time",
+                "truth without error, halves by true site", "truth + the true errors a blink at a time",
                 "truth with the true errors resampled",
                 "truth moved by the no-truth error model",
                 "truth blurred with each calibrated σ", "truth blurred with the corrected NeNA",
@@ -1014,11 +1020,12 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
                       f"{within('truth moved by the no-truth error model')}; the truth blurred with each calibrated "
                       f"σ in {within('truth blurred with each calibrated σ')}; the matched localizations split by "
                       f"true site in {within('matched, halves by true site')}; the truth blurred with the stated "
-                      f"precision in {within('truth blurred with the stated precision')}. Sharper than the truth "
-                      f"without error (the emitters' own positions, every one of them, none moved): "
-                      f"{sharper_than_truth(structured)} — a resolution no localizer reaches: those halves share "
-                      "structure the emitters do not have (a blend of two emitters on together is one position, "
-                      "matched to either, so in both halves whichever split is used). A site of these "
+                      f"precision in {within('truth blurred with the stated precision')}. The matched "
+                      "localizations split by true site resolve finer than their own true positions split the same "
+                      f"way without error in {sharper_than_truth(structured)}: a resolution no localizer reaches, "
+                      "so there the halves share structure the emitters do not have (a blend of two emitters on "
+                      "together is one position, matched to either, so it falls in both halves whichever split is "
+                      "used), and no FRC of those localizations is a resolution. A site of these "
                       "structures blinks several times (80 to 2400 frames dark on average): its blinks are separate "
                       "molecules, in either half, sharing their true position, as the truth columns' events do; "
                       "the true-site split keeps them in one half, which no split without the truth can do."]
@@ -1040,9 +1047,13 @@ def frc_cell(r: dict[str, Any], column: str) -> str:
 
 
 def sharper_than_truth(structured: list[dict[str, Any]]) -> str:
-    """The movies whose molecule split resolves finer than their ground truth without error, as report text."""
-    sharper = [r["case"] for r in structured if r["frc"]["molecule split"] and r["frc"].get("truth without error")
-               and r["frc"]["molecule split"] < r["frc"]["truth without error"]]
+    """The movies whose matched localizations, halves by true site, resolve finer than their own true positions
+    split the same way without error, as report text."""
+    def finer(f: dict[str, Any]) -> bool:
+        data, truth = f.get("matched, halves by true site"), f.get("truth without error, halves by true site")
+        return bool(data and truth and data < truth)
+
+    sharper = [r["case"] for r in structured if finer(r["frc"])]
     return f"{len(sharper)} of {len(structured)}" + (f" ({', '.join(sharper)})" if sharper else "")
 
 
