@@ -17,9 +17,14 @@ truth (the simulator places every emitter or binding site at its own continuous 
   land in one molecule (recovered), the events whose molecule also holds another event's localizations (merged),
   and each single-event molecule's error against its true position beside its stated precision, with the
   correlation model and with independent errors (1/sqrt(n)); Picasso's ``link`` on the same HDF5 at its defaults
-  and at our radius and max_dark (molecules, seconds, peak RssAnon);
+  and at our radius and max_dark (molecules, seconds, peak RssAnon); linking counted on the resolvable events only
+  (no other emitter on within the PSF's Sparrow limit, 2 PSF σ, in the frames a link reaches: closer, two emitters
+  on together are one spot, and no linker keeps their blinks apart);
 * for rings and filaments: FRC resolution of the halves split by molecule beside references computed the same
-  way: the ground truth's localizations blurred with the corrected NeNA, the stated precision, the RMS predicted σ
+  way: the true positions of the emitters the localizer found, moved by its true errors a blink at a time (each
+  event's error sequence given whole to another event as long: the within-blink correlation kept) or not moved
+  (halves by true site, beside the matched localizations split so: finer data means halves that share structure),
+  the ground truth's localizations blurred with the corrected NeNA, the stated precision, the RMS predicted σ
   or the true RMSE, or with each localization's own predicted σ times the σ check (a Gaussian per localization),
   or moved by the true errors resampled or by the no-truth error model (a predicted σ times a normalized linked
   difference, both drawn from the table; halves split by event), and the matched localizations themselves split
@@ -288,6 +293,7 @@ def wrong_links(group: np.ndarray, pred: Any, matches: Any, sites: np.ndarray, g
 
 
 SCAN_FACTORS = (4.0, 6.0, 8.0, 10.0, 12.0)  # radius scan: these many times the median predicted σ
+FINER = 0.15  # data finer than the errorless truth by more than this: halves that share structure
 MIN_RESOLVABLE = 200  # resolvable multi-frame events a movie needs before its linking goals are judged on them
 SPARROW = 2.0  # a Gaussian PSF's Sparrow limit in PSF σ: two equal spots closer than this show one maximum
 WELL_PLACED = 8.0  # a localization within this many median σ of its matched site is well placed (not a blend)
@@ -1022,7 +1028,8 @@ def report(records: list[dict[str, Any]], header: list[str], rho: dict[str, Any]
                       f"true site in {within('matched, halves by true site')}; the truth blurred with the stated "
                       f"precision in {within('truth blurred with the stated precision')}. The matched "
                       "localizations split by true site resolve finer than their own true positions split the same "
-                      f"way without error in {sharper_than_truth(structured)}: a resolution no localizer reaches, "
+                      f"way without error (by more than {100 * FINER:.0f} %) in {sharper_than_truth(structured)}: "
+                      "a resolution no localizer reaches, "
                       "so there the halves share structure the emitters do not have (a blend of two emitters on "
                       "together is one position, matched to either, so it falls in both halves whichever split is "
                       "used), and no FRC of those localizations is a resolution. A site of these "
@@ -1048,10 +1055,11 @@ def frc_cell(r: dict[str, Any], column: str) -> str:
 
 def sharper_than_truth(structured: list[dict[str, Any]]) -> str:
     """The movies whose matched localizations, halves by true site, resolve finer than their own true positions
-    split the same way without error, as report text."""
+    split the same way without error (by more than ``FINER``: where the points' number limits both, they read
+    alike), as report text."""
     def finer(f: dict[str, Any]) -> bool:
         data, truth = f.get("matched, halves by true site"), f.get("truth without error, halves by true site")
-        return bool(data and truth and data < truth)
+        return bool(data and truth and data < (1 - FINER) * truth)
 
     sharper = [r["case"] for r in structured if finer(r["frc"])]
     return f"{len(sharper)} of {len(structured)}" + (f" ({', '.join(sharper)})" if sharper else "")
@@ -1163,9 +1171,10 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
            label="recovered, well-placed localizations only")
     b.plot(x, [r["link"].get("well placed only", {}).get("merged with another emitter", np.nan) for r in records],
            "g+:", label="merged with another emitter, well-placed localizations only")
-    res = [r["link"].get("resolvable") or {} for r in records]
+    res = [r["link"].get("resolvable") or {} for r in records]  # too few to judge: not drawn
+    res = [v if v.get("multi-frame events", 0) >= MIN_RESOLVABLE else {} for v in res]
     b.plot(x, [np.nan if v.get("recovered") is None else v["recovered"] for v in res], "b*-.",
-           label="recovered, resolvable events only (no neighbour on within the Sparrow limit)")
+           label=f"recovered, resolvable events only (no neighbour on within the Sparrow limit; >= {MIN_RESOLVABLE})")
     b.plot(x, [np.nan if v.get("merged with another emitter") is None else v["merged with another emitter"]
                for v in res], "b+-.", label="merged with another emitter, resolvable events only")
     b.plot(x, [r["link"]["neighbour floor"] for r in records], "rx:",

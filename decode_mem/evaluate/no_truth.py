@@ -39,7 +39,8 @@ One streamed pass over a localization file (frame order), linking as it goes (``
 * **Crowding for linking** (``link.crowding``): the share of localizations with another within this pass's link
   radius 100 frames earlier, and of multi-frame blinks that have a neighbour a link can reach; above 2 % a warning:
   the linked differences then mix emitters, and the σ scale and stated precision read high (filaments in
-  benchmarks/results/postprocess.md).
+  benchmarks/results/postprocess.md). Above 50 % (``dense``) a second warning: emitters on together overlap so
+  often that both FRC halves hold the same blends, and the FRC reads finer than the localizations resolve.
 
 Memory: the linking window, the histograms and four images of at most ``MAX_FRC_SIDE``² pixels.
 """
@@ -406,6 +407,10 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     crowding = chance.result()
     if crowding.crowded:
         warnings.warn(crowding.warning(path), stacklevel=2)
+    if crowding.dense:
+        warnings.warn(f"{path}: dense: most blinks have another emitter within the link radius next to them, so "
+                      f"the two FRC halves share blends of emitters on together: the FRC resolution reads finer "
+                      f"than the localizations resolve", stacklevel=2)
     return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
                          scale, scale_unc, correlation, radius_nm,
                          by_molecule.frc("molecules (a molecule's localizations in one half)"),
@@ -549,7 +554,8 @@ def _crowding_text(d: dict[str, Any]) -> str:
         return "n/a"
     return (f"{100 * rate:.2f} %; {100 * join:.1f} %"
             + (" (crowded for linking: the σ scale and molecule counts are less reliable)"
-               if d.get("crowded_for_linking") else ""))
+               if d.get("crowded_for_linking") else "")
+            + ("; dense: the FRC resolution reads finer than the localizations resolve" if d.get("dense") else ""))
 
 
 def quality_of(result: NoTruthResult, label: str) -> Any:

@@ -30,6 +30,11 @@ from decode_mem.link.core import candidate_pairs
 LAG = 100  # frames between a localization and the neighbours it is compared with
 EVERY = 10  # every EVERY-th frame is a reference frame
 MERGE_GOAL = 0.02  # joinable above this: flagged (issue goal: < 2 % of blinks merged with another emitter)
+# joinable above this: most blinks have a neighbour a link reaches. On decode_mem's benchmark movies only the dense
+# filaments pass it (0.98 at --no_truth's radius, against 0.07-0.12 on the rings and sparse filaments), and there
+# the matched localizations split by true site resolve finer than their own true positions without error: emitters
+# overlap so often that two FRC halves share blends (benchmarks/results/postprocess.md)
+DENSE = 0.5
 MIN_QUERIES = 100  # localizations compared, below which the rate is not stated
 
 
@@ -61,6 +66,11 @@ class Crowding:
     def crowded(self) -> bool:
         return self.joinable is not None and self.joinable > MERGE_GOAL
 
+    @property
+    def dense(self) -> bool:
+        """Most multi-frame blinks have a chance neighbour a link reaches (``DENSE``): an FRC is optimistic."""
+        return self.joinable is not None and self.joinable > DENSE
+
     def warning(self, path: object) -> str:
         """The one line that says what a crowded result means."""
         return (f"{path}: crowded for linking: {100 * self.rate:.1f} % of localizations have another within the "
@@ -74,7 +84,8 @@ class Crowding:
 
         return {"chance_neighbour_rate": num(self.rate), "chance_neighbour_uncertainty": num(self.uncertainty),
                 "chance_neighbour_lag_frames": self.lag, "chance_neighbour_queries": self.queries,
-                "joinable_fraction": num(self.joinable), "crowded_for_linking": self.crowded}
+                "joinable_fraction": num(self.joinable), "crowded_for_linking": self.crowded,
+                "dense": self.dense}
 
 
 class ChanceNeighbours:

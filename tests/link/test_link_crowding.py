@@ -12,7 +12,7 @@ import pytest
 
 from decode_mem.io.localizations import open_writer
 from decode_mem.io.table import EmitterTable
-from decode_mem.link.crowding import EVERY, LAG, MERGE_GOAL, ChanceNeighbours, Crowding
+from decode_mem.link.crowding import DENSE, EVERY, LAG, MERGE_GOAL, ChanceNeighbours, Crowding
 
 
 def brute_force(x: np.ndarray, y: np.ndarray, f: np.ndarray, radius: float, lag: int, every: int) -> tuple[int, int]:
@@ -133,3 +133,41 @@ def test_link_and_no_truth_warn_on_a_crowded_movie_and_not_on_a_sparse_one(tmp_p
         assert (d["joinable_fraction"] > MERGE_GOAL) is crowded
         row = dict(quality_rows(d))
         assert any(("crowded for linking" in v) is crowded for k, v in row.items() if k.startswith("chance"))
+
+
+def test_dense_when_most_blinks_have_a_neighbour_a_link_reaches() -> None:
+    """joinable = 1 - (1 - rate)^4 for max_dark 1: 0.478 at a rate of 0.15 (crowded, not dense), 0.526 at 0.17."""
+    below = Crowding(0.15, 10_000, LAG, 10.0, 1)
+    above = Crowding(0.17, 10_000, LAG, 10.0, 1)
+    assert below.crowded and above.crowded
+    assert below.joinable < DENSE < above.joinable
+    assert not below.dense and above.dense
+    assert above.as_dict()["dense"] is True and below.as_dict()["dense"] is False
+    assert not Crowding(None, 10, LAG, 10.0, 1).dense
+
+
+def test_no_truth_says_the_frc_is_optimistic_only_where_the_movie_is_dense(tmp_path: Path) -> None:
+    """Sites that blink in 1 frame of 5 (joinable about 0.6: dense) against 1 frame of 30 (about 0.13: crowded, not
+    dense; 24 sites over 4000 frames) and the sparse table: only the first warns that the FRC reads finer, in the
+    warning, the JSON and the report's row."""
+    from decode_mem.evaluate.no_truth import assess_file, quality_rows
+
+    (cx, cy, cf), (sx, sy, sf) = crowded_and_sparse()
+    rng = np.random.default_rng(6)
+    sites = np.array([[4 + 5 * i, 20.0] for i in range(24)])
+    f, s = np.nonzero(rng.random((4000, 24)) < 1 / 30)  # enough localizations 100 frames after a reference
+    write_table(tmp_path / "dense.parquet", cx, cy, cf)
+    write_table(tmp_path / "crowded.parquet", sites[s, 0] + rng.normal(0, 0.05, len(f)),
+                sites[s, 1] + rng.normal(0, 0.05, len(f)), f)
+    write_table(tmp_path / "sparse.parquet", sx, sy, sf)
+    for name, crowded, dense in (("dense", True, True), ("crowded", True, False), ("sparse", False, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            q = assess_file(tmp_path / f"{name}.parquet", radius=100.0)
+        said = [str(w.message) for w in caught if "FRC resolution reads finer" in str(w.message)]
+        assert q.crowding.crowded is crowded and q.crowding.dense is dense, q.crowding
+        assert len(said) == (1 if dense else 0), said
+        d = json.loads(json.dumps(q.as_dict()))
+        assert d["dense"] is dense
+        row = dict(quality_rows(d))
+        assert any(("dense: the FRC" in v) is dense for k, v in row.items() if k.startswith("chance"))
