@@ -15,15 +15,15 @@ One streamed pass over a localization file (frame order), linking as it goes (``
 * **σ check**: the same pairs' differences divided by what the σ and ρ predict for them
   (``σ_i² + σ_j² - 2ρ σ_i σ_j``), their robust standard deviation (1.4826 x median |u|): 1 when σ and ρ hold.
 * **Stated precision** (``precision_nm``): the RMS σ times the **σ scale**, the RMS of those same ``u`` (not
-  robust), times the localizer's **unseen-error factor** (``link.correlation``; 1.11 for decode_mem's models,
-  measured on simulations): the RMSE of the localizations, tails included, where the errors the σ do not predict
-  (gross errors, crowded spots) show in consecutive differences, and the share they do not show (errors shared by
-  consecutive frames beyond ρ, differences beyond the link radius) is the localizer's measured one. The RMS σ
-  alone (``sigma_rms_nm``) reads 0.7-0.85 of the RMSE for decode_mem, whose σ describe the core of its errors well
-  (robust σ check ~1) but not its tails; RMS σ x σ scale read 0.84-0.94 of it on every uniform simulated movie
-  with the small model, 0.78-0.91 with the wide one (benchmarks/results/postprocess.md, postprocess_wide.md). Its
-  limits: differences larger than the link radius are not linked (tails beyond it are not seen), and where other
-  emitters are linked in (filaments: sites 5 nm apart) the scale reads high (benchmarks/results/postprocess.md).
+  robust; a jump beyond ``JUMP`` divided by what independent errors predict instead, ``scale_difference``), times
+  the localizer's **unseen-error factor** (``link.correlation``, measured on simulations for each shipped model):
+  the RMSE of the localizations, tails included, where the errors the σ do not predict (gross errors, crowded
+  spots) show in consecutive differences, and the share they do not show (errors shared by consecutive frames
+  beyond ρ, differences beyond the link radius) is the localizer's measured one. The RMS σ alone
+  (``sigma_rms_nm``) reads 0.7-0.85 of the RMSE for decode_mem, whose σ describe the core of its errors well
+  (robust σ check ~1) but not its tails (benchmarks/results/postprocess.md, postprocess_wide.md). Its limits:
+  differences larger than the link radius are not linked (tails beyond it are not seen), and where other emitters
+  are linked in (the dense filaments: sites 5 nm apart) the scale reads high.
   Uncertainty: the
   delete-one jackknife over ``JACKKNIFE`` groups of molecules. The 'auto' radius of this pass is
   ``QUALITY_FACTOR`` x the median σ, without linking's sigma gate.
@@ -64,6 +64,12 @@ from decode_mem.link.correlation import ErrorCorrelation, for_file
 from decode_mem.link.crowding import LAG, ChanceNeighbours, Crowding
 from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
 
+# |u| beyond this (what σ and ρ predict for a difference): a jump between two states, normalized as independent
+# errors in the σ scale (``scale_difference``). A Gaussian difference is this far out twice in a billion; the core
+# of decode_mem's u is heavier-tailed (its σ vary), and at 4 the wide model's crowded rings read 0.82-0.91 of the
+# true RMSE. Chosen on the 14 movies of benchmarks/results/postprocess.md and postprocess_wide.md (3, 4 and 6 tried
+# ad hoc), checked on 2 more simulated after it
+JUMP = 6.0
 FRC_THRESHOLD = 1.0 / 7.0
 FRC_SMOOTH = 5  # rings averaged before the threshold is applied
 MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger field of view)
@@ -378,8 +384,8 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
             diff_hist[:, -1] += np.bincount(bucket[~inside], minlength=JACKKNIFE)  # beyond: counted, last bin
         if has_sigma:
             for diff, s in ((p.dx[lag1], p.sx[lag1]), (p.dy[lag1], p.sy[lag1])):
-                u = normalized_difference(diff, s[:, 0], s[:, 1], rho1)
-                u_hist[:] += np.histogram(u, U_BINS)[0]
+                u_hist[:] += np.histogram(normalized_difference(diff, s[:, 0], s[:, 1], rho1), U_BINS)[0]
+                u = scale_difference(diff, s[:, 0], s[:, 1], rho1)
                 fine = np.isfinite(u)
                 u2[0] += np.bincount(bucket[fine], weights=u[fine] ** 2, minlength=JACKKNIFE)
                 u2[1] += np.bincount(bucket[fine], minlength=JACKKNIFE)
@@ -422,6 +428,18 @@ def normalized_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.nda
     their σ and error correlation ``rho`` predict for it, ``sqrt(σ_a² + σ_b² − 2ρ σ_a σ_b)`` (1 when they hold)."""
     var = sigma_a**2 + sigma_b**2 - 2 * rho * sigma_a * sigma_b
     return diff / np.sqrt(np.maximum(var, 1e-30))
+
+
+def scale_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray, rho: float) -> np.ndarray:
+    """The σ scale's ``u``: ``normalized_difference``, except a jump (``|u| > JUMP``: a blend of two emitters
+    giving way to one of them, a gross error next to a good position) is divided by what independent errors
+    predict, ``sqrt(σ_a² + σ_b²)``: its two ends are two states, not one error that ρ carries from frame to frame,
+    and dividing it by ρ's smaller prediction would read it as a larger error than either end has."""
+    u = normalized_difference(diff, sigma_a, sigma_b, rho)
+    jump = np.abs(u) > JUMP
+    if rho and jump.any():
+        u[jump] = normalized_difference(diff[jump], sigma_a[jump], sigma_b[jump], 0.0)
+    return u
 
 
 def _linked_nena(edges: np.ndarray, hist: np.ndarray, diff_edges: np.ndarray, diff_hist: np.ndarray,

@@ -81,6 +81,37 @@ def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path
     assert r.sigma_check == pytest.approx(1.0, abs=0.08)  # the core still agrees with σ
 
 
+def test_a_jump_counts_in_the_sigma_scale_as_independent_errors() -> None:
+    """u beyond JUMP of what σ and ρ predict is divided by sqrt(σ_a² + σ_b²) instead; within it, and for ρ = 0,
+    u is the σ check's own."""
+    from decode_mem.evaluate.no_truth import JUMP, normalized_difference, scale_difference
+
+    s = np.full(4, 1.0)
+    d = np.array([0.5, 0.7 * JUMP * np.sqrt(0.6), 1.2 * JUMP * np.sqrt(0.6), -3.0 * JUMP])
+    plain = normalized_difference(d, s, s, 0.7)
+    u = scale_difference(d, s, s, 0.7)
+    assert np.array_equal(u[:2], plain[:2])
+    assert np.allclose(u[2:], d[2:] / np.sqrt(2.0))
+    assert np.array_equal(scale_difference(d, s, s, 0.0), normalized_difference(d, s, s, 0.0))
+
+
+def test_stated_precision_of_correlated_errors_with_jumps_is_the_true_rmse(tmp_path: Path) -> None:
+    """Errors correlated 0.7 from frame to frame and 2 % of the localizations 10x off on their own (a gross error
+    next to good ones: a jump): the stated precision (factor 1) is near the true RMSE, where dividing the jumps by
+    ρ's prediction too would read it high."""
+    rho = ErrorCorrelation(by_lag=(0.7, 0.49), beyond=0.34)
+    t = blinking_draws(0.7, seed=6)
+    rng = np.random.default_rng(7)
+    gross = rng.random(len(t)) < 0.02
+    extra = rng.normal(0, 1, (len(t), 2)) * np.sqrt(10.0**2 - 1) * SIGMA_NM / PX * gross[:, None]
+    t = EmitterTable({**t.columns, "x": t["x"] + extra[:, 0], "y": t["y"] + extra[:, 1]})
+    true_rmse = SIGMA_NM * np.sqrt(0.98 + 0.02 * 100)
+    path = tmp_path / "jumps.parquet"
+    write_localizations(t, path, pixel_size=PX, width=40, height=40)
+    r = assess_file(path, correlation=rho, radius=300.0)  # wide enough to link the jumps (80 nm per axis)
+    assert r.precision == pytest.approx(true_rmse, rel=0.1), (r.precision, true_rmse)
+
+
 def test_the_stated_precision_carries_the_localizers_unseen_error_factor(tmp_path: Path) -> None:
     """RMS σ x σ scale x the factor of the error model it was given: the same file with a factor of 1.3 states
     1.3x the precision; the shipped models carry theirs (measured on simulations), independent fits none; a factor
