@@ -1147,7 +1147,7 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 4.5), layout="constrained")
+    fig = Figure(figsize=(15, 7), layout="constrained")
     FigureCanvasAgg(fig)
     a, b = fig.subplots(1, 2)
     x = np.arange(len(records))
@@ -1163,10 +1163,11 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
                label="NeNA linked, corrected")
     a.plot(x, [r["stated"]["nena_picasso_nm"] or np.nan for r in records], "v:", label="NeNA as Picasso (ours)")
     a.plot(x, [r["picasso nena nm"] or np.nan for r in records], "x", label="Picasso's own NeNA")
-    a.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
+    names = [r["case"].replace("new after the jump rule", "after jump rule") for r in records]  # tick labels
+    a.set_xticks(x, names, rotation=30, ha="right", fontsize="small")
     a.set_ylabel("precision per axis [nm]")
     a.grid(alpha=0.3)
-    a.legend(fontsize="x-small", loc="upper left")
+    a.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.4), ncol=2)  # below: no line hidden
     for key, mark in (("1", "o-"), ("2", "s-"), (">=3", "^-")):
         b.plot(x, [r["correlation"][key] for r in records], mark, label=f"lag {key}")
     b.plot(x, [r["link"]["recovered"] for r in records], "k*--", label="events recovered by linking")
@@ -1188,12 +1189,12 @@ def draw(records: list[dict[str, Any]], path: Path) -> None:
            label="another emitter within the radius next to the event (truth)")
     b.plot(x, [(r["link"].get("crowding") or {}).get("joinable_fraction") or np.nan for r in records], "D:",
            color="tab:brown", mfc="none", label="events with a chance neighbour a link reaches (no truth: `link`)")
-    b.set_xticks(x, [r["case"] for r in records], rotation=30, ha="right", fontsize="small")
+    b.set_xticks(x, names, rotation=30, ha="right", fontsize="small")
     b.set_ylabel("correlation of consecutive errors / fraction")
     b.set_ylim(-0.05, 1.05)
     b.grid(alpha=0.3)
-    b.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.savefig(path, dpi=100)
+    b.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.4), ncol=2)
+    fig.savefig(path, dpi=100, bbox_inches="tight")  # the legends below the axes included
 
 
 def stream_report(big: dict[str, Any], header: list[str]) -> list[str]:
