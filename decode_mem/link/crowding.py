@@ -31,7 +31,7 @@ LAG = 100  # frames between a localization and the neighbours it is compared wit
 EVERY = 10  # every EVERY-th frame is a reference frame
 MERGE_GOAL = 0.02  # joinable above this: flagged (issue goal: < 2 % of blinks merged with another emitter)
 # joinable above this: most blinks have a neighbour a link reaches. On decode_mem's benchmark movies only the dense
-# filaments pass it (0.98 at --no_truth's radius, against 0.07-0.16 on the rings and sparse filaments), and there
+# filaments pass it (0.98 at --no_truth's radius, against 0.07-0.15 on the rings and sparse filaments), and there
 # the matched localizations split by true site resolve finer than their own true positions without error: emitters
 # overlap so often that two FRC halves share blends (benchmarks/results/postprocess.md)
 DENSE = 0.5
