@@ -86,8 +86,9 @@ DECODE_MEM = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.2, unseen_error_fact
                               source="decode_mem default_2d on simulations (benchmarks/results/postprocess.md)")
 # The wide model (data/models/default_2d_wide.pt; benchmarks/results/postprocess_wide.md): of the well-placed
 # localizations (within 8 median σ of their own emitter: what linking joins), the median over the 7 movies not held
-# out (0.59-0.81 by movie at lag 1). Of every matched localization (0.66 / 0.45 / 0.12: blends of two emitters and
-# gross errors correlate less) its stated precision (then RMS σ x σ scale) held on 2 of 13 movies instead of 9
+# out (0.58-0.81 by movie at lag 1 in the rerun at 30527ec). Of every matched localization (0.66 / 0.45 / 0.12:
+# blends of two emitters and gross errors correlate less) its stated precision (then RMS σ x σ scale) held on 2 of
+# 13 movies instead of 9
 # (postprocess_wide_all_matched.md).
 DECODE_MEM_WIDE = ErrorCorrelation(by_lag=(0.71, 0.44), beyond=0.09, unseen_error_factor=1.11,
                                    source="decode_mem default_2d_wide on simulations "
