@@ -41,6 +41,16 @@ def blinking_draws(rho: float, seed: int = 0, n_sites: int = 1500, frames_on: in
     return t.sorted_by_frame()
 
 
+def with_gross_errors(t: EmitterTable, share: float, times: float, seed: int) -> tuple[EmitterTable, float]:
+    """``share`` of the localizations moved by an independent error that makes theirs ``times`` SIGMA_NM per axis
+    in all (a gross error next to good positions); the table and its true per-axis RMSE (nm)."""
+    rng = np.random.default_rng(seed)
+    gross = rng.random(len(t)) < share
+    extra = rng.normal(0, 1, (len(t), 2)) * np.sqrt(times**2 - 1) * SIGMA_NM / PX * gross[:, None]
+    moved = EmitterTable({**t.columns, "x": t["x"] + extra[:, 0], "y": t["y"] + extra[:, 1]})
+    return moved, SIGMA_NM * float(np.sqrt(1 - share + share * times**2))
+
+
 @pytest.mark.parametrize("rho", [0.0, 0.7])
 def test_nena_of_linked_molecules_recovers_a_known_precision_and_picasso_reads_low(tmp_path: Path,
                                                                                    rho: float) -> None:
@@ -67,12 +77,7 @@ def test_stated_precision_follows_errors_the_sigma_do_not_predict(tmp_path: Path
     """5 % of the localizations err 3x more than their σ say (independently, within the link radius): the RMS σ
     reads low against the true RMSE, the σ scale (RMS of the consecutive differences / predicted) brings the
     stated precision to it."""
-    t = blinking_draws(0.0, seed=4)
-    rng = np.random.default_rng(5)
-    gross = rng.random(len(t)) < 0.05
-    extra = rng.normal(0, 1, (len(t), 2)) * np.sqrt(3.0**2 - 1) * SIGMA_NM / PX * gross[:, None]
-    t = EmitterTable({**t.columns, "x": t["x"] + extra[:, 0], "y": t["y"] + extra[:, 1]})
-    true_rmse = SIGMA_NM * np.sqrt(0.95 + 0.05 * 9)
+    t, true_rmse = with_gross_errors(blinking_draws(0.0, seed=4), share=0.05, times=3.0, seed=5)
     path = tmp_path / "tails.parquet"
     write_localizations(t, path, pixel_size=PX, width=40, height=40)
     r = assess_file(path, correlation=INDEPENDENT, radius=100.0)
@@ -100,12 +105,7 @@ def test_stated_precision_of_correlated_errors_with_jumps_is_the_true_rmse(tmp_p
     next to good ones: a jump): the stated precision (factor 1) is near the true RMSE, where dividing the jumps by
     ρ's prediction too would read it high."""
     rho = ErrorCorrelation(by_lag=(0.7, 0.49), beyond=0.34)
-    t = blinking_draws(0.7, seed=6)
-    rng = np.random.default_rng(7)
-    gross = rng.random(len(t)) < 0.02
-    extra = rng.normal(0, 1, (len(t), 2)) * np.sqrt(10.0**2 - 1) * SIGMA_NM / PX * gross[:, None]
-    t = EmitterTable({**t.columns, "x": t["x"] + extra[:, 0], "y": t["y"] + extra[:, 1]})
-    true_rmse = SIGMA_NM * np.sqrt(0.98 + 0.02 * 100)
+    t, true_rmse = with_gross_errors(blinking_draws(0.7, seed=6), share=0.02, times=10.0, seed=7)
     path = tmp_path / "jumps.parquet"
     write_localizations(t, path, pixel_size=PX, width=40, height=40)
     r = assess_file(path, correlation=rho, radius=300.0)  # wide enough to link the jumps (80 nm per axis)
