@@ -187,6 +187,30 @@ def link_outcome(group: np.ndarray, matches: Any, events: np.ndarray, sites: np.
             "merged": float(np.mean(merged[multi])), "merged with another emitter": float(np.mean(other[multi]))}
 
 
+def event_spans(events: np.ndarray, frame: np.ndarray, x: np.ndarray, y: np.ndarray,
+                sites: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per event (ground truth): its first and last frame, its position (``x``, ``y``: nm, per row) and its site."""
+    ne = int(events.max()) + 1
+    first = np.full(ne, np.iinfo(np.int64).max)
+    np.minimum.at(first, events, frame)
+    last = np.full(ne, -1)
+    np.maximum.at(last, events, frame)
+    ex, ey, site_of = np.zeros(ne), np.zeros(ne), np.zeros(ne, np.int64)
+    ex[events], ey[events], site_of[events] = x, y, sites
+    return first, last, ex, ey, site_of
+
+
+def mark_other_site_near(hit: np.ndarray, tree: Any, gap: float, radius_nm: float, which: np.ndarray,
+                         spans: tuple[np.ndarray, ...], frames: np.ndarray, sites: np.ndarray) -> None:
+    """Set ``hit`` for the events ``which`` that have a row of another site within ``radius_nm`` of their position
+    in ``frames`` (one frame per event; ``tree``: the rows' (x, y, frame x ``gap``), nm)."""
+    _, _, ex, ey, site_of = spans
+    q = np.column_stack([ex[which], ey[which], frames[which] * gap])
+    for i, near in zip(which, tree.query_ball_point(q, radius_nm), strict=True):
+        if near and np.any(sites[near] != site_of[i]):
+            hit[i] = True
+
+
 def neighbour_floor(gt: Any, events: np.ndarray, sites: np.ndarray, matches: Any, radius_nm: float,
                     px: float) -> float:
     """Of the multi-frame events: the fraction where another emitter is on (ground truth) within ``radius_nm`` of
@@ -194,23 +218,15 @@ def neighbour_floor(gt: Any, events: np.ndarray, sites: np.ndarray, matches: Any
     with this radius and max_dark 1 cannot tell from the event's own, whatever its rule."""
     from scipy.spatial import cKDTree
 
-    ne = int(events.max()) + 1
     f = gt["frame"].astype(np.int64)
-    first = np.full(ne, np.iinfo(np.int64).max)
-    np.minimum.at(first, events, f)
-    last = np.full(ne, -1)
-    np.maximum.at(last, events, f)
-    ex, ey, site_of = np.zeros(ne), np.zeros(ne), np.zeros(ne, np.int64)
-    ex[events], ey[events], site_of[events] = gt["x"] * px, gt["y"] * px, sites
-    multi = np.nonzero(np.bincount(events[matches.gt_index], minlength=ne) >= 2)[0]
+    spans = event_spans(events, f, gt["x"] * px, gt["y"] * px, sites)
+    first, last = spans[0], spans[1]
+    multi = np.nonzero(np.bincount(events[matches.gt_index], minlength=len(first)) >= 2)[0]
     gap = 10.0 * radius_nm  # frames apart in the tree's third axis: farther than any radius
     tree = cKDTree(np.column_stack([gt["x"] * px, gt["y"] * px, f * gap]))
-    hit = np.zeros(ne, bool)
+    hit = np.zeros(len(first), bool)
     for frames in (first - 1, first - 2, last + 1, last + 2):
-        q = np.column_stack([ex[multi], ey[multi], frames[multi] * gap])
-        for i, near in zip(multi, tree.query_ball_point(q, radius_nm), strict=True):
-            if near and np.any(sites[near] != site_of[i]):
-                hit[i] = True
+        mark_other_site_near(hit, tree, gap, radius_nm, multi, spans, frames, sites)
     return float(np.mean(hit[multi]))
 
 
@@ -224,28 +240,20 @@ def resolvable_events(gt: Any, events: np.ndarray, sites: np.ndarray, limit_nm: 
     that on: such an event is not one a linker can keep apart from its neighbour."""
     from scipy.spatial import cKDTree
 
-    ne = int(events.max()) + 1
     f = np.asarray(gt["frame"], np.int64)
     x, y = np.asarray(gt["x"], np.float64) * px, np.asarray(gt["y"], np.float64) * px
+    spans = event_spans(events, f, x, y, sites)
+    first, last = spans[0], spans[1]
     gap = 10.0 * limit_nm  # frames apart in the tree's third axis: farther than the limit
     tree = cKDTree(np.column_stack([x, y, f * gap]))
-    blocked = np.zeros(ne, bool)
+    blocked = np.zeros(len(first), bool)
     # in the event's own frames: every row finds itself (one row per site and frame), so more than one is another
     own = tree.query_ball_point(np.column_stack([x, y, f * gap]), limit_nm, return_length=True)
     np.logical_or.at(blocked, events, own > 1)
-    first = np.full(ne, np.iinfo(np.int64).max)
-    np.minimum.at(first, events, f)
-    last = np.full(ne, -1)
-    np.maximum.at(last, events, f)
-    ex, ey, site_of = np.zeros(ne), np.zeros(ne), np.zeros(ne, np.int64)
-    ex[events], ey[events], site_of[events] = x, y, sites
     seen = np.unique(events)
     for shift in range(1, reach + 1):  # the frames around it: another site (its own site may be on again there)
         for frames in (first - shift, last + shift):
-            q = np.column_stack([ex[seen], ey[seen], frames[seen] * gap])
-            for i, near in zip(seen, tree.query_ball_point(q, limit_nm), strict=True):
-                if near and np.any(sites[near] != site_of[i]):
-                    blocked[i] = True
+            mark_other_site_near(blocked, tree, gap, limit_nm, seen, spans, frames, sites)
     return ~blocked
 
 
@@ -1136,8 +1144,7 @@ def resolvable_cell(lk: dict[str, Any]) -> str:
     if r is None:
         return "not measured"
     n = r["multi-frame events"]
-    share = n / lk["multi-frame events"] if lk["multi-frame events"] else 0.0
-    head = f"{n} ({share:.2f})"
+    head = f"{n} ({n / lk['multi-frame events']:.2f})" if lk["multi-frame events"] else f"{n} (n/a)"
     if not n:
         return f"{head}: n/a ({r['limit nm']:.0f})"
     return f"{head}: {r['recovered']:.3f} / {r['merged with another emitter']:.3f} ({r['limit nm']:.0f})"

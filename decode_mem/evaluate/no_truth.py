@@ -384,8 +384,9 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
             diff_hist[:, -1] += np.bincount(bucket[~inside], minlength=JACKKNIFE)  # beyond: counted, last bin
         if has_sigma:
             for diff, s in ((p.dx[lag1], p.sx[lag1]), (p.dy[lag1], p.sy[lag1])):
-                u_hist[:] += np.histogram(normalized_difference(diff, s[:, 0], s[:, 1], rho1), U_BINS)[0]
-                u = scale_difference(diff, s[:, 0], s[:, 1], rho1)
+                u = normalized_difference(diff, s[:, 0], s[:, 1], rho1)
+                u_hist[:] += np.histogram(u, U_BINS)[0]
+                u = _jumps_as_independent(u, diff, s[:, 0], s[:, 1], rho1)  # the σ scale's u
                 fine = np.isfinite(u)
                 u2[0] += np.bincount(bucket[fine], weights=u[fine] ** 2, minlength=JACKKNIFE)
                 u2[1] += np.bincount(bucket[fine], minlength=JACKKNIFE)
@@ -414,9 +415,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     if crowding.crowded:
         warnings.warn(crowding.warning(path), stacklevel=2)
     if crowding.dense:
-        warnings.warn(f"{path}: dense: most blinks have another emitter within the link radius next to them, so "
-                      f"the two FRC halves share blends of emitters on together: the FRC resolution reads finer "
-                      f"than the localizations resolve", stacklevel=2)
+        warnings.warn(crowding.dense_warning(path), stacklevel=2)
     return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
                          scale, scale_unc, correlation, radius_nm,
                          by_molecule.frc("molecules (a molecule's localizations in one half)"),
@@ -435,9 +434,15 @@ def scale_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray,
     giving way to one of them, a gross error next to a good position) is divided by what independent errors
     predict, ``sqrt(σ_a² + σ_b²)``: its two ends are two states, not one error that ρ carries from frame to frame,
     and dividing it by ρ's smaller prediction would read it as a larger error than either end has."""
-    u = normalized_difference(diff, sigma_a, sigma_b, rho)
+    return _jumps_as_independent(normalized_difference(diff, sigma_a, sigma_b, rho), diff, sigma_a, sigma_b, rho)
+
+
+def _jumps_as_independent(u: np.ndarray, diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray,
+                          rho: float) -> np.ndarray:
+    """``u`` (``normalized_difference`` of these) with its jumps divided by what independent errors predict."""
     jump = np.abs(u) > JUMP
     if rho and jump.any():
+        u = u.copy()
         u[jump] = normalized_difference(diff[jump], sigma_a[jump], sigma_b[jump], 0.0)
     return u
 

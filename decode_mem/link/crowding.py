@@ -78,6 +78,12 @@ class Crowding:
                 f"% of multi-frame blinks have a neighbour a link can reach (another emitter or another blink of "
                 f"the same site): molecule counts and the precision from linked differences are less reliable")
 
+    def dense_warning(self, path: object) -> str:
+        """The one line that says what a dense result means for an FRC."""
+        return (f"{path}: dense: most blinks have another emitter within the link radius next to them, so the two "
+                f"FRC halves share blends of emitters on together: the FRC resolution reads finer than the "
+                f"localizations resolve")
+
     def as_dict(self) -> dict[str, object]:
         def num(v: float | None) -> float | None:
             return None if v is None else round(v, 5)
