@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.evaluate", "Match localizations to ground truth per frame (optimal assignment) and "
                                           "print SMLM-challenge metrics; or, with --no_truth, estimate precision "
                                           "and resolution of one file without ground truth (writes "
-                                          "<stem>_quality.json and <stem>_quality.png)."
+                                          "<stem>_quality.json, or --json's file, and <stem>_quality.png)."
                    "\n\nExample: python -m decode_mem.evaluate locs/stack.csv ground_truth.csv --json "
                    "metrics.json; python -m decode_mem.evaluate locs/stack.csv --no_truth --out quality\nExit "
                    "codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem;"
@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "decode_mem, decode_mem_wide or none")
     add(p, "--tolerance_lat", type=float, default=250.0, help="lateral match distance in nm (default 250)")
     add(p, "--tolerance_ax", type=float, default=500.0, help="axial match distance in nm, 3-D only (default 500)")
-    add(p, "--pixel_size", type=float, help="camera pixel in nm where the file records none (default 100)")
-    p.add_argument("--json", metavar="OUT", help="also write the metrics as JSON (NaN as null)")
+    add(p, "--pixel_size", type=float,
+        help="camera pixel in nm (default: as the file records it, or for a CSV the <stem>.json that infer wrote "
+             "beside it; where neither does, --no_truth needs it, and with ground truth 100 is taken: there it only "
+             "converts units)")
+    p.add_argument("--json", metavar="OUT", help="write the numbers as JSON to OUT (NaN as null); with --no_truth in "
+                                                 "place of <stem>_quality.json")
     return p
 
 
@@ -54,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return
         if args.gt is None:
             raise ConfigError("give the ground truth file (PRED GT), or --no_truth")
-        metrics = evaluate_files(args.pred, args.gt, pixel_size=args.pixel_size or 100.0,
+        from decode_mem.io.localizations import localization_meta
+
+        pixel_size = args.pixel_size or localization_meta(args.pred).pixel_size or 100.0
+        metrics = evaluate_files(args.pred, args.gt, pixel_size=pixel_size,
                                  tolerance_lat=args.tolerance_lat, tolerance_ax=args.tolerance_ax)
         print(metrics.table())
         if args.json:
@@ -66,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _no_truth(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from decode_mem.evaluate.no_truth import assess_file, write_quality
+    from decode_mem.evaluate.no_truth import assess_file, quality_line, write_quality
     from decode_mem.link.correlation import correlation_of
     from decode_mem.link.files import check_radius
 
@@ -76,20 +83,9 @@ def _no_truth(args: argparse.Namespace) -> None:
     result = assess_file(args.pred, pixel_size=args.pixel_size, correlation=correlation_of(args.correlation),
                          radius=radius)
     path = Path(args.pred)
-    js, png = write_quality(result, args.out or path.parent, path.stem)
+    js, png = write_quality(result, args.out or path.parent, path.stem, args.json)
     if not args.quiet:
-        d = result.as_dict()
-        frc = (d["frc_molecule_split"] or {}).get("resolution_nm")
-        scale = "n/a" if d["sigma_scale"] is None else f"{d['sigma_scale']:.2f}"
-        print(f"{path}: {d['localizations']} localizations, {d['molecules']} molecules; precision "
-              f"{_nm(d['precision_nm'])} (RMSE estimate: RMS predicted σ {_nm(d['sigma_precision_nm'])} x σ scale "
-              f"{scale} x unseen-error factor {d['unseen_error_factor']:.2f}), NeNA {_nm(d['nena_nm'])} ± "
-              f"{_nm(d['nena_uncertainty_nm'])} (linked, corrected), Picasso's NeNA {_nm(d['nena_picasso_nm'])}; "
-              f"FRC {_nm(frc)} -> {js}, {png}")
-
-
-def _nm(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.2f} nm"
+        print(f"{path}: {quality_line(result.as_dict())} -> {js}, {png}")
 
 
 if __name__ == "__main__":

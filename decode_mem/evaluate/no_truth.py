@@ -35,6 +35,17 @@ One streamed pass over a localization file (frame order), linking as it goes (``
   resolution where it first falls below 1/7; beside it the usual split by alternating frames, which puts one
   emitter's correlated localizations into both halves. The images' pixel is half the median predicted σ (1 to 5 nm):
   a resolution finer than two pixels cannot be seen.
+  **When the FRC is not a resolution** (``frc_withheld``; the value stays in the JSON with the reason beside it, the
+  console and the report say why instead): the halves by molecule hold fewer than ``MIN_FRC_MOLECULES`` molecules
+  each (chosen ad hoc: of 90 draws of uniformly scattered emitters in 1.6-6.4 µm fields, 6 crossed 1/7 at 30-240 nm
+  by chance, all with halves of fewer than 20 molecules); the curve never reaches 1/7 (the halves share nothing) or
+  never falls below it (finer than the images' pixel shows); it falls below 1/7 within the first ``FIELD_RINGS``
+  rings, where the field's outline alone (every localization lies inside the camera frame) makes two halves agree —
+  uniformly scattered emitters, each switching on once, cross there, at a third to a half of the field's side, while
+  rings, grids and filaments cross at tens of nm (tests/evaluate/test_frc_verdict.py); the crossing is coarser
+  than the diffraction limit (``DIFFRACTION_LIMIT``, 250 nm: λ/2NA of visible light at NA 1.2-1.4), so the
+  localizations resolve no structure a widefield image does not (too few localizations to sample the structure yet,
+  or none there); or the movie is ``dense`` (below), where the FRC reads finer than the localizations resolve.
 
 * **Crowding for linking** (``link.crowding``): the share of localizations with another within this pass's link
   radius 100 frames earlier, and of multi-frame blinks that have a neighbour a link can reach; above 2 % a warning:
@@ -50,14 +61,14 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.localizations import iter_localizations, localization_meta
+from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import ErrorCorrelation, for_file
@@ -71,6 +82,10 @@ from decode_mem.link.files import auto_radius, check_radius, file_unit, first_ch
 # ad hoc), checked on 2 more simulated after it
 JUMP = 6.0
 FRC_THRESHOLD = 1.0 / 7.0
+# when an FRC is not a resolution (module docstring, ``frc_withheld``)
+MIN_FRC_MOLECULES = 100  # linked molecules in each half by molecule
+FIELD_RINGS = 8  # a crossing within these rings is set by the field's outline, not by structure
+DIFFRACTION_LIMIT = 250.0  # nm: a crossing coarser than this resolves nothing a widefield image does not
 FRC_SMOOTH = 5  # rings averaged before the threshold is applied
 MAX_FRC_SIDE = 2048  # px of the FRC images (coarser render pixels for a larger field of view)
 # nm: the FRC images' pixel where the field of view allows: half the median predicted σ of the first rows, between
@@ -109,13 +124,20 @@ class Nena:
 @dataclass(frozen=True)
 class Frc:
     """FRC of two halves: ``frequency`` (1/nm), ``curve``, ``resolution`` (nm at 1/7; None when the curve does not
-    fall below it), ``split`` (how the halves were made), the images' ``pixel`` (nm)."""
+    fall below it), ``split`` (how the halves were made), the images' ``pixel`` (nm); ``withheld``: why
+    ``resolution`` is not a resolution (``frc_withheld``), None where it is one."""
 
     frequency: np.ndarray
     curve: np.ndarray
     resolution: float | None
     split: str
     pixel: float
+    withheld: str | None = None
+
+    @property
+    def stated(self) -> float | None:
+        """The resolution where it is one, else None."""
+        return None if self.withheld else self.resolution
 
 
 @dataclass(frozen=True)
@@ -160,7 +182,8 @@ class NoTruthResult:
             return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(float(v), 3)
 
         def frc(f: Frc | None) -> Any:
-            return None if f is None else {"resolution_nm": num(f.resolution), "split": f.split, "pixel_nm": f.pixel}
+            return None if f is None else {"resolution_nm": num(f.resolution), "split": f.split, "pixel_nm": f.pixel,
+                                            "withheld": f.withheld}
 
         return {
             "file": self.path, "localizations": self.localizations, "molecules": self.molecules,
@@ -271,6 +294,31 @@ def frc_resolution(frequency: np.ndarray, curve: np.ndarray, threshold: float = 
     return float(1.0 / (f[i] + t * (f[i + 1] - f[i])))
 
 
+def frc_withheld(frc: Frc, molecules: tuple[int, int], dense: bool = False) -> str | None:
+    """Why ``frc.resolution`` (halves split by molecule, ``molecules`` in each) is not a resolution, in words; None
+    where it is one. The criteria and why: the module docstring."""
+    curve = smoothed(frc.curve)[1:]
+    if min(molecules) < MIN_FRC_MOLECULES:
+        return (f"too few molecules for an FRC ({molecules[0]} and {molecules[1]} in the two halves, "
+                f"{MIN_FRC_MOLECULES} each needed)")
+    if not np.any(curve >= FRC_THRESHOLD):
+        return "the two halves never agree (the FRC stays below 1/7): they share no structure"
+    if frc.resolution is None:
+        return (f"the halves agree up to the finest scale the FRC images show ({2 * frc.pixel:g} nm): finer than "
+                f"that, not measured")
+    if 1.0 / frc.resolution < frc.frequency[min(FIELD_RINGS, len(frc.frequency) - 1)]:
+        return (f"the FRC falls below 1/7 at {frc.resolution:.0f} nm, within its first {FIELD_RINGS} rings, where "
+                f"the field's outline alone makes two halves agree: the localizations show no structure (too few "
+                f"of them, or emitters scattered uniformly)")
+    if frc.resolution > DIFFRACTION_LIMIT:
+        return (f"{frc.resolution:.0f} nm is coarser than the diffraction limit ({DIFFRACTION_LIMIT:g} nm): the "
+                f"localizations resolve no structure yet (too few of them, or emitters without structure)")
+    if dense:
+        return (f"the movie is dense (emitters on together overlap so often that both halves hold the same blends): "
+                f"the FRC ({frc.resolution:.0f} nm) reads finer than the localizations resolve")
+    return None
+
+
 def smoothed(curve: np.ndarray, rings: int = FRC_SMOOTH) -> np.ndarray:
     """The FRC averaged over ``rings`` neighbouring rings (the ends over fewer): the noise of a ring of few
     pixels should not decide where the curve crosses the threshold."""
@@ -320,16 +368,18 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     radius = check_radius(radius)
     correlation = for_file(path) if correlation is None else correlation
     unit = file_unit(path, pixel_size)
-    meta = localization_meta(path)
-    camera_px = meta.pixel_size or pixel_size
+    meta = localization_meta(path)  # a CSV's: its infer run's summary beside it
+    # a given pixel size wins over a CSV's summary; a Picasso or parquet file's own record over a given one
+    camera_px = (pixel_size or meta.pixel_size) if file_format(path) == "csv" else (meta.pixel_size or pixel_size)
     if camera_px is None:
-        raise ConfigError(f"{path}: the file records no camera pixel size; give --pixel_size (nm)")
+        raise ConfigError(f"{path}: neither the file nor the summary of the infer run that wrote it ({path.stem}.json "
+                          f"beside it) records the camera pixel size; give --pixel_size (nm)")
     chunk = first_chunk(path, unit)
     radius_nm = auto_radius(chunk, unit, path, QUALITY_FACTOR) if radius == "auto" else float(radius)
     has_sigma = "sigma_x" in chunk and "sigma_y" in chunk
     if field_px is None:
-        if meta.width and meta.height and unit == meta.pixel_size:
-            field_px = (int(meta.height), int(meta.width))
+        if meta.width and meta.height and meta.pixel_size:  # the recorded frame, in table units (a CSV's: nm)
+            field_px = tuple(math.ceil(round(n * meta.pixel_size / unit, 6)) for n in (meta.height, meta.width))
         else:
             field_px = _extent(path, unit)
     extent_nm = max(field_px) * unit
@@ -354,6 +404,7 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     s2 = np.zeros(2)
     sigma_hist = np.zeros(5001)  # 0.1 nm bins to 500 nm, for the median
     n_locs = n_mol = 0
+    halves = np.zeros(2, np.int64)  # molecules in each half of the FRC split by molecule
     previous: EmitterTable | None = None  # the last frame of the previous chunk, for Picasso's pairs
 
     def take(step: Any) -> None:
@@ -361,6 +412,8 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
         rows, group = step.rows, step.group
         n_locs += len(rows)
         n_mol += len(step.molecules)
+        in_a = int(np.count_nonzero(molecule_half(step.molecules.group)))
+        halves[:] += [in_a, len(step.molecules) - in_a]
         if len(rows) == 0:
             return
         by_molecule.add(rows, molecule_half(group))
@@ -416,10 +469,11 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
         warnings.warn(crowding.warning(path), stacklevel=2)
     if crowding.dense:
         warnings.warn(crowding.dense_warning(path), stacklevel=2)
+    frc = by_molecule.frc("molecules (a molecule's localizations in one half)")
+    if frc is not None:
+        frc = replace(frc, withheld=frc_withheld(frc, (int(halves[0]), int(halves[1])), crowding.dense))
     return NoTruthResult(str(path), n_locs, n_mol, sigma_rms, sigma_median, nena, nena_picasso, sigma_check,
-                         scale, scale_unc, correlation, radius_nm,
-                         by_molecule.frc("molecules (a molecule's localizations in one half)"),
-                         by_frames.frc("alternating frames"), crowding)
+                         scale, scale_unc, correlation, radius_nm, frc, by_frames.frc("alternating frames"), crowding)
 
 
 def normalized_difference(diff: np.ndarray, sigma_a: np.ndarray, sigma_b: np.ndarray, rho: float) -> np.ndarray:
@@ -567,8 +621,31 @@ def quality_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
              _crowding_text(d))]
     for key in ("frc_molecule_split", "frc_frame_split"):
         if d.get(key):
-            rows.append((f"FRC resolution, halves by {d[key]['split']}", nm(d[key]["resolution_nm"])))
+            withheld = d[key].get("withheld")
+            rows.append((f"FRC resolution, halves by {d[key]['split']}",
+                         f"not a resolution: {withheld}" if withheld else nm(d[key]["resolution_nm"])))
     return rows
+
+
+def quality_line(d: dict[str, Any]) -> str:
+    """The console's line for ``NoTruthResult.as_dict()``: only numbers that are what they are called; the FRC
+    resolution where it is one, else why not, in words."""
+    def nm(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f} nm"
+
+    frc = d.get("frc_molecule_split")
+    if not frc:
+        frc_text = "FRC n/a (one half of the localizations is empty)"
+    elif frc.get("withheld"):
+        frc_text = f"no FRC resolution: {frc['withheld']}"
+    else:
+        frc_text = f"FRC resolution {nm(frc['resolution_nm'])} (halves by molecule)"
+    scale = "n/a" if d.get("sigma_scale") is None else f"{d['sigma_scale']:.2f}"
+    factor = "n/a" if d.get("unseen_error_factor") is None else f"{d['unseen_error_factor']:.2f}"
+    return (f"{d['localizations']} localizations, {d['molecules']} molecules; precision {nm(d['precision_nm'])} "
+            f"(RMSE estimate: RMS predicted σ {nm(d.get('sigma_precision_nm'))} x σ scale {scale} x unseen-error "
+            f"factor {factor}), NeNA {nm(d['nena_nm'])} ± {nm(d['nena_uncertainty_nm'])} (linked, corrected), "
+            f"Picasso's NeNA {nm(d['nena_picasso_nm'])}; {frc_text}")
 
 
 def _crowding_text(d: dict[str, Any]) -> str:
@@ -589,16 +666,17 @@ def quality_of(result: NoTruthResult, label: str) -> Any:
     rho = result.correlation
     frcs = [f for f in (result.frc_molecules, result.frc_frames) if f is not None]
     return Quality(label, quality_rows(result.as_dict()),
-                   frc=[(f"split by {f.split.split(' (')[0]}", f.frequency, f.curve, f.resolution) for f in frcs],
+                   frc=[(f"split by {f.split.split(' (')[0]}", f.frequency, f.curve, f.stated) for f in frcs],
                    nena=[("linked, corrected", result.nena.centers / math.sqrt(1 - rho.consecutive),
                           result.nena.counts, result.nena.fit, result.nena.value),
                          ("Picasso", result.nena_picasso.centers, result.nena_picasso.counts, result.nena_picasso.fit,
                           result.nena_picasso.value)])
 
 
-def write_quality(result: NoTruthResult, out_dir: str | os.PathLike, stem: str) -> tuple[Path, Path]:
-    """``out_dir/<stem>_quality.json`` (``as_dict``, NaN as null) and ``<stem>_quality.png`` (FRC and NeNA),
-    atomically."""
+def write_quality(result: NoTruthResult, out_dir: str | os.PathLike, stem: str,
+                  json_path: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """``out_dir/<stem>_quality.json`` (``as_dict``, NaN as null; at ``json_path`` where given) and
+    ``out_dir/<stem>_quality.png`` (FRC and NeNA), atomically."""
     import json
 
     from decode_mem.io.atomic import atomic_output
@@ -606,7 +684,8 @@ def write_quality(result: NoTruthResult, out_dir: str | os.PathLike, stem: str) 
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    js, png = out_dir / f"{stem}_quality.json", out_dir / f"{stem}_quality.png"
+    js = Path(json_path) if json_path is not None else out_dir / f"{stem}_quality.json"
+    png = out_dir / f"{stem}_quality.png"
     with atomic_output(js) as tmp:
         tmp.write_text(json.dumps(result.as_dict(), indent=2, allow_nan=False) + "\n")
     with atomic_output(png) as tmp:

@@ -3,12 +3,15 @@
 
 In memory everything is an :class:`EmitterTable` in pixels (centres at integer coordinates), frames
 0-based. CSV and parquet store nm from the image corner, so reading them back needs the camera pixel
-size: given, or (parquet) recorded in the file. Picasso files carry it in their metadata.
+size: given, or (parquet) recorded in the file. Picasso files carry it in their metadata. A CSV records no
+acquisition: the summary of the ``infer`` run that wrote it (``<stem>.json`` beside it, ``run_summary``) does, and
+``localization_meta`` reads it there, for every job.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,21 +92,56 @@ def write_localizations(table: EmitterTable, path: str | os.PathLike, *, pixel_s
 
 
 def localization_meta(path: str | os.PathLike) -> LocalizationMeta:
-    """Pixel size, frame size and frame count as recorded in the file (CSV records none)."""
+    """Pixel size, frame size and frame count as recorded: in the file (Picasso, parquet), and where the file does
+    not say (a CSV records nothing), in the summary of the ``infer`` run that wrote it (``run_summary``)."""
     fmt = file_format(path)
     _require_file(path)
-    if fmt == "csv":
-        return LocalizationMeta()
-    if fmt == "picasso":
-        from decode_mem.io.picasso import picasso_meta as read_meta
-    else:
-        from decode_mem.io.parquet import parquet_meta as read_meta
-    raw = read_meta(path)
+    own: dict[str, Any] = {}
+    if fmt != "csv":
+        if fmt == "picasso":
+            from decode_mem.io.picasso import picasso_meta as read_meta
+        else:
+            from decode_mem.io.parquet import parquet_meta as read_meta
+        own = read_meta(path)
+    if any(own.get(k) is None for k in ("pixel_size", "width", "height", "frames")):
+        own = {**_summary_meta(run_summary(path)), **{k: v for k, v in own.items() if v is not None}}
     return LocalizationMeta(
-        pixel_size=None if raw.get("pixel_size") is None else float(raw["pixel_size"]),
-        width=None if raw.get("width") is None else int(raw["width"]),
-        height=None if raw.get("height") is None else int(raw["height"]),
-        frames=None if raw.get("frames") is None else int(raw["frames"]))
+        pixel_size=None if own.get("pixel_size") is None else float(own["pixel_size"]),
+        width=None if own.get("width") is None else int(own["width"]),
+        height=None if own.get("height") is None else int(own["height"]),
+        frames=None if own.get("frames") is None else int(own["frames"]))
+
+
+def run_summary(path: str | os.PathLike) -> dict[str, Any]:
+    """The summary of the ``infer`` run that wrote the localization file ``path``: ``<stem>.json`` beside it, or for
+    a file made from one in the same folder (``<stem>_undrift.csv``, ``<stem>_undrift_link.csv``) the one with the
+    longest such stem; {} where there is none or it cannot be read. It records the camera (``camera.pixel_size``,
+    nm), the movie's ``shape`` (frames, height, width; px) and the model (``model_choice``)."""
+    path = Path(path)
+    try:
+        beside = sorted((p for p in path.parent.glob("*.json")
+                         if path.stem == p.stem or path.stem.startswith(f"{p.stem}_")), key=lambda p: -len(p.stem))
+    except OSError:
+        return {}
+    for candidate in beside:
+        try:
+            summary = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict):
+            return summary
+    return {}
+
+
+def _summary_meta(summary: dict[str, Any]) -> dict[str, Any]:
+    """``LocalizationMeta``'s fields from a run summary (those it records)."""
+    camera, shape = summary.get("camera"), summary.get("shape")
+    out: dict[str, Any] = {}
+    if isinstance(camera, dict) and isinstance(camera.get("pixel_size"), (int, float)) and camera["pixel_size"] > 0:
+        out["pixel_size"] = camera["pixel_size"]
+    if isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) and v > 0 for v in shape):
+        out.update(frames=shape[0], height=shape[1], width=shape[2])
+    return out
 
 
 def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = None,

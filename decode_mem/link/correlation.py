@@ -15,7 +15,6 @@ its precision times it.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.errors import ConfigError
+from decode_mem.io.localizations import run_summary
 
 MAX_LAGS = 2  # lags with a value of their own; linking follows a chain two steps back
 
@@ -119,17 +119,9 @@ def for_model(model: str | os.PathLike | None) -> ErrorCorrelation:
 
 def for_file(locs: str | os.PathLike) -> ErrorCorrelation:
     """The correlation of the model whose ``infer`` run wrote ``locs``: the model named by the run's summary beside
-    it, ``<stem>.json`` (for a file derived from it, ``<stem>_undrift.csv`` say, the longest such stem); the small
-    shipped model's where no summary names one."""
-    path = Path(locs)
+    it (``io.localizations.run_summary``: ``<stem>.json``, or for a file derived from it, ``<stem>_undrift.csv`` say,
+    the longest such stem); the small shipped model's where no summary names one."""
     try:
-        summaries = sorted((p for p in path.parent.glob("*.json")
-                            if path.stem == p.stem or path.stem.startswith(f"{p.stem}_")), key=lambda p: -len(p.stem))
-    except OSError:
-        summaries = []
-    for summary in summaries:
-        try:
-            return for_model(json.loads(summary.read_text())["model_choice"]["path"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return DECODE_MEM
+        return for_model(run_summary(locs)["model_choice"]["path"])
+    except (KeyError, TypeError):
+        return DECODE_MEM

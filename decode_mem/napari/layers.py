@@ -12,7 +12,6 @@ name says so.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.infer.batch_report import MAX_RENDER_SIDE
-from decode_mem.io.localizations import file_format, iter_localizations
+from decode_mem.io.localizations import iter_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import thunderstorm_columns
 from decode_mem.render.image import file_render_settings, render_counted
@@ -82,16 +81,6 @@ class Subsample:
             self._kept, self.keys = self._kept.select(keep), self.keys[keep]
 
 
-def summary_beside(path: str | os.PathLike) -> dict[str, Any]:
-    """``<stem>.json`` beside a localization file (infer's summary), or {} where there is none or it is unreadable:
-    a CSV records neither the camera pixel nor the field, the summary does."""
-    try:
-        summary = json.loads(Path(path).with_suffix(".json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return summary if isinstance(summary, dict) else {}
-
-
 def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = None,
                        render_pixel: float | None = None, max_points: int = MAX_POINTS, seed: int = 0,
                        name: str | None = None) -> Opened:
@@ -99,13 +88,7 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     pass; see the module docstring. A CSV takes its camera pixel and field from infer's ``<stem>.json`` beside
     it where there is one, else it is shown in its own nm (the render covers the localizations' extent)."""
     path = Path(path)
-    shape = None
-    if pixel_size is None and file_format(path) == "csv":
-        summary = summary_beside(path)
-        camera, frame_shape = summary.get("camera") or {}, summary.get("shape") or []
-        if camera.get("pixel_size") and len(frame_shape) == 3:
-            pixel_size, shape = float(camera["pixel_size"]), (int(frame_shape[1]), int(frame_shape[2]))
-    how = file_render_settings(path, pixel_size=pixel_size, shape=shape)
+    how = file_render_settings(path, pixel_size=pixel_size)  # a CSV's camera from its run's summary (io)
     rp = render_pixel or max(RENDER_PIXEL, how.pixel_size * max(how.shape) / MAX_RENDER_SIDE)
     sample = Subsample(max_points, seed)
 

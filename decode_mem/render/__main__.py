@@ -20,11 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="image: .png (colormap) or .tif (float32 counts)")
     p.add_argument("--pixel", type=float, default=10.0, help="render pixel in nm (default 10)")
-    add(p, "--pixel_size", type=float, help="camera pixel in nm (default: from the file; a CSV without it is "
-                                            "rendered in nm)")
+    add(p, "--pixel_size", type=float, help="camera pixel in nm (default: from the file, or for a CSV from the "
+                                            "<stem>.json infer wrote beside it; a CSV without it is rendered in nm)")
     p.add_argument("--shape", type=int, nargs=2, metavar=("H", "W"),
-                   help="camera frame in px (default: the camera's field recorded in a Picasso or parquet file; "
-                        "a CSV records none: the localizations' extent)")
+                   help="camera frame in px (default: the camera's field recorded in a Picasso or parquet file, or "
+                        "for a CSV in the <stem>.json infer wrote beside it; else the localizations' extent)")
     p.add_argument("--blur", choices=FILE_BLURS, default="auto",
                    help="auto (default: precision where the file has sigma_x/sigma_y, else gaussian of 20 nm), "
                         "none (counts: single pixels, dark for a sparse file), gaussian (fixed --sigma) or "
