@@ -90,11 +90,9 @@ def test_precision_blur_follows_each_localizations_sigma() -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(ConfigError, match="sigma"):
-        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="gaussian")
+        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="gaussian", sigma=0.0)
     with pytest.raises(ConfigError, match="blur"):
         render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="box")
-    with pytest.raises(ConfigError, match="sigma_x"):
-        render(locs([1.0], [1.0]), shape_px=(4, 4), pixel_size=PX, blur="precision")
 
 
 def test_cli_writes_png_and_float_tiff(tmp_path, capsys) -> None:
@@ -103,7 +101,7 @@ def test_cli_writes_png_and_float_tiff(tmp_path, capsys) -> None:
     assert main([str(tmp_path / "l.hdf5"), "--out", str(tmp_path / "img.png"), "--pixel", "20"]) == 0
     assert (tmp_path / "img.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main([str(tmp_path / "l.hdf5"), "--out", str(tmp_path / "img.tif"), "--blur", "gaussian",
-                 "--sigma", "15"]) == 0
+                 "--sigma", "15", "--pixel", "10"]) == 0
     img = tifffile.imread(tmp_path / "img.tif")
     assert img.dtype == np.float32 and img.shape == (160, 320)  # frame size and pixel from the Picasso yaml
     assert img.sum() == pytest.approx(500, rel=0.05)
@@ -118,7 +116,7 @@ def test_cli_csv_needs_no_pixel_size_and_honours_shape(tmp_path) -> None:
                  "--quiet"]) == 0  # rendered in nm
     assert tifffile.imread(tmp_path / "a.tif").sum() == 200
     assert main([str(tmp_path / "l.csv"), "--out", str(tmp_path / "b.tif"), "--pixel_size", "100",
-                 "--shape", "16", "32", "--blur", "none", "--quiet"]) == 0
+                 "--shape", "16", "32", "--blur", "none", "--pixel", "10", "--quiet"]) == 0
     b = tifffile.imread(tmp_path / "b.tif")
     np.testing.assert_array_equal(b, render(t, shape_px=(16, 32), pixel_size=PX, render_pixel=RP))
 
@@ -145,7 +143,7 @@ def test_mean_frame_is_streamed_block_by_block(tmp_path, monkeypatch) -> None:
 
 
 def test_densest_window_finds_the_cluster() -> None:
-    from decode_mem.render.widefield import densest_window
+    from decode_mem.render.auto import densest_window
 
     image = np.zeros((100, 120), np.float32)
     image[::7, ::5] = 1.0  # a sparse background
@@ -169,7 +167,7 @@ def test_side_by_side_png_has_three_panels_with_zoom(tmp_path) -> None:
 
 
 def test_binned_keeps_the_sum_of_whole_blocks() -> None:
-    from decode_mem.render.widefield import binned
+    from decode_mem.render.auto import binned
 
     image = np.random.default_rng(2).random((1000, 700)).astype(np.float32)
     same, f1 = binned(image, 1000)
@@ -197,19 +195,20 @@ def test_figures_draw_big_images_binned_to_the_display_size() -> None:
 
 
 def test_cli_default_shows_few_localizations_on_the_camera_field_with_a_legend(tmp_path, capsys) -> None:
-    """21 localizations: 'auto' blurs each by its precision (at least 20 nm), so the PNG is not black dots on a
-    black field; the canvas is the camera's field from the file, the printed size is the PNG's width x height,
-    and a scale bar + colour bar sit in the lower-left corner (and nowhere without ``legend``)."""
+    """21 localizations: the default blurs each by its precision (at least a render pixel), so the PNG is not black
+    dots on a black field; the canvas is the camera's field from the file, the printed size is the PNG's width x
+    height, and a scale bar + colour bar sit in the lower-left corner (and nowhere without ``legend``)."""
     from matplotlib.image import imread
 
     from decode_mem.render import save_image
 
     t = random_locs(21, seed=7, shape=(48, 64), margin=4.0)
     write_localizations(t, tmp_path / "few.hdf5", pixel_size=PX, width=64, height=48)
-    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "auto.png")]) == 0
+    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "auto.png"), "--pixel", "10"]) == 0
     out = capsys.readouterr().out
     assert "640 x 480 px (width x height)" in out and "the camera's field" in out
-    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "none.png"), "--blur", "none"]) == 0
+    assert main([str(tmp_path / "few.hdf5"), "--out", str(tmp_path / "none.png"), "--blur", "none",
+                 "--pixel", "10"]) == 0
     auto, none = imread(tmp_path / "auto.png"), imread(tmp_path / "none.png")
     assert auto.shape[:2] == (480, 640)  # rows x columns: the camera's 48 x 64 px at 10 nm
     lit = lambda img: int((img[:300, :, :3].max(axis=2) > 0.2).sum())  # noqa: E731 (above the legend)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from decode_mem.io.localizations import FORMATS
+from decode_mem.render.auto import MAX_SIDE as MAX_RENDER_SIDE  # px of the report's image: bounded memory
 
-MAX_RENDER_SIDE = 4096  # px of the report's super-resolution image (bounded memory for big cameras)
 WIDEFIELD_FRAMES = 1000  # the report's widefield image: the mean of (at most) the first frames of the first stack
 
 
@@ -68,24 +68,25 @@ def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool
 
 
 class ReportImage:
-    """The report's super-resolution image of one stack (10 nm pixels, coarser where the image would exceed
-    ``MAX_RENDER_SIDE``), counted from its emitters as they are written: ``add(table)`` per block. Memory: the
-    image (at most ``MAX_RENDER_SIDE``² float32), whatever the number of localizations.
+    """The report's super-resolution image of one stack, drawn from its emitters as they are written: ``add(table)``
+    per block. As ``render`` draws a file (``render.image.Rendering``): each localization a Gaussian of its own
+    precision, on pixels of about half the median precision of the first localizations (at most
+    ``MAX_RENDER_SIDE`` on the longer side). Memory: 4/3 of the image (at most ``MAX_RENDER_SIDE``² float32) and
+    the first localizations until the pixel is chosen, whatever the number of localizations.
 
     Made before the stack's loop, it also starts importing what drawing the report needs (matplotlib) in a
     thread of its own (``report.figures.import_drawing_modules``): the report after the loop does not wait for it."""
 
     def __init__(self, shape_px: tuple[int, int], pixel_size: float) -> None:
-        from decode_mem.render import Histogram
+        from decode_mem.render.image import Rendering
         from decode_mem.report.figures import import_drawing_modules
 
         self.imports = import_drawing_modules()
-        self.render_pixel = max(10.0, pixel_size * max(shape_px) / MAX_RENDER_SIDE)
-        self.histogram = Histogram(shape_px=shape_px, pixel_size=pixel_size, render_pixel=self.render_pixel)
+        self.rendering = Rendering(shape_px=shape_px, pixel_size=pixel_size, max_side=MAX_RENDER_SIDE)
 
     def add(self, table: Any) -> None:
-        """Count one block's emitters (an ``EmitterTable``) into the image."""
-        self.histogram.add(table)
+        """Draw one block's emitters (an ``EmitterTable``) into the image."""
+        self.rendering.add(table)
 
 
 def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures: Sequence[Any],
@@ -145,5 +146,6 @@ def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> An
         widefield = mean_frame(stack, max_frames=frames)
     if superres is None:
         return Images(pixel_size, widefield, n_frames=frames)
-    hist = superres.histogram
-    return Images(pixel_size, widefield, hist.image, superres.render_pixel, frames, hist.n)
+    image = superres.rendering.image(consume=True)
+    return Images(pixel_size, widefield, image, superres.rendering.render_pixel, frames, superres.rendering.n,
+                  zoom="auto")

@@ -1,8 +1,8 @@
 """What a followed run knows while it goes, in bounded memory, and the ``report.html`` / ``<stem>.json`` it refreshes.
 
-``LiveStatus`` keeps: the super-resolution histogram so far (one image of at most ``MAX_RENDER_SIDE``² px, added
-to block by block, as the batch report renders it from the written emitters), localizations per frame over the
-frames (``BINS`` bins whose width doubles when they are full), the lag over time (``BINS`` samples, thinned the
+``LiveStatus`` keeps: the super-resolution image so far (at most 4/3 of ``MAX_RENDER_SIDE``² px, drawn block by
+block as the batch report draws it from the written emitters, ``render.image.Rendering``), localizations per frame
+over the frames (``BINS`` bins whose width doubles when they are full), the lag over time (``BINS`` samples, thinned the
 same way), the frames done and the time of each (for the rate), and for the drift so far at most
 ``DRIFT_LOCS`` positions (every k-th localization, k doubling when full). None of it grows with the run.
 """
@@ -54,12 +54,10 @@ class LiveStatus:
     """The state of a followed stack for the refreshed report; ``add`` after every block."""
 
     def __init__(self, frame_shape: tuple[int, int], pixel_size: float, block: int) -> None:
-        from decode_mem.render.image import render_shape
+        from decode_mem.render.image import Rendering
 
         self.frame_shape, self.pixel_size = tuple(frame_shape), float(pixel_size)
-        self.render_pixel = max(10.0, pixel_size * max(frame_shape) / MAX_RENDER_SIDE)
-        self.superres = np.zeros(render_shape(self.frame_shape, self.pixel_size, self.render_pixel), np.float32)
-        self.n_in_image = 0
+        self.rendering = Rendering(shape_px=self.frame_shape, pixel_size=self.pixel_size, max_side=MAX_RENDER_SIDE)
         self.per_frame = Bins(block)
         self.lag: deque[tuple[float, int, int, float]] = deque()  # (elapsed s, done, frames behind, seconds behind)
         self.done: deque[tuple[float, int]] = deque()  # (time, frames done) over the last RATE_WINDOW_S
@@ -71,13 +69,7 @@ class LiveStatus:
         self.t0, self.started_at = time.monotonic(), time.time()
 
     def add(self, table: EmitterTable, frame0: int, frames: int) -> None:
-        from decode_mem.render.image import render_counted
-
-        if len(table):
-            image, n = render_counted(table, shape_px=self.frame_shape, pixel_size=self.pixel_size,
-                                      render_pixel=self.render_pixel, blur="none", sigma=None)
-            self.superres += image
-            self.n_in_image += n
+        self.rendering.add(table)
         counts = np.bincount(table["frame"] - frame0, minlength=frames)[:frames] if len(table) else np.zeros(frames)
         self.per_frame.add(frame0, frames, counts)
         self.frames_done = frame0 + frames
@@ -170,9 +162,11 @@ def write_live_report(out: Path, stem: str, status: LiveStatus, rows: Sequence[t
     from decode_mem.report import Images, ReportData, write_report
 
     images = None
-    if widefield is not None or status.n_in_image:
-        images = Images(status.pixel_size, widefield, status.superres if status.n_in_image else None,
-                        status.render_pixel, widefield_frames or None, status.n_in_image)
+    drawn = status.localizations > 0
+    if widefield is not None or drawn:
+        superres = status.rendering.image() if drawn else None  # chooses the render pixel if it still waits
+        images = Images(status.pixel_size, widefield, superres, status.rendering.render_pixel,
+                        widefield_frames or None, status.rendering.n, zoom="auto")
     data = ReportData(title=f"decode_mem infer --follow: {stem}", summary=rows, images=images, drift=drift,
                       memory=memory, warnings=list(warnings), files=[(stem, p) for p in files], command=command,
                       figures=[("Localizations per frame and lag", timeline_png(status))])

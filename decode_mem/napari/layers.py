@@ -1,9 +1,9 @@
 """A localization file as napari layer data (plain tuples: no napari or Qt import here).
 
 Every layer is in nm from the camera frame's outer corner (``units`` nm): the super-resolution image rendered
-from every localization, streamed (``decode_mem.render``, as ``render_file`` renders the file: each
-localization's own precision where the file has it, else a Gaussian of 20 nm; 10 nm pixels, coarser where the
-image would exceed the report's ``MAX_RENDER_SIDE``), and a Points layer with the per-localization features
+from every localization, streamed (``decode_mem.render``, as ``render_file`` renders the file: each localization
+a Gaussian of its own precision, on pixels of about half the median precision, its contrast from the non-empty
+pixels), and a Points layer with the per-localization features
 (frame 0-based as napari's time axis, photons, background, uncertainty and, for 3-D, z, by which it is
 coloured). Above ``max_points`` localizations the Points layer holds a uniform random subsample of that many,
 kept while the file streams by (memory: the subsample and one chunk, whatever the file's length), and its
@@ -13,22 +13,19 @@ name says so.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from decode_mem.infer.batch_report import MAX_RENDER_SIDE
 from decode_mem.io.localizations import iter_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import thunderstorm_columns
-from decode_mem.render.image import file_render_settings, render_counted
+from decode_mem.render.auto import display_limit
+from decode_mem.render.image import Rendering, file_render_settings
 
 MAX_POINTS = 1_000_000  # localizations shown as points; above this a labelled random subsample
-RENDER_PIXEL = 10.0  # nm
-PERCENTILE = 99.5  # the image's upper contrast limit: this percentile of its non-zero pixels
 CHUNK_ROWS = 1 << 16  # rows read at a time: pyarrow's CSV reader held ~3x more at 2^18 (a 10^7-row file: 885
 # against 299 MiB RssAnon while iterating; benchmarks/bench_napari.py)
 LayerData = tuple[Any, dict[str, Any], str]  # napari's LayerDataTuple
@@ -89,16 +86,15 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     it where there is one, else it is shown in its own nm (the render covers the localizations' extent)."""
     path = Path(path)
     how = file_render_settings(path, pixel_size=pixel_size)  # a CSV's camera from its run's summary (io)
-    rp = render_pixel or max(RENDER_PIXEL, how.pixel_size * max(how.shape) / MAX_RENDER_SIDE)
     sample = Subsample(max_points, seed)
-
-    def tables() -> Iterator[EmitterTable]:
-        for table in iter_localizations(path, pixel_size=how.pixel_size, chunk_rows=CHUNK_ROWS):
-            sample.add(table)
-            yield table
-
-    image, _ = render_counted(tables(), shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=rp,
-                              blur=how.blur, sigma=how.sigma)
+    rendering = Rendering(shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur,
+                          sigma=how.sigma)
+    for table in iter_localizations(path, pixel_size=how.pixel_size, chunk_rows=CHUNK_ROWS):
+        sample.add(table)
+        rendering.add(table)
+    image = rendering.image(consume=True)
+    rp = rendering.render_pixel
+    assert rp is not None
     kept = sample.kept if sample.kept is not None else EmitterTable.empty()
     stem = name or path.stem
     label = f"{stem} localizations" + (f" ({len(kept):,} of {sample.seen:,} shown)" if len(kept) < sample.seen
@@ -113,10 +109,8 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
 def image_layer(image: np.ndarray, render_pixel: float, name: str, info: dict[str, Any]) -> LayerData:
     """The rendered image in nm: render pixel ``i`` covers ``[i, i + 1) * render_pixel`` nm, centre at
     ``(i + 0.5) * render_pixel``."""
-    positive = image[image > 0]
-    top = float(np.percentile(positive, PERCENTILE)) if positive.size else 1.0
     return (image, {"name": name, "scale": (render_pixel, render_pixel), "translate": (render_pixel / 2,) * 2,
-                    "units": ("nm", "nm"), "colormap": "magma", "contrast_limits": (0.0, top or 1.0),
+                    "units": ("nm", "nm"), "colormap": "magma", "contrast_limits": (0.0, display_limit(image)),
                     "blending": "additive", "metadata": {"decode_mem": info}}, "image")
 
 

@@ -3,11 +3,11 @@ movie while the camera still writes it (a TIFF growing page by page, a zarr arra
 ends ``idle timeout`` seconds after the writer's last byte.
 
 Every ``show every`` seconds the widget reads what the run has closed so far: the parts in ``<out>/<stem>.live/``
-(each a complete file once listed in ``parts.json``; only parts not read before are read, into one counting
-histogram, ``decode_mem.render.Histogram``) refresh the ``<stem> live`` image layer, and ``<stem>.json``
-(``"status": "running"``) gives the frames done and how far behind the camera they are. When the run ends, the
-final files are shown as the Localize widget shows them and the live layer goes. ``report.html`` is left out
-unless asked for: its refreshes (figures, seconds each) stretch the run's interval between parts
+(each a complete file once listed in ``parts.json``; only parts not read before are read, into one image drawn
+as ``render`` draws a file, ``decode_mem.render.image.Rendering``) refresh the ``<stem> live`` image layer, and
+``<stem>.json`` (``"status": "running"``) gives the frames done and how far behind the camera they are. When the
+run ends, the final files are shown as the Localize widget shows them and the live layer goes. ``report.html`` is
+left out unless asked for: its refreshes (figures, seconds each) stretch the run's interval between parts
 (``infer.live.REFRESH_SHARE``), and so the live layer's.
 """
 
@@ -23,20 +23,21 @@ from decode_mem.errors import StackError
 from decode_mem.infer.config import stem_of
 from decode_mem.infer.live_parts import live_dir, read_manifest
 from decode_mem.io.localizations import iter_localizations, localization_meta
-from decode_mem.napari.layers import RENDER_PIXEL, image_layer
+from decode_mem.napari.layers import image_layer
 from decode_mem.napari.localize import LocalizeWidget
-from decode_mem.render.image import AUTO_SIGMA, Histogram
+from decode_mem.render.image import Rendering
 
 if TYPE_CHECKING:
     import napari
 
 
 class PartsView:
-    """The localizations of a followed stack's closed parts, counted into one image as new parts appear."""
+    """The localizations of a followed stack's closed parts, drawn into one image as new parts appear (each a
+    Gaussian of its own precision; the render pixel from the first parts' precision unless ``render_pixel``)."""
 
-    def __init__(self, out: str | Path, stem: str, render_pixel: float = RENDER_PIXEL) -> None:
+    def __init__(self, out: str | Path, stem: str, render_pixel: float | None = None) -> None:
         self.folder, self.stem, self.render_pixel = live_dir(out, stem), stem, render_pixel
-        self.histogram: Histogram | None = None
+        self.rendering: Rendering | None = None
         self.parts = 0  # parts counted
         self.frames = 0  # frames the counted parts cover
 
@@ -47,12 +48,12 @@ class PartsView:
         for part in (manifest or {}).get("parts", [])[self.parts:]:
             files = [self.folder / name for name in part["files"] if name.endswith(".parquet")]
             try:
-                if self.histogram is None:
+                if self.rendering is None:
                     meta = localization_meta(files[0])
-                    self.histogram = Histogram(shape_px=(meta.height, meta.width), pixel_size=meta.pixel_size,
+                    self.rendering = Rendering(shape_px=(meta.height, meta.width), pixel_size=meta.pixel_size,
                                                render_pixel=self.render_pixel)
                 for table in iter_localizations(files[0]):
-                    self.histogram.add(table)
+                    self.rendering.add(table)
             except (IndexError, OSError, StackError):  # the run ended and removed its parts meanwhile
                 break
             self.parts += 1
@@ -61,14 +62,12 @@ class PartsView:
         return counted > 0
 
     def layer(self) -> tuple[Any, dict[str, Any], str]:
-        """The counts blurred by a Gaussian of ``AUTO_SIGMA`` nm (render_file's blur for a file without
-        precisions: single 10 nm pixels would not show), as an image layer in nm."""
-        from scipy.ndimage import gaussian_filter
-
-        assert self.histogram is not None
-        info = {"parts": self.parts, "frames": self.frames, "localizations": self.histogram.n}
-        image = gaussian_filter(self.histogram.image, AUTO_SIGMA / self.render_pixel, mode="constant")
-        return image_layer(image, self.render_pixel, f"{self.stem} live", info)
+        """The image so far as an image layer in nm."""
+        assert self.rendering is not None
+        image = self.rendering.image()  # chooses the render pixel if the first parts were too few to
+        info = {"parts": self.parts, "frames": self.frames, "localizations": self.rendering.n}
+        assert self.rendering.render_pixel is not None
+        return image_layer(image, self.rendering.render_pixel, f"{self.stem} live", info)
 
 
 def live_line(state: dict[str, Any]) -> str:

@@ -7,34 +7,56 @@ import sys
 from collections.abc import Sequence
 
 from decode_mem.cli import add, new_parser, run
-from decode_mem.render.image import FILE_BLURS
+from decode_mem.errors import ConfigError
+from decode_mem.render.auto import MAX_SIDE, PERCENTILE, ZOOM_PIXELS, ZOOM_SHARE
+from decode_mem.render.image import BLURS, FALLBACK_SIGMA, GAUSSIAN_SIGMA
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.render", "Render a localization file (.csv ThunderSTORM, .hdf5 Picasso, .parquet) "
-                                        "as a super-resolution image: a histogram on a fine grid, optionally "
-                                        "blurred. Streams the file."
-                   "\n\nExample: python -m decode_mem.render locs/movie.csv --pixel 10 --out image.png\nExit "
+                                        "as a super-resolution image: each localization a Gaussian of its own "
+                                        "precision, on pixels of about half the median precision; with a PNG, "
+                                        "the densest square zoomed in <out>_zoom.png. Streams the file."
+                   "\n\nExample: python -m decode_mem.render locs/movie.csv --out image.png\nExit "
                    "codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem;"
                    " nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).")
     p.add_argument("locs", help="localization file")
     p.add_argument("--out", required=True, help="image: .png (colormap) or .tif (float32 counts)")
-    p.add_argument("--pixel", type=float, default=10.0, help="render pixel in nm (default 10)")
+    p.add_argument("--pixel", type=float, help=f"render pixel in nm (default: about half the localizations' median "
+                                               f"precision, at most {MAX_SIDE} pixels on the longer side)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm (default: from the file, or for a CSV from the "
                                             "<stem>.json infer wrote beside it; a CSV without it is rendered in nm)")
     p.add_argument("--shape", type=int, nargs=2, metavar=("H", "W"),
                    help="camera frame in px (default: the camera's field recorded in a Picasso or parquet file, or "
                         "for a CSV in the <stem>.json infer wrote beside it; else the localizations' extent)")
-    p.add_argument("--blur", choices=FILE_BLURS, default="auto",
-                   help="auto (default: precision where the file has sigma_x/sigma_y, else gaussian of 20 nm), "
-                        "none (counts: single pixels, dark for a sparse file), gaussian (fixed --sigma) or "
-                        "precision (each localization's sigma_x/sigma_y)")
+    p.add_argument("--blur", choices=BLURS, default="precision",
+                   help=f"precision (default: each localization a Gaussian of its own sigma_x/sigma_y, at least one "
+                        f"pixel; {FALLBACK_SIGMA:g} nm where the file has none), gaussian (one --sigma for all) or "
+                        f"none (counts: a histogram, dark for a sparse file)")
     p.add_argument("--sigma", type=float,
-                   help="blur sigma in nm (gaussian: default 10, 20 under auto; precision: lower bound, 20 under auto)")
-    p.add_argument("--percentile", type=float, default=99.5,
-                   help="PNG: clip at this percentile of non-zero pixels, 0-100 %% (default 99.5)")
+                   help=f"nm: gaussian: its width (default {GAUSSIAN_SIGMA:g}); precision: the narrowest Gaussian")
+    p.add_argument("--percentile", type=float, default=PERCENTILE,
+                   help=f"PNG: full colour at this percentile of the non-empty pixels, 0-100 %% (default "
+                        f"{PERCENTILE:g})")
+    p.add_argument("--zoom", default="auto",
+                   help=f"PNG: also write <out>_zoom.png, the square of this edge in µm where the localizations are "
+                        f"densest (default auto: a round length of at most {ZOOM_PIXELS} pixels and 1/{ZOOM_SHARE} of "
+                        f"the image; none: no zoom)")
     p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
     return p
+
+
+def zoom_setting(text: str) -> float | str | None:
+    """``--zoom``: 'auto', 'none' (None) or an edge in µm (> 0)."""
+    if text in ("auto", "none"):
+        return None if text == "none" else text
+    try:
+        edge = float(text)
+    except ValueError:
+        edge = float("nan")
+    if not edge > 0:
+        raise ConfigError(f"--zoom {text}: give an edge in µm (> 0), auto or none")
+    return edge
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,16 +64,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         from decode_mem.io.localizations import localization_meta
         from decode_mem.render import render_file
 
-        image, n = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
-                               shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,
-                               cmap=args.cmap)
+        zoom = zoom_setting(args.zoom)
+
+        done = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
+                           shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,
+                           cmap=args.cmap, zoom=zoom)
+        image, n = done.image, done.n
         if not args.quiet:
             meta = localization_meta(args.locs)
             field = ("the given --shape" if args.shape else "the camera's field" if meta.width and meta.height
                      else "the localizations' extent (the file records no frame size: --shape H W)")
             # width x height, as image viewers and file browsers say it
+            chosen = "" if args.pixel else " (from the precision)"
             print(f"rendered {n} localizations inside the field -> {args.out}: {image.shape[1]} x {image.shape[0]} "
-                  f"px (width x height) of {args.pixel:g} nm over {field}")
+                  f"px (width x height) of {done.render_pixel:g} nm{chosen} over {field}"
+                  + (f"; the densest square -> {done.zoom}" if done.zoom else ""))
 
     return run(build_parser(), body, argv, outputs={"out": "file"})
 

@@ -1,24 +1,31 @@
-"""Super-resolution rendering: localizations -> a histogram image on a fine grid, optionally blurred.
+"""Super-resolution rendering: localizations -> an image on a fine grid.
 
 Geometry: the camera frame spans ``[-0.5, W - 0.5)`` px (pixel centres at integer coordinates), i.e.
 ``[0, W * pixel_size)`` nm from the outer corner, and render pixel ``i`` covers
 ``[i, i + 1) * render_pixel`` nm from that corner (the ThunderSTORM/CSV nm convention). Picasso's own
 renderer bins ``x`` in ``[i, i + 1)`` camera px instead, which shifts its images by half a camera pixel.
 
-Memory: the image is the only big array. Tables are consumed one at a time and in chunks; counts go in
-by ``np.unique`` on flattened indices (memory O(chunk), not O(image) like ``np.bincount``). Blur:
+Blur (``BLURS``):
 
-- ``'none'``: counts; their sum is the number of localizations inside the field of view.
+- ``'precision'`` (the default): each localization a normalized 2-D Gaussian of its own precision (``sigma_x``,
+  ``sigma_y``: the ``sigma_x [nm]``/``sigma_y [nm]`` columns of a CSV, Picasso's ``lpx``/``lpy``), as Picasso draws
+  by default (``render.gaussians``). A σ under one render pixel (or under ``sigma`` nm where given) is raised to it,
+  so that a very precise localization is not a single bright pixel; a table without precisions, and a row whose
+  precision is NaN or not positive, takes ``fallback_sigma`` (``FALLBACK_SIGMA``, 20 nm: typical of SMLM).
 - ``'gaussian'``: the histogram convolved with one Gaussian of ``sigma`` nm (``gaussian_filter``, zero
-  outside the frame, so only mass blurred across the border is lost). Peak memory: two images.
-- ``'precision'``: each localization blurred by its own precision (mean of ``sigma_x``, ``sigma_y``,
-  at least ``sigma`` nm if given), quantised to classes spaced by √2 from half a render pixel (8 by
-  default); one histogram per class that occurs, each blurred once. Peak memory: classes + 2 images.
+  outside the frame, so only mass blurred across the border is lost).
+- ``'none'``: counts; their sum is the number of localizations inside the field of view.
 
-``render_file`` renders a localization file straight into a PNG or TIFF (``python -m decode_mem.render``), with
-``blur='auto'`` by default: each localization's own precision where the file has it, else a Gaussian of 20 nm
-— single-pixel counts of a sparse file are invisible at a 10 nm grid. The PNG carries a scale bar and a colour
-bar (``save_image``), pasted into its lower-left corner: the PNG keeps one pixel per render pixel.
+The render pixel is chosen from the data where none is given (``render.auto``: about half the median precision,
+bounded so the image has at most ``MAX_SIDE`` pixels on its longer side), from the first ``SAMPLE_ROWS``
+localizations, which wait until then. Memory: the image (4/3 of it for 'precision', two for 'gaussian'), the waiting
+rows and one chunk of ``chunk_rows``; tables are consumed one at a time (``Rendering``), so a file of any length
+streams through.
+
+``render_file`` renders a localization file straight into a PNG or TIFF (``python -m decode_mem.render``); the PNG
+carries a scale bar and a colour bar (``save_image``), pasted into its lower-left corner (one pixel per render
+pixel), its contrast from the non-empty pixels (``render.auto.display_limit``), and beside it the densest square
+zoomed (``<stem>_zoom.png``) where the image is large.
 """
 
 from __future__ import annotations
@@ -36,12 +43,24 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
 from decode_mem.io.table import EmitterTable
+from decode_mem.render.auto import (
+    MAX_SIDE,
+    PERCENTILE,
+    display_limit,
+    length_label,
+    nice_length,
+    render_pixel_for,
+    zoom_edge,
+    zoom_square,
+)
+from decode_mem.render.gaussians import GaussianImage
 
-BLURS = ("none", "gaussian", "precision")
-FILE_BLURS = ("auto", *BLURS)  # render_file: 'auto' picks 'precision' or 'gaussian' by the file's columns
-AUTO_SIGMA = 20.0  # nm: blur='auto' on a file without precisions, and the lower bound of 'precision' under 'auto'
+BLURS = ("precision", "gaussian", "none")
+FALLBACK_SIGMA = 20.0  # nm: the precision of a localization whose table or row has none
+FLOOR_PX = 1.0  # render pixels: the narrowest Gaussian of blur='precision'
+GAUSSIAN_SIGMA = 10.0  # nm: blur='gaussian' without a sigma
 CHUNK_ROWS = 1 << 20
-NICE = (1, 2, 5)  # scale-bar lengths: 1, 2, 5 x 10^k nm
+SAMPLE_ROWS = 1 << 16  # localizations the render pixel is chosen from, where none is given
 
 
 def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: float) -> tuple[int, int]:
@@ -51,49 +70,132 @@ def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: flo
 
 def render(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
            render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
-           sigma_classes: int = 8, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
+           chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
     """Render localizations (px, as in :class:`EmitterTable`) to a float32 image of ``render_pixel`` nm.
 
     ``shape_px`` is the camera frame (H, W) and ``pixel_size`` its pixel in nm; ``sigma`` is in nm
-    (required for ``blur='gaussian'``, a lower bound for ``'precision'``). See the module docstring.
+    (``blur='gaussian'``: its width, default ``GAUSSIAN_SIGMA``; ``'precision'``: a lower bound). See the module
+    docstring.
     """
     image, _ = render_counted(locs, shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel, blur=blur,
-                              sigma=sigma, sigma_classes=sigma_classes, chunk_rows=chunk_rows)
+                              sigma=sigma, chunk_rows=chunk_rows)
     return image
 
 
 def render_counted(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
                    render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
-                   sigma_classes: int = 8, chunk_rows: int = CHUNK_ROWS) -> tuple[np.ndarray, int]:
+                   chunk_rows: int = CHUNK_ROWS) -> tuple[np.ndarray, int]:
     """:func:`render` plus the number of localizations inside the field of view."""
-    _check(shape_px, pixel_size, render_pixel, blur, sigma, sigma_classes)
-    shape = render_shape(shape_px, pixel_size, render_pixel)
-    tables = [locs] if isinstance(locs, EmitterTable) else locs
-    images: dict[int, np.ndarray] = {}  # blur class -> histogram (class 0 only, unless 'precision')
-    n_in = 0
-    for table in tables:
-        for start in range(0, len(table), chunk_rows):
-            part = table.select(slice(start, start + chunk_rows))
-            flat, inside = _flat_index(part, shape_px, pixel_size, render_pixel, shape)
-            n_in += len(flat)
-            if blur == "precision":
-                classes = _sigma_class(part, inside, pixel_size, render_pixel, sigma, sigma_classes)
-            else:
-                classes = np.zeros(len(flat), np.int64)
-            for c in np.unique(classes):
-                img = images.setdefault(int(c), np.zeros(shape, np.float32))
-                idx, counts = np.unique(flat[classes == c], return_counts=True)
-                img.reshape(-1)[idx] += counts
-    if not images:
-        return np.zeros(shape, np.float32), 0
-    if blur == "none":
-        return images[0], n_in
-    if blur == "gaussian":
-        return gaussian_filter(images.pop(0), sigma / render_pixel, mode="constant"), n_in
-    out = np.zeros(shape, np.float32)
-    for c in sorted(images):
-        out += gaussian_filter(images.pop(c), _class_sigma(c, render_pixel, sigma) / render_pixel, mode="constant")
-    return out, n_in
+    rendering = Rendering(shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel, blur=blur, sigma=sigma,
+                          chunk_rows=chunk_rows)
+    for table in [locs] if isinstance(locs, EmitterTable) else locs:
+        rendering.add(table)
+    return rendering.image(consume=True), rendering.n
+
+
+class Rendering:
+    """A super-resolution image filled table by table as localizations come (read from a file, or produced by a
+    run: the report's image, napari's live layer): ``add`` each table, then ``image()`` is what all of them together
+    give, whatever the tables' sizes, and ``n`` the localizations inside the field of view.
+
+    ``render_pixel`` None: chosen from the first ``sample_rows`` localizations (``render.auto.render_pixel_for``,
+    at most ``max_side`` pixels on the longer side), which wait until then (or until ``image()``); the attribute
+    holds it once chosen. Blur, ``sigma`` and ``fallback_sigma``: see the module docstring. Memory: the image (see
+    the module docstring), the waiting rows and one chunk, whatever the number of localizations.
+    """
+
+    def __init__(self, *, shape_px: tuple[int, int], pixel_size: float, render_pixel: float | None = None,
+                 blur: str = "precision", sigma: float | None = None, fallback_sigma: float = FALLBACK_SIGMA,
+                 max_side: int = MAX_SIDE, chunk_rows: int = CHUNK_ROWS, sample_rows: int = SAMPLE_ROWS) -> None:
+        _check(shape_px, pixel_size, render_pixel, blur, sigma, fallback_sigma)
+        self.shape_px = (int(shape_px[0]), int(shape_px[1]))
+        self.pixel_size, self.blur, self.fallback_sigma = float(pixel_size), blur, float(fallback_sigma)
+        self.sigma = GAUSSIAN_SIGMA if blur == "gaussian" and sigma is None else sigma
+        self.max_side, self.chunk_rows, self.sample_rows = int(max_side), int(chunk_rows), int(sample_rows)
+        self.render_pixel: float | None = None
+        self.n = 0
+        self._waiting: list[EmitterTable] = []
+        self._waiting_rows = 0
+        self._counts: np.ndarray | None = None  # 'none' and 'gaussian': counts per render pixel
+        self._gaussians: GaussianImage | None = None  # 'precision'
+        if render_pixel is not None:
+            self._start(float(render_pixel))
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        """(rows, columns) of the image; None while the render pixel waits for the data."""
+        return None if self.render_pixel is None else render_shape(self.shape_px, self.pixel_size, self.render_pixel)
+
+    def add(self, table: EmitterTable) -> None:
+        """Draw one table's localizations (or keep them until the render pixel is chosen)."""
+        if self.render_pixel is None:
+            self._waiting.append(table)
+            self._waiting_rows += len(table)
+            if self._waiting_rows >= self.sample_rows:
+                self._choose()
+            return
+        for start in range(0, len(table), self.chunk_rows):
+            self._draw(table.select(slice(start, start + self.chunk_rows)))
+
+    def image(self, consume: bool = False) -> np.ndarray:
+        """The image (float32, ``shape``). ``consume``: hand over the object's own memory (nothing may be added
+        afterwards); else more can be added and ``image()`` asked again."""
+        if self.render_pixel is None:
+            self._choose()
+        assert self.render_pixel is not None
+        if self._gaussians is not None:
+            return self._gaussians.image(consume)
+        assert self._counts is not None
+        if self.blur == "gaussian":
+            assert self.sigma is not None
+            return gaussian_filter(self._counts, self.sigma / self.render_pixel, mode="constant")
+        return self._counts if consume else self._counts.copy()
+
+    def _choose(self) -> None:
+        """The render pixel from the waiting localizations' precision; then they are drawn."""
+        if self.blur == "gaussian":
+            sample = np.array([self.sigma], np.float64)
+        else:
+            parts = [self._sigma_nm(t)[0] for t in self._waiting]
+            sample = np.maximum(np.concatenate(parts), self.sigma or 0.0) if parts else np.zeros(0)
+        field = (self.shape_px[0] * self.pixel_size, self.shape_px[1] * self.pixel_size)
+        self._start(render_pixel_for(sample, field, fallback_sigma=self.fallback_sigma, max_side=self.max_side))
+        waiting, self._waiting, self._waiting_rows = self._waiting, [], 0
+        for table in waiting:
+            self.add(table)
+
+    def _start(self, render_pixel: float) -> None:
+        self.render_pixel = render_pixel
+        shape = render_shape(self.shape_px, self.pixel_size, render_pixel)
+        if self.blur == "precision":
+            self._gaussians = GaussianImage(shape)
+        else:
+            self._counts = np.zeros(shape, np.float32)
+
+    def _draw(self, table: EmitterTable) -> None:
+        rp = self.render_pixel
+        assert rp is not None
+        if self._counts is not None:
+            self.n += _count_into(self._counts, table, self.shape_px, self.pixel_size, rp)
+            return
+        assert self._gaussians is not None
+        xn, yn, inside = _nm_inside(table, self.shape_px, self.pixel_size)
+        self.n += int(inside.sum())
+        sx, sy = self._sigma_nm(table)
+        floor = max(FLOOR_PX * rp, self.sigma or 0.0)
+        self._gaussians.add(xn[inside] / rp, yn[inside] / rp, np.maximum(sx[inside], floor) / rp,
+                            np.maximum(sy[inside], floor) / rp)
+
+    def _sigma_nm(self, table: EmitterTable) -> tuple[np.ndarray, np.ndarray]:
+        """Each localization's precision in x and y (nm); ``fallback_sigma`` where the table or the row has none."""
+        if "sigma_x" not in table or "sigma_y" not in table:
+            fallback = np.full(len(table), self.fallback_sigma)
+            return fallback, fallback
+        out = []
+        for name in ("sigma_x", "sigma_y"):
+            s = table[name].astype(np.float64) * self.pixel_size
+            out.append(np.where(np.isfinite(s) & (s > 0), s, self.fallback_sigma))
+        return out[0], out[1]
 
 
 class Histogram:
@@ -104,7 +206,7 @@ class Histogram:
 
     def __init__(self, *, shape_px: tuple[int, int], pixel_size: float, render_pixel: float = 10.0,
                  chunk_rows: int = CHUNK_ROWS) -> None:
-        _check(shape_px, pixel_size, render_pixel, "none", None, 1)
+        _check(shape_px, pixel_size, render_pixel, "none", None, FALLBACK_SIGMA)
         self.shape_px = (int(shape_px[0]), int(shape_px[1]))
         self.pixel_size, self.render_pixel, self.chunk_rows = float(pixel_size), float(render_pixel), chunk_rows
         self.image = np.zeros(render_shape(self.shape_px, self.pixel_size, self.render_pixel), np.float32)
@@ -113,61 +215,49 @@ class Histogram:
     def add(self, table: EmitterTable) -> None:
         """Count one table's localizations into the image."""
         for start in range(0, len(table), self.chunk_rows):
-            part = table.select(slice(start, start + self.chunk_rows))
-            flat, _ = _flat_index(part, self.shape_px, self.pixel_size, self.render_pixel, self.image.shape)
-            idx, counts = np.unique(flat, return_counts=True)
-            self.image.reshape(-1)[idx] += counts
-            self.n += len(flat)
+            self.n += _count_into(self.image, table.select(slice(start, start + self.chunk_rows)), self.shape_px,
+                                  self.pixel_size, self.render_pixel)
 
 
-def _check(shape_px, pixel_size, render_pixel, blur, sigma, sigma_classes) -> None:
+def _check(shape_px, pixel_size, render_pixel, blur, sigma, fallback_sigma) -> None:
     if len(shape_px) != 2 or min(shape_px) < 1:
         raise ConfigError(f"render: shape_px must be (H, W) >= 1, got {tuple(shape_px)}")
-    if not pixel_size > 0 or not render_pixel > 0:
+    if not pixel_size > 0 or (render_pixel is not None and not render_pixel > 0):
         raise ConfigError(f"render: pixel_size and render_pixel must be > 0 nm, got {pixel_size}, {render_pixel}")
     if blur not in BLURS:
         raise ConfigError(f"render: blur must be one of {', '.join(BLURS)}, got {blur!r}")
-    if blur == "gaussian" and (sigma is None or not sigma > 0):
-        raise ConfigError(f"render: blur='gaussian' needs sigma > 0 nm, got {sigma}")
-    if sigma_classes < 1:
-        raise ConfigError(f"render: sigma_classes must be >= 1, got {sigma_classes}")
+    if sigma is not None and not sigma > 0:
+        raise ConfigError(f"render: sigma must be > 0 nm, got {sigma}")
+    if not fallback_sigma > 0:
+        raise ConfigError(f"render: fallback_sigma must be > 0 nm, got {fallback_sigma}")
+
+
+def _nm_inside(table: EmitterTable, shape_px, pixel_size) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x and y in nm from the frame's outer corner, and the mask of the localizations inside the frame."""
+    xn = (table["x"].astype(np.float64) + 0.5) * pixel_size
+    yn = (table["y"].astype(np.float64) + 0.5) * pixel_size
+    inside = (xn >= 0) & (yn >= 0) & (xn < shape_px[1] * pixel_size) & (yn < shape_px[0] * pixel_size)
+    return xn, yn, inside
 
 
 def _flat_index(table: EmitterTable, shape_px, pixel_size, render_pixel, shape) -> tuple[np.ndarray, np.ndarray]:
     """Flattened render-pixel index of every localization inside the frame, and the mask of those."""
-    xn = (table["x"].astype(np.float64) + 0.5) * pixel_size  # nm from the outer corner
-    yn = (table["y"].astype(np.float64) + 0.5) * pixel_size
-    inside = (xn >= 0) & (yn >= 0) & (xn < shape_px[1] * pixel_size) & (yn < shape_px[0] * pixel_size)
+    xn, yn, inside = _nm_inside(table, shape_px, pixel_size)
     ix = np.minimum((xn[inside] / render_pixel).astype(np.int64), shape[1] - 1)
     iy = np.minimum((yn[inside] / render_pixel).astype(np.int64), shape[0] - 1)
     return iy * shape[1] + ix, inside
 
 
-def _sigma_class(table, inside, pixel_size, render_pixel, sigma, n_classes) -> np.ndarray:
-    if "sigma_x" not in table or "sigma_y" not in table:
-        raise ConfigError("render: blur='precision' needs sigma_x and sigma_y columns (use 'gaussian' with a sigma)")
-    s = (table["sigma_x"][inside].astype(np.float64) + table["sigma_y"][inside]) / 2 * pixel_size
-    s = np.nan_to_num(np.maximum(s, sigma or 0.0), nan=render_pixel / 2, posinf=render_pixel / 2)
-    c = np.rint(2 * np.log2(np.maximum(s, 1e-12) / (render_pixel / 2)))
-    return np.clip(c, 0, n_classes - 1).astype(np.int64)
-
-
-def _class_sigma(c: int, render_pixel: float, sigma: float | None) -> float:
-    return max(render_pixel / 2 * 2 ** (c / 2), sigma or 0.0)
+def _count_into(image: np.ndarray, table: EmitterTable, shape_px, pixel_size, render_pixel) -> int:
+    """Add each localization inside the frame to its render pixel's count; returns how many were inside. Memory
+    O(table), not O(image) as ``np.bincount`` would need."""
+    flat, _ = _flat_index(table, shape_px, pixel_size, render_pixel, image.shape)
+    idx, counts = np.unique(flat, return_counts=True)
+    image.reshape(-1)[idx] += counts
+    return len(flat)
 
 
 # --------------------------------------------------------------------------------------------- output
-
-def nice_length(target: float) -> float:
-    """The largest 1, 2 or 5 x 10^k not above ``target`` (> 0): a scale bar's length."""
-    k = math.floor(math.log10(target))
-    return max(m * 10.0 ** k for m in NICE if m * 10.0 ** k <= target * (1 + 1e-9))
-
-
-def length_label(nm: float) -> str:
-    """``'500 nm'``, ``'2 µm'``."""
-    return f"{nm / 1000:g} µm" if nm >= 1000 else f"{nm:g} nm"
-
 
 def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0) -> np.ndarray:
     """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``."""
@@ -207,9 +297,10 @@ def _paste(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
     return True
 
 
-def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = 99.5,
+def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = PERCENTILE,
                cmap: str = "magma", legend: bool = True) -> None:
-    """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap, percentile clip).
+    """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap from 0 to ``percentile`` of
+    the non-empty pixels: ``render.auto.display_limit``).
 
     The PNG has one pixel per render pixel and, with ``legend``, a scale bar and a colour bar (localizations
     per render pixel) in its lower-left corner (left out of an image too small to hold them)."""
@@ -229,9 +320,7 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
             from matplotlib import colormaps
             from matplotlib.image import imsave  # no pyplot: no global figure state
 
-            positive = image[image > 0]
-            vmax = float(np.percentile(positive, percentile)) if positive.size else 1.0
-            vmax = vmax or 1.0
+            vmax = display_limit(image, percentile)
             rgba = colormaps[cmap](np.clip(image / vmax, 0.0, 1.0), bytes=True)  # what imsave would make
             if legend:
                 width_nm = image.shape[1] * render_pixel
@@ -247,24 +336,50 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
                              metadata={"unit": "um"})
 
 
-def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel: float = 10.0,
-                pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "auto",
-                sigma: float | None = None, percentile: float = 99.5, cmap: str = "magma") -> tuple[np.ndarray, int]:
+class RenderedFile(NamedTuple):
+    """What :func:`render_file` made: the image, the localizations inside the field, the render pixel (nm; chosen
+    from the data where none was given) and the zoomed PNG (None: none written)."""
+
+    image: np.ndarray
+    n: int
+    render_pixel: float
+    zoom: Path | None = None
+
+
+def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel: float | None = None,
+                pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "precision",
+                sigma: float | None = None, percentile: float = PERCENTILE, cmap: str = "magma",
+                zoom: float | str | None = "auto") -> RenderedFile:
     """Render a localization file (CSV, Picasso, parquet; streamed) into ``out`` (.png or .tif).
 
-    ``pixel_size`` (nm) and ``shape`` (H, W px) default to the file's metadata (the camera's field); a CSV,
-    which records neither, is rendered over the localizations' extent from the corner, in nm without a pixel
-    size. ``blur='auto'``: 'precision' (at least ``sigma`` or 20 nm) where the
-    file has sigma_x / sigma_y, else 'gaussian' of ``sigma`` or 20 nm. Returns the image and the number of
-    localizations inside the field.
+    ``pixel_size`` (nm) and ``shape`` (H, W px) default to the file's metadata (the camera's field); a CSV
+    without them is rendered over the localizations' extent from the corner, in nm. ``render_pixel`` None: chosen
+    from the data (module docstring). ``zoom`` (a PNG only): also write ``<stem>_zoom.png``, the densest square of
+    that edge in µm (``'auto'``: ``render.auto.zoom_edge``, none for a small image; None: no zoom).
     """
-    if Path(out).suffix.lower() not in (".png", ".tif", ".tiff"):
+    suffix = Path(out).suffix.lower()
+    if suffix not in (".png", ".tif", ".tiff"):
         raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
+    if zoom is not None and zoom != "auto" and (isinstance(zoom, str) or not zoom > 0):
+        raise ConfigError(f"render: zoom must be > 0 µm, 'auto' or None, got {zoom!r}")
     how = file_render_settings(locs, pixel_size=pixel_size, shape=shape, blur=blur, sigma=sigma)
-    image, n = render_counted(iter_localizations(locs, pixel_size=how.pixel_size), shape_px=how.shape,
-                              pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur, sigma=how.sigma)
-    save_image(image, out, render_pixel=render_pixel, percentile=percentile, cmap=cmap)
-    return image, n
+    rendering = Rendering(shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur,
+                          sigma=how.sigma)
+    for table in iter_localizations(locs, pixel_size=how.pixel_size):
+        rendering.add(table)
+    image = rendering.image(consume=True)
+    rp = rendering.render_pixel
+    assert rp is not None
+    save_image(image, out, render_pixel=rp, percentile=percentile, cmap=cmap)
+    zoom_path = None
+    edge = zoom_edge(image.shape, rp) if zoom == "auto" else zoom
+    if suffix == ".png" and edge is not None:
+        square = zoom_square(image, rp, float(edge))
+        if square is not None:
+            r, c, size = square
+            zoom_path = Path(out).with_name(f"{Path(out).stem}_zoom.png")
+            save_image(image[r:r + size, c:c + size], zoom_path, render_pixel=rp, percentile=percentile, cmap=cmap)
+    return RenderedFile(image, rendering.n, rp, zoom_path)
 
 
 class FileRender(NamedTuple):
@@ -277,12 +392,12 @@ class FileRender(NamedTuple):
 
 
 def file_render_settings(locs: str | os.PathLike, *, pixel_size: float | None = None,
-                         shape: tuple[int, int] | None = None, blur: str = "auto",
+                         shape: tuple[int, int] | None = None, blur: str = "precision",
                          sigma: float | None = None) -> FileRender:
-    """:func:`render_file`'s choices for a file (its metadata, 'auto' blur), also for viewers that render it
-    themselves: at most one small read (and, for a CSV without a ``shape``, one pass for its extent)."""
-    if blur not in FILE_BLURS:
-        raise ConfigError(f"render: blur must be one of {', '.join(FILE_BLURS)}, got {blur!r}")
+    """:func:`render_file`'s choices for a file (its metadata), also for viewers that render it themselves: one
+    small read (and, for a CSV without a ``shape``, one pass for its extent)."""
+    if blur not in BLURS:
+        raise ConfigError(f"render: blur must be one of {', '.join(BLURS)}, got {blur!r}")
     file_format(locs)
     meta = localization_meta(locs)
     pixel_size = pixel_size or meta.pixel_size
@@ -296,13 +411,8 @@ def file_render_settings(locs: str | os.PathLike, *, pixel_size: float | None = 
         shape = (meta.height, meta.width)
     else:
         shape = _extent_px(locs, pixel_size)
-    if blur == "auto":
-        first = next(iter(iter_localizations(locs, pixel_size=pixel_size, chunk_rows=1)), None)
-        has_precision = first is not None and "sigma_x" in first and "sigma_y" in first
-        blur = "precision" if has_precision else "gaussian"
-        sigma = AUTO_SIGMA if sigma is None else sigma
     if sigma is None and blur == "gaussian":
-        sigma = 10.0
+        sigma = GAUSSIAN_SIGMA
     return FileRender(float(pixel_size), shape, blur, sigma)
 
 

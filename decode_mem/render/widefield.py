@@ -15,6 +15,7 @@ import numpy as np
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.stack import Stack, open_stack
+from decode_mem.render.auto import binned, zoom_square
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -24,6 +25,7 @@ BLOCK_PIXELS = 1 << 22  # frames read at a time: about this many pixels
 # ``save_side_by_side`` writes (500 at the report's 110), so finer pixels would not show, while matplotlib keeps
 # several float copies of what it is given while it resamples (the report of a 2048² camera peaked there)
 DISPLAY_PIXELS = 1024
+OVERVIEW_PIXELS = 400  # the super-resolution overview's longer side (sums of blocks): about its panel's on screen
 PANEL_INCHES = (4.6, 4.9)  # width, height of each panel of the side-by-side figure, its colour bar included
 PANEL_MARGINS = (0.7, 0.2, 0.5, 1.05)  # inches: left (y ticks and label), right, top (two title lines), bottom
 BAR_GAP = 0.5  # inches between an image and its colour bar: the x ticks and label
@@ -65,7 +67,8 @@ def save_widefield(image: np.ndarray, path: str | os.PathLike, *, pixel_size: fl
     from matplotlib import colormaps
     from matplotlib.image import imsave  # no pyplot: no global figure state
 
-    from decode_mem.render.image import _legend_rgba, _paste, length_label, nice_length
+    from decode_mem.render.auto import length_label, nice_length
+    from decode_mem.render.image import _legend_rgba, _paste
 
     lo, hi = display_range(image)
     rgba = colormaps["gray"](np.clip((image - lo) / ((hi - lo) or 1.0), 0.0, 1.0), bytes=True)
@@ -83,7 +86,7 @@ def save_widefield(image: np.ndarray, path: str | os.PathLike, *, pixel_size: fl
 
 def save_side_by_side(widefield: np.ndarray, superres: np.ndarray, path: str | os.PathLike, *, pixel_size: float,
                       render_pixel: float, n_frames: int | None = None, n_locs: int | None = None,
-                      zoom: float | None = None, cmap: str = "magma") -> Path:
+                      zoom: float | str | None = None, cmap: str = "magma") -> Path:
     """One PNG: the widefield image (grey) beside the super-resolution image, both over the same field in µm.
 
     ``pixel_size``: camera pixel (nm); ``render_pixel``: the super-resolution pixel (nm). ``zoom`` (µm): add a
@@ -98,36 +101,38 @@ def save_side_by_side(widefield: np.ndarray, superres: np.ndarray, path: str | o
     return Path(path)
 
 
-def binned(image: np.ndarray, max_side: int) -> tuple[np.ndarray, int]:
-    """``image`` summed over ``f`` × ``f`` blocks so that no side exceeds ``max_side`` (``f = 1``: the image
-    itself); the last rows/columns that fill no whole block are dropped. Returns the image and ``f``."""
-    f = max(1, math.ceil(max(image.shape) / max_side))
+def overview(image: np.ndarray) -> tuple[np.ndarray, int]:
+    """A super-resolution image as its panel shows it: sums of ``f`` × ``f`` blocks (at most ``OVERVIEW_PIXELS`` on
+    the longer side) and, where ``f`` > 1, each localization at least one shown pixel wide (a Gaussian of
+    ``FLOOR_PX`` shown pixels, less the block's own width): the rendering's floor at the shown pixel, without which
+    the localizations of a sparse image are single pixels lost in the panel. Sums are kept. Returns it and ``f``."""
+    from scipy.ndimage import gaussian_filter
+
+    from decode_mem.render.image import FLOOR_PX
+
+    shown, f = binned(image, OVERVIEW_PIXELS)
     if f == 1:
-        return image, 1
-    h, w = (n // f for n in image.shape)
-    return image[: h * f, : w * f].reshape(h, f, w, f).sum(axis=(1, 3), dtype=np.float32), f
-
-
-def densest_window(image: np.ndarray, size: int) -> tuple[int, int]:
-    """(row, col) of the top-left corner of the ``size`` × ``size`` window with the largest sum (summed-area
-    table: every window's sum in one pass)."""
-    size = max(1, min(size, *image.shape))
-    table = np.pad(image.astype(np.float64).cumsum(0).cumsum(1), ((1, 0), (1, 0)))
-    sums = table[size:, size:] - table[:-size, size:] - table[size:, :-size] + table[:-size, :-size]
-    r, c = np.unravel_index(int(np.argmax(sums)), sums.shape)
-    return int(r), int(c)
+        return shown, 1
+    return gaussian_filter(shown, math.sqrt(FLOOR_PX ** 2 - 1.0 / 12.0), mode="constant"), f
 
 
 def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | None, *, pixel_size: float,
                         render_pixel: float | None = None, n_frames: int | None = None, n_locs: int | None = None,
-                        zoom: float | None = None, cmap: str = "magma") -> Figure:
+                        zoom: float | str | None = None, cmap: str = "magma") -> Figure:
     """The figure of :func:`save_side_by_side` (a matplotlib Figure, no pyplot); a missing image is left out.
+    ``zoom='auto'``: a zoom panel of ``render.auto.zoom_edge`` µm where the image is large enough.
 
     Every panel has its axes in µm, a scale bar and a colour bar (mean ADU of the widefield, localizations per
-    render pixel of the super-resolution panels)."""
+    render pixel of the super-resolution panels, whose colours run from 0 to ``render.auto.display_limit`` of
+    the panel's own non-empty pixels). The super-resolution overview is shown as :func:`overview` makes it, about
+    the pixels its panel has on screen: drawn finer, matplotlib would average a sparse image's isolated
+    localizations into the black around them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
+
+    from decode_mem.render.auto import display_limit, zoom_edge
 
     if widefield is None and superres is None:
         raise ValueError("side_by_side_figure: no image")
@@ -139,11 +144,13 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
     box = None
     if superres is not None:
         # a big image is shown binned (sums of f x f pixels): the figure's memory stays bounded, whatever the camera
-        overview, f = binned(superres, DISPLAY_PIXELS)
-        panels.append(("superres", overview, _extent(overview.shape, rp * f)))
-        if zoom is not None and zoom * 1000.0 / rp < 0.8 * min(superres.shape):
-            size = round(zoom * 1000.0 / rp)
-            r, c = (f * v for v in densest_window(overview, max(1, round(size / f))))
+        shown, f = overview(superres)
+        panels.append(("superres", shown, _extent(shown.shape, rp * f)))
+        if zoom == "auto":
+            zoom = zoom_edge(superres.shape, rp)
+        square = None if zoom is None else zoom_square(superres, rp, float(zoom))
+        if square is not None:
+            r, c, size = square
             box = (c * rp / 1000.0, r * rp / 1000.0, size * rp / 1000.0)  # x0, y0, edge in µm
             crop, g = binned(superres[r:r + size, c:c + size], DISPLAY_PIXELS)
             panels.append(("zoom", crop, (box[0], box[0] + crop.shape[1] * g * rp / 1000.0,
@@ -159,9 +166,7 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
             ax.set_title("widefield" + (f" (mean of {n_frames} frames)" if n_frames else ""), loc="left")
             unit = "mean frame [ADU]"
         else:
-            positive = image[image > 0]
-            vmax = float(np.percentile(positive, 99.5)) if positive.size else 1.0
-            shown = ax.imshow(image, cmap=cmap, vmin=0.0, vmax=vmax or 1.0, extent=extent,
+            shown = ax.imshow(image, cmap=cmap, vmin=0.0, vmax=display_limit(image), extent=extent,
                               interpolation="antialiased" if kind == "superres" else "nearest")
             shown_pixel = abs(extent[1] - extent[0]) * 1000.0 / image.shape[1]  # nm: binned when the image is big
             if kind == "superres":  # the pixels shown, which the colour bar counts in (binned: sums of rendered ones)
@@ -178,6 +183,7 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
             ax.add_patch(Rectangle(box[:2], box[2], box[2], fill=False, edgecolor="tab:cyan", linewidth=1.2))
         ax.set_xlabel("x [µm]")
         ax.set_ylabel("y [µm]")
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # a narrow zoom's labels (e.g. 20.75 to 22.50) would touch
         ax.set_facecolor("black")
         _scale_bar(ax, abs(extent[1] - extent[0]))
         fig.colorbar(shown, cax=fig.add_axes(bar_box), orientation="horizontal", label=unit)
@@ -211,7 +217,7 @@ def _scale_bar(ax: object, width_um: float) -> None:
     from matplotlib.font_manager import FontProperties
     from mpl_toolkits.axes_grid1.anchored_artists import AnchoredSizeBar
 
-    from decode_mem.render.image import length_label, nice_length
+    from decode_mem.render.auto import length_label, nice_length
 
     length = nice_length(width_um / 5)
     ax.add_artist(AnchoredSizeBar(ax.transData, length, length_label(length * 1000), "lower right", pad=0.4,

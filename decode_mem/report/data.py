@@ -25,7 +25,8 @@ class Images:
     """The widefield image (the mean frame, camera pixels) and/or the super-resolution image of the same field.
 
     ``pixel_size``: camera pixel in nm; ``render_pixel``: the super-resolution pixel in nm; ``zoom`` (µm): add a
-    panel zoomed into the densest ``zoom`` × ``zoom`` µm; ``n_frames`` and ``n_locs`` label the panels.
+    panel zoomed into the densest ``zoom`` × ``zoom`` µm (``'auto'``: its size from the image,
+    ``render.auto.zoom_edge``); ``n_frames`` and ``n_locs`` label the panels.
     """
 
     pixel_size: float
@@ -34,7 +35,7 @@ class Images:
     render_pixel: float | None = None
     n_frames: int | None = None
     n_locs: int | None = None
-    zoom: float | None = None
+    zoom: float | str | None = None
 
     def __post_init__(self) -> None:
         if self.widefield is None and self.superres is None:

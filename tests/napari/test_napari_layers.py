@@ -62,12 +62,14 @@ def test_the_points_are_the_files_rows_in_nm_and_the_image_is_render_files(tmp_p
     np.testing.assert_array_equal(points_kw["features"]["frame"], frames)
     np.testing.assert_allclose(points_kw["features"]["photons"], photons, rtol=1e-6)
     assert points_kw["units"] == image_kw["units"] == ("nm", "nm")
-    assert image_kw["scale"] == (10.0, 10.0) and image_kw["translate"] == (5.0, 5.0)
-    assert image.shape == (32 * 11, 48 * 11)  # the camera's field (48 x 32 px of 110 nm) in 10 nm pixels
-    expected, n_in = render_file(locs, tmp_path / "render.tif", pixel_size=PIXEL if suffix == ".csv" else None,
-                                 shape=(32, 48) if suffix == ".csv" else None)
-    np.testing.assert_array_equal(image, expected)
-    assert n_in == 500 and image.sum() == pytest.approx(500, rel=0.05)  # blur loses what crosses the border
+    rp = image_kw["metadata"]["decode_mem"]["render_pixel"]  # chosen from the precision: ~half the median 20 nm
+    assert 8.0 <= rp <= 12.0 and image_kw["scale"] == (rp, rp) and image_kw["translate"] == (rp / 2, rp / 2)
+    assert image.shape == (round(32 * PIXEL / rp), round(48 * PIXEL / rp))  # the camera's field (48 x 32 px)
+    done = render_file(locs, tmp_path / "render.tif", pixel_size=PIXEL if suffix == ".csv" else None,
+                       shape=(32, 48) if suffix == ".csv" else None)
+    np.testing.assert_array_equal(image, done.image)
+    assert done.render_pixel == rp
+    assert done.n == 500 and image.sum() == pytest.approx(500, rel=0.05)  # blur loses what crosses the border
 
 
 def test_a_csv_without_its_summary_is_shown_in_its_own_nm(tmp_path: Path) -> None:
