@@ -12,7 +12,8 @@ beforehand by the variance that interpolation adds, so the width drawn is the on
 at most about ``(2 ⌈3 LEVEL_SIGMA⌉ + 1)²`` = 13² pixel updates, and the grids together hold 4/3 of the image.
 A σ wider than the whole field is drawn as wide as the coarsest grid allows (about the field).
 
-Memory: the grids (4/3 of one float32 image) and at most ``ELEMENTS`` pixel updates (12 bytes each) at a time.
+Memory: the grids (at most 4/3 of one float32 image) and at most ``ELEMENTS`` pixel updates (about 12 bytes each)
+at a time; joining the grids (``image``) adds a band of rows at a time.
 No file, no table: callers give coordinates and σ in render pixels (``render.image.Rendering``).
 """
 
@@ -98,25 +99,25 @@ class GaussianImage:
 
     def image(self, consume: bool = False) -> np.ndarray:
         """The finest grid plus every coarser one interpolated onto it (float32, ``shape``). ``consume``: reuse
-        the grids' memory (the object is spent afterwards); else they stay and more can be added."""
-        if not self.grids:
-            return np.zeros(self.shape, np.float32)
-        carried: np.ndarray | None = None
-        for level in range(max(self.grids), 0, -1):
+        the grids' memory (the object is spent afterwards); else they stay and more can be added. Memory beyond the
+        grids: none with ``consume``, else a copy of each finer grid that receives a coarser one."""
+        carried: np.ndarray | None = None  # the coarser grids so far, summed on the current grid
+        own = False  # carried is an array of its own, not one of the grids
+        for level in range(max(self.grids, default=0), -1, -1):
             here = self.grids.get(level)
-            if here is not None:
-                carried = here if carried is None else (_add_into(here, carried) if consume else here + carried)
-            if carried is not None:
-                f = 2 ** (level - 1)
-                carried = _upsample2(carried, (-(-self.shape[0] // f), -(-self.shape[1] // f)))
-        finest = self.grids.get(0)
+            if carried is None:
+                carried = here
+                continue
+            f = 2 ** level
+            shape = (-(-self.shape[0] // f), -(-self.shape[1] // f))
+            target = np.zeros(shape, np.float32) if here is None else here if consume else here.copy()
+            _upsample2_into(target, carried)
+            carried, own = target, True
         if consume:
             self.grids = {}
-        if finest is None:
-            return carried if carried is not None else np.zeros(self.shape, np.float32)
         if carried is None:
-            return finest if consume else finest.copy()
-        return _add_into(finest, carried) if consume else finest + carried
+            return np.zeros(self.shape, np.float32)
+        return carried if consume or own else carried.copy()
 
 
 def _weights(offset: np.ndarray, sigma: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -128,22 +129,28 @@ def _weights(offset: np.ndarray, sigma: np.ndarray, d: np.ndarray) -> np.ndarray
     return weights
 
 
-def _add_into(target: np.ndarray, other: np.ndarray) -> np.ndarray:
-    target += other
-    return target
+def _upsample2_into(target: np.ndarray, coarse: np.ndarray, band: int = 256) -> None:
+    """Add ``coarse`` on a grid twice as fine to ``target`` (cut to its shape): linear interpolation (coarse pixel
+    centres at the fine pixels' shared corners), edges repeated, divided by 4 so that sums are kept (each coarse
+    value gives out exactly its own total before the cut). ``band`` coarse rows at a time: little memory."""
+    n = coarse.shape[0]
+    for i0 in range(0, n, band):
+        i1 = min(n, i0 + band)
+        lo, hi = max(i0 - 1, 0), min(i1 + 1, n)  # a neighbouring row each side, where there is one
+        rows = _upsample_axis(coarse[lo:hi], 0)[2 * (i0 - lo):2 * (i1 - lo)]
+        r1 = min(2 * i1, target.shape[0])
+        if r1 > 2 * i0:
+            target[2 * i0:r1] += _upsample_axis(rows[:r1 - 2 * i0], 1)[:, :target.shape[1]]
 
 
-def _upsample2(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """``image`` on a grid twice as fine, cut to ``shape``: linear interpolation (coarse pixel centres at the fine
-    pixels' shared corners), edges repeated, and divided by 4 so that sums are kept (each coarse value gives out
-    exactly its own total before the cut)."""
-    out = image
-    for axis, n in enumerate(shape):
-        a = np.moveaxis(out, axis, 0)
-        before = np.concatenate([a[:1], a[:-1]])
-        after = np.concatenate([a[1:], a[-1:]])
-        fine = np.empty((2 * a.shape[0], *a.shape[1:]), np.float32)
-        fine[0::2] = 0.375 * a + 0.125 * before
-        fine[1::2] = 0.375 * a + 0.125 * after
-        out = np.moveaxis(fine[:n], 0, axis)
-    return np.ascontiguousarray(out)
+def _upsample_axis(a: np.ndarray, axis: int) -> np.ndarray:
+    """``a`` twice as long along ``axis``: 3/4 of a value and 1/4 of its neighbour (the edge repeated), halved."""
+    a = np.moveaxis(a, axis, 0)
+    fine = np.empty((2 * a.shape[0], *a.shape[1:]), np.float32)
+    fine[0::2] = 0.375 * a
+    fine[0::2][1:] += 0.125 * a[:-1]
+    fine[0::2][:1] += 0.125 * a[:1]
+    fine[1::2] = 0.375 * a
+    fine[1::2][:-1] += 0.125 * a[1:]
+    fine[1::2][-1:] += 0.125 * a[-1:]
+    return np.moveaxis(fine, 0, axis)

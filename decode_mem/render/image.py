@@ -59,7 +59,8 @@ BLURS = ("precision", "gaussian", "none")
 FALLBACK_SIGMA = 20.0  # nm: the precision of a localization whose table or row has none
 FLOOR_PX = 1.0  # render pixels: the narrowest Gaussian of blur='precision'
 GAUSSIAN_SIGMA = 10.0  # nm: blur='gaussian' without a sigma
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 20  # rows counted at a time (a histogram: ~30 bytes a row)
+DRAW_ROWS = 1 << 16  # rows drawn at a time by Rendering (Gaussians: some 200 bytes a row while drawn)
 SAMPLE_ROWS = 1 << 16  # localizations the render pixel is chosen from, where none is given
 
 
@@ -70,7 +71,7 @@ def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: flo
 
 def render(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
            render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
-           chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
+           chunk_rows: int = DRAW_ROWS) -> np.ndarray:
     """Render localizations (px, as in :class:`EmitterTable`) to a float32 image of ``render_pixel`` nm.
 
     ``shape_px`` is the camera frame (H, W) and ``pixel_size`` its pixel in nm; ``sigma`` is in nm
@@ -84,7 +85,7 @@ def render(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, 
 
 def render_counted(locs: EmitterTable | Iterable[EmitterTable], *, shape_px: tuple[int, int], pixel_size: float,
                    render_pixel: float = 10.0, blur: str = "none", sigma: float | None = None,
-                   chunk_rows: int = CHUNK_ROWS) -> tuple[np.ndarray, int]:
+                   chunk_rows: int = DRAW_ROWS) -> tuple[np.ndarray, int]:
     """:func:`render` plus the number of localizations inside the field of view."""
     rendering = Rendering(shape_px=shape_px, pixel_size=pixel_size, render_pixel=render_pixel, blur=blur, sigma=sigma,
                           chunk_rows=chunk_rows)
@@ -106,7 +107,7 @@ class Rendering:
 
     def __init__(self, *, shape_px: tuple[int, int], pixel_size: float, render_pixel: float | None = None,
                  blur: str = "precision", sigma: float | None = None, fallback_sigma: float = FALLBACK_SIGMA,
-                 max_side: int = MAX_SIDE, chunk_rows: int = CHUNK_ROWS, sample_rows: int = SAMPLE_ROWS) -> None:
+                 max_side: int = MAX_SIDE, chunk_rows: int = DRAW_ROWS, sample_rows: int = SAMPLE_ROWS) -> None:
         _check(shape_px, pixel_size, render_pixel, blur, sigma, fallback_sigma)
         self.shape_px = (int(shape_px[0]), int(shape_px[1]))
         self.pixel_size, self.blur, self.fallback_sigma = float(pixel_size), blur, float(fallback_sigma)
