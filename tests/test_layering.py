@@ -169,7 +169,8 @@ def test_an_import_of_another_jobs_cli_is_reported(tmp_path: Path) -> None:
 def test_a_relative_upward_import_and_a_loop_within_one_layer_are_reported(tmp_path: Path) -> None:
     tree = _copy(tmp_path)
     _plant(tree, "io/stack.py", "from ..simulate import config")
-    _plant(tree, "calibrate/core.py", "import decode_mem.psf.beads")  # psf imports calibrate: a loop in one layer
+    _plant(tree, "calibrate/core.py", "import decode_mem.psf.beads")  # and psf imports calibrate: a loop in one layer
+    _plant(tree, "psf/beads.py", "from decode_mem.calibrate import core")
     assert set(check(tree)) == {"decode_mem.io.stack (layer io) imports a higher layer: decode_mem.simulate",
                                 "package loop: calibrate -> psf -> calibrate", "package loop: io -> simulate -> io"}
 

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from decode_mem.calibrate.camera_check import CameraCheck
     from decode_mem.calibrate.core import calibrate_movie
     from decode_mem.calibrate.match import covers, simulation_from_estimates
-    from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
     from decode_mem.calibrate.plot import plot_calibration
     from decode_mem.calibrate.result import Calibration, Estimate, save_calibration
+    from decode_mem.io.metadata import MovieMetadata, read_metadata, resolve_camera
 
 __all__ = [
     "Calibration", "CameraCheck", "Estimate", "MovieMetadata", "calibrate_movie", "covers", "plot_calibration",
@@ -28,7 +28,8 @@ __all__ = [
 ]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "CameraCheck": "camera_check", "calibrate_movie": "core", "covers": "match",
-    "simulation_from_estimates": "match", "MovieMetadata": "metadata", "read_metadata": "metadata",
-    "resolve_camera": "metadata", "plot_calibration": "plot", "Calibration": "result", "Estimate": "result",
+    "simulation_from_estimates": "match", "MovieMetadata": "decode_mem.io.metadata",
+    "read_metadata": "decode_mem.io.metadata", "resolve_camera": "decode_mem.io.metadata", "plot_calibration": "plot",
+    "Calibration": "result", "Estimate": "result",
     "save_calibration": "result",
 })

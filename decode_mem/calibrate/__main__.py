@@ -19,8 +19,6 @@ from pathlib import Path
 from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
-CAMERA_PRESETS = ("emccd", "scmos")
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.calibrate", __doc__)
@@ -72,15 +70,15 @@ def _table(cal, coverage: dict | None, note: str | None) -> str:
 
 def _body(args: argparse.Namespace) -> int:
     from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
-    from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
     from decode_mem.errors import ConfigError
+    from decode_mem.io.metadata import CameraRequest, read_metadata
 
     if args.frames < 1:
         raise ConfigError(f"--frames must be >= 1, got {args.frames}")
-    camera_file = camera_file_fields(args.camera)
-    metadata = read_metadata(args.movie)
     flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-    camera, sources = resolve_camera(metadata, camera_file=camera_file, flags=flags)
+    request = CameraRequest.from_value(args.camera, flags)  # a bad --camera fails before the movie is read
+    metadata = read_metadata(args.movie)
+    camera, sources = request.resolve(metadata)
     model, envelope, note = _envelope(args.model)  # a bad --model fails before the work
     cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
                           metadata=metadata)  # a movie that cannot be read: a StackError, exit 2 as in every job

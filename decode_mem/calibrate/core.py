@@ -30,12 +30,12 @@ from decode_mem.calibrate.background import (
 from decode_mem.calibrate.blinking import link, on_time
 from decode_mem.calibrate.camera_check import check_camera, expected_slope, read_variance
 from decode_mem.calibrate.cumulants import CumulantStats
-from decode_mem.calibrate.metadata import MovieMetadata, read_metadata, resolve_camera
 from decode_mem.calibrate.noise import SpatialNoiseStats, choose
 from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
 from decode_mem.calibrate.spots import concat, find_candidates, gaussian_model, isolated, localize_block, windows
 from decode_mem.errors import StackError
 from decode_mem.io.camera import Camera
+from decode_mem.io.metadata import MovieMetadata, read_metadata, resolve_camera
 
 DEFAULT_FRAMES = 200
 RUN_FRAMES = 20

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from decode_mem.calibrate.camera_check import CameraCheck
-from decode_mem.calibrate.metadata import MovieMetadata
 from decode_mem.config import CONFIG_VERSION
 from decode_mem.io.camera import Camera
+from decode_mem.io.metadata import MovieMetadata
 
 
 @dataclass(frozen=True)

@@ -74,15 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> int:
         from tqdm.auto import tqdm
 
-        from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
         from decode_mem.config import parse_bytes
         from decode_mem.fit import FitConfig, fit_movies
         from decode_mem.infer.console import ConsoleObserver
+        from decode_mem.io.metadata import CameraRequest, read_metadata
         from decode_mem.train.observers import ProgressLines
 
         flags = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-        camera, _ = resolve_camera(read_metadata(args.movies[0]), camera_file=camera_file_fields(args.camera),
-                                   flags=flags)
+        camera, _ = CameraRequest.from_value(args.camera, flags).resolve(read_metadata(args.movies[0]))
         cfg = FitConfig(movies=tuple(args.movies), out=args.out, camera=camera, budget_minutes=args.budget_minutes,
                         train=args.train, base_model=args.model, psf=args.psf, calib_frames=args.calib_frames,
                         val_windows=args.val_windows,

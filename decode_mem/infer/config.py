@@ -12,12 +12,14 @@ from typing import Any, Literal
 from decode_mem.config import AMP_CHOICES, check_choice, resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.request import SizeRequest, missing_runtime
-from decode_mem.io.camera import Camera
+from decode_mem.io.camera import Camera, camera_fields
+from decode_mem.io.formats import is_ndtiff
 from decode_mem.model.choice import ModelChoice, choose_model
 
 FORMATS = ("csv", "picasso", "parquet")
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
-STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy")  # what a folder given as input contributes
+STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy", "*.nd2", "*.czi", "*.lif", "*.sif")  # what a folder given
+# as input contributes, with its subfolders that are NDTiff datasets
 FRAMES_PER_TASK = 4096
 JOURNAL_SECONDS = 5.0  # a journal part is closed at the first block end this long after the last one: a kill loses
 # at most this much work and the block in hand; parts stay few (one per 5 s) on huge stacks of small blocks
@@ -29,7 +31,7 @@ Size = int | Literal["auto"]
 class InferConfig:
     """One batch inference run: ``run_inference(InferConfig(inputs=("movies/",), out="locs"))``.
 
-    inputs          files (anything ``open_stack`` reads), folders (their *.tif, *.tiff, *.zarr, *.npy) or globs
+    inputs          files (anything ``open_stack`` reads), folders (their ``STACK_PATTERNS``, NDTiff datasets) or globs
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
     model           checkpoint path (None: the shipped model for the device, ``model.choice``: the wide one on a
                     GPU where it is shipped, ``data/models/default_2d.pt`` otherwise)
@@ -43,7 +45,10 @@ class InferConfig:
     compile         torch.compile the network: True, False, or 'auto' (CPU, long stacks; ``predict_stack``)
     streams         blocks computed at once on a CPU, each with a share of the threads (``predict_stack``)
     threshold       final detection threshold (``PostprocessConfig.threshold``; None: its default)
-    camera          camera of the data (None: the model's); ``camera_overrides`` replace single fields of it
+    camera          camera of the data: a preset name ('emccd', 'scmos': its kind) or a camera YAML, whose fields win
+                    over what each file's metadata states (``io.metadata``), or a whole ``Camera`` (every field the
+                    user's); None: each file's metadata, the camera table for the camera it names, then the model's
+                    camera. ``camera_overrides`` (the camera flags) win over all of them
     write_probability_map  also ``<stem>_prob.zarr``: the detection probability of every pixel (float16)
     drift           estimate the stage drift from each stack's localizations (``decode_mem.drift``) and also
                     write ``<stem>_undrift.<ext>`` (corrected), ``<stem>_drift.csv`` and ``<stem>_drift.png``
@@ -71,7 +76,8 @@ class InferConfig:
                     'openvino-int8' (int8, close to fp32, not equal: ``model.int8``) or 'auto' (the fastest of torch
                     and the first two measured here; ``footprint.engines``)
     follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
-                    page, a zarr array growing along time or a folder receiving frame files; ends after
+                    page, a zarr array growing along time, a Micro-Manager NDTiff dataset or a folder receiving frame
+                    files; ends after
                     ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed
                     every ``refresh`` seconds and the localizations so far appear as parts in ``<stem>.live/``
     """
@@ -90,7 +96,7 @@ class InferConfig:
     streams: int = 1
     device: str | None = None
     threshold: float | None = None
-    camera: Camera | None = None
+    camera: Camera | str | None = None
     camera_overrides: Mapping[str, float] = field(default_factory=dict)
     strict: bool = False
     resume: bool = False
@@ -117,6 +123,8 @@ class InferConfig:
         formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
         object.__setattr__(self, "formats", formats)
         object.__setattr__(self, "camera_overrides", dict(self.camera_overrides))
+        if self.camera is not None and not isinstance(self.camera, Camera):
+            camera_fields(str(self.camera))  # a preset or a readable camera YAML: a ConfigError before any work
         if not self.inputs:
             raise ConfigError("inputs: give at least one stack, folder or glob")
         if not str(self.out):
@@ -169,8 +177,8 @@ class InferConfig:
 
     def _check_follow(self) -> None:
         if len(self.inputs) != 1:
-            raise ConfigError(f"follow: give one stack to follow (a TIFF file, a zarr array or a folder), got "
-                              f"{len(self.inputs)} inputs")
+            raise ConfigError(f"follow: give one stack to follow (a TIFF file, a zarr array, an NDTiff dataset or a "
+                              f"folder), got {len(self.inputs)} inputs")
         if self.distributed or self.write_probability_map or self.streams > 1:
             raise ConfigError("follow: one process, one stream and no probability map (its size is set before the "
                               "first frame); run without workers/scheduler, streams and write_probability_map")
@@ -221,10 +229,13 @@ def find_stacks(inputs: tuple[str, ...]) -> Found:
     missing: list[tuple[str, str]] = []
     for item in inputs:
         path = Path(item)
-        if path.is_dir() and not _is_zarr(path) and _frame_folder(path):
+        if is_ndtiff(path):
+            found = [path]  # one movie: a Micro-Manager NDTiff dataset
+        elif path.is_dir() and not _is_zarr(path) and _frame_folder(path):
             found = [path]  # one movie of its frame files (open_stack of the folder), as --follow reads it
         elif path.is_dir() and not _is_zarr(path):
-            found = sorted({p for pattern in STACK_PATTERNS for p in path.glob(pattern)})
+            found = sorted({p for pattern in STACK_PATTERNS for p in path.glob(pattern)}
+                           | {p for p in path.iterdir() if is_ndtiff(p)})
             if not found:
                 missing.append((item, f"folder has no stacks ({', '.join(STACK_PATTERNS)})"))
         elif path.exists():
@@ -244,7 +255,8 @@ def find_stacks(inputs: tuple[str, ...]) -> Found:
 def stem_of(path: Path) -> str:
     """Output base name of a stack: ``movie.ome.tif`` -> ``movie``; ``run1.zarr`` -> ``run1``."""
     name = path.name.rstrip("/")
-    for suffix in (".ome.tiff", ".ome.tif", ".ome.zarr", ".tiff", ".tif", ".zarr", ".npy"):
+    for suffix in (".ome.tiff", ".ome.tif", ".ome.zarr", ".tiff", ".tif", ".zarr", ".npy", ".nd2", ".czi", ".lif",
+                   ".sif"):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return path.stem

@@ -43,6 +43,7 @@ from decode_mem.infer.results import InferReport, StackSummary
 from decode_mem.infer.work import EngineSettings, stream_emitters
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.follow import FollowedStack, open_growing, wait_for_path
+from decode_mem.io.metadata import CameraRequest, read_metadata
 from decode_mem.io.provenance import generated_by
 from decode_mem.memory import read_host_memory
 from decode_mem.tiling import block_length
@@ -53,9 +54,10 @@ SAY_WAIT_S = 2.0  # a wait for frames this long is said (observers without a ``w
 BEHIND_BLOCKS = 3  # frames behind (in blocks) from which a device slower than the camera is reported
 
 
-def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, command: str | None,
+def follow_stack(cfg: InferConfig, model: Any, request: CameraRequest, obs: InferObserver, command: str | None,
                  t_start: float) -> Any:
-    """Follow ``cfg.inputs[0]`` into ``cfg.out``; returns the ``InferReport`` of the one stack."""
+    """Follow ``cfg.inputs[0]`` into ``cfg.out``; returns the ``InferReport`` of the one stack. The camera is
+    ``request`` resolved with what the file states once it exists (``io.metadata``)."""
     path = Path(cfg.inputs[0])
     stem, out = stem_of(path), Path(cfg.out)
     if cfg.resume and summary_complete(summary_path(out, stem)) and not _stopped_before(summary_path(out, stem)):
@@ -67,6 +69,7 @@ def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, 
         obs.message(f"{stem}: waiting for {path} to appear (at most --idle_timeout {cfg.idle_timeout:g} s)")
         wait_for_path(path, cfg.idle_timeout, on_wait=waiting)
         waiting(None)
+    camera, sources = request.resolve(read_metadata(path))
     followed = FollowedStack(open_growing(path), idle_timeout=cfg.idle_timeout, widefield_frames=WIDEFIELD_FRAMES,
                              on_wait=waiting)
     try:
@@ -80,6 +83,7 @@ def follow_stack(cfg: InferConfig, model: Any, camera: Any, obs: InferObserver, 
         if not domain.ok:
             obs.warning(domain.message(str(path)))
         run = _FollowRun(cfg, model, camera, obs, command, followed, path, stem, domain)
+        run.camera_sources = sources
         summary = run.go()
     finally:
         followed.close()
@@ -91,6 +95,7 @@ class _FollowRun:
                  followed: FollowedStack, path: Path, stem: str, domain: Any) -> None:
         self.cfg, self.model, self.camera, self.obs, self.command = cfg, model, camera, obs, command
         self.followed, self.path, self.stem, self.domain = followed, path, stem, domain
+        self.camera_sources: dict[str, str] = {}
         self.out = Path(cfg.out)
         h, w = followed.shape[1:]
         self.frame_shape, self.dtype = (h, w), followed.dtype
@@ -188,8 +193,9 @@ class _FollowRun:
         self._peak()
         choice = cfg.model_choice
         extras = {"model": str(choice.path.resolve()), "model_choice": choice.as_dict(), "model_step": self.model.step,
-                  "camera": self.camera.to_dict(), "settings": cfg.settings(), "generated_by": generated_by(),
-                  "status": "done", "ended": _ENDED.get(self.followed.ended_by, "finished"),
+                  "camera": self.camera.to_dict(), "camera_sources": dict(self.camera_sources),
+                  "settings": cfg.settings(), "generated_by": generated_by(), "status": "done",
+                  "ended": _ENDED.get(self.followed.ended_by, "finished"),
                   "live": self._live_numbers(ended_by=self.followed.ended_by)}
         if damage:
             extras["damage"] = damage.as_json()

@@ -134,3 +134,5 @@ class StackJob:
     domain: DomainCheck = field(default_factory=lambda: DomainCheck(()))
     start: int = 0  # the first frame to compute: a resumed stack's frames before it are in its journal
     key: dict[str, Any] = field(default_factory=dict)  # what its results depend on (``runner.resume_key``)
+    camera_sources: dict[str, str] = field(default_factory=dict)  # where each camera field came from
+    file_metadata: dict[str, Any] = field(default_factory=dict)  # what the file states (``MovieMetadata.as_json``)

@@ -34,6 +34,8 @@ class Source:
     damage: list = field(default_factory=list)  # io.damage.Damage records found when opening (a cut file)
     # (layout, t, ys, xs) -> {index in the read: (mask of pixels not in the file or None for all, what)}
     holes: Callable[..., dict] | None = None
+    metadata: Any = None  # io.metadata.MovieMetadata where the format states its camera as it opens (None: TIFF's own)
+    names: dict[str, list[str]] = field(default_factory=dict)  # axis letter -> its entries' names (channel names)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ def _guess_axes(shape: tuple[int, ...]) -> str:
 
 
 def resolve_layout(
-    shape: tuple[int, ...], axes: str | None, *, channel: int | None, z: int | None, where: str
+    shape: tuple[int, ...], axes: str | None, *, channel: int | None, z: int | None, where: str,
+    names: dict[str, list[str]] | None = None,
 ) -> Layout:
     """Pick the frame axis and pin every other non-spatial axis; raise StackError saying what to pass."""
     shape = tuple(int(n) for n in shape)
@@ -129,20 +132,27 @@ def resolve_layout(
         timelike = [a for a in rest if axes[a] in FRAME_AXES]
         frame = timelike[0] if len(timelike) == 1 else None
         raise StackError(f"{where}: cannot reduce axes {axes} (shape {shape}) to frames x Y x X: "
-                         + "; ".join(_hint(axes[a], shape[a]) for a in rest if a != frame))
+                         + "; ".join(_hint(axes[a], shape[a], (names or {}).get(axes[a])) for a in rest if a != frame))
     fixed = {a: 0 for a in range(ndim) if a not in (y, x, frame)} | pinned
     n_frames = 1 if frame is None else shape[frame]
     return Layout(ndim, frame, y, x, tuple(sorted(fixed.items())), (n_frames, shape[y], shape[x]))
 
 
-def _hint(letter: str, n: int) -> str:
+def _hint(letter: str, n: int, names: list[str] | None = None) -> str:
     if letter == "S":
         return f"RGB/samples axis S has {n} entries: pass channel= to pick one (decode_mem needs one value per pixel)"
     if letter in SELECTABLE:
-        return f"pass {SELECTABLE[letter]}= (axis {letter} has {n} entries)"
+        listed = f": {entries_text(names)}" if names and len(names) == n else ""
+        return f"pass {SELECTABLE[letter]}= (axis {letter} has {n} entries{listed})"
     if letter == "?":
         return f"an unnamed axis has {n} entries: pass axes= to name the dimensions (e.g. axes='TCYX') and select one"
     return f"axis {letter} has {n} entries and no selection argument: convert the file to T x Y x X"
+
+
+def entries_text(names: list[str], shown: int = 8) -> str:
+    """``0 'Cy5', 1 'Cy3'``: a selection's entries by index and name, the first ``shown`` of them."""
+    text = ", ".join(f"{i} {name!r}" for i, name in enumerate(names[:shown]))
+    return text + (f", ... ({len(names)} in all)" if len(names) > shown else "")
 
 
 class FramesArray:

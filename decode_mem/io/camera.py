@@ -222,7 +222,7 @@ def camera_fields(value: str | os.PathLike | None) -> dict[str, Any]:
 
     if value is None:
         return {}
-    if str(value) in PRESETS and not Path(value).exists():
+    if str(value) in PRESETS and not Path(value).is_file():  # a folder named after a camera is no camera file
         return {"kind": str(value)}
     if not Path(value).is_file():
         raise ConfigError(f"--camera {value}: neither a preset ({' or '.join(PRESETS)}) nor a camera YAML file")

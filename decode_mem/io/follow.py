@@ -1,8 +1,8 @@
 """Follow a stack that is still being written: blocks of frames as they land, until the acquisition ends.
 
 ``open_growing(path)`` picks the reader: a TIFF file growing page by page (``growing_tiff``: classic, BigTIFF,
-OME-TIFF, Micro-Manager's roll-over files), a zarr array growing along time (``growing_zarr``), or a folder
-receiving single-frame files (``growing_folder``). Each keeps a safety margin so that a page, chunk or file
+OME-TIFF, Micro-Manager's roll-over files), a zarr array growing along time (``growing_zarr``), a folder
+receiving single-frame files (``growing_folder``), or a Micro-Manager 2 NDTiff dataset (``_ndtiff.GrowingNDTiff``). Each keeps a safety margin so that a page, chunk or file
 still being written is waited for, never read. ``FollowedStack`` wraps one as a frame source for the engine
 (``shape`` and ``blocks``): ``blocks`` waits until a block and its next context frame are complete and yields
 exactly the blocks ``edge_blocks`` yields for the finished stack (same frames, same edge repeats), so a followed
@@ -69,10 +69,15 @@ def wait_for_path(path: str | os.PathLike, idle_timeout: float, *, on_wait: Call
 
 
 def open_growing(path: str | os.PathLike, **options: Any) -> Growing:
-    """The reader for ``path``: a TIFF file, a zarr store (``options``: ``key``, ``channel``, ...) or a folder."""
+    """The reader for ``path``: a TIFF file, a zarr store (``options``: ``key``, ``channel``, ...), an NDTiff dataset
+    or a folder."""
     path = Path(path)
     if not path.exists():
         raise StackError(f"{path}: no such file or directory")
+    from decode_mem.io.formats import FORMATS, is_ndtiff
+
+    if is_ndtiff(path):
+        return FORMATS["ndtiff"].require(path).GrowingNDTiff(path)
     if path.is_dir():
         if path.suffix.lower() == ".zarr" or any((path / m).exists() for m in (".zarray", ".zgroup", "zarr.json")):
             from decode_mem.io.growing_zarr import GrowingZarr
@@ -81,6 +86,12 @@ def open_growing(path: str | os.PathLike, **options: Any) -> Growing:
         from decode_mem.io.growing_folder import FrameFolder
 
         return FrameFolder(path)
+    from decode_mem.io.formats import vendor_format
+
+    other = vendor_format(path)
+    if other is not None:
+        raise StackError(f"{path}: a {other.name} file is read when it is complete; --follow reads TIFF files, zarr "
+                         "arrays, NDTiff datasets and folders of frame files")
     if path.suffix.lower() == ".npy":
         raise StackError(f"{path}: a .npy file is written whole; --follow reads TIFF files, zarr arrays and folders")
     from decode_mem.io.growing_tiff import GrowingTiff

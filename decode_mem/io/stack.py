@@ -1,12 +1,15 @@
-"""open_stack: a lazy, read-only ``(T, H, W)`` view of a TIFF, zarr or ``.npy`` movie or a folder of frame files.
+"""open_stack: a lazy, read-only ``(T, H, W)`` view of a movie: TIFF, zarr, ``.npy``, a folder of frame files, or a
+microscope's own file (Nikon ND2, Zeiss CZI, Leica LIF, Andor SIF, Micro-Manager NDTiff; ``io.formats``).
 
 Nothing is read until frames are asked for; memory is bounded by what the caller asks for, never by
 the file. Backends: numpy memmap (``mode='r'``) for contiguous TIFF, tifffile's zarr store for compressed,
 tiled, OME and other non-contiguous TIFF, the page reader ``--follow`` uses (``growing_tiff``) for TIFF files
 grown page by page (one series per write) and for files cut by a crash, zarr for zarr v2/v3/OME-Zarr,
-``np.load(mmap_mode='r')`` for ``.npy``, ``growing_folder`` for folders of frame files: offline and ``--follow``
-read the same frames. Damaged frames are repaired as they are read and recorded (``io.damage``,
-``Stack.damage``). A ``Stack`` pickles as its path and options and re-opens on first use in the new process.
+``np.load(mmap_mode='r')`` for ``.npy``, ``growing_folder`` for folders of frame files (offline and ``--follow``
+read the same frames), the format's own library for the microscope formats, plane by plane (``io._planes``).
+Damaged frames are repaired as they are read and recorded (``io.damage``, ``Stack.damage``). A ``Stack`` pickles
+as its path and options and re-opens on first use in the new process. ``stack.metadata``: what the file states
+about its camera (``io.metadata``).
 
     with open_stack("movie.tif", channel=0) as stack:
         for t0, frames in prefetch(stack.blocks(64, context=1)):   # frames: (n + 2, H, W)
@@ -31,6 +34,7 @@ from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Layout, Source, resolve_layout
 from decode_mem.io.blocks import edge_blocks
 from decode_mem.io.damage import Damage, DamageLog, finite_median, repair_frames
+from decode_mem.io.metadata import MovieMetadata, read_metadata
 
 __all__ = ["Stack", "open_stack"]
 
@@ -109,7 +113,7 @@ class Stack(AbstractContextManager):
                 raise StackError(f"{self.path}: unsupported pixel type {dtype}; decode_mem reads integer or "
                                  "floating-point images")
             layout = resolve_layout(src.array.shape, o["axes"] or src.axes, channel=o["channel"], z=o["z"],
-                                    where=str(self.path))
+                                    where=str(self.path), names=src.names)
             stored = getattr(src.holes, "frames_stored", None)
             if stored is not None and self._trim:  # a zarr array larger than what was written into it
                 n = stored(layout, layout.shape[0])
@@ -163,8 +167,17 @@ class Stack(AbstractContextManager):
 
     @property
     def backend(self) -> str:
-        """'memmap', 'tiff-zarr', 'tiff-pages', 'zarr', 'npy' or 'folder'."""
+        """'memmap', 'tiff-zarr', 'tiff-pages', 'zarr', 'npy', 'folder', or a microscope format: 'nd2', 'czi',
+        'lif', 'sif', 'ndtiff'."""
         return self._opened()[0].backend
+
+    @property
+    def metadata(self) -> MovieMetadata:
+        """What the file states about its camera and acquisition (``io.metadata``; empty where it states nothing)."""
+        src, _ = self._opened()
+        if src.metadata is None:
+            src.metadata = read_metadata(self.path)
+        return src.metadata
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -312,6 +325,12 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
     bytes."""
     if not path.exists():
         raise StackError(f"{path}: no such file or directory")
+    from decode_mem.io.formats import HEAD_BYTES, is_ndtiff, sniff
+
+    if is_ndtiff(path):
+        from decode_mem.io.formats import FORMATS
+
+        return FORMATS["ndtiff"].require(path).open_source(path, series, channel, z)
     if path.is_dir():
         from decode_mem.io._zarr import is_zarr, open_zarr
 
@@ -324,9 +343,15 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
         return open_folder(path, open_stack)
     try:
         with open(path, "rb") as fh:
-            head = fh.read(8)
+            head = fh.read(HEAD_BYTES)
     except OSError as e:
         raise StackError(f"{path}: cannot read the file ({e})") from e
+    vendor = sniff(head)
+    if vendor is not None:
+        if key is not None:
+            raise StackError(f"{path}: key={key!r} selects an array in a zarr group; a {vendor.name} file takes "
+                             "series=, channel= and z=")
+        return vendor.require(path).open_source(path, series, channel, z)
     if head[:4] in _TIFF_MAGIC:
         if key is not None:
             raise StackError(f"{path}: key={key!r} selects an array in a zarr group; TIFF files take series=")
@@ -343,4 +368,5 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
         return Source(array, None, "npy", mapped=True)
     if not head:
         raise StackError(f"{path}: empty file (0 bytes)")
-    raise StackError(f"{path}: not a TIFF, zarr or .npy image (the file starts with {head!r})")
+    raise StackError(f"{path}: not an image decode_mem reads (TIFF, zarr, .npy, ND2, CZI, LIF, SIF or an NDTiff "
+                     f"folder; the file starts with {head[:8]!r})")

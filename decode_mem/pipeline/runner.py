@@ -211,7 +211,7 @@ def _psf(config: PipelineConfig, echo: Callable[[str], object], parts: dict[str,
              f"{sim.psf} PSF -> {_rel(beads[0])}")
         camera = sim.camera
     else:
-        from decode_mem.calibrate.metadata import read_metadata, resolve_camera
+        from decode_mem.io.metadata import read_metadata, resolve_camera
 
         beads = [config.input_path(b) for b in step.beads]
         camera = (config.simulate.simulation.camera if config.simulate is not None

@@ -47,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _body(args: argparse.Namespace) -> int:
-    from decode_mem.calibrate.metadata import camera_file_fields, read_metadata, resolve_camera
     from decode_mem.errors import ConfigError
+    from decode_mem.io.metadata import CameraRequest, read_metadata
     from decode_mem.io.psf_file import write_psf
 
     out = Path(args.out)
@@ -82,8 +82,7 @@ def _body(args: argparse.Namespace) -> int:
         raise ConfigError(f"{missing[0]}: bead stack not found")
     given = {k: getattr(args, k) for k in BEAD_FLAGS if getattr(args, k) is not None}  # else BeadSettings' defaults
     settings = dataclasses.replace(BeadSettings(z_step=args.z_step), **given)
-    camera, _ = resolve_camera(read_metadata(args.beads[0]), camera_file=camera_file_fields(args.camera),
-                               flags=flags)
+    camera, _ = CameraRequest.from_value(args.camera, flags).resolve(read_metadata(args.beads[0]))
     cal = calibrate_beads(args.beads, camera, settings)
     write_psf(out, cal.spline)
     png = plot_psf(cal, args.png or out.with_suffix(".png"))

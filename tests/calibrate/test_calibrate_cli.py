@@ -38,8 +38,8 @@ def test_writes_yaml_png_and_prints_a_table(movie_path: Path, tmp_path: Path, ca
         assert set(data["estimates"][name]) == {"value", "uncertainty"}
     assert data["estimates"]["psf_sigma_px"]["value"] == pytest.approx(1.3, rel=0.05)
     assert data["metadata_source"] == "imagej" and data["frames"]["used"] == 40
-    assert data["camera_sources"]["pixel_size"] == "metadata (imagej)"
-    assert data["camera_sources"]["kind"] == "camera file"
+    assert data["camera_sources"]["pixel_size"] == "file metadata (imagej)"
+    assert data["camera_sources"]["kind"] == "preset scmos"  # a preset's name, not "camera file"
     # the camera section is a camera YAML (for infer --camera), the train section a training config
     camera = Camera.from_dict(load_yaml(out, section="camera"))
     assert camera.kind == "scmos" and camera.pixel_size == pytest.approx(108.0)
@@ -69,7 +69,7 @@ def test_flags_override_the_camera_file(movie_path: Path, tmp_path: Path) -> Non
                  "--quiet"]) == 0
     data = yaml.safe_load(out.read_text())
     assert data["camera"]["pixel_size"] == 100.0 and data["camera_sources"]["pixel_size"] == "flag"
-    assert data["camera_sources"]["e_per_adu"] == "camera file"
+    assert data["camera_sources"]["e_per_adu"] == f"camera file {cam}"
 
 
 def test_a_wrong_camera_is_warned_about_but_not_fatal(movie_path: Path, tmp_path: Path, capsys) -> None:

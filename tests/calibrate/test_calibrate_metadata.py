@@ -11,7 +11,7 @@ import tifffile
 from calibrate_helpers import movie
 
 from decode_mem.calibrate import calibrate_movie, read_metadata, resolve_camera
-from decode_mem.calibrate.metadata import MovieMetadata
+from decode_mem.io.metadata import MovieMetadata
 
 FRAMES = np.zeros((3, 16, 16), dtype=np.uint16)
 
@@ -56,7 +56,9 @@ def test_micromanager_pixel_size_and_em_gain(tmp_path: Path) -> None:
     path = tmp_path / "m.tif"
     tags = json.dumps({"PixelSizeUm": 0.108, "Camera": "Andor", "Andor-EMGain": "250", "Andor-Binning": "1"})
     tifffile.imwrite(path, FRAMES, photometric="minisblack", extratags=[(51123, "s", 0, tags, True)])
-    assert read_metadata(path) == MovieMetadata("micromanager", {"pixel_size": 108.0, "em_gain": 250.0})
+    meta = read_metadata(path)
+    assert meta.source == "micromanager" and meta.values == {"pixel_size": 108.0, "em_gain": 250.0}
+    assert meta.acquisition == {"camera_model": "Andor"} and meta.settings == {"EMGain": "250"}  # the device's
 
 
 def test_files_without_metadata(tmp_path: Path) -> None:
@@ -72,7 +74,7 @@ def test_flags_win_over_the_camera_file_over_metadata_over_defaults() -> None:
     camera, sources = resolve_camera(meta, camera_file={"em_gain": 150.0, "e_per_adu": 12.0},
                                      flags={"baseline": 480.0, "qe": None})
     assert (camera.pixel_size, camera.em_gain, camera.e_per_adu, camera.baseline) == (65.0, 150.0, 12.0, 480.0)
-    assert sources["pixel_size"] == "metadata (ome)" and sources["em_gain"] == "camera file"
+    assert sources["pixel_size"] == "file metadata (ome)" and sources["em_gain"] == "camera file"
     assert sources["baseline"] == "flag" and sources["qe"] == "default (emccd)"
     # the kind (from any layer) picks the defaults of the other fields
     camera, sources = resolve_camera(MovieMetadata("ome", {"kind": "scmos"}))
@@ -84,7 +86,7 @@ def test_calibration_uses_and_records_the_metadata(tmp_path: Path) -> None:
     path = tmp_path / "m.ome.tif"
     tifffile.imwrite(path, adu[:40], ome=True, metadata={"axes": "TYX", "PhysicalSizeX": 0.065})
     cal = calibrate_movie(path)  # no camera given: the metadata's pixel size, default EMCCD otherwise
-    assert cal.camera.pixel_size == 65.0 and cal.camera_sources["pixel_size"] == "metadata (ome)"
+    assert cal.camera.pixel_size == 65.0 and cal.camera_sources["pixel_size"] == "file metadata (ome)"
     assert cal.value("psf_sigma_nm") == pytest.approx(65.0 * cal.value("psf_sigma_px"))
     data = cal.to_yaml_dict()
     assert data["metadata_source"] == "ome" and data["camera"]["pixel_size"] == 65.0

@@ -4,7 +4,8 @@
 
 KIND: ``tiff``, ``bigtiff``, ``ome`` (OME-XML in the first page), ``mm`` (Micro-Manager's roll-over to
 ``<name>_1.ome.tif``, ... every ``--per_file`` pages), ``zarr`` (chunks along time, appended), ``folder`` (one
-TIFF file per frame). The TIFF writers link each new page before writing it (the previous next-IFD offset points
+TIFF file per frame), ``ndtiff`` (a Micro-Manager NDTiff dataset written by the ndtiff library, each image flushed
+as it lands, then its index entry: TARGET is the dataset folder the library makes). The TIFF writers link each new page before writing it (the previous next-IFD offset points
 past the end of the file until the IFD is there) and write the page ``--split_at`` in two parts, ``--split_s``
 apart: its first half, then the rest. ``--pause_at`` frames in, the writer stops for ``--pause_s`` seconds;
 ``--hold_at`` frames in, it waits until the file ``--hold_file`` exists (a benchmark starts the timed camera
@@ -108,6 +109,13 @@ def write(kind: str, frames: np.ndarray, target: Path, rate: float, pause_at: in
         import tifffile
 
         target.mkdir(parents=True, exist_ok=True)
+    dataset = None
+    if kind == "ndtiff":
+        from ndtiff import NDTiffDataset
+
+        dataset = NDTiffDataset(str(target.parent), name=target.name.rsplit("_", 1)[0], writable=True,
+                                summary_metadata={"Prefix": "movie"})
+        assert Path(dataset.path).resolve() == target.resolve(), (dataset.path, target)
     t = 0
     while t < n:
         if t == pause_at:
@@ -141,6 +149,12 @@ def write(kind: str, frames: np.ndarray, target: Path, rate: float, pause_at: in
                 zarr_array[half:stop] = frames[half:stop]
             else:
                 zarr_array[t:stop] = frames[t:stop]
+        elif kind == "ndtiff":
+            dataset.put_image({"time": t}, frames[t], {"Frame": t})  # buffered by the library: flushed here
+            dataset.current_writer.file.flush()  # the image's pixels first, its index entry after (split_s later)
+            if split:
+                time.sleep(split)
+            dataset._index_file.flush()
         else:
             path = target / f"frame_{t}.tif"
             data = _tiff_bytes(tifffile, frames[t])
@@ -159,6 +173,9 @@ def write(kind: str, frames: np.ndarray, target: Path, rate: float, pause_at: in
             time.sleep(delay)
     if appender is not None:
         appender.close()
+    if dataset is not None:
+        dataset.finish()
+        dataset.close()
 
 
 def _tiff_bytes(tifffile, frame: np.ndarray) -> bytes:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from decode_mem.calibrate.metadata import resolve_camera
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera, camera_fields, with_fields
+from decode_mem.io.metadata import CameraRequest, resolve_camera
 
 
 def test_presets_and_yaml_are_the_same_words_everywhere(tmp_path: Path) -> None:
@@ -45,7 +45,9 @@ def test_infer_takes_the_presets_and_its_flags(tmp_path: Path) -> None:
     def camera(*flags: str) -> Camera | None:
         return config_from_args(build_parser().parse_args(["s.tif", "--out", str(tmp_path), *flags])).camera
 
-    assert camera("--camera", "scmos") == Camera.scmos() and camera("--camera", "emccd") == Camera.emccd()
-    assert camera() is None  # the model's camera
+    assert camera("--camera", "scmos") == "scmos" and camera("--camera", "emccd") == "emccd"  # resolved per stack
+    assert CameraRequest.from_value("scmos").resolve()[0] == Camera.scmos()
+    assert CameraRequest.from_value("emccd").resolve()[0] == Camera.emccd()
+    assert camera() is None  # the file's metadata, then the model's camera
     cfg = config_from_args(build_parser().parse_args(["s.tif", "--out", str(tmp_path), "--em_gain", "1"]))
     assert cfg.camera_overrides == {"em_gain": 1.0}  # applied to the model's camera by with_fields in the run

@@ -25,7 +25,8 @@ def test_missing_file(tmp_path) -> None:
         open_stack(tmp_path / "nope.tif")
 
 
-@pytest.mark.parametrize(("content", "problem"), [(b"", "empty file"), (b"hello, world\n", "not a TIFF, zarr or .npy")])
+@pytest.mark.parametrize(("content", "problem"),
+                         [(b"", "empty file"), (b"hello, world\n", "not an image decode_mem reads")])
 def test_not_an_image(tmp_path, content, problem) -> None:
     (tmp_path / "x.tif").write_bytes(content)
     with pytest.raises(StackError, match=problem) as err:
