@@ -109,7 +109,7 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     images = drift = None
     if done:
         first = done[0]
-        images = _images(first, superres, pixel_size)
+        images = _images(first, superres, first.extra.get("camera", {}).get("pixel_size", pixel_size))
         if "drift" in first.extra:
             frames, dxdy = read_drift_csv(out / first.extra["drift"]["table"])
             method = first.extra["drift"]["method"]

@@ -1,17 +1,17 @@
 """Follow a stack that is still being written: blocks of frames as they land, until the acquisition ends.
 
 ``open_growing(path)`` picks the reader: a TIFF file growing page by page (``growing_tiff``: classic, BigTIFF,
-OME-TIFF, Micro-Manager's roll-over files), a zarr array growing along time (``growing_zarr``), a folder
-receiving single-frame files (``growing_folder``), or a Micro-Manager 2 NDTiff dataset (``_ndtiff.GrowingNDTiff``). Each keeps a safety margin so that a page, chunk or file
-still being written is waited for, never read. ``FollowedStack`` wraps one as a frame source for the engine
-(``shape`` and ``blocks``): ``blocks`` waits until a block and its next context frame are complete and yields
-exactly the blocks ``edge_blocks`` yields for the finished stack (same frames, same edge repeats), so a followed
-run gives the offline run's emitters. The acquisition is over when no byte was written for ``idle_timeout``
-seconds; then the last page counts as complete if all its bytes are there. Memory: one block, plus the offsets
-of frames not yet read. Frames are repaired as ``open_stack`` repairs them (``io.damage``). ``wait_for_path`` waits
-for a file the camera has not created yet; while a followed stack waits for frames, ``on_wait`` hears how long
-until the idle timeout ends the run, and ``waited_s`` sums the waits (rates leave them out).
-"""
+OME-TIFF, Micro-Manager's roll-over files), a zarr array growing along time (``growing_zarr``), a folder receiving
+single-frame files (``growing_folder``), or a Micro-Manager 2 NDTiff dataset (``_ndtiff.GrowingNDTiff``). Each keeps
+a safety margin so that a page, chunk or file still being written is waited for, never read. ``FollowedStack`` wraps
+one as a frame source for the engine (``shape`` and ``blocks``): ``blocks`` waits until a block and its next context
+frame are complete and yields exactly the blocks ``edge_blocks`` yields for the finished stack (same frames, same
+edge repeats), so a followed run gives the offline run's emitters. The acquisition is over when no byte was written
+for ``idle_timeout`` seconds; then the last page counts as complete if all its bytes are there. Memory: one block,
+plus the offsets of frames not yet read. Frames are repaired as ``open_stack`` repairs them (``io.damage``).
+``wait_for_path`` waits for a file the camera has not created yet; while a followed stack waits for frames,
+``on_wait`` hears how long until the idle timeout ends the run, and ``waited_s`` sums the waits (rates leave them
+out)."""
 
 from __future__ import annotations
 

@@ -314,3 +314,31 @@ class CameraRequest:
         """The camera of a movie whose file states ``metadata``, and where each field came from."""
         return resolve_camera(metadata, camera_file=self.given, flags=self.flags, camera_label=self.given_label,
                               base=self.base, base_label=self.base_label)
+
+
+CAMERA_TEXT = (("pixel_size", "pixel {:g} nm"), ("em_gain", "EM gain {:g}"), ("e_per_adu", "{:g} e-/ADU"),
+               ("baseline", "baseline {:g} ADU"), ("qe", "QE {:g}"), ("read_noise", "read noise {:g} e-"))
+
+
+def camera_text(camera: Camera, sources: Mapping[str, str]) -> str:
+    """One line: each camera number and, in brackets, where it came from (for the report and the console)."""
+    parts = [f"{camera.kind}"] + [f"{fmt.format(getattr(camera, key))} [{sources.get(key, '?').split(';')[0]}]"
+                                   for key, fmt in CAMERA_TEXT]
+    return ", ".join(parts)
+
+
+def camera_gaps(metadata: MovieMetadata | None, sources: Mapping[str, str]) -> str | None:
+    """Where a file names its camera but neither it nor the camera table gives a conversion factor: one line naming
+    the numbers taken from the defaults and why (the table's note), or None. The domain check still judges them."""
+    model = (metadata.acquisition.get("camera_model") if metadata else None) or None
+    if model is None:
+        return None
+    gaps = [key for key in ("e_per_adu", "baseline", "em_gain", "read_noise", "qe")
+            if not sources.get(key, "").startswith(("flag", "camera", "file metadata", "preset"))]
+    if not gaps:
+        return None
+    default = sources[gaps[0]].split("; ")[0]
+    table = " nor the camera table (why: <stem>.json camera_sources)" if any("; " in sources.get(k, "") for k in gaps) \
+        else ""
+    return (f"the file names its camera ({model}) but neither it{table} gives {', '.join(gaps)}: taken from "
+            f"{default}; give them as flags or in a camera YAML where known")

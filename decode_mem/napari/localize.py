@@ -203,7 +203,7 @@ class LocalizeWidget(Container):
         """The ``InferConfig`` the form asks for, and the camera as the CLI would name it."""
         from decode_mem.config import resolve_device
         from decode_mem.infer import InferConfig
-        from decode_mem.io.camera import camera_fields, preset, with_fields
+        from decode_mem.io.metadata import CameraRequest, read_metadata
 
         out = str(self.out.value)
         if out in ("", "."):
@@ -213,8 +213,7 @@ class LocalizeWidget(Container):
             camera_name = str(self.camera_yaml.value)
         elif self.camera.value != CAMERAS[0]:
             camera_name = self.camera.value
-        fields = camera_fields(camera_name)  # the CLI's --camera: a preset, or a YAML the preset completes
-        camera = with_fields(preset(fields.get("kind", "emccd")), fields) if fields else None
+        request = CameraRequest.from_value(camera_name)  # the CLI's --camera: a bad YAML fails here
         model = str(self.model_file.value) if self.model.value == MODELS[1] else None
         device = str(resolve_device(self.device.value))
         formats = tuple(self.formats.value.split(","))
@@ -223,10 +222,12 @@ class LocalizeWidget(Container):
                 raise DecodeMemError("fit needs the whole movie: fit it first, then follow with the fitted model")
             from decode_mem.fit import FitConfig
 
-            return FitConfig(movies=(self.input_path(),), out=out, camera=camera, device=device, formats=formats,
+            movie = self.input_path()  # fit's camera as its CLI takes it: the form's, then the file's metadata
+            camera = request.resolve(read_metadata(movie))[0]
+            return FitConfig(movies=(movie,), out=out, camera=camera, device=device, formats=formats,
                              budget_minutes=float(self.budget.value)), camera_name
-        cfg = InferConfig(inputs=(self.input_path(),), out=out, model=model,
-                          formats=formats, camera=camera, device=device,
+        cfg = InferConfig(inputs=(self.input_path(),), out=out, model=model,  # the camera resolved per file by infer
+                          formats=formats, camera=camera_name, device=device,
                           block=int(self.block.value) or "auto", resume=bool(self.resume.value), follow=self.follow,
                           **self.extra_settings())
         return cfg, camera_name

@@ -3,14 +3,13 @@
     python live_writer.py KIND FRAMES.npy TARGET --rate 50 --pause_at 20 --pause_s 1.5 --split_at 7 --split_s 0.4
 
 KIND: ``tiff``, ``bigtiff``, ``ome`` (OME-XML in the first page), ``mm`` (Micro-Manager's roll-over to
-``<name>_1.ome.tif``, ... every ``--per_file`` pages), ``zarr`` (chunks along time, appended), ``folder`` (one
-TIFF file per frame), ``ndtiff`` (a Micro-Manager NDTiff dataset written by the ndtiff library, each image flushed
-as it lands, then its index entry: TARGET is the dataset folder the library makes). The TIFF writers link each new page before writing it (the previous next-IFD offset points
-past the end of the file until the IFD is there) and write the page ``--split_at`` in two parts, ``--split_s``
-apart: its first half, then the rest. ``--pause_at`` frames in, the writer stops for ``--pause_s`` seconds;
-``--hold_at`` frames in, it waits until the file ``--hold_file`` exists (a benchmark starts the timed camera
-phase once the run is going).
-"""
+``<name>_1.ome.tif``, ... every ``--per_file`` pages), ``zarr`` (chunks along time, appended), ``folder`` (one TIFF
+file per frame), ``ndtiff`` (a Micro-Manager NDTiff dataset written by the ndtiff library, each image flushed as it
+lands, then its index entry: TARGET is the dataset folder the library makes). The TIFF writers link each new page
+before writing it (the previous next-IFD offset points past the end of the file until the IFD is there) and write
+the page ``--split_at`` in two parts, ``--split_s`` apart: its first half, then the rest. ``--pause_at`` frames in,
+the writer stops for ``--pause_s`` seconds; ``--hold_at`` frames in, it waits until the file ``--hold_file`` exists
+(a benchmark starts the timed camera phase once the run is going)."""
 
 from __future__ import annotations
 

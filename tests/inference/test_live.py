@@ -1,11 +1,10 @@
 """``infer --follow``: a writer process appends frames to a stack while the run localizes them.
 
-Each kind of growing stack (TIFF, BigTIFF, OME-TIFF, Micro-Manager roll-over files, zarr, a folder of frame
-files, a Micro-Manager NDTiff dataset) is written at a set rate with a pause longer than a block and one page (chunk, file) written in two
-parts; the run must end by its idle timeout, the part files and ``<stem>.json`` read mid-run must be valid, and
-the final files must equal those of an offline run on the finished movie. A SIGKILLed run resumed with
-``--resume`` must give the same files too.
-"""
+Each kind of growing stack (TIFF, BigTIFF, OME-TIFF, Micro-Manager roll-over files, zarr, a folder of frame files, a
+Micro-Manager NDTiff dataset) is written at a set rate with a pause longer than a block and one page (chunk, file)
+written in two parts; the run must end by its idle timeout, the part files and ``<stem>.json`` read mid-run must be
+valid, and the final files must equal those of an offline run on the finished movie. A SIGKILLed run resumed with
+``--resume`` must give the same files too."""
 
 from __future__ import annotations
 

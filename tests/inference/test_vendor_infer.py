@@ -76,3 +76,24 @@ def test_a_folder_contributes_its_microscope_files_and_ndtiff_datasets(tmp_path)
     found = find_stacks((str(tmp_path),))
     assert [p.name for p in found.stacks] == ["a.sif", "b.nd2", "run_1"] and not found.missing
     assert find_stacks((str(dataset),)).stacks == (dataset.resolve(),)
+
+
+@needs("sif")
+def test_a_file_naming_its_camera_without_its_conversion_says_what_came_from_the_defaults(shipped_model, tmp_path):
+    import shutil
+
+    from infer_helpers import WarningLines
+
+    shutil.copy(SIF, tmp_path / "andor.sif")  # an iXon Ultra 888's SIF: EM gain and camera, no e-/ADU or pixel size
+    seen = WarningLines()
+    report = run_inference(InferConfig(inputs=(str(tmp_path / "andor.sif"),), out=str(tmp_path / "out"),
+                                       model=str(shipped_model), **{**ENGINE, "report": True}), seen)
+    assert report.ok
+    gap = [line for line in seen.lines if "names its camera (DU888_BV)" in line]
+    assert len(gap) == 1 and "e_per_adu" in gap[0] and "the model's camera" in gap[0], seen.lines
+
+    summary = json.loads((tmp_path / "out" / "andor.json").read_text())
+    assert summary["camera_sources"]["em_gain"] == "file metadata (sif)" and summary["camera"]["em_gain"] == 2.0
+    assert summary["camera_sources"]["kind"].startswith("camera table: Andor iXon 888")
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "camera of andor" in html and "EM gain 2 [file metadata (sif)]" in html
