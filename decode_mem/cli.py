@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from decode_mem.config import check_output_file, check_output_folder
-from decode_mem.errors import DecodeMemError, Interrupted, Stopped
+from decode_mem.errors import ConfigError, DecodeMemError, Interrupted, Stopped
 from decode_mem.threads import fix_malloc_thresholds, limit_malloc_arenas
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_SETTINGS = 0, 1, 2
@@ -139,6 +139,7 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         for dest, kind in (outputs or {}).items():
             if getattr(args, dest, None) is not None:
                 _check_output(kind, str(getattr(args, dest)))
+        _check_camera_flags(args)
         code = body(args)
     except DecodeMemError as e:
         if args.debug:
@@ -211,6 +212,18 @@ class _Redelivery:
 def _restore_signals(previous: dict[int, object]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
+
+
+def _check_camera_flags(args: argparse.Namespace) -> None:
+    """The camera flags a job takes, checked as the user typed them (the flag named, a unit slip said), before any
+    work: the same rules as a camera YAML's keys (``io.camera.field_problem``)."""
+    from decode_mem.io.camera import CAMERA_FLAGS, field_problem
+
+    for name in CAMERA_FLAGS:
+        value = getattr(args, name, None)
+        problem = None if value is None else field_problem(name, value)
+        if problem:
+            raise ConfigError(f"--{name} {problem}")
 
 
 def _check_output(kind: str, value: str) -> None:

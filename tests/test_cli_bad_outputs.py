@@ -132,7 +132,7 @@ def test_a_batch_of_only_bad_inputs_is_one_line_and_writes_nothing(tmp_path: Pat
     out = tmp_path / "out"
     assert _main("infer")([str(tmp_path / "junk.tif"), "--out", str(out), "--quiet",
                            "--memory_log_file", str(tmp_path / "m.csv")]) == 2
-    _one_error_line(capsys, "junk.tif", "not a TIFF")
+    _one_error_line(capsys, "junk.tif", "not an image decode_mem reads")
     assert not out.exists() and not (tmp_path / "m.csv").exists()
     assert _main("infer")([str(tmp_path / "junk.tif"), str(tmp_path / "none*.tif"), "--out", str(out)]) == 2
     _one_error_line(capsys, "none of the 2 inputs", "junk.tif", "no file matches")

@@ -82,7 +82,8 @@ def _body(args: argparse.Namespace) -> int:
     model, envelope, note = _envelope(args.model)  # a bad --model fails before the work
     cal = calibrate_movie(args.movie, camera, frames=args.frames, seed=args.seed, camera_sources=sources,
                           metadata=metadata)  # a movie that cannot be read: a StackError, exit 2 as in every job
-    coverage = {"model": model, "outside": covers(cal, envelope)} if envelope else None
+    # one verdict with infer's domain check: a camera that does not fit the movie puts it outside the model's domain
+    coverage = {"model": model, "outside": [*cal.camera_check.warnings, *covers(cal, envelope)]} if envelope else None
     extra = {"model_coverage": {"model": model, "covered": not coverage["outside"], "outside": coverage["outside"]}
              if coverage else {"model": model, "note": note}}
     save_calibration(cal, args.out, extra)

@@ -176,10 +176,12 @@ def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, ex
         else:
             detail = (f"; the variance-vs-mean slope is {slope_ratio:.2f}x the predicted one" if slope_ratio is not None
                       else "")
+            fixes = [f"with the baseline right e_per_adu would be ~{implied_e:.3g}, not {camera.e_per_adu:g}"]
+            if 0 <= implied_baseline <= camera.baseline + camera.adu_per_photon * level:  # a baseline a camera has
+                fixes.append(f"with the gain right the baseline would be ~{implied_baseline:.0f} ADU, not "
+                             f"{camera.baseline:g}")
             out.append(f"the pixel noise is {noise_ratio:.2f}x what the camera settings predict{detail}: the camera "
-                       f"settings do not fit this movie (with the gain right the baseline would be "
-                       f"~{implied_baseline:.0f} ADU, not {camera.baseline:g}; with the baseline right e_per_adu "
-                       f"would be ~{implied_e:.3g}, not {camera.e_per_adu:g}; check the camera kind "
+                       f"settings do not fit this movie ({'; or '.join(fixes)}; check the camera kind "
                        f"({camera.kind}) too)")
     elif slope_ratio is not None and not lo <= slope_ratio <= hi:
         out.append(f"the variance-vs-mean slope is {slope_ratio:.2f}x what the camera settings predict: "

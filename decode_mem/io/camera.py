@@ -13,6 +13,10 @@ from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 
 MAP_FIELDS = ("offset_map", "e_per_adu_map", "variance_map")
+NUMBERS = ("e_per_adu", "em_gain", "qe", "read_noise", "pixel_size", "baseline")
+# a camera pixel in the sample plane, nm: SMLM's 65-160 nm, a 4x objective's 1.6 um; a value 1000x off either end is
+# a unit slip (um or pm given as nm), not a camera
+PIXEL_NM = (1.0, 20_000.0)
 PRESETS = ("emccd", "scmos")  # what ``--camera`` takes besides a camera YAML, in every job
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")  # ``--<field>`` in every job
 
@@ -43,14 +47,10 @@ class Camera:
     variance_map: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("e_per_adu", "em_gain", "qe", "pixel_size"):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value <= 0:
-                raise ConfigError(f"camera.{name} must be a positive number, got {value!r}")
-        if self.qe > 1:
-            raise ConfigError(f"camera.qe is a quantum efficiency in (0, 1], got {self.qe!r}")
-        if not np.isfinite(self.read_noise) or self.read_noise < 0:
-            raise ConfigError(f"camera.read_noise must be >= 0 electrons, got {self.read_noise!r}")
+        for name in NUMBERS:
+            problem = field_problem(name, getattr(self, name))
+            if problem:
+                raise ConfigError(f"camera.{name} {problem}")
         if self.kind not in ("emccd", "scmos"):
             raise ConfigError(f"camera.kind must be 'emccd' or 'scmos', got {self.kind!r}")
         for name in MAP_FIELDS:
@@ -206,6 +206,33 @@ def _read_map(path: str, shape: tuple[int, int]) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ConfigError(f"{p}: camera map holds NaN or infinite values")
     return array
+
+
+def field_problem(name: str, value: Any) -> str | None:
+    """What is wrong with a camera number, in words that follow its name (``camera.<name>`` in a YAML, ``--<name>``
+    on a command line), or None. A value off by a factor 1000 from any camera names the unit it was likely given in."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return f"must be a number, got {value!r}"
+    if not np.isfinite(v):
+        return f"must be a finite number, got {value!r}"
+    if name == "baseline":
+        return None  # an offset in ADU; a negative one is odd but possible after a background subtraction
+    if name == "read_noise":
+        return None if v >= 0 else f"must be >= 0 electrons, got {value!r}"
+    if v <= 0:
+        return f"must be a positive number, got {value!r}"
+    if name == "qe" and v > 1:
+        hint = f" (a percentage? {v:g} % is {v / 100:g})" if v <= 100 else ""
+        return f"is a quantum efficiency in (0, 1], got {value!r}{hint}"
+    if name == "pixel_size" and v < PIXEL_NM[0]:
+        return (f"is {v:g} nm, smaller than any camera pixel: in µm, as it was probably meant, that is {v * 1e3:g} "
+                "nm; give the pixel in nm")
+    if name == "pixel_size" and v > PIXEL_NM[1]:
+        return (f"is {v:g} nm ({v / 1e3:g} µm), larger than any camera pixel in the sample plane: in pm, as it was "
+                f"probably meant, that is {v / 1e3:g} nm; give the pixel in nm")
+    return None
 
 
 def preset(kind: str) -> Camera:

@@ -125,3 +125,38 @@ def test_a_read_noise_above_the_measured_noise_is_a_sentence_about_the_read_nois
     assert "less noisy than the camera's read noise alone predicts" in line and "set too high" in line
     assert "6000 e-" in line
     assert not any("x what the camera settings predict" in w for w in cal.camera_check.warnings)
+
+
+def test_the_fix_offered_first_is_one_a_camera_can_have() -> None:
+    """An EMCCD at ~9 e-/ADU read with the preset's 45 (a user's first hour, a real movie): the noise is ~5x the
+    prediction. The e-/ADU that explains it comes first; the baseline that would (at the preset's gain) lies below
+    0 ADU, which no camera has, and is not offered."""
+    adu = movie(1.0, 100.0, "emccd", seed=5, camera=Camera.emccd(e_per_adu=9.0))[0]
+    cal = calibrate_movie(adu, Camera.emccd(), frames=60)
+    check = cal.camera_check
+    assert check.noise_ratio > 3 and check.implied_baseline_adu < 0
+    line = check.warnings[0]
+    assert "e_per_adu would be ~" in line and "baseline would be" not in line, line
+    assert float(line.split("e_per_adu would be ~")[1].split(",")[0]) == pytest.approx(9.0, rel=0.25)
+    # where the implied baseline is one a camera can have (between 0 and the background's level), it follows
+    from decode_mem.calibrate.camera_check import _warnings
+
+    common = dict(frames=60, zero_frames=0, below=0.0, expected_below=0.0, level=100.0, noise_ratio=2.0,
+                  slope_ratio=None, zero_adu=None, implied_e=22.5)
+    both = _warnings(Camera.emccd(), implied_baseline=150.0, **common)[0]
+    assert both.index("e_per_adu would be ~22.5") < both.index("the baseline would be ~150 ADU")
+    assert "baseline would be" not in _warnings(Camera.emccd(), implied_baseline=-5170.0, **common)[0]
+
+
+def test_calibrate_and_infer_give_one_verdict_on_a_wrong_camera(tmp_path, capsys) -> None:
+    import tifffile
+
+    from decode_mem.calibrate.__main__ import main
+
+    adu = movie(1.0, 100.0, "emccd", seed=5, camera=Camera.emccd(e_per_adu=9.0))[0]
+    tifffile.imwrite(tmp_path / "m.tif", adu[:60])
+    assert main([str(tmp_path / "m.tif"), "--camera", "emccd", "--out", str(tmp_path / "c.yaml")]) == 0
+    printed = capsys.readouterr().out
+    assert "camera check: suspect" in printed
+    model_line = next(line for line in printed.splitlines() if line.startswith("model "))
+    assert "does NOT cover this movie" in model_line and "do not fit this movie" in model_line, model_line
