@@ -159,14 +159,42 @@ def _imagej(tif: Any) -> Found | None:
     meta = tif.imagej_metadata or {}
     if not tif.is_imagej:
         return None
+    values, acquisition, settings = bioformats_info(str(meta.get("Info") or ""))
     tag = tif.pages.first.tags.get("XResolution")
-    if tag is None:
-        return None
-    num, den = tag.value
-    if not num or not den:
-        return None
-    size = _nm(den / num, str(meta.get("unit", "")))  # XResolution: pixels per unit
-    return ({"pixel_size": size}, {}, {}) if size is not None else None
+    num, den = tag.value if tag is not None else (0, 0)
+    size = _nm(den / num, str(meta.get("unit", ""))) if num and den else None  # XResolution: pixels per unit
+    if size is not None:
+        values["pixel_size"] = size
+    return (values, acquisition, settings) if values or acquisition or settings else None
+
+
+# Bio-Formats' 'key = value' lines in an ImageJ file's Info (a Nikon ND2 exported by Fiji): the camera's keys
+INFO_SETTINGS = ("ConversionGain", "ReadoutSpeed", "VerticalShiftSpeed", "PreAmpGain", "ReadoutRate", "SensorMode")
+
+
+def bioformats_info(info: str) -> Found:
+    """The camera in the Info text Bio-Formats writes into an ImageJ TIFF exported from a Nikon ND2 (Fiji): the EM
+    gain (``GainMultiplier`` where ``EnableGainMultiplier`` is true), camera name and serial number, exposure,
+    binning and read-out settings."""
+    keys: dict[str, str] = {}
+    for line in info.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep and key.strip() and key.strip() not in keys:
+            keys[key.strip()] = value.strip()
+    values: dict[str, Any] = {}
+    acquisition: dict[str, Any] = {}
+    gain = _positive(keys.get("GainMultiplier"))
+    if gain is not None and gain >= 1 and keys.get("EnableGainMultiplier", "true").lower() == "true":
+        values["em_gain"] = gain
+    model = keys.get("CameraFamilyName") or keys.get("CameraUserName")
+    acquisition.update(camera_identity(model, keys.get("CameraUniqueName") or keys.get("CameraName")))
+    exposure = _positive(keys.get("dExposureTime") or keys.get("Exposure"))
+    if exposure is not None:
+        acquisition["exposure_ms"] = exposure
+    if keys.get("dBinningX") and keys.get("dBinningY"):
+        acquisition["binning"] = f"{keys['dBinningX']}x{keys['dBinningY']}"
+    settings = {k: keys[k] for k in INFO_SETTINGS if keys.get(k)}
+    return values, acquisition, settings
 
 
 def _micromanager(tif: Any) -> Found | None:

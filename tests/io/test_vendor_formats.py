@@ -12,7 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vendor_files import CZI, LIF, ND2, NDTIFF, NDTIFF_CHANNELS, SIF, SIF_BINNED, needs, write_czi, write_ndtiff
+from vendor_files import (
+    CZI,
+    LIF,
+    ND2,
+    NDTIFF,
+    NDTIFF_CHANNELS,
+    SIF,
+    SIF_BINNED,
+    VENDOR,
+    needs,
+    write_czi,
+    write_ndtiff,
+)
 
 from decode_mem.errors import StackError
 from decode_mem.io import formats, open_stack
@@ -210,3 +222,14 @@ def test_formats_are_known_by_their_first_bytes_not_their_names(tmp_path, name, 
     assert formats.sniff(head) is formats.FORMATS[name]
     (tmp_path / "movie.tif").write_bytes(head)  # a misleading name
     assert formats.vendor_format(tmp_path / "movie.tif") is formats.FORMATS[name]
+
+
+def test_a_nikon_movie_exported_by_fiji_keeps_its_camera():
+    """An ImageJ TIFF that Fiji's Bio-Formats exported from an ND2 (a real sptPALM movie: tests/data/real): the
+    camera in its Info text, the pixel size in its resolution."""
+    path = VENDOR.parent / "real" / "freetrace_sptpalm_ixon897" / "sample0.tiff"
+    with open_stack(path) as stack:
+        meta = stack.metadata
+    assert meta.source == "imagej" and meta.values == {"em_gain": 300.0, "pixel_size": 160.0}
+    assert meta.acquisition["camera_model"] == "DU897_BV" and meta.acquisition["camera_serial"] == "X-8573"
+    assert meta.acquisition["exposure_ms"] == 10.0 and meta.settings["ConversionGain"] == "2"
