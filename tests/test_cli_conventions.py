@@ -154,3 +154,62 @@ def test_plan_train_reads_the_old_chunk_as_the_crop_side(capsys) -> None:
     assert capsys.readouterr().out.splitlines()[0] == new and "crops of 32x32 px" in new
     assert main([*args, "--chunk_size", "32", "--crop_size", "32"]) == 2
     assert "give --crop_size only" in capsys.readouterr().err
+
+
+# Past argparse, each job's own first check: a missing input (or an impossible number where a job reads none).
+BAD_INPUTS = {
+    "simulate": ["--frames", "0", "--out", "out/s.tif"], "train": ["--config", "missing.yaml", "--out", "out"],
+    "infer": ["missing.tif", "--out", "out"], "evaluate": ["missing.csv", "--no_truth", "--out", "out"],
+    "render": ["missing.csv", "--out", "out/x.png"], "pipeline": ["missing.yaml"],
+    "export": ["missing_run", "--out", "out"], "plan": ["--frame", "0", "0"],
+    "calibrate": ["missing.tif", "--out", "out/calib.yaml"], "fit": ["missing.tif", "--out", "out"],
+    "drift": ["missing.csv", "--out", "out"], "psf": ["missing.tif", "--z_step", "20", "--out", "out/psf.h5"],
+    "link": ["missing.csv", "--out", "out"],
+}
+
+
+@pytest.mark.parametrize("job", (*JOBS, "link"))
+def test_a_bad_input_prints_only_its_error_line_and_writes_nothing(job: str, tmp_path: Path, monkeypatch,
+                                                                    capsys) -> None:
+    """No note before the error (infer said which model it would take, then failed), no folder left behind (fit
+    made its --out before reading the movie)."""
+    monkeypatch.chdir(tmp_path)
+    main = importlib.import_module(f"decode_mem.{job}.__main__").main
+    assert main(BAD_INPUTS[job]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", f"{job} printed before its error: {out!r}"
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert not any(tmp_path.iterdir()), f"{job} left {sorted(p.name for p in tmp_path.iterdir())}"
+
+
+@pytest.fixture(scope="module")
+def own_csv(tmp_path_factory) -> Path:
+    """decode_mem's own CSV: infer on 60 frames of the sample movie (its <stem>.json beside it)."""
+    import tifffile
+
+    from decode_mem.infer.__main__ import main
+
+    folder = tmp_path_factory.mktemp("own")
+    tifffile.imwrite(folder / "movie.tif", tifffile.imread(ROOT / "data" / "sample" / "stack.tif")[:60])
+    assert main([str(folder / "movie.tif"), "--out", str(folder / "locs"), "--device", "cpu", "--quiet"]) == 0
+    return folder / "locs" / "movie.csv"
+
+
+READERS = {  # every job that reads a localization file, on decode_mem's own CSV, without --pixel_size
+    "evaluate": ["--no_truth", "--out"], "render": ["--pixel", "10", "--out"], "link": ["--out"], "drift": ["--out"],
+}
+
+
+@pytest.mark.parametrize("job", READERS)
+def test_every_job_reads_decode_mems_own_csv_without_being_told_the_pixel(job: str, own_csv: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    """A CSV records no camera; the run's <stem>.json beside it does (evaluate --no_truth refused the CSV, render
+    drew the localizations' extent instead of the camera's frame)."""
+    main = importlib.import_module(f"decode_mem.{job}.__main__").main
+    out = tmp_path / ("image.tif" if job == "render" else "out")
+    assert main([str(own_csv), *READERS[job], str(out)]) == 0, capsys.readouterr().err
+    if job == "render":
+        import tifffile
+
+        assert tifffile.imread(out).shape == (640, 640)  # the camera's 64 x 64 px of 100 nm in 10 nm pixels
+        assert "over the camera's field" in capsys.readouterr().out

@@ -98,7 +98,6 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     started = time.perf_counter()
     progress = on_progress or (lambda stage, details: None)
     out = check_output_folder(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     choice = choose_model(cfg.base_model, resolve_device(cfg.device).type)  # the wide model on a GPU
@@ -108,6 +107,7 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     # 1. calibrate
     progress("calibrate", {"movie": cfg.movies[0]})
     calibration = calibrate_movie(cfg.movies[0], cfg.camera, frames=cfg.calib_frames, seed=cfg.seed)
+    out.mkdir(parents=True, exist_ok=True)  # after the movie was read: a bad movie leaves no folder behind
     camera: Camera = calibration.camera
     gaps = covers(calibration, base.envelope)
     save_calibration(calibration, out / "calib.yaml", extra={"model_coverage": gaps or "covered"})

@@ -76,12 +76,15 @@ class SizeChoice:
     reason: str
     candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     compile: bool | str | None = None  # what the executor was built with (set by inference; None: not decided)
+    engine: str | None = None  # a CPU engine other than torch asked for: what computes the network and why (one line)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"chunk_size": self.plan.chunk_size, "batch_size": self.plan.batch_size, "block": self.plan.block,
                "prefetch_depth": self.plan.prefetch_depth, "amp": self.plan.amp,
                "budget_mib": round(self.budget_bytes / MiB, 1), "budget": self.budget_kind, "reason": self.reason,
                "plan": self.plan.as_dict(), "candidates": list(self.candidates)}
+        if self.engine is not None:
+            out["engine"] = self.engine
         return out if self.compile is None else {**out, "compile": self.compile}
 
 

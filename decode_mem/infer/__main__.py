@@ -169,10 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             gc.enable()
 
-        cfg = config_from_args(args)
-        if args.model is None and not args.quiet:
-            choice = cfg.model_choice
-            print(f"no --model given: using the shipped default model for this device, {choice.path} ({choice.why})")
+        cfg = config_from_args(args)  # the model the run takes without --model: said by run_inference, after checks
         report = run_inference(cfg, ConsoleObserver(quiet=bool(args.quiet), memory_log_file=args.memory_log_file),
                                command=" ".join(["python -m decode_mem.infer", *map(shlex.quote, argv_used)]))
         done = [s for s in report.stacks if not s.skipped]

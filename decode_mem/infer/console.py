@@ -26,6 +26,7 @@ class ConsoleObserver(InferObserver):
         self._overall: Any = None
         self._bar: Any = None
         self._said_wait = False
+        self._engine_said: str | None = None
 
     def run_started(self, n_stacks: int) -> None:
         self._overall = tqdm(total=n_stacks, unit="stack", desc="stacks",
@@ -44,6 +45,12 @@ class ConsoleObserver(InferObserver):
         below = self._overall is not None and not self._overall.disable
         self._bar = tqdm(total=frames, unit=" frames", desc=stem, disable=not progress_bars(self.quiet), leave=False,
                          position=1 if below else 0, file=sys.stderr)
+
+    def engine_chosen(self, stem: str, why: str) -> None:
+        """One line per run: said again only where a stack of another size chose otherwise."""
+        if why != self._engine_said:
+            self._engine_said = why
+            self.message(f"engine {why}")
 
     def block_done(self, stem: str, frames: int, result: Any | None) -> None:
         if self._bar is not None:

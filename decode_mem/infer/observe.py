@@ -27,6 +27,10 @@ class InferObserver:
     def stack_started(self, stem: str, frames: int) -> None:
         """Work on a stack begins."""
 
+    def engine_chosen(self, stem: str, why: str) -> None:
+        """``--engine auto`` chose what computes the network for a stack, and ``why`` (one line,
+        ``footprint.engines.choose_engine``); called at the stack's first block."""
+
     def block_done(self, stem: str, frames: int, result: Any | None) -> None:
         """``frames`` more frames are done (``result``: the engine's ``BlockResult``, None from dask workers)."""
 

@@ -144,7 +144,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         choice = choose_for_stack(net, source.shape, itemsize, dev, dataclasses.replace(sizes, engine=engine.name))
         plan = choice.plan
     if sizes.engine != "torch":
-        choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}")
+        choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}", engine=engine.why)
     compile = resolve_compile(compile, dev, sizes.streams, source.shape[0], plan)
     config = plan.executor_config(compile=compile if isinstance(compile, str) else bool(compile),
                                   channels_last=channels_last)

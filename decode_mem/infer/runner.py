@@ -66,6 +66,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     if cfg.follow:  # one stack that is still being written
         from decode_mem.infer.live import follow_stack
 
+        _say_choices(cfg, model, obs)
         return follow_stack(cfg, model, camera, obs, command, t_start)
     found = find_stacks(cfg.inputs)
     check_stems(found.stacks)
@@ -123,6 +124,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                           + " | ".join(job.domain.message(str(job.path)) for job in outside))
 
     out_existed = Path(cfg.out).exists()
+    _say_choices(cfg, model, obs)  # after the checks: a run that stops at a bad setting prints only the error
     obs.run_started(len(jobs))
     superres: ReportImage | None = None  # the report's image: of the first stack done with localizations
     quality_figures: dict[str, bytes] = {}  # the report's FRC and NeNA figure of each stack, by stem
@@ -151,6 +153,10 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             else:
                 summaries.append(summary)
                 obs.message(summary.line())
+                if cfg.quality and summary.extra.get("quality"):  # --quality's numbers, on the console too
+                    from decode_mem.evaluate.no_truth import quality_line
+
+                    obs.message(f"{summary.stem}: {quality_line(summary.extra['quality'])}")
                 if image is not None and summary.localizations > 0:
                     superres = image
             obs.stack_finished(job.stem)
@@ -213,6 +219,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                 for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
                     # how the frames are cut and computed (a resumed run does the same); a new dict: the writer
                     # thread saves it
+                    if stop == start and str(sizes.get("engine", "")).startswith("auto"):
+                        obs.engine_chosen(job.stem, sizes["engine"])  # what --engine auto took, and why
                     if stop == start and sizes and outs.journal is not None:
                         kept = {"sizes": _sizes_kept(sizes), "compile": sizes.get("compile")}
                         outs.journal.meta = {**outs.journal.meta, **kept}
@@ -455,3 +463,19 @@ def _image_from_files(summaries: list[StackSummary], out: Path, pixel_size: floa
 def _reason(e: BaseException) -> str:
     text = str(e)
     return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
+
+
+def _say_choices(cfg: InferConfig, model: Any, obs: InferObserver) -> None:
+    """What the run takes that the user did not name, said once, after the checks: the shipped model for this device
+    (no model given), and that 'openvino-int8' quantizes the network before its first block (the first run on this
+    machine and model; later runs read what it made)."""
+    choice = cfg.model_choice
+    if not choice.given:
+        obs.message(f"no --model given: using the shipped default model for this device, {choice.path} ({choice.why})")
+    if cfg.engine == "openvino-int8" and model.simulation:
+        from decode_mem.footprint.engines import converted_dir
+        from decode_mem.model.engine import int8_kept
+
+        if not int8_kept(model.net, converted_dir(), model.simulation):
+            obs.message(f"engine openvino-int8: quantizing the network to int8 for this machine and model before the "
+                        f"first block (once: later runs read it from {converted_dir()} and start sooner)")

@@ -251,6 +251,16 @@ def physics_key(simulation: dict[str, Any]) -> str:
     return json.dumps(simulation, sort_keys=True, default=str)
 
 
+def int8_kept(net: Any, cache_dir: str | os.PathLike, simulation: dict[str, Any]) -> bool:
+    """Whether 'openvino-int8' finds ``net`` quantized for ``simulation`` in ``cache_dir`` (an earlier run on this
+    machine made it); where not, its first run quantizes the network before the first block (NNCF, in a child
+    process) and later runs read the files."""
+    from decode_mem.model import int8
+
+    folder = cache_folder(Path(cache_dir), OpenVINOInt8Engine.name, net, physics_key(simulation))
+    return all((folder / f).is_file() for f in int8.FILES)
+
+
 class OpenVINOInt8Engine(OpenVINOEngine):
     """OpenVINO with both sub-networks quantized to int8 (``decode_mem.model.int8``: NNCF post-training
     quantization calibrated on windows simulated from ``simulation``, the checkpoint's training physics, and an

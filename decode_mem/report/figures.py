@@ -19,6 +19,7 @@ HOST_SERIES = (("rss_anon_mb", "RssAnon"), ("vm_rss_mb", "VmRSS"), ("rss_file_mb
 GPU_SERIES = (("cuda_allocated_mb", "CUDA allocated"), ("cuda_reserved_mb", "CUDA reserved"),
               ("nvml_used_mb", "NVML used (whole device)"))
 # what drawing the figures imports (``_figure``, ``_shade_phases``, ``render.widefield.side_by_side_figure``)
+FEW_READINGS = 30  # a memory history of at most this many readings is drawn with a dot at each
 DRAWING_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.patches",
                    "matplotlib.font_manager", "mpl_toolkits.axes_grid1.anchored_artists")
 
@@ -169,8 +170,9 @@ def memory_figure(history: Mapping[str, np.ndarray], title: str | None = None) -
     for ax, (ylabel, series) in zip(axes, panels, strict=True):
         for key, label in series:
             y = np.asarray(history.get(key, np.full(t.shape, np.nan)), np.float64)
-            if np.isfinite(y).any():
-                ax.plot(t, y, linewidth=1.2, label=label)
+            n = int(np.isfinite(y).sum())
+            if n:  # a short run's few readings as dots too: a line through one reading draws nothing
+                ax.plot(t, y, linewidth=1.2, label=label, marker="o" if n <= FEW_READINGS else None, markersize=4)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         if ax.lines:
@@ -179,6 +181,8 @@ def memory_figure(history: Mapping[str, np.ndarray], title: str | None = None) -
     if title is None:
         what = "host and GPU memory" if gpu else "host memory"
         title = f"{what} of the process over the run" + (f" ({', '.join(names)})" if names else "")
+        if len(t) == 1:
+            title += ": one reading (a short run)"
     axes[0].set_title(title, loc="left", fontsize="medium")
     axes[-1].set_xlabel("elapsed time [s]")
     return fig

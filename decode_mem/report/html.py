@@ -128,13 +128,15 @@ def _memory_peaks(history: Mapping[str, np.ndarray]) -> str:
 
 
 def _relative(path: str, base: Path | None) -> str:
-    """``path`` relative to ``base`` where it is a file path (not a name already, nor on another drive)."""
+    """``path`` relative to ``base`` where it lies in ``base``, below it or in a folder beside it
+    (``../movies/a.tif``); else as it is: a name, or a full path (``../../../data/a.tif`` says less than it)."""
     if base is None or not os.path.isabs(path):
         return path
     try:
-        return os.path.relpath(path, base)
+        rel = os.path.relpath(path, base)
     except ValueError:  # another drive (Windows)
         return path
+    return path if Path(rel).parts[:2] == (os.pardir, os.pardir) else rel
 
 
 def _stack_table(stacks: Sequence[StackRow], base: Path | None = None) -> str:

@@ -94,6 +94,32 @@ def test_int8_is_quantized_once_and_read_back(quantized, shipped_model) -> None:
     assert engines.cache_folder(cache, INT8, model.net, engines.physics_key(other)) != folder  # calibrated apart
 
 
+def test_the_first_int8_run_says_that_it_quantizes_and_a_later_one_does_not(quantized, shipped_model, monkeypatch,
+                                                                            tmp_path) -> None:
+    """The first run on a machine quantizes before its first block (tens of seconds without a word before):
+    infer says so, once, and where later runs read the result; a run that finds it there says nothing."""
+    from decode_mem.infer import InferConfig
+    from decode_mem.infer.observe import InferObserver
+    from decode_mem.infer.runner import _say_choices
+
+    model, _, cache = quantized
+    said: list[str] = []
+
+    class Lines(InferObserver):
+        def message(self, line: str) -> None:
+            said.append(line)
+
+    cfg = InferConfig(inputs=("movie.tif",), out=str(tmp_path / "locs"), model=str(shipped_model), engine=INT8)
+    assert engines.int8_kept(model.net, cache, model.simulation)
+    _say_choices(cfg, model, Lines())
+    assert said == []  # quantized by the fixture, where infer looks
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "fresh" / "throughput.json"))  # another machine's cache
+    assert not engines.int8_kept(model.net, engine_choice.converted_dir(), model.simulation)
+    _say_choices(cfg, model, Lines())
+    assert len(said) == 1 and said[0].startswith("engine openvino-int8: quantizing the network to int8")
+    assert str(tmp_path / "fresh" / "engines") in said[0] and "later runs" in said[0]
+
+
 def test_int8_needs_the_training_physics_to_calibrate_on(shipped_model) -> None:
     _needs_int8()
     net = load_model(str(shipped_model)).net
