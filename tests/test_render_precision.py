@@ -119,7 +119,9 @@ def test_the_zoom_square_holds_the_densest_cluster(tmp_path: Path) -> None:
     table = EmitterTable.concat([background, cluster])
     write_localizations(table, tmp_path / "l.hdf5", pixel_size=160.0, width=256, height=256)
     done = render_file(tmp_path / "l.hdf5", tmp_path / "l.png")
-    assert done.zoom == tmp_path / "l_zoom.png" and imread(done.zoom).shape[0] < 0.2 * done.image.shape[0]
+    assert done.zoom == tmp_path / "l_zoom.png"
+    zoomed = imread(done.zoom)  # ~200 render pixels, each shown as whole PNG pixels: room for the legend
+    assert zoomed.shape[0] == zoomed.shape[1] >= 600 and (zoomed[-80:, :150, :3] > 0.95).all(axis=2).sum() > 50
     centre_um = (centre + 0.5) * 0.160
     fig = side_by_side_figure(None, done.image, pixel_size=160.0, render_pixel=done.render_pixel, zoom="auto")
     zoom_ax = next(ax for ax in fig.axes if ax.get_title(loc="left").startswith("super-resolution, zoom"))

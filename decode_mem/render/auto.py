@@ -2,7 +2,8 @@
 
 - Render pixel: about half the localizations' median precision (a median localization then spans ~5 pixels at its
   half maximum: finer pixels show nothing more, coarser ones blur what the data resolve), rounded to two significant
-  digits, no finer than ``MIN_PIXEL`` and no finer than the field allows at ``MAX_SIDE`` pixels on its longer side.
+  digits, no finer than ``MIN_PIXEL`` and no finer than the field allows at ``MAX_SIDE`` pixels on its longer side
+  (that bound rounded up to three digits).
 - Contrast: black at 0, full colour at a high percentile of the pixels that hold something. Empty pixels are left
   out (a sparse image's all-pixel percentile is 0, so its few localizations would saturate or vanish), and a
   percentile, not the maximum, so that one heavily repeated spot does not make the rest black.
@@ -37,7 +38,7 @@ def render_pixel_for(sigma_nm: np.ndarray, field_nm: Sequence[float], *, fallbac
     pixel = _round_sig(median / 2)
     coarsest = max(field_nm) / max_side  # the finest pixel the field allows
     if pixel < coarsest:
-        pixel = _round_sig(coarsest, up=True)
+        pixel = _round_sig(coarsest, up=True, digits=3)
     return max(pixel, MIN_PIXEL)
 
 
@@ -100,10 +101,10 @@ def length_label(nm: float) -> str:
     return f"{nm / 1000:g} µm" if nm >= 1000 else f"{nm:g} nm"
 
 
-def _round_sig(value: float, up: bool = False) -> float:
-    """``value`` to two significant digits (rounded up with ``up``)."""
+def _round_sig(value: float, up: bool = False, digits: int = 2) -> float:
+    """``value`` to ``digits`` significant digits (rounded up with ``up``)."""
     if not value > 0 or not math.isfinite(value):
         return MIN_PIXEL
-    unit = 10.0 ** (math.floor(math.log10(value)) - 1)
+    unit = 10.0 ** (math.floor(math.log10(value)) + 1 - digits)
     steps = value / unit
-    return float(f"{(math.ceil(steps - 1e-9) if up else round(steps)) * unit:.3g}")
+    return float(f"{(math.ceil(steps - 1e-9) if up else round(steps)) * unit:.{digits + 1}g}")

@@ -62,6 +62,7 @@ GAUSSIAN_SIGMA = 10.0  # nm: blur='gaussian' without a sigma
 CHUNK_ROWS = 1 << 20  # rows counted at a time (a histogram: ~30 bytes a row)
 DRAW_ROWS = 1 << 16  # rows drawn at a time by Rendering (Gaussians: some 200 bytes a row while drawn)
 SAMPLE_ROWS = 1 << 16  # localizations the render pixel is chosen from, where none is given
+ZOOM_PNG_SIDE = 600  # px: the zoom PNG is enlarged (whole pixels) to at least this on its shorter side
 
 
 def render_shape(shape_px: tuple[int, int], pixel_size: float, render_pixel: float) -> tuple[int, int]:
@@ -299,11 +300,12 @@ def _paste(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
 
 
 def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = PERCENTILE,
-               cmap: str = "magma", legend: bool = True) -> None:
+               cmap: str = "magma", legend: bool = True, min_side: int = 0) -> None:
     """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap from 0 to ``percentile`` of
     the non-empty pixels: ``render.auto.display_limit``).
 
-    The PNG has one pixel per render pixel and, with ``legend``, a scale bar and a colour bar (localizations
+    The PNG has one pixel per render pixel (``min_side``: whole PNG pixels per render pixel, enough for at least
+    that many on its shorter side: a small zoom) and, with ``legend``, a scale bar and a colour bar (localizations
     per render pixel) in its lower-left corner (left out of an image too small to hold them)."""
     path = Path(path)
     suffix = path.suffix.lower()
@@ -323,10 +325,13 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
 
             vmax = display_limit(image, percentile)
             rgba = colormaps[cmap](np.clip(image / vmax, 0.0, 1.0), bytes=True)  # what imsave would make
+            f = max(1, -(-min_side // max(1, min(image.shape))))  # PNG pixels per render pixel, each way
+            if f > 1:
+                rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
             if legend:
-                width_nm = image.shape[1] * render_pixel
-                bar = nice_length(min(width_nm / 5, 100 * render_pixel))
-                _paste(rgba, _legend_rgba(max(1, round(bar / render_pixel)), length_label(bar), vmax, cmap,
+                shown = render_pixel / f  # nm per PNG pixel
+                bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * shown))
+                _paste(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), vmax, cmap,
                                           f"locs per\n{render_pixel:g} nm px"))
             imsave(tmp, rgba, format="png", origin="upper")
         else:
@@ -379,7 +384,8 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
         if square is not None:
             r, c, size = square
             zoom_path = Path(out).with_name(f"{Path(out).stem}_zoom.png")
-            save_image(image[r:r + size, c:c + size], zoom_path, render_pixel=rp, percentile=percentile, cmap=cmap)
+            save_image(image[r:r + size, c:c + size], zoom_path, render_pixel=rp, percentile=percentile, cmap=cmap,
+                       min_side=ZOOM_PNG_SIDE)
     return RenderedFile(image, rendering.n, rp, zoom_path)
 
 
