@@ -85,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     det = p.add_argument_group("detection and camera")
     det.add_argument("--threshold", type=float,
                      help="detection probability threshold (default 0.4, the shipped post-processing's)")
-    det.add_argument("--camera", help=CAMERA_HELP + "; default: the model's")
+    det.add_argument("--camera", help=CAMERA_HELP + "; default: what the file's metadata states (docs/formats.md), "
+                                                   "then the model's camera")
     for flag in CAMERA_FLAGS:
-        add(det, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera / the model's)")
+        add(det, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera and the file's metadata)")
     add(det, "--prob_map", action="store_true",
         help="also write <stem>_prob.zarr: the detection probability of every pixel (zarr v3, float16)")
     det.add_argument("--drift", action="store_true",
@@ -106,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="frames per block, or 'auto' (default: about 64 MiB of frames; with --follow at most 16 frames)")
     live = p.add_argument_group("live (a stack still being written)")
     live.add_argument("--follow", action="store_true",
-                      help="localize INPUT (one TIFF file, zarr array or folder of frame files) while it is being "
+                      help="localize INPUT (one TIFF file, zarr array, NDTiff dataset or folder of frame files) while "
+                           "it is being "
                            "written; ends when nothing was written for --idle_timeout")
     add(live, "--idle_timeout", type=float, default=30.0,
         help="seconds without a new byte after which the acquisition counts as ended (default 30)")
@@ -129,10 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazily: fast --help)
     from decode_mem.config import parse_bytes
     from decode_mem.infer import InferConfig
-    from decode_mem.io.camera import camera_fields, preset, with_fields
 
-    fields = camera_fields(args.camera)  # a preset or a YAML: the preset fills what the YAML leaves out
-    camera = with_fields(preset(fields.get("kind", "emccd")), fields) if fields else None
+    camera = args.camera  # a preset or a YAML, resolved per stack with what the file states (io.metadata)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
     device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}

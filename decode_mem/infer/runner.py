@@ -36,8 +36,9 @@ from decode_mem.infer.ranges import FrameRange
 from decode_mem.infer.results import InferReport, StackFailure, StackSummary
 from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream_emitters
 from decode_mem.io.atomic import remove_path
-from decode_mem.io.camera import with_fields
+from decode_mem.io.camera import Camera
 from decode_mem.io.damage import Damage, DamageLog
+from decode_mem.io.metadata import CameraRequest, camera_gaps, camera_text
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
@@ -60,14 +61,15 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     model_path = choice.path
     # CheckpointError here, before any work; with dask the workers load their own copy, this one stays on the CPU
     model = cached_model(str(model_path), "cpu" if cfg.distributed else cfg.device)
-    camera = cfg.camera or model.camera
-    if cfg.camera_overrides:  # em_gain 1 on an EMCCD: see io.camera.with_fields
-        camera = with_fields(camera, cfg.camera_overrides)
+    # the camera: --camera and its flags, then what each file states (io.metadata), then the model's
+    request = CameraRequest.from_value(cfg.camera, cfg.camera_overrides, base=model.camera,
+                                       base_label=f"the model's camera ({model_path.name})")
+    camera, _ = request.resolve()  # a file that states nothing: the batch report's default scale
     if cfg.follow:  # one stack that is still being written
         from decode_mem.infer.live import follow_stack
 
         _say_choices(cfg, model, obs)
-        return follow_stack(cfg, model, camera, obs, command, t_start)
+        return follow_stack(cfg, model, request, obs, command, t_start)
     found = find_stacks(cfg.inputs)
     check_stems(found.stacks)
     failures = [StackFailure(item, reason) for item, reason in found.missing]
@@ -94,25 +96,32 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         try:
             with open_stack(path, series=cfg.series) as stack:
                 shape, dtype = stack.shape, stack.dtype
-                key = resume_key(cfg, model_sha, camera, shape, dtype)
+                stack_camera, sources = request.resolve(stack.metadata)
+                key = resume_key(cfg, model_sha, stack_camera, shape, dtype)
                 # a resumed stack's check is its first run's (recorded in its journal): the same frames, checked once
                 domain = (_journal_domain(cfg, stem, key)
-                          or check_domain(stack, camera, model.envelope, psf=psf))
+                          or check_domain(stack, stack_camera, model.envelope, psf=psf))
+                file_metadata = stack.metadata
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), _reason(e)))
             continue
+        gaps = camera_gaps(file_metadata, sources)
+        if gaps:
+            obs.warning(f"{path}: {gaps}")
         if not domain.ok:
             obs.warning(domain.message(str(path)))
         # on a CPU 'auto' blocks are also short in pixels: the journal's unit, what a kill or a stop redoes
-        settings = engine.with_block(block_length(shape, dtype.itemsize, cfg.block, cfg.streams,
-                                                  max_pixels=CPU_BLOCK_PIXELS if on_cpu else None))
+        settings = dataclasses.replace(engine, camera=stack_camera).with_block(
+            block_length(shape, dtype.itemsize, cfg.block, cfg.streams,
+                         max_pixels=CPU_BLOCK_PIXELS if on_cpu else None))
         start, settings = _resume_point(cfg, stem, key, settings)  # ConfigError: settings that change results
         if start:
             obs.message(f"{stem}: resuming at frame {start} of {shape[0]} (the frames before it are in "
                         f"{progress_dir(cfg.out, stem)})")
         if cfg.distributed and settings.sizes.automatic:
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
-        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain, start=start, key=key))
+        jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain, start=start, key=key,
+                             camera_sources=sources, file_metadata=file_metadata.as_json() if file_metadata else {}))
     if failures and not jobs and not summaries:  # nothing to do: a bad input, not a batch with failures
         raise StackError(failures[0].line() if len(failures) == 1 else
                          f"none of the {len(failures)} inputs can be read: " + "; ".join(f.line() for f in failures))
@@ -133,7 +142,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             if job.start == 0:  # a resumed stack keeps its journal (and partial probability map)
                 remove_partials(cfg.out, job.stem, cfg.formats)
             obs.stack_started(job.stem, job.shape[0])
-            image = ReportImage(job.shape[1:], camera.pixel_size) if cfg.report and superres is None else None
+            image = ReportImage(job.shape[1:], job.settings.camera.pixel_size) if cfg.report and superres is None \
+                else None
             try:
                 summary = _one_stack(cfg, backend, job, writer_options, extras, obs, image, quality_figures)
             except Stopped:
@@ -170,11 +180,16 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                            f"{sum(s.skipped for s in summaries)} done before (--resume), {len(failures)} failed"),
                 ("frames", f"{report.frames} now" + (f", {before} before" if before else "")),
                 ("wall time", f"{report.wall_s:.1f} s")]
+        rows += [(f"camera of {s.stem}", camera_text(Camera(**s.extra["camera"]), s.extra["camera_sources"]))
+                 for s in summaries if "camera_sources" in s.extra][:MAX_CAMERA_ROWS]
         if superres is None and cfg.report:  # every stack was done before: its image from its file
             superres = _image_from_files(summaries, Path(cfg.out), camera.pixel_size)
         write_batch_report(Path(cfg.out), f"decode_mem infer: {Path(cfg.out).name}", summaries, failures,
                            obs.memory_history(), rows, command, camera.pixel_size, superres, quality_figures)
     return report
+
+
+MAX_CAMERA_ROWS = 20  # the report's camera rows: one per stack, for the first ones of a large batch
 
 
 def _sizes_for_workers(settings: EngineSettings, model: Any, shape: tuple[int, ...], itemsize: int) -> EngineSettings:
@@ -285,7 +300,10 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
         more["damage"] = damage.as_json()
     summary = StackSummary(str(job.path), job.stem, job.shape[0], outs.n_localizations, wall, peak.value,
                            (*map(str, files), str(summary_path(cfg.out, job.stem))),
-                           extra=dict(extras, cpu_s=round(cpu, 3), shape=list(job.shape),
+                           extra=dict(extras, camera=job.settings.camera.to_dict(),
+                                      camera_sources=dict(job.camera_sources),
+                                      **({"file_metadata": job.file_metadata} if job.file_metadata else {}),
+                                      cpu_s=round(cpu, 3), shape=list(job.shape),
                                       domain_warnings=list(job.domain.warnings), domain=job.domain.numbers,
                                       **({"sizes": sizes} if sizes else {}),
                                       **({"resumed_at_frame": start, "resume_files": outs.resume_files}
