@@ -230,3 +230,14 @@ def test_napari_shows_the_same_precision_rendering_on_the_chosen_pixel(tmp_path:
     assert kw["scale"] == (done.render_pixel,) * 2 and done.render_pixel == 20.0  # half the median 40 nm
     np.testing.assert_array_equal(image, done.image)
     assert kw["contrast_limits"] == (0.0, display_limit(image))
+
+
+def test_the_pipelines_render_step_draws_by_precision_by_default() -> None:
+    from decode_mem.errors import ConfigError
+    from decode_mem.pipeline.config import RenderStep
+
+    step = RenderStep()
+    assert (step.blur, step.pixel, step.sigma, step.zoom) == ("precision", None, None, "auto")
+    for bad in ({"zoom": "wide"}, {"pixel": 0}, {"sigma": -1.0}):
+        with pytest.raises(ConfigError, match="render"):
+            RenderStep(**bad)

@@ -29,12 +29,12 @@ from typing import Any
 from decode_mem.config import AMP_CHOICES, check_choice, check_keys, load_yaml
 from decode_mem.drift.config import DriftConfig
 from decode_mem.errors import ConfigError
+from decode_mem.infer.config import FORMATS  # the formats infer writes
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.config import TrainConfig
 
 SECTIONS = ("simulate", "psf", "train", "infer", "drift", "evaluate", "render")
 TOP_KEYS = ("out", "seed", "threads", "device", *SECTIONS, "quick")
-FORMATS = ("csv", "picasso", "parquet")
 BLURS = ("none", "gaussian", "precision")
 
 
@@ -154,25 +154,31 @@ class EvaluateStep:
 
 @dataclass(frozen=True)
 class RenderStep:
-    """Super-resolution image of the localizations (``image``), the widefield image (the stack's mean frame,
+    """Super-resolution image of the localizations (``image``; as ``python -m decode_mem.render`` draws it: ``blur``
+    precision, each localization a Gaussian of its own precision; ``pixel`` null: about half the median precision;
+    ``sigma``: the narrowest Gaussian, or gaussian's one width), the widefield image (the stack's mean frame,
     ``widefield``) and the two side by side over the same field (``side_by_side``), with a third panel zoomed
-    into the densest ``zoom`` × ``zoom`` µm of the super-resolution image (null: no zoom panel). A 3-D run (a
-    simulation with z) also gets ``depth_image``: the localizations coloured by z."""
+    into the densest ``zoom`` × ``zoom`` µm of the super-resolution image (auto: its size from the image; null: no
+    zoom panel). A 3-D run (a simulation with z) also gets ``depth_image``: the localizations coloured by z."""
 
-    pixel: float = 10.0
-    blur: str = "gaussian"
-    sigma: float | None = 10.0
+    pixel: float | None = None
+    blur: str = "precision"
+    sigma: float | None = None
     image: str = "render.png"
     widefield: str = "widefield.png"
     side_by_side: str = "side_by_side.png"
-    zoom: float | None = 2.0
+    zoom: float | str | None = "auto"
     depth_image: str = "render_z.png"
 
     def __post_init__(self) -> None:
         check_choice("render.blur", self.blur, BLURS)
-        if self.zoom is not None and (isinstance(self.zoom, bool) or not isinstance(self.zoom, (int, float))
-                                      or not self.zoom > 0):
-            raise ConfigError(f"render.zoom must be > 0 µm or null, got {self.zoom!r}")
+        for key in ("pixel", "sigma"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ConfigError(f"render.{key} must be > 0 nm or null, got {value!r}")
+        if self.zoom is not None and self.zoom != "auto" and (
+                isinstance(self.zoom, (bool, str)) or not isinstance(self.zoom, (int, float)) or not self.zoom > 0):
+            raise ConfigError(f"render.zoom must be > 0 µm, auto or null, got {self.zoom!r}")
 
 
 @dataclass(frozen=True)

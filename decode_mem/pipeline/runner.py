@@ -343,7 +343,8 @@ def _evaluate(config: PipelineConfig, produced: dict[str, Path], echo: Callable[
 def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[str], object],
             parts: dict[str, Any]) -> dict[str, Path]:
     from decode_mem.io import open_stack
-    from decode_mem.render import mean_frame, render_counted, save_image, save_side_by_side, save_widefield
+    from decode_mem.render import mean_frame, save_image, save_side_by_side, save_widefield
+    from decode_mem.render.image import Rendering
     from decode_mem.report import Images
 
     step = config.render
@@ -354,26 +355,29 @@ def _render(config: PipelineConfig, produced: dict[str, Path], echo: Callable[[s
         widefield = mean_frame(s)  # streamed: one block of frames at a time
     sigma = step.sigma if step.blur != "none" else None
     locs = produced.get("localizations_undrift", produced["localizations_csv"])  # drift-corrected when there are
-    image, n = render_counted(iter_localizations(locs, pixel_size=px), shape_px=shape,
-                              pixel_size=px, render_pixel=step.pixel, blur=step.blur, sigma=sigma)
+    rendering = Rendering(shape_px=shape, pixel_size=px, render_pixel=step.pixel, blur=step.blur, sigma=sigma)
+    for table in iter_localizations(locs, pixel_size=px):
+        rendering.add(table)
+    image, n, rp = rendering.image(consume=True), rendering.n, rendering.render_pixel
+    assert rp is not None
     out = {"image": config.out / step.image, "widefield": config.out / step.widefield,
            "side_by_side": config.out / step.side_by_side}
-    save_image(image, out["image"], render_pixel=step.pixel)
+    save_image(image, out["image"], render_pixel=rp)
     save_widefield(widefield, out["widefield"], pixel_size=px)
-    save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=step.pixel,
+    save_side_by_side(widefield, image, out["side_by_side"], pixel_size=px, render_pixel=rp,
                       n_frames=n_frames, n_locs=n, zoom=step.zoom)
-    parts["images"] = Images(px, widefield, image, step.pixel, n_frames, n, step.zoom)
+    parts["images"] = Images(px, widefield, image, rp, n_frames, n, step.zoom)
     if _is_3d(config):
         from decode_mem.render import render_depth, save_depth_png
 
         rgb, z_range, n_z = render_depth(iter_localizations(locs, pixel_size=px), shape_px=shape, pixel_size=px,
-                                         render_pixel=step.pixel, sigma=step.sigma or 2 * step.pixel)
-        out["depth_image"] = save_depth_png(rgb, z_range, config.out / step.depth_image, render_pixel=step.pixel)
+                                         render_pixel=rp, sigma=step.sigma or 2 * rp)
+        out["depth_image"] = save_depth_png(rgb, z_range, config.out / step.depth_image, render_pixel=rp)
         parts.setdefault("figures", []).append(("Localizations coloured by z", out["depth_image"].read_bytes()))
         span = f"{z_range[0]:.0f} to {z_range[1]:.0f} nm" if n_z else "no localizations with z: an empty image"
         echo(f"[render] coloured by z ({span}) -> {out['depth_image'].name}")
     echo(f"[render] {n} localizations inside the field -> {image.shape[1]} x {image.shape[0]} px (width x height) of "
-         f"{step.pixel:g} nm, blur {step.blur}; "
+         f"{rp:g} nm{'' if step.pixel else ' (from the precision)'}, blur {step.blur}; "
          f"widefield (mean of {n_frames} frames) beside it in {out['side_by_side'].name}")
     return out
 

@@ -152,7 +152,7 @@ def side_by_side_figure(widefield: np.ndarray | None, superres: np.ndarray | Non
         if square is not None:
             r, c, size = square
             box = (c * rp / 1000.0, r * rp / 1000.0, size * rp / 1000.0)  # x0, y0, edge in µm
-            crop, g = binned(superres[r:r + size, c:c + size], DISPLAY_PIXELS)
+            crop, g = overview(superres[r:r + size, c:c + size])  # an explicit large square: as the overview
             panels.append(("zoom", crop, (box[0], box[0] + crop.shape[1] * g * rp / 1000.0,
                                           box[1] + crop.shape[0] * g * rp / 1000.0, box[1])))
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels), PANEL_INCHES[1]))
