@@ -216,12 +216,12 @@ def _restore_signals(previous: dict[int, object]) -> None:
 
 def _check_camera_flags(args: argparse.Namespace) -> None:
     """The camera flags a job takes, checked as the user typed them (the flag named, a unit slip said), before any
-    work: the same rules as a camera YAML's keys (``io.camera.field_problem``)."""
-    from decode_mem.io.camera import CAMERA_FLAGS, field_problem
+    work: the same rules as a camera YAML's keys (``config.camera_field_problem``)."""
+    from decode_mem.config import camera_field_problem
 
-    for name in CAMERA_FLAGS:
+    for name in CAMERA_FLAG_HELP:
         value = getattr(args, name, None)
-        problem = None if value is None else field_problem(name, value)
+        problem = None if value is None else camera_field_problem(name, value)
         if problem:
             raise ConfigError(f"--{name} {problem}")
 

@@ -9,14 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from decode_mem.config import camera_field_problem as field_problem
 from decode_mem.config import check_keys
 from decode_mem.errors import ConfigError
 
 MAP_FIELDS = ("offset_map", "e_per_adu_map", "variance_map")
 NUMBERS = ("e_per_adu", "em_gain", "qe", "read_noise", "pixel_size", "baseline")
-# a camera pixel in the sample plane, nm: SMLM's 65-160 nm, a 4x objective's 1.6 um; a value 1000x off either end is
-# a unit slip (um or pm given as nm), not a camera
-PIXEL_NM = (1.0, 20_000.0)
 PRESETS = ("emccd", "scmos")  # what ``--camera`` takes besides a camera YAML, in every job
 CAMERA_FLAGS = ("baseline", "e_per_adu", "em_gain", "qe", "read_noise", "pixel_size")  # ``--<field>`` in every job
 
@@ -206,33 +204,6 @@ def _read_map(path: str, shape: tuple[int, int]) -> np.ndarray:
     if not np.isfinite(array).all():
         raise ConfigError(f"{p}: camera map holds NaN or infinite values")
     return array
-
-
-def field_problem(name: str, value: Any) -> str | None:
-    """What is wrong with a camera number, in words that follow its name (``camera.<name>`` in a YAML, ``--<name>``
-    on a command line), or None. A value off by a factor 1000 from any camera names the unit it was likely given in."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return f"must be a number, got {value!r}"
-    if not np.isfinite(v):
-        return f"must be a finite number, got {value!r}"
-    if name == "baseline":
-        return None  # an offset in ADU; a negative one is odd but possible after a background subtraction
-    if name == "read_noise":
-        return None if v >= 0 else f"must be >= 0 electrons, got {value!r}"
-    if v <= 0:
-        return f"must be a positive number, got {value!r}"
-    if name == "qe" and v > 1:
-        hint = f" (a percentage? {v:g} % is {v / 100:g})" if v <= 100 else ""
-        return f"is a quantum efficiency in (0, 1], got {value!r}{hint}"
-    if name == "pixel_size" and v < PIXEL_NM[0]:
-        return (f"is {v:g} nm, smaller than any camera pixel: in µm, as it was probably meant, that is {v * 1e3:g} "
-                "nm; give the pixel in nm")
-    if name == "pixel_size" and v > PIXEL_NM[1]:
-        return (f"is {v:g} nm ({v / 1e3:g} µm), larger than any camera pixel in the sample plane: in pm, as it was "
-                f"probably meant, that is {v / 1e3:g} nm; give the pixel in nm")
-    return None
 
 
 def preset(kind: str) -> Camera:
