@@ -2,8 +2,10 @@
 
 Coordinates follow DESIGN.md §3: ``x`` (column) and ``y`` (row) in pixels with pixel centres at
 integer coordinates, ``frame`` 0-based, ``z`` in nm, ``photons`` and ``bg`` (per pixel) in photons.
-Optional columns (``prob``, ``sigma_x``/``sigma_y`` in px, ``sigma_z`` in nm, ``sigma_photons``)
-may be present or not; every present column has one value per emitter.
+Optional columns (``prob``, ``sigma_x``/``sigma_y`` in px, ``sigma_z`` in nm, ``sigma_photons``; of two-colour
+data ``channel`` (1, 2; 0: seen in both), ``dye`` (1, 2, ...; 0: unassigned) and ``ratio`` (the share of the
+photons in channel 2; NaN where one channel alone saw it), ``decode_mem.io.channels``) may be present or not; every
+present column has one value per emitter.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 REQUIRED = ("frame", "x", "y", "z", "photons", "bg")
-OPTIONAL = ("prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons")
+OPTIONAL = ("prob", "sigma_x", "sigma_y", "sigma_z", "sigma_photons", "channel", "dye", "ratio")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,11 @@ EXTRA_COLUMNS = {  # table column -> (csv header, multiply by pixel size?)
     "sigma_y": ("sigma_y [nm]", True),
     "sigma_z": ("sigma_z [nm]", False),
     "sigma_photons": ("sigma_intensity [photon]", False),
+    "channel": ("channel", False),  # two-colour data (io.table): 1, 2 (0: both)
+    "dye": ("dye", False),  # 1, 2, ... (0: unassigned)
+    "ratio": ("ratio", False),  # the share of the photons in channel 2
 }
+COUNT_EXTRAS = ("prob", "channel", "dye", "ratio")  # written with 6 significant digits (an integer as one)
 
 
 def column_headers(extras: tuple[str, ...] = (), three_d: bool = True) -> list[str]:
@@ -117,7 +121,7 @@ class ThunderstormWriter:
         # beyond 100 µm, i.e. across a 2048-px sCMOS frame); the probability with 6 significant digits
         self._headers = column_headers(self.extras, self.three_d)
         self.formats = ["%d", "%d"] + ["%.4f"] * (len(self._headers) - 2 - len(self.extras)) + [
-            "%.6g" if e == "prob" else "%.4f" for e in self.extras]
+            "%.6g" if e in COUNT_EXTRAS else "%.4f" for e in self.extras]
 
     def __enter__(self) -> ThunderstormWriter:
         state = self._continue

@@ -61,13 +61,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="auto | cpu | cuda | cuda:N (default cpu: a seed gives the same "
                                                    "movie on every machine, which CUDA's random numbers would not)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    two = p.add_argument_group("two colours (docs/two_colour.md; YAML: a 'two_colour' section beside 'simulation')")
+    add(two, "--two_colour", metavar="LAYOUT",
+        help="a two-colour movie: left-right, right-left, top-bottom, bottom-top (a split view: --out holds both "
+             "halves of --size each) or two-files (two cameras: <out stem>_ch1.tif and _ch2.tif); truth beside --gt: "
+             "<gt> (channel 1's px, dye), <gt stem>_ch1.csv, _ch2.csv, _mapping.json")
+    add(two, "--dyes", help="NAME=RATIO,... the share of each dye's photons in channel 2 (default dye1=0,dye2=1: one "
+                            "dye per channel; ratiometric e.g. A=0.3,B=0.5,C=0.7)")
+    add(two, "--distortion_nm", type=float, help="largest non-linear displacement between the channels over the "
+                                                 "field, nm (default 300; plus a small rotation, scale and shift)")
+    add(two, "--axial_offset", type=float, help="channel 2 focuses this many nm deeper (3-D PSFs; default 0)")
+    add(two, "--beads", type=int, metavar="N",
+        help="a bead slide for python -m decode_mem.register: N beads seen in both channels, --frames frames "
+             "(--photons MEAN: photons per bead and frame, default 40000)")
+    add(two, "--z_step", type=float, help="with --beads and a 3-D PSF: a z-stack, frame k at z_range's low end + "
+                                          "k * z_step nm")
     return p
+
+
+def two_colour_from_args(args: argparse.Namespace) -> Any:  # -> TwoColourConfig or None (imported lazily)
+    """The two-colour settings of the YAML's 'two_colour' section and the flags, or None for one channel."""
+    from decode_mem.simulate.colours import TwoColourConfig
+
+    params: dict[str, Any] = {}
+    if args.config:
+        loaded = load_yaml(args.config)
+        section = loaded.get("two_colour")
+        if section is not None and not isinstance(section, dict):
+            raise ConfigError(f"{args.config}: section 'two_colour' must be a mapping of keys to values")
+        params = dict(section or {})
+    for arg, key in (("two_colour", "layout"), ("dyes", "dyes"), ("distortion_nm", "distortion_nm"),
+                     ("axial_offset", "axial_offset")):
+        if getattr(args, arg) is not None:
+            params[key] = getattr(args, arg)
+    if not params:
+        if args.beads is not None or args.z_step is not None:
+            raise ConfigError("--beads and --z_step make a two-colour bead slide: give --two_colour LAYOUT")
+        return None
+    return TwoColourConfig.from_dict(params)
 
 
 def config_from_args(args: argparse.Namespace) -> SimulationConfig:
     params: dict[str, Any] = {}
     if args.config:
         params = load_yaml(args.config, section="simulation")
+        params.pop("two_colour", None)  # its own section (two_colour_from_args)
     direct = {"size": "frame_size", "density": "density", "psf": "psf", "psf_file": "psf_file", "sigma": "psf_sigma",
               "z_range": "z_range", "bg_mode": "bg_mode", "on_time": "on_time", "margin": "margin",
               "drift_nm": "drift_nm", "drift_frames": "drift_frames"}
@@ -104,6 +142,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
 def main(argv: list[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> None:
         config = config_from_args(args)
+        two_colour = two_colour_from_args(args)
         if args.threads is not None and args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         if args.frames < 1:  # before the progress bar: a bad setting is one line
@@ -117,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.threads is not None:
             torch.set_num_threads(args.threads)
+        if two_colour is not None:
+            return _two_colour(args, config, two_colour)
         start = time.perf_counter()
         with tqdm(total=args.frames, unit=" frames", desc="simulate", disable=not progress_bars(args.quiet)) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
@@ -130,6 +171,35 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; true drift {result.drift}" if result.drift else ""))
 
     return run(build_parser(), body, argv, outputs={"out": "path", "gt": "file", "camera_out": "file"})
+
+
+def _two_colour(args: argparse.Namespace, config: SimulationConfig, two_colour: Any) -> None:
+    """A two-colour movie or bead slide (``simulate.two_colour``)."""
+    import numpy as np
+
+    from decode_mem.simulate.two_colour import simulate_bead_slide, simulate_two_colour
+
+    if args.camera_out:
+        raise ConfigError("--camera_out: not for two-colour movies (both channels use the --camera given)")
+    if args.beads is not None:
+        if args.beads < 1:
+            raise ConfigError(f"--beads must be >= 1, got {args.beads}")
+        z = None
+        if args.z_step is not None:
+            if not args.z_step > 0:
+                raise ConfigError(f"--z_step must be > 0 nm, got {args.z_step}")
+            z = config.z_range[0] + args.z_step * np.arange(args.frames)
+        photons = args.photons[0] if args.photons is not None else 40000.0
+        result = simulate_bead_slide(config, two_colour, args.out, args.gt, n_beads=args.beads, frames=args.frames,
+                                     z=z, photons=photons, seed=args.seed)
+        what = f"{args.beads} beads"
+    else:
+        result = simulate_two_colour(config, two_colour, args.frames, args.out, args.gt, seed=args.seed,
+                                     block=args.block, device=args.device)
+        what = f"{result.n_localizations} ground-truth rows"
+    if not args.quiet:
+        print(f"wrote {', '.join(map(str, result.movies))} ({two_colour.layout}, channel frames {result.shape})"
+              + (f"; truth ({what}) in {', '.join(str(p) for p in result.truth.values())}" if result.truth else ""))
 
 
 if __name__ == "__main__":
