@@ -158,7 +158,7 @@ class Rendering:
         if self.blur == "gaussian":
             sample = np.array([self.sigma], np.float64)
         else:
-            parts = [self._sigma_nm(t)[0] for t in self._waiting]
+            parts = [sum(self._sigma_nm(t)) / 2 for t in self._waiting]  # the mean of x and y
             sample = np.maximum(np.concatenate(parts), self.sigma or 0.0) if parts else np.zeros(0)
         field = (self.shape_px[0] * self.pixel_size, self.shape_px[1] * self.pixel_size)
         self._start(render_pixel_for(sample, field, fallback_sigma=self.fallback_sigma, max_side=self.max_side))
