@@ -17,12 +17,15 @@ import numpy as np
 from scipy import special
 
 from decode_mem.calibrate.noise import NoiseEstimate
-from decode_mem.io.camera import Camera
+from decode_mem.io.camera import Camera, preset
 
 NOISE_RATIO_OK = (2 / 3, 3 / 2)  # measured/predicted noise variance inside this range: the camera is plausible
 SLOPE_MAX_REL_SE = 0.15  # the variance-vs-mean line is used when its slope is known to 15 %
 BINS = 10
 MIN_LEVEL_RANGE = 0.25  # the line is fitted when the binned background levels span 25 % of their median
+# e-/ADU a camera can have: sCMOS ~0.2-2, EMCCDs a few to ~20 by pre-amp setting, 12-bit high-well modes ~7.5
+# (io/camera_table.yaml's sources); a fix outside this is not offered
+E_PER_ADU = (0.05, 100.0)
 
 
 def expected_slope(camera: Camera) -> float:
@@ -132,13 +135,24 @@ def check_camera(camera: Camera, *, frames: int, zero_frames: int, below_baselin
                 slope_ratio, slope_se = float(slope / s0), float(se / s0)
                 zero_adu = float(camera.baseline + apu * (rv - icpt) / slope)
     expected_below = _expected_below(level, s0, rv)
+    other = preset("scmos" if camera.kind == "emccd" else "emccd")
     warnings = _warnings(camera, frames=frames, zero_frames=zero_frames, below=below_baseline,
                          expected_below=expected_below, level=float(np.nanmedian(level)), noise_ratio=noise_ratio,
                          slope_ratio=slope_ratio, zero_adu=zero_adu, implied_baseline=implied_baseline,
-                         implied_e=implied_e, measured_variance=v, read_var=rv)
+                         implied_e=implied_e, measured_variance=v, read_var=rv,
+                         other_kind=(other.kind, noise_ratio_as(other, camera, m, v)))
     return CameraCheck(frames, zero_frames, float(below_baseline), expected_below, float(noise_ratio), slope_ratio,
                        slope_se, zero_adu, float(implied_baseline), float(implied_e), s0, rv, curve, tuple(warnings),
                        noise.method, noise.quiet_ratio)
+
+
+def noise_ratio_as(other: Camera, camera: Camera, mean: float, variance: float) -> float:
+    """The noise ratio the same pixels would have read with ``other`` (their mean and variance in photons as read
+    with ``camera``, taken back to ADU): how well another camera kind explains the noise."""
+    adu_mean = camera.baseline + camera.adu_per_photon * mean
+    mean_b = (adu_mean - other.baseline) / other.adu_per_photon
+    variance_b = variance * (camera.adu_per_photon / other.adu_per_photon) ** 2
+    return float((variance_b - read_variance(other)) / (expected_slope(other) * mean_b)) if mean_b > 0 else np.nan
 
 
 def _expected_below(level: np.ndarray, s0: float, rv: float) -> float:
@@ -151,7 +165,8 @@ def _expected_below(level: np.ndarray, s0: float, rv: float) -> float:
 
 def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, expected_below: float, level: float,
               noise_ratio: float, slope_ratio: float | None, zero_adu: float | None, implied_baseline: float,
-              implied_e: float, measured_variance: float = np.nan, read_var: float = np.nan) -> list[str]:
+              implied_e: float, measured_variance: float = np.nan, read_var: float = np.nan,
+              other_kind: tuple[str, float] | None = None) -> list[str]:
     out = []
     if zero_frames:
         out.append(f"{zero_frames} of {frames} sampled frames are all zero (dropped or blank frames)")
@@ -176,13 +191,23 @@ def _warnings(camera: Camera, *, frames: int, zero_frames: int, below: float, ex
         else:
             detail = (f"; the variance-vs-mean slope is {slope_ratio:.2f}x the predicted one" if slope_ratio is not None
                       else "")
-            fixes = [f"with the baseline right e_per_adu would be ~{implied_e:.3g}, not {camera.e_per_adu:g}"]
-            if 0 <= implied_baseline <= camera.baseline + camera.adu_per_photon * level:  # a baseline a camera has
-                fixes.append(f"with the gain right the baseline would be ~{implied_baseline:.0f} ADU, not "
-                             f"{camera.baseline:g}")
+            # each fix a camera can have, the smaller change first (a baseline below 0 ADU or above the background's
+            # level, or a conversion no camera has, is not offered)
+            fixes = []
+            if other_kind is not None and lo <= other_kind[1] <= hi:  # the other kind's preset explains it as it is
+                fixes.append((0.0, f"a camera of kind {other_kind[0]} fits this noise: --camera {other_kind[0]}"))
+            if E_PER_ADU[0] <= implied_e <= E_PER_ADU[1]:
+                fixes.append((abs(np.log(implied_e / camera.e_per_adu)),
+                              f"with the baseline right e_per_adu would be ~{implied_e:.3g}, not {camera.e_per_adu:g}"))
+            background_adu = camera.baseline + camera.adu_per_photon * level
+            if 0 <= implied_baseline <= background_adu:
+                shift = abs(implied_baseline - camera.baseline) / max(background_adu - min(implied_baseline,
+                                                                                           camera.baseline), 1.0)
+                fixes.append((shift, f"with the gain right the baseline would be ~{implied_baseline:.0f} ADU, not "
+                                     f"{camera.baseline:g}"))
+            said = "; or ".join(text for _, text in sorted(fixes)) or "no single setting explains it"
             out.append(f"the pixel noise is {noise_ratio:.2f}x what the camera settings predict{detail}: the camera "
-                       f"settings do not fit this movie ({'; or '.join(fixes)}; check the camera kind "
-                       f"({camera.kind}) too)")
+                       f"settings do not fit this movie ({said}; check the camera kind ({camera.kind}) too)")
     elif slope_ratio is not None and not lo <= slope_ratio <= hi:
         out.append(f"the variance-vs-mean slope is {slope_ratio:.2f}x what the camera settings predict: "
                    f"e_per_adu / em_gain look wrong")

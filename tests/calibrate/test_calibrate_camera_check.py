@@ -27,8 +27,9 @@ def test_scmos_movie_read_with_the_emccd_default_is_flagged() -> None:
     # EMCCD settings predict 2/0.9 photons² per photon, and 6 ADU per photon instead of 1.6: ratio ~0.15
     assert wrong.camera_check.noise_ratio < 0.3
     assert "do not fit this movie" in wrong.camera_check.warnings[0]
-    # with the baseline right (100), the e-/ADU that makes the noise consistent is named
-    assert "e_per_adu would be" in wrong.camera_check.warnings[0]
+    # the sCMOS preset explains the noise as the pixels are: the camera kind is the first fix named
+    fixes = wrong.camera_check.warnings[0].split("do not fit this movie (")[1]
+    assert fixes.startswith("a camera of kind scmos fits this noise: --camera scmos")
 
 
 def test_a_baseline_above_the_data_is_flagged() -> None:
@@ -144,8 +145,14 @@ def test_the_fix_offered_first_is_one_a_camera_can_have() -> None:
     common = dict(frames=60, zero_frames=0, below=0.0, expected_below=0.0, level=100.0, noise_ratio=2.0,
                   slope_ratio=None, zero_adu=None, implied_e=22.5)
     both = _warnings(Camera.emccd(), implied_baseline=150.0, **common)[0]
-    assert both.index("e_per_adu would be ~22.5") < both.index("the baseline would be ~150 ADU")
+    assert "e_per_adu would be ~22.5" in both and "the baseline would be ~150 ADU" in both
+    # the smaller change first: the baseline moved by a twelfth of the background, e-/ADU halved
+    assert both.index("the baseline would be ~150 ADU") < both.index("e_per_adu would be ~22.5")
+    near = _warnings(Camera.emccd(), implied_baseline=150.0, **{**common, "implied_e": 44.0})[0]
+    assert near.index("e_per_adu would be ~44") < near.index("the baseline would be ~150 ADU")
     assert "baseline would be" not in _warnings(Camera.emccd(), implied_baseline=-5170.0, **common)[0]
+    assert "e_per_adu would be" not in _warnings(Camera.emccd(), implied_baseline=150.0,
+                                                 **{**common, "implied_e": 533.0})[0]  # no camera has 533 e-/ADU
 
 
 def test_calibrate_and_infer_give_one_verdict_on_a_wrong_camera(tmp_path, capsys) -> None:
