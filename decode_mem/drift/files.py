@@ -1,10 +1,11 @@
 """Drift-correct a localization file: estimate the drift, write the corrected file, the drift table and its plot.
 
-``correct_file(LOCS, DIR)`` reads ``LOCS`` (ThunderSTORM CSV, Picasso HDF5 or parquet) twice, in bounded chunks:
-once for frame, x and y (12 bytes per localization), once to write the corrected rows. It writes
+``correct_file(LOCS, DIR)`` reads ``LOCS`` (any format ``decode_mem.io.localizations`` reads) twice, in bounded
+chunks: once for frame, x and y (12 bytes per localization), once to write the corrected rows. It writes
 
-* ``DIR/<stem>_undrift<suffix>``: the localizations minus the drift of their frame, in the input's format
-  (Picasso's own name for a corrected file; for Picasso files the columns decode_mem reads are kept);
+* ``DIR/<stem>_undrift<suffix>``: the localizations minus the drift of their frame, in the input's format (a
+  rapidSTORM table's as ThunderSTORM CSV; Picasso's own name for a corrected file; the columns decode_mem reads
+  are kept);
 * ``DIR/<stem>_drift.csv``: ``frame`` (1-based), ``dx [nm]``, ``dy [nm]`` — the drift that was subtracted;
 * ``DIR/<stem>_drift.png``: the drift curve (with the truth dashed when a true drift table is given).
 
@@ -26,15 +27,15 @@ from decode_mem.errors import ConfigError, StackError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.drift import read_drift_csv, write_drift_csv
 from decode_mem.io.localizations import (
+    IN_PIXELS,
     LocalizationMeta,
-    file_format,
     iter_localizations,
     localization_meta,
     open_writer,
+    working_unit,
+    written_as,
 )
 from decode_mem.io.table import OPTIONAL, EmitterTable
-
-CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,10 @@ class DriftResult:
 
 
 def corrected_path(path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """``DIR/<stem>_undrift<suffix>``, the suffix of the format it is written in (``io.localizations.written_as``)."""
     path = Path(path)
-    return Path(out_dir) / f"{path.stem}_undrift{path.suffix}"
+    suffix = written_as(path)[1] if path.is_file() else path.suffix
+    return Path(out_dir) / f"{path.stem}_undrift{suffix}"
 
 
 def correct_file(path: str | os.PathLike, out_dir: str | os.PathLike, config: DriftConfig | None = None, *,
@@ -59,12 +62,14 @@ def correct_file(path: str | os.PathLike, out_dir: str | os.PathLike, config: Dr
     """Estimate the drift of the localizations in ``path`` (or take ``estimate``, e.g. one made from the same
     localizations in another format) and write the corrected file, table and plot."""
     path, out_dir = Path(path), Path(out_dir)
-    fmt = file_format(path)
+    fmt = written_as(path)[0]
     meta = localization_meta(path)
-    unit = _pixel_size(path, fmt, meta.pixel_size, pixel_size)
+    unit = working_unit(path, pixel_size)  # 1 nm for a file in nm: its nm go back out as they came
     frame, x, y, extras, three_d = _positions(path, unit)
     if estimate is None:
-        estimate = estimate_drift(frame, x, y, config, n_frames=meta.frames, progress=progress)
+        # a file may hold frames beyond the count it records (SMAP's numberOfFrames: 1000, its last frame 1001)
+        n_frames = None if meta.frames is None else max(meta.frames, int(frame.max()) + 1)
+        estimate = estimate_drift(frame, x, y, config, n_frames=n_frames, progress=progress)
     del frame, x, y
     out_dir.mkdir(parents=True, exist_ok=True)
     corrected = corrected_path(path, out_dir)
@@ -92,16 +97,6 @@ def write_drift_plot(path: Path, estimate: DriftEstimate, truth: str | os.PathLi
     return path
 
 
-def _pixel_size(path: Path, fmt: str, recorded: float | None, given: float | None) -> float:
-    """The unit of the in-memory table: the file's pixel (Picasso, parquet) or 1 nm (CSV)."""
-    if fmt == "csv":
-        return CSV_UNIT
-    unit = recorded if recorded is not None else given
-    if unit is None:
-        raise ConfigError(f"{path}: the file records no pixel size; give --pixel_size (nm)")
-    return float(unit)
-
-
 def _positions(path: Path, unit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], bool]:
     """frame (int32), x, y (float32 nm) of every localization, the optional columns the file has and whether
     any z is not 0 (the corrected file keeps z only then: a 2-D file gets no z column)."""
@@ -126,16 +121,17 @@ def _shifted(table: EmitterTable, estimate: DriftEstimate, unit: float) -> Emitt
 
 def _rewrite(path: Path, out: Path, fmt: str, unit: float, meta: LocalizationMeta, extras: tuple[str, ...],
              three_d: bool, shift: Callable[[EmitterTable], EmitterTable], estimate: DriftEstimate) -> int:
-    """Stream ``path`` into ``out`` (same format) with every chunk corrected; returns the row count."""
-    options: dict = {"three_d": three_d}
+    """Stream ``path`` into ``out`` (format ``fmt``) with every chunk corrected; returns the row count."""
+    options: dict = {"three_d": three_d, "fmt": fmt}
     n = 0
     width, height = meta.width, meta.height
     if fmt == "picasso":
         if width is None or height is None:
             raise StackError(f"{path}: the Picasso metadata lacks the frame width/height")
         options["info"] = {"Generated by": "decode_mem.drift", "Drift method": estimate.method}
-    with open_writer(out, pixel_size=unit, width=width, height=height, frames=meta.frames, extras=extras,
-                     **options) as writer:
+    camera = unit if fmt in IN_PIXELS else meta.pixel_size  # a file in pixels is read in its own
+    with open_writer(out, pixel_size=camera, unit=unit, width=width, height=height, frames=meta.frames,
+                     extras=extras, **options) as writer:
         for table in iter_localizations(path, pixel_size=unit):
             writer.write(shift(table))
             n += len(table)

@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--tolerance_ax", type=float, default=500.0, help="axial match distance in nm, 3-D only (default 500)")
     add(p, "--pixel_size", type=float,
         help="camera pixel in nm (default: as the file records it, or for a CSV the <stem>.json that infer wrote "
-             "beside it; where neither does, --no_truth needs it, and with ground truth 100 is taken: there it only "
-             "converts units)")
+             "beside it; where neither does, --no_truth gives Picasso's NeNA as n/a, and with ground truth 100 is "
+             "taken: there it only converts units)")
     p.add_argument("--json", metavar="OUT", help="write the numbers as JSON to OUT (NaN as null); with --no_truth in "
                                                  "place of <stem>_quality.json")
     return p

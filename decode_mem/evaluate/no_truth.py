@@ -67,13 +67,13 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
+from decode_mem.errors import StackError
+from decode_mem.io.localizations import file_format, iter_localizations, localization_meta, working_unit
 from decode_mem.io.table import EmitterTable
 from decode_mem.link.core import WORK_ROWS, Linker, candidate_pairs
 from decode_mem.link.correlation import ErrorCorrelation, for_file
 from decode_mem.link.crowding import LAG, ChanceNeighbours, Crowding
-from decode_mem.link.files import auto_radius, check_radius, file_unit, first_chunk, median_sigma
+from decode_mem.link.files import auto_radius, check_radius, first_chunk, median_sigma
 
 # |u| beyond this (what σ and ρ predict for a difference): a jump between two states, normalized as independent
 # errors in the σ scale (``scale_difference``). A Gaussian difference is this far out twice in a billion; the core
@@ -367,13 +367,11 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     path = Path(path)
     radius = check_radius(radius)
     correlation = for_file(path) if correlation is None else correlation
-    unit = file_unit(path, pixel_size)
+    unit = working_unit(path, pixel_size)
     meta = localization_meta(path)  # a CSV's: its infer run's summary beside it
-    # a given pixel size wins over a CSV's summary; a Picasso or parquet file's own record over a given one
+    # a given pixel size wins over a CSV's summary; a file's own record over a given one. None: not known, and
+    # Picasso's NeNA (pairs within 1 camera pixel) is n/a
     camera_px = (pixel_size or meta.pixel_size) if file_format(path) == "csv" else (meta.pixel_size or pixel_size)
-    if camera_px is None:
-        raise ConfigError(f"{path}: neither the file nor the summary of the infer run that wrote it ({path.stem}.json "
-                          f"beside it) records the camera pixel size; give --pixel_size (nm)")
     chunk = first_chunk(path, unit)
     radius_nm = auto_radius(chunk, unit, path, QUALITY_FACTOR) if radius == "auto" else float(radius)
     has_sigma = "sigma_x" in chunk and "sigma_y" in chunk
@@ -392,12 +390,12 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     linker = Linker(radius_nm / unit, max_dark, correlation)
     chance = ChanceNeighbours(radius_nm / unit, radius_nm, max_dark)
     rho1 = correlation.consecutive
-    bin_nm = PICASSO_BIN * camera_px
+    bin_nm = PICASSO_BIN * (camera_px or 1.0)
     nena_edges = np.linspace(0.0, radius_nm, LINKED_BINS + 1)
     link_hist = np.zeros((JACKKNIFE, len(nena_edges) - 1))
     diff_edges = np.linspace(0.0, radius_nm, DIFF_BINS + 1)  # |dx|, |dy| of linked consecutive localizations
     diff_hist = np.zeros((JACKKNIFE, DIFF_BINS))
-    pic_edges = np.arange(0.0, PICASSO_D_MAX * camera_px + bin_nm / 2, bin_nm)
+    pic_edges = np.arange(0.0, PICASSO_D_MAX * camera_px + bin_nm / 2, bin_nm) if camera_px else np.zeros(1)
     pic_hist = np.zeros(len(pic_edges) - 1)
     u_hist = np.zeros(len(U_BINS) - 1)
     u2 = np.zeros((2, JACKKNIFE))  # sum of u² and count, per group of molecules
@@ -448,10 +446,12 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
         chance.add(table["x"], table["y"], table["frame"])
         for step in linker.feed(table):
             take(step)
-            previous = _picasso_pairs(step.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
+            if camera_px:
+                previous = _picasso_pairs(step.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
     last = linker.finish()
     take(last)
-    _picasso_pairs(last.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
+    if camera_px:
+        _picasso_pairs(last.rows, previous, camera_px / unit, unit, pic_edges, pic_hist)
 
     sigma_rms = tuple(float(np.sqrt(v / n_locs)) for v in s2) if has_sigma and n_locs else None
     sigma_median = _hist_median(sigma_hist, 0.1) if has_sigma else None
@@ -461,7 +461,8 @@ def assess_file(path: str | os.PathLike, *, pixel_size: float | None = None,
     pic_fit = fit_nena(pic_centers, pic_hist, sigma_median if sigma_median else start)
     nena_picasso = Nena(None if pic_fit is None else float(pic_fit[1]), None, pic_centers, pic_hist,
                         None if pic_fit is None else nena_model(pic_centers, *pic_fit), int(pic_hist.sum()),
-                        "Picasso's NeNA: all consecutive-frame pairs within 1 camera px, Picasso's model and starts")
+                        "Picasso's NeNA: all consecutive-frame pairs within 1 camera px, Picasso's model and starts"
+                        if camera_px else "Picasso's NeNA: n/a, the file records no camera pixel size (--pixel_size)")
     sigma_check = 1.4826 * _hist_median_abs(u_hist) if has_sigma and u_hist.sum() else None
     scale, scale_unc = _sigma_scale(u2) if has_sigma else (None, None)
     crowding = chance.result()

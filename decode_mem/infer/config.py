@@ -16,8 +16,9 @@ from decode_mem.io.camera import Camera, camera_fields
 from decode_mem.io.formats import is_ndtiff
 from decode_mem.model.choice import ModelChoice, choose_model
 
-FORMATS = ("csv", "picasso", "parquet")
-SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",)}
+FORMATS = ("csv", "picasso", "parquet", "smap", "smlm", "decode")  # io.localizations.WRITTEN
+SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",), "smap": ("_sml.mat",),
+            "smlm": (".smlm",), "decode": (".h5",)}
 STACK_PATTERNS = ("*.tif", "*.tiff", "*.zarr", "*.npy", "*.nd2", "*.czi", "*.lif", "*.sif")  # what a folder given
 # as input contributes, with its subfolders that are NDTiff datasets
 FRAMES_PER_TASK = 4096
@@ -32,12 +33,14 @@ class InferConfig:
     """One batch inference run: ``run_inference(InferConfig(inputs=("movies/",), out="locs"))``.
 
     inputs          files (anything ``open_stack`` reads), folders (their ``STACK_PATTERNS``, NDTiff datasets) or globs
-    out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``, ``<stem>.json`` written last
+    out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``/``_sml.mat``/``.smlm``/``.h5``,
+                    ``<stem>.json`` written last
     model           checkpoint path (None: the shipped model for the device, ``model.choice``: the wide one on a
                     GPU where it is shipped, ``data/models/default_2d.pt`` otherwise)
     series          the TIFF (or OME-Zarr) series of every input to localize (None: series 0 and the series after
                     it of the same frame size, one movie, as a file grown page by page holds them)
-    formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet'
+    formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet', 'smap' (SMAP's _sml.mat),
+                    'smlm' (ShareLoc), 'decode' (DECODE's emitter set .h5)
     chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` (chunk_size 'whole': no tiles;
                     'auto' sizes: the fastest that fit
                     ``memory_limit``; ``amp`` 'auto' | 'bf16' | 'fp16' | 'off')

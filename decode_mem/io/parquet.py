@@ -28,6 +28,7 @@ from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import EXTRA_COLUMNS, column_headers, table_from_thunderstorm, thunderstorm_columns
+from decode_mem.io.units import NM_UNIT
 
 META_KEY = "decode_mem"
 ROW_GROUP_ROWS = 65_536
@@ -161,20 +162,23 @@ def parquet_meta(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
+def parquet_columns(path: str | os.PathLike) -> list[str]:
+    """The file's column names."""
+    return list(_open(path).schema_arrow.names)
+
+
 def iter_parquet(path: str | os.PathLike, pixel_size: float | None = None,
                  batch_rows: int = 1 << 20) -> Iterator[EmitterTable]:
     """Yield the file's rows as tables of at most ``batch_rows`` (memory bounded by the batch).
 
-    ``pixel_size`` (nm) defaults to the one recorded in the file; a file without it needs it given.
+    ``pixel_size`` (nm) defaults to the one recorded in the file; a file without one is read in 1 nm pixels.
     """
     pf = _open(path)
     names = pf.schema_arrow.names
     if "frame" not in names or "x [nm]" not in names or "y [nm]" not in names:
         raise StackError(f"{path}: not a localization parquet (needs 'frame', 'x [nm]', 'y [nm]' columns)")
-    if pixel_size is None:
-        pixel_size = parquet_meta(path).get("pixel_size")
-        if pixel_size is None:
-            raise ConfigError(f"{path}: no pixel size recorded in the file; pass pixel_size (nm)")
+    if pixel_size is None:  # the camera's, where the file records one; else its nm as they are
+        pixel_size = parquet_meta(path).get("pixel_size") or NM_UNIT
     known = [h for h in names if h != "id"]
     empty = True
     for batch in pf.iter_batches(batch_size=batch_rows, columns=known):

@@ -256,6 +256,16 @@ TABLE_FROM_PICASSO = {"frame": "frame", "x": "x", "y": "y", "z": "z", "photons":
                       "sigma_photons": "photons_unc"}
 
 
+def picasso_columns(path: str | os.PathLike) -> tuple[str, ...]:
+    """The column names of ``/locs``."""
+    try:
+        with h5py.File(path, "r") as f:
+            ds = f.get("locs")
+            return tuple(ds.dtype.names or ()) if isinstance(ds, h5py.Dataset) else ()
+    except OSError as e:
+        raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
+
+
 def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator[EmitterTable]:
     """Yield ``/locs`` as tables of at most ``chunk_rows`` rows (pixels, 0-based frames, z nm).
 

@@ -4,19 +4,27 @@ Columns ``id,frame,x [nm],y [nm],z [nm],intensity [photon],offset [photon],uncer
 optional extras; frames 1-based; x/y from the image's outer corner, so pixel centre ``j`` is at
 ``(j + 0.5) * pixel_size`` nm. 2-D results leave out ``z [nm]`` (``three_d=False``): an all-zero z column
 makes tools such as locan read the data as 3-D; a file without it reads back with z = 0.
+
+``uncertainty [nm]`` is ThunderSTORM 1.3's name for the lateral precision (what it reads and writes); later
+ThunderSTORM builds write ``uncertainty_xy [nm]`` and, for 3-D, ``uncertainty_z [nm]``. The reader takes either as
+σx = σy (and σz) where a file has no ``sigma_x [nm]``/``sigma_y [nm]`` (``sigma_z [nm]``) columns of decode_mem's;
+a column of NaN only (decode_mem's CSV of a table without σ) is left out. Headers are read as csv quotes them,
+also a header line saved as one quoted field (``"id,""frame"",..."``, as a spreadsheet re-saves it).
 """
 
 from __future__ import annotations
 
+import csv
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
-from decode_mem.errors import Stopped
+from decode_mem.errors import StackError, Stopped
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.csv_text import csv_lines
 from decode_mem.io.table import EmitterTable
@@ -91,6 +99,77 @@ def table_from_thunderstorm(cols: Mapping[str, np.ndarray], pixel_size: float) -
         if header in cols:
             columns[name] = np.asarray(cols[header], np.float64) / px if in_px else cols[header]
     return EmitterTable(columns)
+
+
+PRECISION_COLUMNS = {  # ThunderSTORM's precision columns -> decode_mem's extras they stand for (module docstring)
+    "uncertainty_xy [nm]": ("sigma_x [nm]", "sigma_y [nm]"), "uncertainty [nm]": ("sigma_x [nm]", "sigma_y [nm]"),
+    "uncertainty_z [nm]": ("sigma_z [nm]",),
+}
+MAX_HEADER = 1 << 16
+
+
+def read_header(path: str | os.PathLike) -> list[str]:
+    """The column names of a CSV's first line (a line quoted as one field holding them all is split again)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            line = fh.readline(MAX_HEADER).decode("utf-8-sig", "replace")
+    except OSError as e:
+        raise StackError(f"{path}: cannot be read: {e}") from e
+    try:
+        header = next(csv.reader([line]), [])
+        if len(header) == 1 and "," in header[0]:
+            header = next(csv.reader([header[0]]), [])
+    except csv.Error as e:
+        raise StackError(f"{path}: the CSV header cannot be parsed: {e}") from e
+    return [h.strip().strip('"').strip() for h in header]
+
+
+def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: int = 1 << 20
+                      ) -> Iterator[EmitterTable]:
+    """A ThunderSTORM CSV (decode_mem's or ThunderSTORM's own) in tables of about ``chunk_rows`` rows, in pixels of
+    ``pixel_size`` nm, with pyarrow's streaming reader."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    path = Path(path)
+    header = read_header(path)
+    if "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:
+        raise StackError(f"{path}: not a ThunderSTORM CSV (needs 'frame', 'x [nm]', 'y [nm]' columns)")
+    known = ["frame", "x [nm]", "y [nm]", "z [nm]", "intensity [photon]", "offset [photon]"]
+    known += [h for h, _ in EXTRA_COLUMNS.values()]
+    precision = [h for h in PRECISION_COLUMNS if h in header and not all(t in header for t in PRECISION_COLUMNS[h])]
+    if "uncertainty_xy [nm]" in precision and "uncertainty [nm]" in precision:
+        precision.remove("uncertainty [nm]")
+    used = [h for h in dict.fromkeys(known + precision) if h in header]
+    names = [f"c{k}" for k in range(len(header))]  # the file's own names may repeat or be empty
+    name_of = {h: names[header.index(h)] for h in used}
+    types = {name_of[h]: pa.float64() for h in used}  # ThunderSTORM itself writes frames as "1.0"
+    block_size = max(1 << 16, min(chunk_rows * 80, 1 << 28))  # ~80 bytes per row
+    taken: dict[str, bool] = {}  # precision column -> used (decided on the first block: not used when all NaN)
+    try:
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(skip_rows=1, column_names=names,
+                                                                      block_size=block_size),
+                                convert_options=pacsv.ConvertOptions(column_types=types,
+                                                                     include_columns=list(types)))
+        empty = True
+        for batch in reader:
+            cols = {h: batch.column(name_of[h]).to_numpy(zero_copy_only=False) for h in used}
+            for h in precision:
+                finite = bool(np.isfinite(cols[h]).any())
+                if h not in taken and len(cols[h]):
+                    taken[h] = finite
+                elif h in taken and not taken[h] and finite:
+                    warnings.warn(f"{path}: {h} is NaN in the first rows and a number further on: left out",
+                                  stacklevel=2)
+                for target in PRECISION_COLUMNS[h] if taken.get(h) else ():
+                    cols.setdefault(target, cols[h])
+            empty = False
+            yield table_from_thunderstorm(cols, pixel_size)
+    except pa.ArrowInvalid as e:
+        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {e}") from e
+    if empty:
+        yield table_from_thunderstorm({h: np.zeros(0) for h in used if h not in precision}, pixel_size)
 
 
 class ThunderstormWriter:

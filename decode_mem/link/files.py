@@ -1,5 +1,6 @@
-"""Link a localization file: ``link_file(LOCS, DIR)`` streams ``LOCS`` (ThunderSTORM CSV, Picasso HDF5 or
-parquet, in frame order) through a :class:`~decode_mem.link.core.Linker` and writes, in the input's format,
+"""Link a localization file: ``link_file(LOCS, DIR)`` streams ``LOCS`` (any format ``decode_mem.io.localizations``
+reads, in frame order) through a :class:`~decode_mem.link.core.Linker` and writes, in the input's format (a
+rapidSTORM table's as ThunderSTORM CSV),
 
 * ``DIR/<stem>_link<suffix>``: one row per molecule (Picasso's own name for a linked file): its first frame,
   photon-weighted position, summed photons, mean bg, combined precision (``lpx``/``lpy``, ``sigma_x [nm]``,
@@ -29,7 +30,13 @@ import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.footprint.heap import release_free_heap
-from decode_mem.io.localizations import file_format, iter_localizations, localization_meta
+from decode_mem.io.localizations import (
+    IN_PIXELS,
+    iter_localizations,
+    localization_meta,
+    working_unit,
+    written_as,
+)
 from decode_mem.io.prefetch import prefetch
 from decode_mem.io.table import OPTIONAL, EmitterTable
 from decode_mem.io.write_behind import WriteBehind
@@ -38,7 +45,6 @@ from decode_mem.link.correlation import ErrorCorrelation, for_file
 from decode_mem.link.crowding import ChanceNeighbours, Crowding
 from decode_mem.link.writers import open_writer_with_columns
 
-CSV_UNIT = 1.0  # a CSV is read and written in nm: 1 nm "pixels" make the round trip exact
 # 'auto' linking: a radius of AUTO_FACTOR x the median predicted σ (x and y) of the first rows, and beyond it pairs
 # within AUTO_SIGMA_GATE combined σ of their own, up to AUTO_REACH radii (core.py's sigma gate). The median, not the
 # RMS: a few gross σ (crowded spots) inflate the RMS (filaments: RMS 22 nm, median 14 nm). On the benchmark movies
@@ -73,9 +79,11 @@ class LinkResult:
 
 
 def linked_paths(path: str | os.PathLike, out_dir: str | os.PathLike) -> tuple[Path, Path]:
-    """``DIR/<stem>_link<suffix>`` and ``DIR/<stem>_group<suffix>``."""
+    """``DIR/<stem>_link<suffix>`` and ``DIR/<stem>_group<suffix>`` (the suffix of the format they are written in:
+    ``io.localizations.written_as``)."""
     path = Path(path)
-    return Path(out_dir) / f"{path.stem}_link{path.suffix}", Path(out_dir) / f"{path.stem}_group{path.suffix}"
+    suffix = written_as(path)[1] if path.is_file() else path.suffix
+    return Path(out_dir) / f"{path.stem}_link{suffix}", Path(out_dir) / f"{path.stem}_group{suffix}"
 
 
 def check_radius(radius: float | str) -> float | str:
@@ -89,17 +97,6 @@ def check_radius(radius: float | str) -> float | str:
     if not np.isfinite(value) or value <= 0:
         raise ConfigError(f"radius must be > 0 nm, got {radius!r}")
     return value
-
-
-def file_unit(path: Path, pixel_size: float | None) -> float:
-    """The unit of the in-memory table for ``path``: its pixel (Picasso, parquet) or 1 nm (CSV)."""
-    if file_format(path) == "csv":
-        return CSV_UNIT
-    unit = localization_meta(path).pixel_size
-    unit = unit if unit is not None else pixel_size
-    if unit is None:
-        raise ConfigError(f"{path}: the file records no pixel size; give --pixel_size (nm)")
-    return float(unit)
 
 
 def first_chunk(path: Path, unit: float) -> EmitterTable:
@@ -154,7 +151,7 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
     path, out_dir = Path(path), Path(out_dir)
     radius = check_radius(radius)
     correlation = for_file(path) if correlation is None else correlation
-    unit = file_unit(path, pixel_size)
+    unit = working_unit(path, pixel_size)  # 1 nm for a file in nm: its nm go back out as they came
     chunk = first_chunk(path, unit)
     radius_nm, source = ((auto_radius(chunk, unit, path), f"auto: {AUTO_FACTOR:g} x the median precision")
                          if radius == "auto" else (float(radius), "given"))
@@ -168,13 +165,16 @@ def link_file(path: str | os.PathLike, out_dir: str | os.PathLike, *, radius: fl
     if path.resolve() in (mol_path.resolve(), group_path.resolve()):
         raise ConfigError(f"{path}: the linked file would overwrite the input; choose another --out")
     meta = localization_meta(path)
-    if file_format(path) == "picasso" and (meta.width is None or meta.height is None):
+    fmt = written_as(path)[0]
+    if fmt == "picasso" and (meta.width is None or meta.height is None):
         raise StackError(f"{path}: the Picasso metadata lacks the frame width/height")
     extras = tuple(c for c in OPTIONAL if c in chunk)
-    options: dict[str, Any] = {"pixel_size": unit, "three_d": bool(np.any(chunk["z"] != 0))}
-    if file_format(path) != "csv":
+    camera = unit if fmt in IN_PIXELS else meta.pixel_size  # a file in pixels is read in its own
+    options: dict[str, Any] = {"pixel_size": camera, "unit": unit, "fmt": fmt,
+                               "three_d": bool(np.any(chunk["z"] != 0))}
+    if fmt != "csv":
         options.update(width=meta.width, height=meta.height, frames=meta.frames)
-    if file_format(path) == "picasso":
+    if fmt == "picasso":
         options["info"] = {"Generated by": "decode_mem.link", "Link radius (nm)": radius_nm,
                            "Sigma gate (combined sigma)": gate, "Link reach (nm)": reach_nm,
                            "Max dark frames": max_dark, "Error correlation": correlation.to_dict()}

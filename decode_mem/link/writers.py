@@ -1,7 +1,8 @@
 """The format writers of ``decode_mem.io`` with whole-number columns of their own added after theirs (a
 molecule's ``len``, ``n``, ``group``; a localization's ``group``), so that a linked file is what its clients
 expect: Picasso's ``_link.hdf5`` columns (``len``, ``n``, ``photon_rate``, with ``lpx``/``lpy`` the combined
-precision), the same names as extra columns of a ThunderSTORM CSV or a parquet file."""
+precision), the same names as extra columns of a ThunderSTORM CSV, a parquet or ShareLoc file and fields of a SMAP
+file; in a DECODE file the ``group`` is the emitter's ``id`` and every column is in ``per_localization``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from decode_mem.io.csv_text import csv_lines
-from decode_mem.io.localizations import file_format
+from decode_mem.io.localizations import open_writer
 from decode_mem.io.parquet import ParquetWriter
 from decode_mem.io.picasso import PicassoWriter
 from decode_mem.io.table import EmitterTable
@@ -69,14 +70,21 @@ class _PicassoWithColumns(PicassoWriter):
         super().write(table)
 
 
-def open_writer_with_columns(path: str | os.PathLike, more: tuple[str, ...], **options: Any) -> Any:
-    """``open_writer(path, **options)`` whose ``write(table, more)`` also writes the columns ``more`` (names from
-    ``PICASSO_TYPES``) from the mapping ``more``."""
-    fmt = file_format(path)
+def open_writer_with_columns(path: str | os.PathLike, more: tuple[str, ...], *, fmt: str, **options: Any) -> Any:
+    """``open_writer(path, fmt=fmt, **options)`` whose ``write(table, more)`` also writes the columns ``more`` (names
+    from ``PICASSO_TYPES``) from the mapping ``more``. ``options``: ``pixel_size`` (the camera's, None where not
+    known), ``unit`` (the tables' pixel, default ``pixel_size``), ``extras`` and the format's own."""
+    if fmt in ("smap", "smlm", "decode"):
+        return open_writer(path, fmt=fmt, more=more, **options)
+    unit = options.pop("unit", None) or options["pixel_size"]
     pixel_size = options.pop("pixel_size")
     extras = tuple(options.pop("extras", ()))
     if fmt == "csv":
-        return _CsvWithColumns(path, pixel_size, extras, options.get("three_d", True), more=more)
+        return _CsvWithColumns(path, unit, extras, options.get("three_d", True), more=more)
     if fmt == "parquet":
-        return _ParquetWithColumns(path, pixel_size, extras, more=more, **options)
+        writer = _ParquetWithColumns(path, unit, extras, more=more, **options)
+        writer.meta["pixel_size"] = pixel_size  # the camera's, as open_writer records it
+        return writer
+    if unit != pixel_size:
+        raise ValueError("open_writer_with_columns: a Picasso file is written from tables in its own pixels")
     return _PicassoWithColumns(path, pixel_size=pixel_size, extras=extras, more=more, **options)

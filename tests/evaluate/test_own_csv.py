@@ -1,6 +1,6 @@
 """evaluate on decode_mem's own CSV: the camera pixel and the frame come from the summary of the infer run that
 wrote it (``<stem>.json`` beside it), a given --pixel_size wins, --json is where the numbers go, and where nothing
-records the pixel the one error line says what to give."""
+records the pixel it is assessed all the same, in nm, with Picasso's NeNA (pairs within one camera pixel) n/a."""
 
 from __future__ import annotations
 
@@ -60,10 +60,16 @@ def test_no_truth_takes_the_pixel_and_the_frame_from_the_runs_summary(own_csv: P
     assert sorted(p.name for p in out.iterdir()) == ["movie_quality.png"]
 
 
-def test_without_a_summary_the_error_names_what_to_give(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    csv = tmp_path / "movie.csv"
-    write_localizations(draws(), csv, pixel_size=PX)
-    assert main([str(csv), "--no_truth", "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "movie.csv" in err[0] and "--pixel_size" in err[0] and "movie.json" in err[0]
-    assert not (tmp_path / "out").exists()
+def test_without_a_summary_it_is_assessed_in_nm_and_picassos_nena_is_na(own_csv: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare" / "movie.csv"  # the same table without the run's summary (another tool's CSV)
+    bare.parent.mkdir()
+    bare.write_bytes(own_csv.read_bytes())
+    q = tmp_path / "q.json"
+    assert main([str(bare), "--no_truth", "--correlation", "none", "--radius", "60", "--out", str(tmp_path / "out"),
+                 "--json", str(q)]) == 0
+    got = json.loads(q.read_text())
+    with_summary = assess_file(own_csv, correlation=INDEPENDENT, radius=60.0).as_dict()
+    assert got["nena_picasso_nm"] is None and got["nena_picasso_pairs"] == 0 and with_summary["nena_picasso_nm"]
+    # what needs no camera pixel is the same: the linking, the NeNA of linked localizations, the σ check
+    for key in ("localizations", "molecules", "nena_nm", "sigma_check", "sigma_scale"):
+        assert got[key] == pytest.approx(with_summary[key], rel=1e-3), key

@@ -89,8 +89,8 @@ def test_user_errors(tmp_path) -> None:
     with pytest.raises(StackError, match=r"missing\.parquet"):
         read_localizations(tmp_path / "missing.parquet")
     write_localizations(table(), tmp_path / "l.csv", pixel_size=PX)
-    with pytest.raises(ConfigError, match="pixel size"):
-        read_localizations(tmp_path / "l.csv")
+    in_nm = read_localizations(tmp_path / "l.csv")  # no camera pixel recorded: read in 1 nm pixels, not an error
+    np.testing.assert_allclose(in_nm["x"], (table()["x"] + 0.5) * PX - 0.5, atol=1e-3)
     (tmp_path / "x.csv").write_text("a,b\n1,2\n")
     with pytest.raises(StackError, match=r"x\.csv"):
         read_localizations(tmp_path / "x.csv", pixel_size=PX)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from io_tables import random_table
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import StackError
 from decode_mem.io.localizations import read_localizations
 from decode_mem.io.parquet import ParquetWriter, parquet_meta, read_parquet, write_parquet
 from decode_mem.io.table import EmitterTable
@@ -109,8 +109,8 @@ def test_errors(tmp_path) -> None:
     with pytest.raises(StackError, match=r"bad\.parquet"):
         read_parquet(tmp_path / "bad.parquet")
     pq.write_table(pq.read_table(_foreign(tmp_path)), tmp_path / "foreign.parquet")
-    with pytest.raises(ConfigError, match="pixel"):
-        read_parquet(tmp_path / "foreign.parquet")  # no recorded pixel size, none given
+    in_nm = read_parquet(tmp_path / "foreign.parquet")  # no recorded pixel size, none given: read in 1 nm pixels
+    np.testing.assert_array_equal(in_nm["x"], [49.5, 149.5, 249.5])
     assert len(read_parquet(tmp_path / "foreign.parquet", pixel_size=PX)) == 3
 
 
