@@ -608,9 +608,10 @@ def measure_case(name: str, settings: dict[str, Any], work: Path, seed: int, pic
         if d["nena_nm"] is not None:  # the width of the errors' core, as linked NeNA measures it
             rec["frc"]["truth blurred with the corrected NeNA"] = frc_of_truth(
                 gt, events, d["nena_nm"], files["shape"], px, render_pixel, seed)
-    from decode_mem.link.files import auto_radius, file_unit, first_chunk
+    from decode_mem.io.localizations import working_unit
+    from decode_mem.link.files import auto_radius, first_chunk
 
-    unit = file_unit(files["parquet"], None)
+    unit = working_unit(files["parquet"])
     rec["link radius nm"] = auto_radius(first_chunk(files["parquet"], unit), unit, files["parquet"])
     radius_px = rec["link radius nm"] / px
     t0 = time.perf_counter()
