@@ -69,7 +69,7 @@ def test_a_fresh_process_loads_the_executors_graphs_and_computes_the_same(tiny, 
     first block's output of this random network differed by up to 2e-3 (relative), in the process that built
     the graphs as well as in ones that loaded them; the one time the graphs' inputs were recorded, one frame's
     level (``TiledExecutor.frame_levels``) was 9e-5 off, a value no pixel's transform gives, while the graphs
-    computed the same from the same inputs. Cause not found (docs/resume.md).
+    computed the same from the same inputs. Cause not found (docs/developers.md, "Stopping and resuming: inside").
     """
     torch.save(tiny.state_dict(), tmp_path / "weights.pt")
     script = textwrap.dedent(f"""
