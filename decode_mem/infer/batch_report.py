@@ -61,7 +61,8 @@ def assess_stack(paths: Sequence[Path], out: Path, pixel_size: float, link: bool
             info["link"] = {"molecules": res.molecules, "radius_nm": round(res.radius_nm, 3),
                             "sigma_gate": res.sigma_gate, "reach_nm": round(res.reach_nm, 3),
                             "radius": res.radius_source}
-    first = sorted(locs, key=lambda p: [".parquet", ".pq", ".hdf5", ".h5", ".csv"].index(p.suffix.lower()))[0]
+    fastest = [".parquet", ".pq", ".hdf5", ".h5", ".smlm", ".mat", ".csv", ".txt"]  # readers, fastest first
+    first = sorted(locs, key=lambda p: fastest.index(p.suffix.lower()) if p.suffix.lower() in fastest else 99)[0]
     result = assess_file(first, pixel_size=pixel_size, correlation=correlation)
     info["quality"] = result.as_dict()
     return written, info, quality_png(quality_of(result, first.stem))
