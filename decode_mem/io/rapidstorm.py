@@ -70,6 +70,8 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    from decode_mem.io.parquet import _numpy
+
     path = Path(path)
     fields = header_fields(path)
     ids = [i for i, _ in fields]
@@ -98,8 +100,7 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
         empty = True
         for batch in reader:
             empty = False
-            yield _table({c: batch.column(names[ids.index(where[c])]).to_numpy(zero_copy_only=False) for c in where},
-                         scale, unit, path)
+            yield _table({c: _numpy(batch.column(names[ids.index(where[c])])) for c in where}, scale, unit, path)
     except (pa.ArrowInvalid, OSError) as e:
         raise StackError(f"{path}: cannot parse as a rapidSTORM table: {e}") from e
     if empty:

@@ -132,6 +132,8 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    from decode_mem.io.parquet import _numpy
+
     path = Path(path)
     header = read_header(path)
     if "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:
@@ -154,7 +156,7 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
                                                                      include_columns=list(types)))
         empty = True
         for batch in reader:
-            cols = {h: batch.column(name_of[h]).to_numpy(zero_copy_only=False) for h in used}
+            cols = {h: _numpy(batch.column(name_of[h])) for h in used}  # views: pyarrow's to_numpy imports pandas
             for h in precision:
                 finite = bool(np.isfinite(cols[h]).any())
                 if h not in taken and len(cols[h]):
