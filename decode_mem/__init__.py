@@ -9,8 +9,8 @@ reads this list). Each job is a package with its CLI in ``__main__`` (``python -
                     MemoryTracker and readings: an observer of every stage
     simulate        per-movie physics, blinking emitters, PSFs, backgrounds, camera noise, training windows
     model           DecodeNet, its loss, checkpoints with the training envelope, precision
-    calibrate, psf  the physics of a movie measured from its frames (and whether a model covers it);
-                    a spline PSF from bead z-stacks
+    calibrate, psf, register   the physics of a movie measured from its frames (and whether a model covers
+                    it); a spline PSF from bead z-stacks; two colour channels registered with beads, dyes by ratio
     tiling          exact tiled executor over blocks of frames (knows no files)
     postprocess     network output -> emitter table
     footprint       predicted memory of inference and training, 'auto' sizes within a budget

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 JOBS = ("infer", "calibrate", "fit", "drift", "link", "evaluate", "render", "psf", "simulate", "train", "export",
-        "plan", "pipeline")
+        "plan", "pipeline", "register")
 
 
 def cli_page() -> str:

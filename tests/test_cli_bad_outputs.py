@@ -22,6 +22,7 @@ WRITERS = {
     "evaluate": (["pred.csv", "gt.csv"], "--json", "file"),
     "render": (["locs.csv"], "--out", "file"),
     "pipeline": (["pipe.yaml"], "--out", "folder"),
+    "register": (["beads.tif", "--split", "left-right"], "--out", "file"),
 }
 
 

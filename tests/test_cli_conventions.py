@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit",
-        "drift", "psf")
+        "drift", "psf", "register")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -165,6 +165,7 @@ BAD_INPUTS = {
     "calibrate": ["missing.tif", "--out", "out/calib.yaml"], "fit": ["missing.tif", "--out", "out"],
     "drift": ["missing.csv", "--out", "out"], "psf": ["missing.tif", "--z_step", "20", "--out", "out/psf.h5"],
     "link": ["missing.csv", "--out", "out"],
+    "register": ["missing.tif", "--split", "left-right", "--out", "out/reg.json"],
 }
 
 

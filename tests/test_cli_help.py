@@ -11,7 +11,7 @@ import re
 import pytest
 
 JOBS = ("simulate", "train", "infer", "evaluate", "render", "pipeline", "export", "plan", "calibrate", "fit",
-        "drift", "psf", "link")
+        "drift", "psf", "link", "register")
 # A unit, or what a dimensionless number counts / is: every int or float flag's help names one of these.
 UNIT = re.compile(
     r"(\bpx\b|\bnm\b|µm|\bphotons?\b|\bADU\b|\be-|electrons|\bseconds?\b|\bminutes?\b|\bframes?\b|\bbytes\b|MiB|GiB"

@@ -179,13 +179,13 @@ class BeadSlide:
 
 def bead_positions(config: SimulationConfig, mapping: ChannelMapping, n: int, seed: int = 0,
                    spacing: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` bead positions (channel-1 px) drawn over the field, at least ``spacing`` px apart (default 6 PSF σ)
-    and with room for their spot in both channels' frames; a ConfigError when the field cannot hold them. A 3-D
-    PSF's spot is taken twice as wide (defocused planes of a z-stack)."""
+    """``n`` bead positions (channel-1 px) drawn over the field, at least ``spacing`` px apart (default 12 PSF σ:
+    each bead's fit window clear of the others' light) and with room for their spot in both channels' frames; a
+    ConfigError when the field cannot hold them. A 3-D PSF's spot is taken 1.5 times as wide (defocused planes)."""
     rng = np.random.default_rng([int(seed), 7501])
     h, w = config.frame_size
-    sigma = max(config.psf_sigma) * (2.0 if config.is_3d else 1.0)
-    spacing = 6 * sigma if spacing is None else float(spacing)
+    sigma = max(config.psf_sigma) * (1.5 if config.is_3d else 1.0)
+    spacing = 12 * sigma if spacing is None else float(spacing)
     edge = math.ceil(3 * sigma) + 1
     xs: list[float] = []
     ys: list[float] = []
