@@ -15,6 +15,7 @@ pytest.importorskip("pytestqt", reason="the napari extra is not installed (pip i
 
 from decode_mem.napari.localize import A_FILE, LocalizeWidget
 from decode_mem.napari.sample import sample_movie
+from decode_mem.render.image import render_shape
 
 RUN_S = 300_000  # ms: the longest a tiny run may take on a busy 2-core machine
 
@@ -55,7 +56,8 @@ def test_the_widget_localizes_a_movie_layer_into_the_clis_files_and_shows_them(v
     np.testing.assert_array_equal(points.features["frame"], rows["frame"] - 1)
     np.testing.assert_allclose(points.features["photons"], rows["intensity [photon]"], rtol=1e-6)
     image = viewer.layers[f"{movie.stem} render"]
-    assert tuple(image.scale) == (10.0, 10.0) and image.data.shape == (320, 320)  # 32 px of 100 nm
+    rp = image.metadata["decode_mem"]["render_pixel"]  # chosen from the localizations' precision
+    assert tuple(image.scale) == (rp, rp) and image.data.shape == render_shape((32, 32), 100.0, rp)  # 32 px of 100 nm
     # the CLI with the same settings writes the same localizations and the same kind of summary
     assert main([str(movie), "--out", str(tmp_path / "cli"), "--device", "cpu", "--quiet"]) == 0
     cli = csv_rows(tmp_path / "cli" / f"{movie.stem}.csv")

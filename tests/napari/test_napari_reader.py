@@ -13,6 +13,7 @@ pytest.importorskip("pytestqt", reason="the napari extra is not installed (pip i
 
 from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
+from decode_mem.render.image import render_shape
 
 
 def test_napari_opens_a_localization_file_with_decode_mems_reader(viewer, tmp_path: Path) -> None:
@@ -25,8 +26,9 @@ def test_napari_opens_a_localization_file_with_decode_mems_reader(viewer, tmp_pa
     layers = viewer.open(str(locs), plugin="decode_mem")
     assert [layer.name for layer in layers] == ["run render", "run localizations"]
     image, points = layers
-    assert tuple(image.scale) == (10.0, 10.0) and [str(u) for u in image.units] == ["nanometer"] * 2
-    assert image.data.shape == (240, 400)
+    rp = image.metadata["decode_mem"]["render_pixel"]  # chosen from the localizations' precision
+    assert tuple(image.scale) == (rp, rp) and [str(u) for u in image.units] == ["nanometer"] * 2
+    assert image.data.shape == render_shape((24, 40), 100.0, rp)
     np.testing.assert_allclose(points.data, (np.column_stack([t["y"], t["x"]]) + 0.5) * 100.0, rtol=1e-6)
     np.testing.assert_array_equal(points.features["frame"], t["frame"])
     assert viewer.layers[-1] is points
