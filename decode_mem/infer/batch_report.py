@@ -93,16 +93,19 @@ class ReportImage:
 def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures: Sequence[Any],
                        memory: Mapping[str, np.ndarray] | None, summary_rows: Sequence[tuple[str, str]],
                        command: str | None, pixel_size: float, superres: ReportImage | None = None,
-                       quality_figures: Mapping[str, bytes] | None = None) -> Path:
+                       quality_figures: Mapping[str, bytes] | None = None,
+                       figures: Sequence[tuple[str, bytes]] = ()) -> Path:
     """``out/report.html`` of a batch: every stack's row, warnings, memory, command and versions, and for the
     first stack done with localizations its super-resolution image (``superres``, filled while it was written)
     beside its widefield image and, with ``--drift``, its drift; every stack's precision and resolution (its
-    summary's ``quality`` and its figure in ``quality_figures``, by stem)."""
+    summary's ``quality`` and its figure in ``quality_figures``, by stem); ``figures``: (title, PNG) sections of their
+    own (a two-colour run's ratio histograms)."""
     from decode_mem.io.drift import read_drift_csv
     from decode_mem.report import DriftCurve, ReportData, StackRow, write_report
 
     rows = [StackRow.from_summary(s) for s in summaries] + [StackRow.failed(f.stack, f.reason) for f in failures]
-    warnings = [f"{Path(s.stack).name}: {w}" for s in summaries for w in s.extra.get("domain_warnings", ())]
+    warnings = [f"{Path(s.stack).name}: {w}" for s in summaries
+                for w in (*filter(None, [s.extra.get("camera_warning")]), *s.extra.get("domain_warnings", ()))]
     warnings += [f"{Path(f.stack).name}: failed: {f.reason}" for f in failures]
     # the stack of the image: the first done now, else (every stack done before, ``--resume``) the first done before
     done = [s for s in summaries if not s.skipped and s.localizations > 0] or \
@@ -119,7 +122,7 @@ def write_batch_report(out: Path, title: str, summaries: Sequence[Any], failures
     path = out / "report.html"
     files = [(Path(s.stack).name, out / name) for s in summaries for name in s.as_dict()["outputs"]]
     data = ReportData(title=title, summary=summary_rows, images=images, drift=drift, quality=quality, memory=memory,
-                      stacks=rows, warnings=warnings, files=files, command=command)
+                      stacks=rows, warnings=warnings, files=files, command=command, figures=tuple(figures))
     return write_report(path, data)
 
 

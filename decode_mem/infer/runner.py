@@ -55,6 +55,10 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     problems of single stacks are in ``failures``.
     """
     obs = observer or InferObserver()
+    if cfg.two_colour is not None:  # two colour channels in every movie: their own run (infer.two_colour)
+        from decode_mem.infer.two_colour import run_two_colour
+
+        return run_two_colour(cfg, obs, command)
     t_start = time.perf_counter()
     check_output_folder(cfg.out)
     choice = cfg.model_choice
@@ -121,7 +125,8 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
         if cfg.distributed and settings.sizes.automatic:
             settings = _sizes_for_workers(settings, model, shape, dtype.itemsize)
         jobs.append(StackJob(len(jobs), path, stem, shape, str(dtype), settings, domain, start=start, key=key,
-                             camera_sources=sources, file_metadata=file_metadata.as_json() if file_metadata else {}))
+                             camera_sources=sources, file_metadata=file_metadata.as_json() if file_metadata else {},
+                             camera_warning=gaps))
     if failures and not jobs and not summaries:  # nothing to do: a bad input, not a batch with failures
         raise StackError(failures[0].line() if len(failures) == 1 else
                          f"none of the {len(failures)} inputs can be read: " + "; ".join(f.line() for f in failures))
@@ -303,6 +308,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                            extra=dict(extras, camera=job.settings.camera.to_dict(),
                                       camera_sources=dict(job.camera_sources),
                                       **({"file_metadata": job.file_metadata} if job.file_metadata else {}),
+                                      **({"camera_warning": job.camera_warning} if job.camera_warning else {}),
                                       cpu_s=round(cpu, 3), shape=list(job.shape),
                                       domain_warnings=list(job.domain.warnings), domain=job.domain.numbers,
                                       **({"sizes": sizes} if sizes else {}),
@@ -485,8 +491,8 @@ def _reason(e: BaseException) -> str:
 
 def _say_choices(cfg: InferConfig, model: Any, obs: InferObserver) -> None:
     """What the run takes that the user did not name, said once, after the checks: the shipped model for this device
-    (no model given), and that 'openvino-int8' quantizes the network before its first block (the first run on this
-    machine and model; later runs read what it made)."""
+    (no model given), that 'openvino-int8' quantizes the network before its first block, and that 'auto' quantizes
+    and checks int8 against fp32 there (the first run on this machine and model; later runs read what it made)."""
     choice = cfg.model_choice
     if not choice.given:
         obs.message(f"no --model given: using the shipped default model for this device, {choice.path} ({choice.why})")
@@ -497,3 +503,14 @@ def _say_choices(cfg: InferConfig, model: Any, obs: InferObserver) -> None:
         if not int8_kept(model.net, converted_dir(), model.simulation):
             obs.message(f"engine openvino-int8: quantizing the network to int8 for this machine and model before the "
                         f"first block (once: later runs read it from {converted_dir()} and start sooner)")
+    if cfg.engine == "auto" and model.simulation and resolve_device(cfg.device or "auto").type == "cpu":
+        from decode_mem.footprint.engines import converted_dir
+        from decode_mem.infer.int8_check import int8_checked
+        from decode_mem.model.engine import QUANTIZED, installed, int8_kept
+
+        if installed(QUANTIZED[0]) and not int8_checked(model.net, model.simulation, cfg.amp):
+            what = "checking int8" if int8_kept(model.net, converted_dir(), model.simulation) else \
+                "quantizing the network to int8 and checking it"
+            obs.message(f"engine auto: {what} against fp32 on windows simulated from the model's training physics "
+                        f"before the first block (once for this machine and model: later runs read the verdict from "
+                        f"{converted_dir()})")

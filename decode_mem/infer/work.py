@@ -136,3 +136,4 @@ class StackJob:
     key: dict[str, Any] = field(default_factory=dict)  # what its results depend on (``runner.resume_key``)
     camera_sources: dict[str, str] = field(default_factory=dict)  # where each camera field came from
     file_metadata: dict[str, Any] = field(default_factory=dict)  # what the file states (``MovieMetadata.as_json``)
+    camera_warning: str | None = None  # the file names its camera but not its conversion (``io.metadata.camera_gaps``)

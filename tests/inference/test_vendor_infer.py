@@ -97,3 +97,4 @@ def test_a_file_naming_its_camera_without_its_conversion_says_what_came_from_the
     assert summary["camera_sources"]["kind"].startswith("camera table: Andor iXon 888")
     html = (tmp_path / "out" / "report.html").read_text()
     assert "camera of andor" in html and "EM gain 2 [file metadata (sif)]" in html
+    assert "names its camera (DU888_BV)" in html and summary["camera_warning"] == gap[0].split(": ", 1)[1]
