@@ -366,7 +366,7 @@ def camera_gaps(metadata: MovieMetadata | None, sources: Mapping[str, str]) -> s
     if not gaps:
         return None
     default = sources[gaps[0]].split("; ")[0]
-    table = " nor the camera table (why: camera_sources in the run's .json)" if any("; " in sources.get(k, "") for k in gaps) \
-        else ""
+    why = any("; " in sources.get(k, "") for k in gaps)
+    table = " nor the camera table (why: camera_sources in the run's .json)" if why else ""
     return (f"the file names its camera ({model}) but neither it{table} gives {', '.join(gaps)}: taken from "
             f"{default}; give them as flags or in a camera YAML where known")
