@@ -1,7 +1,9 @@
 """Export a trained run as a shippable model: weights + metadata (no optimizer state) and a model card.
 
 ``python -m decode_mem.export runs/default_2d --out data/models/default_2d`` writes
-``default_2d.pt`` and ``default_2d.md`` (config, steps, time, hardware, validation at several densities).
+``default_2d.pt`` and ``default_2d.md``: the card opens with what a microscopist looks for, the data the model
+covers (its envelope) and how well it does (validation at several densities), then how it was made (steps, time,
+hardware, config).
 """
 
 from __future__ import annotations
@@ -89,8 +91,42 @@ def _train_time(run_dir: Path) -> tuple[float, int]:
     return total, steps
 
 
+# the envelope's keys (``simulate.derived.envelope``) as a microscopist reads them: label, unit
+ENVELOPE_ROWS = {
+    "psf": ("PSF model", ""),
+    "psf_file": ("PSF file", ""),
+    "z_range_nm": ("z range", "nm"),
+    "psf_sigma_px": ("PSF width (σ)", "px"),
+    "pixel_size_nm": ("camera pixel", "nm"),
+    "photons": ("photons per emitter per frame", ""),
+    "background_photons": ("background", "photons/px per frame"),
+    "background_kinds": ("background shapes", ""),
+    "camera_kinds": ("cameras", ""),
+    "density_per_um2": ("density", "emitters/µm² per frame"),
+    "on_time_frames": ("on-time", "frames"),
+}
+
+
+def envelope_table(envelope: dict | None) -> list[str]:
+    """The envelope as a two-column markdown table, ranges as ``lo–hi unit`` (keys without a label as they are)."""
+    if not envelope:
+        return ["Not recorded (a format-1 checkpoint)."]
+    rows = ["| | trained on |", "|---|---|"]
+    for key, value in envelope.items():
+        label, unit = ENVELOPE_ROWS.get(key, (key, ""))
+        if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+            text = f"{value[0]:g}" if value[0] == value[1] else f"{value[0]:g}–{value[1]:g}"
+        elif isinstance(value, list | tuple):
+            text = ", ".join(str(v) for v in value)
+        else:
+            text = str(value)
+        rows.append(f"| {label} | {text}{' ' + unit if unit else ''} |")
+    return rows
+
+
 def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: int, trained_on: str, rows: list,
           own: dict, envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None) -> str:
+    """The card a microscopist reads top down: what data the model covers, how well it does, then how it was made."""
     table = ["| density (/µm²) | Jaccard | recall | precision | RMSE lateral (nm) |", "|---|---|---|---|---|"]
     for density, m in rows:
         table.append(f"| {density:g} | {m['jaccard']:.3f} | {m['recall']:.3f} | {m['precision']:.3f} | "
@@ -99,6 +135,29 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: in
                 if not torch.cuda.is_available() else torch.cuda.get_device_name(0))
     return "\n".join([
         f"# Model card: {name}",
+        "",
+        "## Envelope: the data it covers",
+        "",
+        "The physics it was trained on; `infer` warns where a movie falls outside it (`load_model(...).envelope` in "
+        "Python).",
+        "",
+        *envelope_table(envelope),
+        "",
+        f"## How well it does ({n_eval} simulated windows of {frame_size[0]}×{frame_size[1]} px per row; seed "
+        f"{EVAL_SEED}, not the training seed)",
+        "",
+        "Post-processing defaults (`PostprocessConfig()`); matching within 250 nm (SMLM challenge 2016).",
+        "",
+        "Reference physics (EMCCD, PSF σ 1 px, 100 nm pixels, 5000 ± 1500 photons, background 100 photons/px — "
+        "what the earlier narrow model was trained on) at three densities:",
+        "",
+        *table,
+        "",
+        f"Its own training simulation (every range of the envelope, drawn per window): Jaccard {own['jaccard']:.3f}, "
+        f"recall {own['recall']:.3f}, precision {own['precision']:.3f}, lateral RMSE {own['rmse_lat']:.1f} nm "
+        "(pixels converted at the camera's nominal pixel size).",
+        "",
+        "## How it was made",
         "",
         f"Trained with `python -m decode_mem.train` (source run: `{src}`), exported with "
         f"`python -m decode_mem.export`.",
@@ -113,26 +172,6 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: in
         + (f" (the run's log covers {logged} of the {step} steps: the rest ran on other machines or their rows "
            "were lost)" if logged < step - 2 * int(cfg.get("log_every") or 50) else ""),
         f"- exported on: {hardware}; python {platform.python_version()}, torch {torch.__version__}",
-        "",
-        "## Envelope: the physics it was trained on (`load_model(...).envelope`; `infer` warns outside it)",
-        "",
-        "```yaml",
-        yaml.safe_dump(envelope or {"envelope": "not recorded (a format-1 checkpoint)"}, sort_keys=False).rstrip(),
-        "```",
-        "",
-        f"## Validation ({n_eval} simulated windows of {frame_size[0]}×{frame_size[1]} px per row; seed {EVAL_SEED}, "
-        "not the training seed)",
-        "",
-        "Post-processing defaults (`PostprocessConfig()`); matching within 250 nm (SMLM challenge 2016).",
-        "",
-        "Reference physics (EMCCD, PSF σ 1 px, 100 nm pixels, 5000 ± 1500 photons, background 100 photons/px — "
-        "what the earlier narrow model was trained on) at three densities:",
-        "",
-        *table,
-        "",
-        f"Its own training simulation (every range of the envelope, drawn per window): Jaccard {own['jaccard']:.3f}, "
-        f"recall {own['recall']:.3f}, precision {own['precision']:.3f}, lateral RMSE {own['rmse_lat']:.1f} nm "
-        "(pixels converted at the camera's nominal pixel size).",
         "",
         "## Training config",
         "",

@@ -142,6 +142,18 @@ def test_yaml_config_is_strict(tmp_path: Path) -> None:
     assert cfg.steps == 3 and cfg.model.depth == 1 and cfg.simulation.frame_size == (8, 8)
 
 
+def assert_card_opens_with_its_envelope(card: str, envelope: dict) -> None:
+    """A microscopist reads a card top down: the data the model covers first, then how well it does, then how it
+    was made (steps, time, hardware, config)."""
+    order = [card.index(h) for h in ("## Envelope", "## How well it does", "## How it was made", "## Training config")]
+    assert order == sorted(order), order
+    assert card.index("## Envelope") < card.index("optimizer steps") and card.index("## Envelope") < card.index(
+        "Trained with")
+    for key, label, unit in (("pixel_size_nm", "camera pixel", "nm"), ("psf_sigma_px", "PSF width (σ)", "px")):
+        lo, hi = envelope[key]
+        assert f"| {label} | {lo:g}{'' if lo == hi else f'–{hi:g}'} {unit} |" in card, (key, card[:1200])
+
+
 def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainConfig, tmp_path: Path) -> None:
     from decode_mem.export.card import export_model
 
@@ -155,6 +167,7 @@ def test_export_writes_an_inference_checkpoint_and_a_model_card(tiny_cfg: TrainC
     card = card_path.read_text()
     assert "| 0.2 |" in card and "| 2 |" in card and "optimizer steps: 2" in card
     assert "started from" not in card
+    assert_card_opens_with_its_envelope(card, model.envelope)
     # a fine-tuning run's card names the model it started from and that model's steps
     tuned = Path(tiny_cfg.out).with_name("tuned")
     fit(replace(tiny_cfg, out=str(tuned), steps=3, init_from=str(model_path)))
