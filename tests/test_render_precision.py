@@ -241,3 +241,33 @@ def test_the_pipelines_render_step_draws_by_precision_by_default() -> None:
     for bad in ({"zoom": "wide"}, {"pixel": 0}, {"sigma": -1.0}):
         with pytest.raises(ConfigError, match="render"):
             RenderStep(**bad)
+
+
+def test_a_given_pixel_size_keeps_the_recorded_field_in_nm(tmp_path):
+    """infer's CSV records its 100 nm camera pixel and 32 x 48 px frame; a user who renders it with another pixel size
+    gets the same field in nm (not 32 x 48 of their pixels), and a PNG whose legend grows with the image."""
+    import json
+
+    from decode_mem.io.localizations import write_localizations
+    from decode_mem.io.table import EmitterTable
+    from decode_mem.render.image import file_render_settings
+
+    t = EmitterTable({"frame": np.zeros(3, np.int64), "x": np.array([1.0, 20.0, 47.0]), "z": np.zeros(3),
+                      "y": np.array([1.0, 10.0, 31.0]), "photons": np.ones(3), "bg": np.ones(3),
+                      "prob": np.ones(3)})
+    csv = tmp_path / "movie.csv"
+    write_localizations(t, csv, pixel_size=100.0)
+    (tmp_path / "movie.json").write_text(json.dumps({"camera": {"pixel_size": 100.0}, "shape": [1, 32, 48]}))
+    assert file_render_settings(csv).shape == (32, 48)
+    assert file_render_settings(csv, pixel_size=50.0).shape == (64, 96)  # the same 3.2 x 4.8 µm
+
+
+def test_the_legend_of_a_large_png_grows_with_it():
+    from decode_mem.render.image import _legend_rgba, legend_scale
+
+    assert legend_scale((800, 900)) == 1.0 and legend_scale((4000, 4100)) == 4.0
+    small, large = (_legend_rgba(50, "2 µm", 3.0, "magma", "locs", scale=k) for k in (1.0, 4.0))
+    assert large.shape[0] == 4 * small.shape[0]
+    # the scale bar keeps its length in image pixels: 50 px of white at both sizes
+    rows = [np.flatnonzero((tile[..., :3] > 250).all(axis=-1).any(axis=0)) for tile in (small, large)]
+    assert all(len(r) for r in rows)

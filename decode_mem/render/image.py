@@ -261,19 +261,26 @@ def _count_into(image: np.ndarray, table: EmitterTable, shape_px, pixel_size, re
 
 # --------------------------------------------------------------------------------------------- output
 
-def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0) -> np.ndarray:
-    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``."""
+LEGEND_SIDE = 1000  # px: PNGs larger than this (shorter side) get a legend enlarged in proportion
+
+def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0,
+                 scale: float = 1.0) -> np.ndarray:
+    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``;
+    ``scale`` enlarges everything but the bar's length (an image of thousands of pixels, seen scaled down, needs
+    labels of more than 10 pt to be read)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    w, h, dpi = max(230, bar_px + 110), 84, 100  # labels of 10 pt in white: readable on any image
-    fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
+    bar = bar_px / scale  # in the tile's own units (pixels at scale 1)
+    w, h, dpi = max(230, bar + 110), 84, 100 * scale  # labels of 10 pt in white: readable on any image
+    fig = Figure(figsize=(w / 100, h / 100), dpi=dpi)
     fig.patch.set_alpha(0.0)
     canvas = FigureCanvasAgg(fig)
-    fig.add_artist(Rectangle((0, 0), w, h, transform=None, color="black", alpha=0.75, linewidth=0, zorder=-1))
-    fig.add_artist(Rectangle((8, h - 20), bar_px, 6, transform=None, color="white", linewidth=0))
-    fig.text((bar_px + 14) / w, (h - 17) / h, bar_label, color="white", fontsize=10, va="center")
+    frac = fig.transFigure
+    fig.add_artist(Rectangle((0, 0), 1, 1, transform=frac, color="black", alpha=0.75, linewidth=0, zorder=-1))
+    fig.add_artist(Rectangle((8 / w, (h - 20) / h), bar / w, 6 / h, transform=frac, color="white", linewidth=0))
+    fig.text((bar + 14) / w, (h - 17) / h, bar_label, color="white", fontsize=10, va="center")
     ax = fig.add_axes((20 / w, 30 / h, 108 / w, 12 / h))  # room for the first tick label at its left
     ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(vmin, vmax, 0, 1))
     ax.set_yticks([])
@@ -284,6 +291,12 @@ def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str,
     fig.text(136 / w, 36 / h, unit, color="white", fontsize=10, va="center")
     canvas.draw()
     return np.asarray(canvas.buffer_rgba()).copy()
+
+
+def legend_scale(shape: tuple[int, ...]) -> float:
+    """How much a PNG's legend is enlarged: 1 up to ``LEGEND_SIDE`` px on the shorter side, in proportion above
+    (a 4000-px image shown in a 1000-px window keeps legible labels)."""
+    return max(1.0, min(shape[:2]) / LEGEND_SIDE)
 
 
 def _paste(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
@@ -330,9 +343,10 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
                 rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
             if legend:
                 shown = render_pixel / f  # nm per PNG pixel
-                bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * shown))
+                k = legend_scale(rgba.shape)
+                bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * k * shown))
                 _paste(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), vmax, cmap,
-                                          f"locs per\n{render_pixel:g} nm px"))
+                                          f"locs per\n{render_pixel:g} nm px", scale=k), margin=round(6 * k))
             imsave(tmp, rgba, format="png", origin="upper")
         else:
             import tifffile
@@ -414,8 +428,9 @@ def file_render_settings(locs: str | os.PathLike, *, pixel_size: float | None = 
         pixel_size = 1.0  # CSV in nm: 1 "pixel" = 1 nm, so the frame is the localizations' extent in nm
     if shape:
         shape = (int(shape[0]), int(shape[1]))
-    elif meta.height and meta.width:
-        shape = (meta.height, meta.width)
+    elif meta.height and meta.width:  # the recorded field, in pixels of the size used (a given one may differ)
+        scale = meta.pixel_size / pixel_size if meta.pixel_size else 1.0
+        shape = (math.ceil(meta.height * scale - 1e-9), math.ceil(meta.width * scale - 1e-9))
     else:
         shape = _extent_px(locs, pixel_size)
     if sigma is None and blur == "gaussian":
