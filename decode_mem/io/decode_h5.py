@@ -33,6 +33,7 @@ import h5py
 import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import OPTIONAL, EmitterTable
@@ -52,7 +53,7 @@ def is_decode_h5(path: str | os.PathLike) -> bool:
     try:
         with h5py.File(path, "r") as f:
             return isinstance(f.get("data/xyz"), h5py.Dataset) and isinstance(f.get("meta"), h5py.Group)
-    except (OSError, ValueError):
+    except LOW_LEVEL:
         return False
 
 
@@ -62,9 +63,15 @@ def _open(path: str | os.PathLike) -> h5py.File:
         raise StackError(f"{path}: no such localization file")
     try:
         f = h5py.File(path, "r")
-    except (OSError, ValueError) as e:
+    except LOW_LEVEL as e:
         raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
-    if not (isinstance(f.get("data/xyz"), h5py.Dataset) and isinstance(f.get("meta"), h5py.Group)):
+    try:
+        with reading(path, "a DECODE emitter set"):
+            laid_out = isinstance(f.get("data/xyz"), h5py.Dataset) and isinstance(f.get("meta"), h5py.Group)
+    except StackError:
+        f.close()
+        raise
+    if not laid_out:
         f.close()
         raise StackError(f"{path}: no data/xyz and meta (not a DECODE emitter set)")
     return f
@@ -74,7 +81,7 @@ def decode_meta(path: str | os.PathLike) -> dict[str, Any]:
     """``pixel_size`` (nm; None where the pixels are not square), ``width``, ``height`` (px), ``frames`` (decode_mem's
     records; DECODE records none), ``xy_unit`` and ``camera_xy`` (the pixel along decode_mem's x and y, nm, or
     None)."""
-    with _open(path) as f:
+    with _open(path) as f, reading(path, "a DECODE emitter set"):
         return _meta(f, Path(path))
 
 
@@ -107,7 +114,7 @@ def iter_decode(path: str | os.PathLike, unit: float | None = None, chunk_rows: 
     """Yield the emitter set as tables of at most ``chunk_rows`` rows in pixels of ``unit`` nm (None: the camera
     pixel; the file's own pixels where it records none), frames 0-based."""
     path = Path(path)
-    with _open(path) as f:
+    with _open(path) as f, reading(path, "a DECODE emitter set"):
         meta = _meta(f, path)
         data = f["data"]
         xyz = data["xyz"]

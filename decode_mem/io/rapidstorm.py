@@ -101,7 +101,9 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
         for batch in reader:
             empty = False
             yield _table({c: _numpy(batch.column(names[ids.index(where[c])])) for c in where}, scale, unit, path)
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:
+        if isinstance(e, StackError):
+            raise
         raise StackError(f"{path}: cannot parse as a rapidSTORM table: {e}") from e
     if empty:
         yield EmitterTable.empty()

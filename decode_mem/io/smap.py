@@ -29,8 +29,9 @@ from typing import Any
 import h5py
 import numpy as np
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, DecodeMemError, StackError
 from decode_mem.io import _matlab
+from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import OPTIONAL, EmitterTable
@@ -50,7 +51,7 @@ OTHER_FIELDS = {c: {"channel": "colour_channel"}.get(c, c) for c in OPTIONAL if 
 def smap_meta(path: str | os.PathLike) -> dict[str, Any]:
     """``pixel_size`` (nm; None where the pixel is not square or not known), ``width``, ``height`` (px),
     ``frames``; also ``camera_xy`` (the pixel in x and y, nm, or None)."""
-    with _SmapFile(path) as f:
+    with _SmapFile(path) as f, reading(path, "a SMAP file"):
         return f.meta()
 
 
@@ -64,7 +65,7 @@ def iter_smap(path: str | os.PathLike, unit: float | None = None, chunk_rows: in
               ) -> Iterator[EmitterTable]:
     """Yield ``saveloc.loc`` as tables of at most ``chunk_rows`` rows in pixels of ``unit`` nm (None: the camera
     pixel, or 1 nm where it is not known), frames 0-based."""
-    with _SmapFile(path) as f:
+    with _SmapFile(path) as f, reading(path, "a SMAP file"):
         meta = f.meta()
         camera = meta["camera_xy"]
         unit = float(unit) if unit else (meta["pixel_size"] or NM_UNIT)
@@ -127,12 +128,12 @@ class _SmapFile:
                 self._open_v5()
             else:
                 raise StackError(f"{self.path}: not a MATLAB file (no MATLAB 5.0 or 7.3 header)")
-        except StackError:
+        except DecodeMemError:
             self.close()
             raise
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, NotImplementedError) as e:
+        except LOW_LEVEL as e:
             self.close()
-            raise StackError(f"{self.path}: not a readable SMAP file: {e}") from e
+            raise StackError(f"{self.path}: not a readable SMAP file: {type(e).__name__}: {e}") from e
 
     def _open_h5(self) -> None:
         self._h5 = h5py.File(self.path, "r")

@@ -34,7 +34,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, DecodeMemError, StackError
+from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import OPTIONAL, EmitterTable
@@ -160,7 +161,7 @@ class _SmlmFile:
             raise StackError(f"{self.path}: no such localization file")
         try:
             self.zf = zipfile.ZipFile(self.path)
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
+        except LOW_LEVEL as e:
             raise StackError(f"{self.path}: not a zip archive (.smlm): {e}") from e
         try:
             self.manifest = _manifest(self.zf, self.path)
@@ -172,12 +173,12 @@ class _SmlmFile:
             lost = [t.name for t in self.tables if t.name not in names]
             if lost:
                 raise StackError(f"{self.path}: the manifest's tables {lost} are not in the zip")
-        except StackError:
+        except DecodeMemError:
             self.zf.close()
             raise
-        except (TypeError, ValueError, AttributeError, KeyError) as e:
+        except LOW_LEVEL as e:
             self.zf.close()
-            raise StackError(f"{self.path}: unreadable manifest.json: {e}") from e
+            raise StackError(f"{self.path}: unreadable manifest.json: {type(e).__name__}: {e}") from e
 
     def own(self) -> dict[str, Any]:
         own = self.manifest.get("decode_mem")
@@ -248,7 +249,7 @@ def _read_exactly(fh: IO[bytes], n: int) -> bytes:
 
 def smlm_meta(path: str | os.PathLike) -> dict[str, Any]:
     """``pixel_size`` (nm), ``width``, ``height`` (px), ``frames`` where the file records them (None elsewhere)."""
-    with _SmlmFile(path) as f:
+    with _SmlmFile(path) as f, reading(path, "a ShareLoc .smlm file"):
         return f.meta()
 
 
@@ -262,7 +263,7 @@ def iter_smlm(path: str | os.PathLike, unit: float | None = None, chunk_rows: in
               ) -> Iterator[EmitterTable]:
     """Yield every table of the file as tables of at most ``chunk_rows`` rows in pixels of ``unit`` nm (None: the
     recorded pixel, else 1 nm), frames 0-based."""
-    with _SmlmFile(path) as f:
+    with _SmlmFile(path) as f, reading(path, "a ShareLoc .smlm file"):
         pixel = f.meta()["pixel_size"]
         unit = float(unit) if unit else (pixel or NM_UNIT)
         empty = True

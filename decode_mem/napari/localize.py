@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 A_FILE = "a file or folder (below)"
 CAMERAS = ("the model's", "emccd", "scmos", "a YAML file (below)")
 MODELS = ("shipped (for the device)", "a file (below)", "fit to this movie (decode_mem.fit, budget below)")
-FORMATS = ("csv", "csv,picasso", "parquet", "csv,picasso,parquet")
-LOCALIZATION_SUFFIXES = (".csv", ".parquet", ".hdf5")  # the file a stack's layers are read from, first found
+FORMATS = ("csv", "csv,picasso", "parquet", "csv,picasso,parquet", "csv,smap,smlm,decode")
+LOCALIZATION_SUFFIXES = (".csv", ".parquet", ".hdf5", ".h5", ".smlm", ".mat")  # a stack's layers: the first found
 
 
 class Relay(QObject):
@@ -80,7 +80,8 @@ class WidgetObserver(InferObserver):
 
 
 def localization_file(outputs: tuple[str, ...] | list[str]) -> Path | None:
-    """The localization file a stack's layers are read from: its CSV, else parquet, else Picasso HDF5."""
+    """The localization file a stack's layers are read from: its CSV, else parquet, else Picasso HDF5, DECODE,
+    ShareLoc or SMAP."""
     paths = [Path(p) for p in outputs]
     for suffix in LOCALIZATION_SUFFIXES:
         for path in paths:
