@@ -114,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds without a new byte after which the acquisition counts as ended (default 30)")
     add(live, "--refresh", type=float, default=10.0,
         help="seconds between refreshes of <stem>.json, report.html and the parts in <stem>.live/ (default 10)")
+    two = p.add_argument_group("two colours (docs/two_colour.md)")
+    add(two, "--registration",
+        help="a registration made by python -m decode_mem.register: the inputs are two-colour movies, split views "
+             "as its bead images were, or for two cameras channel 1's and channel 2's movies in pairs; one table with "
+             "channel and dye columns (Picasso: one file per channel or dye)")
+    add(two, "--dyes", help="ratiometric dyes NAME=RATIO,... (the share of each dye's photons in channel 2, e.g. "
+                            "AF647=0.2,CF680=0.45): each emitter seen in both channels is paired and its ratio names "
+                            "its dye; default: one dye per channel")
+    add(two, "--model2", help="channel 2's model (default: --model)")
+    add(two, "--camera2", help="channel 2's camera, a preset or a camera YAML (default: --camera)")
+    add(two, "--pair_radius", type=float,
+        help="nm within which a localization of each channel in one frame are one emitter (default 100)")
+    add(two, "--ratio_window", type=float,
+        help="half-width of each dye's ratio window, a fraction of the photons (default: 0.35 of the smallest gap "
+             "between two dyes' ratios); ratios outside every window are unassigned")
     run_ = p.add_argument_group("run")
     run_.add_argument("--resume", action="store_true",
                       help="skip stacks whose <stem>.json exists and continue the others where a stopped or killed "
@@ -146,6 +161,17 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     if args.whole_frames and args.chunk_size != "auto":
         raise ConfigError("--whole_frames takes no --chunk_size (use --use_chunking --chunk_size N for tiles)")
     chunk = "whole" if args.whole_frames else args.chunk_size
+    two_colour = None
+    given = [f"--{k}" for k in ("dyes", "model2", "camera2", "pair_radius", "ratio_window")
+             if getattr(args, k) is not None]
+    if args.registration is not None:
+        from decode_mem.infer.colours import PAIR_RADIUS, TwoColour
+
+        two_colour = TwoColour(args.registration, dyes=args.dyes, model2=args.model2, camera2=args.camera2,
+                               pair_radius=PAIR_RADIUS if args.pair_radius is None else args.pair_radius,
+                               ratio_window=args.ratio_window)
+    elif given:
+        raise ConfigError(f"{', '.join(given)}: for two-colour movies, with --registration (docs/two_colour.md)")
     return InferConfig(
         inputs=tuple(args.inputs), out=args.out, model=args.model, series=args.series,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
@@ -155,7 +181,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
         memory_limit=parse_bytes(args.memory_limit), device=device, threshold=args.threshold, camera=camera,
         camera_overrides=overrides, strict=args.strict, drift=args.drift, resume=args.resume, workers=args.workers,
         link=args.link, quality=args.quality,
-        scheduler=args.scheduler, threads=args.threads, engine=args.engine, **extra)
+        scheduler=args.scheduler, threads=args.threads, engine=args.engine, two_colour=two_colour, **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -83,6 +83,8 @@ class InferConfig:
                     files; ends after
                     ``idle_timeout`` seconds without a new byte; ``<stem>.json`` and ``report.html`` are refreshed
                     every ``refresh`` seconds and the localizations so far appear as parts in ``<stem>.live/``
+    two_colour      two colour channels in every movie (``infer.colours.TwoColour``: the registration, ratiometric
+                    dyes, channel 2's model and camera): run by ``infer.two_colour``; None: one channel
     """
 
     inputs: tuple[str, ...]
@@ -117,6 +119,7 @@ class InferConfig:
     follow: bool = False
     idle_timeout: float = 30.0
     refresh: float = 10.0
+    two_colour: Any = None  # infer.colours.TwoColour
     sizes: SizeRequest = field(init=False, repr=False, compare=False)  # the size settings above, as the planner
     # takes them (made once, here; the runner sets ``block`` per stack)
 
@@ -174,6 +177,8 @@ class InferConfig:
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")
+        if self.two_colour is not None:
+            self.two_colour.check(self)
         object.__setattr__(self, "sizes", SizeRequest(
             chunk_size=self.chunk_size, batch_size=self.batch_size, block=self.block, amp=self.amp,
             memory_limit=self.memory_limit, streams=self.streams, engine=self.engine))

@@ -221,3 +221,11 @@ def parse_dyes(value: str | list[Any] | dict[str, float] | tuple[Any, ...]) -> t
 def dyes_text(dyes: tuple[Dye, ...]) -> str:
     """``"AF647=0.2,CF680=0.5"``: what ``parse_dyes`` reads back."""
     return ",".join(f"{d.name}={d.ratio:g}" for d in dyes)
+
+
+DYE_COLOURS = ("#ff00ff", "#00ff00", "#00c8ff", "#ffaa00", "#ff3030", "#ffffff")  # magenta, green, cyan, ...
+
+
+def dye_colours(n: int) -> list[str]:
+    """One colour per dye, the same in every figure, image and viewer: magenta, green, cyan, orange, red, white."""
+    return [DYE_COLOURS[k % len(DYE_COLOURS)] for k in range(n)]

@@ -4,7 +4,8 @@ Each frame (photons, its median as the background) is searched for spots (``cali
 ``DETECTION_SIGMAS`` above the noise) and each spot fitted with a pixel-integrated Gaussian by least squares
 (``calibrate.spots.fit_spots``; its σ is fitted too). A bead is a spot found again within ``LINK_PX`` of where it
 was in the frames before; a bead seen in fewer than half the frames it could be seen in is dropped (noise, a bead
-near the edge), and so are two beads closer than their window and ``CLEAR_PX``. Memory: one frame and the fits.
+near the edge), and so are two beads closer than their window and ``CLEAR_SIGMAS`` PSF σ. Memory: one frame and
+the fits.
 
 Its position is the mean of its fits, its precision the standard error of that mean. In a z-stack (``z``: the depth
 of each frame) the bead's focus is the vertex of a parabola fitted to its σ² against z around the sharpest plane
@@ -25,7 +26,7 @@ LINK_PX = 1.5  # a spot within this of a bead's position is that bead again
 FOCUS_WINDOW = 150.0  # nm around a bead's focus whose fits make its position (z-stacks)
 FOCUS_FIT = 400.0  # nm around the sharpest plane whose σ² the focus parabola is fitted to
 RADIUS_2D, RADIUS_3D = 5, 7  # fit windows (2r + 1 px): in focus; through a z-stack (wide defocused spots)
-CLEAR_PX = 4  # px beyond a bead's window that must hold no other bead
+CLEAR_PX, CLEAR_SIGMAS = 2, 3.0  # beyond a bead's window no other bead within this (px; PSF σ, the larger)
 
 
 @dataclass(frozen=True)
@@ -138,5 +139,6 @@ def localize_beads(stack: object, to_photons: object, z: np.ndarray | None = Non
     if len(beads) > 1:  # another bead's light in a bead's window: both dropped (each fit saw the other's light)
         d = np.hypot(beads.x[:, None] - beads.x[None], beads.y[:, None] - beads.y[None])
         np.fill_diagonal(d, np.inf)
-        beads = beads.select(d.min(axis=1) > radius + CLEAR_PX)
+        clear = radius + max(CLEAR_PX, CLEAR_SIGMAS * float(np.median(sigma)))
+        beads = beads.select(d.min(axis=1) > clear)
     return beads

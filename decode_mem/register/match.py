@@ -77,15 +77,19 @@ def refine(p1: np.ndarray, p2: np.ndarray, i1: np.ndarray, i2: np.ndarray) -> tu
 def match_beads(p1: np.ndarray, p2: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
     """Indices (i1, i2) of the beads of channel 1 (``p1`` (n1, 2) px) and channel 2 (``p2``) that are the same bead,
     and the mirror found (module docstring): of the four mirror images, the one that pairs the most beads, with the
-    smallest residual among equals (a regular grid of beads pairs in its mirror image too, less well)."""
+    smallest residual among equals; none unless another does clearly better (a regular grid of beads also pairs with
+    its point reflection, a rotation by 180°, which the maps can follow: nothing but this preference tells them
+    apart)."""
     if len(p1) == 0 or len(p2) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), (1.0, 1.0)
-    best: tuple[int, float, np.ndarray, np.ndarray, tuple[float, float]] | None = None
+    found = []
     for mirror in MIRRORS:
         shift, _ = best_shift(p1, p2, mirror)
         i1, i2 = mutual_pairs(p1, p2 * np.asarray(mirror) + shift, AFFINE_PX)
         i1, i2, rms = refine(p1, p2, i1, i2)
-        if best is None or (len(i1), -rms) > (best[0], -best[1]):
-            best = (len(i1), rms, i1, i2, mirror)
-    assert best is not None
+        found.append((len(i1), rms, i1, i2, mirror))
+    best = max(found, key=lambda f: (f[0], -f[1]))
+    plain = found[0]  # no mirror: kept unless another pairs more beads or fits clearly better (a symmetric pattern,
+    if plain[0] >= best[0] and plain[1] <= 2 * best[1] + 0.01:  # a grid, pairs as well in its point reflection)
+        best = plain
     return best[2], best[3], best[4]

@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 
+from decode_mem.io.channels import dye_colours
 from decode_mem.register.core import Registration
 
 GRID = 81  # points per side of the heat map
@@ -53,4 +54,48 @@ def registration_figure(reg: Registration):  # -> matplotlib Figure
 def registration_png(reg: Registration) -> bytes:
     buf = io.BytesIO()
     registration_figure(reg).savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def ratio_figure(assigner):  # -> matplotlib Figure; assigner: register.dyes.DyeAssigner (ratiometric)
+    """The paired localizations' ratios: their histogram, each dye's window and the fitted Gaussians."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    edges, counts = assigner.histogram()
+    step = 10  # 0.01 wide bars
+    coarse = counts[: len(counts) // step * step].reshape(-1, step).sum(axis=1)
+    left = edges[:-1:step][: len(coarse)]
+    width = edges[step] - edges[0]
+    keep = (left >= -0.1) & (left <= 1.1)
+    ax.bar(left[keep], coarse[keep], width=width, align="edge", color="0.6", label="pairs")
+    summary = assigner.summary()
+    fit = (summary["crosstalk"] or {}).get("fit") or {}
+    colours = dye_colours(len(assigner.dyes))
+    n = counts.sum()
+    for k, d in enumerate(assigner.dyes):
+        ax.axvspan(d.ratio - assigner.window, d.ratio + assigner.window, color=colours[k], alpha=0.15)
+        f = fit.get(d.name)
+        if f:
+            r = np.linspace(f["ratio"] - 4 * f["sigma"], f["ratio"] + 4 * f["sigma"], 200)
+            g = n * f["share"] * width * np.exp(-0.5 * ((r - f["ratio"]) / f["sigma"]) ** 2) / (
+                f["sigma"] * np.sqrt(2 * np.pi))
+            ax.plot(r, g, color=colours[k], label=f"{d.name}: window {d.ratio:g} ± {assigner.window:.3g}, fit "
+                                                   f"{f['ratio']:.3f} ± {f['sigma']:.3f}")
+    ax.set(xlabel="ratio I2 / (I1 + I2)", ylabel="pairs per 0.01", xlim=(-0.1, 1.1))
+    ct = summary["crosstalk"]["overall"] if summary.get("crosstalk") else None
+    share = summary.get("assigned_share")
+    ax.set_title(f"{summary['localizations']['pairs']} pairs; assigned "
+                 + ("n/a" if share is None else f"{100 * share:.1f} %") + " of all localizations; estimated crosstalk "
+                 + ("n/a" if ct is None else f"{100 * ct:.2f} %"), fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def ratio_png(assigner) -> bytes:
+    buf = io.BytesIO()
+    ratio_figure(assigner).savefig(buf, format="png", dpi=100)
     return buf.getvalue()

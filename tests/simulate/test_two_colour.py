@@ -54,7 +54,8 @@ def test_split_view_truth_follows_the_mapping_and_ratios(tmp_path):
 
 def test_each_molecule_keeps_its_dye_and_blocks_change_nothing(tmp_path):
     tc = TwoColourConfig(layout="two-files", dyes="A=0.2,B=0.8")
-    cfg = SimulationConfig(frame_size=(32, 32), density=0.5, structure={"kind": "grids", "off_time": 5}, photons_mean=3000)
+    cfg = SimulationConfig(frame_size=(32, 32), density=0.5, structure={"kind": "grids", "off_time": 5},
+                           photons_mean=3000)
     one = simulate_two_colour(cfg, tc, 20, tmp_path / "a.tif", tmp_path / "a.csv", seed=2, block=20)
     two = simulate_two_colour(cfg, tc, 20, tmp_path / "b.tif", tmp_path / "b.csv", seed=2, block=3)
     assert [p.name for p in one.movies] == ["a_ch1.tif", "a_ch2.tif"]
@@ -83,7 +84,7 @@ def test_split_file_holds_each_channel_in_its_half(tmp_path):
     assert set(ch1["dye"].astype(int)) <= {1} and set(ch2["dye"].astype(int)) <= {2}
     half1 = frames[:, r1.y0:r1.y1] - 100  # EMCCD baseline
     for t, x, y in zip(ch1["frame"], ch1["x"], ch1["y"], strict=True):
-        assert half1[t, int(round(y)), int(round(x))] > 50
+        assert half1[t, round(y), round(x)] > 50
 
 
 def test_bead_z_stack_focus_moves_by_the_axial_offset(tmp_path):
@@ -92,12 +93,20 @@ def test_bead_z_stack_focus_moves_by_the_axial_offset(tmp_path):
     z = np.arange(-600, 601, 50.0)
     slide = bead_slide(cfg, tc, n_beads=4, z=z, photons=50000)
     focus = []
-    for adu in (slide.adu1, slide.adu2):
-        light = adu.reshape(len(z), -1).astype(float) - 100  # EMCCD baseline
-        sharp = (light**2).sum(axis=1) / light.sum(axis=1) ** 2  # ~ 1 / (σx σy): largest in focus
-        k = int(np.argmax(sharp))
-        a, b, c = sharp[k - 1:k + 2]
-        focus.append(z[k] + 50 * 0.5 * (a - c) / (a - 2 * b + c))  # the parabola's vertex
+    for adu, xs, ys in ((slide.adu1, slide.x, slide.y), (slide.adu2, slide.x2, slide.y2)):
+        spread = np.zeros(len(z))  # σx² + σy² of the spots (second moments): a parabola in z, least in focus
+        for x, y in zip(xs, ys, strict=True):
+            r, c = round(y), round(x)
+            win = adu[:, r - 6:r + 7, c - 6:c + 7].astype(float) - 100  # EMCCD baseline
+            k = np.arange(-6, 7)
+            mass = win.sum(axis=(1, 2))
+            mx = (win.sum(axis=1) * (c + k)).sum(axis=1) / mass
+            my = (win.sum(axis=2) * (r + k)).sum(axis=1) / mass
+            spread += ((win.sum(axis=1) * ((c + k)[None] - mx[:, None]) ** 2).sum(axis=1)
+                       + (win.sum(axis=2) * ((r + k)[None] - my[:, None]) ** 2).sum(axis=1)) / mass
+        near = np.abs(z - z[np.argmin(spread)]) <= 300
+        a, b, _ = np.polyfit(z[near], spread[near], 2)
+        focus.append(-b / (2 * a))
     # channel 2 sees depth z + 200: its sharpest plane is 200 nm lower on the stage
     assert focus[0] - focus[1] == pytest.approx(200, abs=15)
     res = simulate_bead_slide(cfg, tc, tmp_path / "b.tif", tmp_path / "b.csv", n_beads=4, z=z)
