@@ -18,6 +18,7 @@ import signal
 import sys
 import textwrap
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -133,6 +134,8 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         return int(e.code or 0)
     previous = _interrupt_on_signals()
     redelivery = _Redelivery.install() if previous else None
+    shown = warnings.showwarning
+    warnings.showwarning = _warning_line  # a library's warning is one line for the user, not Python's source line
     limit_malloc_arenas()  # before the job's threads start (threads.limit_malloc_arenas)
     fix_malloc_thresholds()  # every run's large blocks from the heap, resumed or not (threads.fix_malloc_thresholds)
     try:
@@ -153,10 +156,17 @@ def run(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], in
         print("interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", signal.SIGINT)
     finally:
+        warnings.showwarning = shown
         if redelivery is not None:
             redelivery.remove()
         _restore_signals(previous)
     return EXIT_OK if code is None else int(code)
+
+
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` while a job runs: ``warning: <message>`` on stderr, as the jobs' own warnings."""
+    print(f"warning: {message}", file=file or sys.stderr)
 
 
 def _interrupt_on_signals() -> dict[int, object]:
