@@ -223,9 +223,13 @@ def dyes_text(dyes: tuple[Dye, ...]) -> str:
     return ",".join(f"{d.name}={d.ratio:g}" for d in dyes)
 
 
-DYE_COLOURS = ("#ff00ff", "#00ff00", "#00c8ff", "#ffaa00", "#ff3030", "#ffffff")  # magenta, green, cyan, ...
+DYE_COLOURS = ("magenta", "green", "cyan", "yellow", "red", "blue")  # names napari's colormaps have too
+RGB = {"magenta": "#ff00ff", "green": "#00ff00", "cyan": "#00ffff", "yellow": "#ffff00", "red": "#ff0000",
+       "blue": "#0000ff", "gray": "#808080"}
+UNASSIGNED_COLOUR = "gray"
 
 
 def dye_colours(n: int) -> list[str]:
-    """One colour per dye, the same in every figure, image and viewer: magenta, green, cyan, orange, red, white."""
+    """One colour name per dye, the same in every figure, image and viewer: magenta, green, cyan, yellow, red, blue
+    (``RGB``: their hex)."""
     return [DYE_COLOURS[k % len(DYE_COLOURS)] for k in range(n)]

@@ -3,7 +3,8 @@
 Every layer is in nm from the camera frame's outer corner (``units`` nm): the super-resolution image rendered
 from every localization, streamed (``decode_mem.render``, as ``render_file`` renders the file: each localization
 a Gaussian of its own precision, on pixels of about half the median precision, its contrast from the non-empty
-pixels), and a Points layer with the per-localization features
+pixels; of a two-colour file one image per dye, each in its colour: ``render.colour``), and a Points layer with the
+per-localization features
 (frame 0-based as napari's time axis, photons, background, uncertainty and, for 3-D, z, by which it is
 coloured). Above ``max_points`` localizations the Points layer holds a uniform random subsample of that many,
 kept while the file streams by (memory: the subsample and one chunk, whatever the file's length), and its
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from decode_mem.io.channels import RGB, UNASSIGNED_COLOUR, dye_colours
 from decode_mem.io.localizations import iter_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import thunderstorm_columns
@@ -89,9 +91,12 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     sample = Subsample(max_points, seed)
     rendering = Rendering(shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur,
                           sigma=how.sigma)
+    dyes: set[int] = set()
     for table in iter_localizations(path, pixel_size=how.pixel_size, chunk_rows=CHUNK_ROWS):
         sample.add(table)
         rendering.add(table)
+        if "dye" in table:
+            dyes |= {int(v) for v in np.unique(table["dye"][np.isfinite(table["dye"])])}
     image = rendering.image(consume=True)
     rp = rendering.render_pixel
     assert rp is not None
@@ -101,9 +106,27 @@ def open_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
                                        else "")
     info = {"path": str(path), "localizations": sample.seen, "shown": len(kept), "pixel_size": how.pixel_size,
             "render_pixel": rp, "blur": how.blur, "sigma": how.sigma}
-    return Opened([image_layer(image, rp, f"{stem} render", info), points_layer(kept, how.pixel_size, rp, label,
-                                                                                info)],
-                  sample.seen, len(kept), how.pixel_size)
+    images = [image_layer(image, rp, f"{stem} render", info)]
+    if dyes:  # two colours: an image per dye in its colour (render.colour), one more pass over the file
+        images = dye_layers(path, how, rp, sorted(dyes), stem, info)
+    return Opened([*images, points_layer(kept, how.pixel_size, rp, label, info)], sample.seen, len(kept),
+                  how.pixel_size)
+
+
+def dye_layers(path: Path, how: Any, render_pixel: float, dyes: list[int], stem: str,
+               info: dict[str, Any]) -> list[LayerData]:
+    """One image layer per dye of a two-colour file, in the dye's colour (unassigned: gray, hidden), blended."""
+    from decode_mem.render.colour import dye_names, images_by_dye
+
+    images, counts = images_by_dye(path, how, render_pixel, dyes)
+    names = dye_names(path, dyes)
+    colours = dict(zip([k for k in dyes if k > 0], dye_colours(sum(k > 0 for k in dyes)), strict=True))
+    layers = []
+    for k in dyes:
+        layer = image_layer(images[k], render_pixel, f"{stem} {names[k]}", {**info, "dye": k, "drawn": counts[k]})
+        layer[1].update(colormap=colours.get(k, UNASSIGNED_COLOUR), visible=k > 0)
+        layers.append(layer)
+    return layers
 
 
 def image_layer(image: np.ndarray, render_pixel: float, name: str, info: dict[str, Any]) -> LayerData:
@@ -124,6 +147,8 @@ def point_features(table: EmitterTable, pixel_size: float) -> tuple[np.ndarray, 
         features["z_nm"] = cols["z [nm]"]
     if "prob" in table:
         features["prob"] = table["prob"].astype(np.float64)
+    if "dye" in table:
+        features["dye"] = table["dye"].astype(np.int64)
     return np.column_stack([cols["y [nm]"], cols["x [nm]"]]), features, three_d
 
 
@@ -132,7 +157,11 @@ def points_layer(table: EmitterTable, pixel_size: float, render_pixel: float, na
     """The localizations as points (nm), sized two render pixels; coloured by z for 3-D data."""
     data, features, three_d = point_features(table, pixel_size)
     colour: dict[str, Any] = {"face_color": "cyan"}
-    if three_d:
+    if "dye" in features:  # two colours: each point in its dye's colour (unassigned gray), as the images
+        dyes = np.clip(features["dye"], 0, None)
+        lut = np.array([_rgba(RGB[c]) for c in (UNASSIGNED_COLOUR, *dye_colours(int(dyes.max(initial=0))))])
+        colour = {"face_color": lut[dyes] if len(dyes) else "cyan"}
+    elif three_d:
         z = features["z_nm"]
         low, high = (float(np.nanmin(z)), float(np.nanmax(z))) if len(z) else (0.0, 1.0)
         colour = {"face_color": "z_nm", "face_colormap": "turbo",
@@ -140,3 +169,7 @@ def points_layer(table: EmitterTable, pixel_size: float, render_pixel: float, na
     return (data, {"name": name, "features": features, "size": 2 * render_pixel, "border_width": 0.0,
                    "units": ("nm", "nm"), "opacity": 0.7,
                    "metadata": {"decode_mem": info}, **colour}, "points")
+
+
+def _rgba(hex_colour: str) -> tuple[float, float, float, float]:
+    return (*(int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)), 1.0)

@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 
-from decode_mem.io.channels import dye_colours
+from decode_mem.io.channels import RGB, dye_colours
 from decode_mem.register.core import Registration
 
 GRID = 81  # points per side of the heat map
@@ -74,7 +74,7 @@ def ratio_figure(assigner):  # -> matplotlib Figure; assigner: register.dyes.Dye
     ax.bar(left[keep], coarse[keep], width=width, align="edge", color="0.6", label="pairs")
     summary = assigner.summary()
     fit = (summary["crosstalk"] or {}).get("fit") or {}
-    colours = dye_colours(len(assigner.dyes))
+    colours = [RGB[c] for c in dye_colours(len(assigner.dyes))]
     n = counts.sum()
     for k, d in enumerate(assigner.dyes):
         ax.axvspan(d.ratio - assigner.window, d.ratio + assigner.window, color=colours[k], alpha=0.15)

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"densest (default auto: a round length of at most {ZOOM_PIXELS} pixels and 1/{ZOOM_SHARE} of "
                         f"the image; none: no zoom)")
     p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
+    p.add_argument("--colour", choices=("auto", "dye", "none"), default="auto",
+                   help="two-colour files (infer --registration): auto (default: by dye where the file has a dye "
+                        "column), dye: <out> merges one image per dye, each in its colour, and <out stem>_<dye>.png "
+                        "holds each dye alone; none: one image of all")
     return p
 
 
@@ -65,6 +69,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from decode_mem.render import render_file
 
         zoom = zoom_setting(args.zoom)
+        if args.colour != "none":
+            from decode_mem.render.colour import has_dyes, render_colours
+
+            if args.colour == "dye" or has_dyes(args.locs, args.pixel_size):
+                made = render_colours(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
+                                      shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile)
+                if not args.quiet:
+                    each = ", ".join(f"{made.names[k]} {made.counts[k]}" for k in made.names)
+                    print(f"rendered by dye ({each} localizations inside the field) on {made.render_pixel:g} nm "
+                          f"pixels -> {args.out} (merged) and {', '.join(str(p) for p in made.files.values())}")
+                return
 
         done = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
                            shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,

@@ -1,0 +1,77 @@
+"""Two-colour files drawn by dye: one image per dye, their merge in the dyes' colours (render), one layer per dye in
+napari; the names from the run's summary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from decode_mem.io.localizations import write_localizations
+from decode_mem.io.table import EmitterTable
+from decode_mem.napari.layers import open_localizations
+from decode_mem.render.__main__ import main
+from decode_mem.render.colour import render_colours
+
+PIXEL = 100.0
+
+
+def _two_colour(path, n: int = 300):
+    """Three clusters: dye 1 at (10, 10) px, dye 2 at (30, 20), unassigned at (20, 30); a 40 x 40 px field."""
+    rng = np.random.default_rng(0)
+    centres = {1: (10, 10), 2: (30, 20), 0: (20, 30)}
+    dye = np.repeat([1, 2, 0], n)
+    xy = np.vstack([np.array(centres[d]) + rng.normal(0, 0.1, 2) for d in dye])
+    table = EmitterTable.from_arrays(frame=np.arange(len(dye)) % 50, x=xy[:, 0], y=xy[:, 1],
+                                     photons=np.full(len(dye), 3000.0), sigma_x=np.full(len(dye), 0.1),
+                                     sigma_y=np.full(len(dye), 0.1), dye=dye.astype(float),
+                                     channel=np.zeros(len(dye)), ratio=np.where(dye == 1, 0.3, 0.6))
+    write_localizations(table, path, pixel_size=PIXEL)
+    (path.parent / f"{path.stem}.json").write_text(json.dumps({
+        "camera": {"pixel_size": PIXEL}, "shape": [50, 40, 40],
+        "two_colour": {"dyes": {"mode": "ratiometric", "dye_ratios": {"AF647": 0.3, "CF680": 0.6}}}}))
+    return centres, n
+
+
+def test_each_dye_its_image_and_colour(tmp_path):
+    locs = tmp_path / "movie.csv"
+    centres, n = _two_colour(locs)
+    made = render_colours(locs, tmp_path / "merged.png", render_pixel=50.0)
+    assert made.names == {0: "unassigned", 1: "AF647", 2: "CF680"}
+    assert made.counts == {0: n, 1: n, 2: n}
+    assert {p.name for p in made.files.values()} == {"merged_AF647.png", "merged_CF680.png", "merged_unassigned.png"}
+    for k, (x, y) in centres.items():
+        r, c = int((y + 0.5) * PIXEL / 50), int((x + 0.5) * PIXEL / 50)
+        assert made.images[k][r - 2:r + 3, c - 2:c + 3].sum() == pytest.approx(n, rel=0.05)  # every one drawn there
+        rgb = made.merged[r - 1:r + 2, c - 1:c + 2].max(axis=(0, 1))
+        expected = {1: [1, 0, 1], 2: [0, 1, 0], 0: [0, 0, 0]}[k]  # magenta, green; unassigned left out of the merge
+        assert np.allclose(rgb, expected, atol=0.05), (k, rgb)
+    from matplotlib.image import imread
+
+    png = imread(tmp_path / "merged.png")  # what the file shows: the merge, one pixel per render pixel
+    assert png.shape[:2] == made.merged.shape[:2] and np.allclose(png[..., :3], made.merged, atol=1 / 255 + 1e-6)
+
+
+def test_render_takes_the_dyes_by_itself_and_one_image_when_asked(tmp_path, capsys):
+    locs = tmp_path / "movie.csv"
+    _two_colour(locs)
+    assert main([str(locs), "--out", str(tmp_path / "a.png"), "--pixel", "50"]) == 0
+    assert "rendered by dye" in capsys.readouterr().out and (tmp_path / "a_CF680.png").is_file()
+    assert main([str(locs), "--out", str(tmp_path / "b.png"), "--pixel", "50", "--colour", "none"]) == 0
+    assert not (tmp_path / "b_CF680.png").exists()
+
+
+def test_napari_shows_a_layer_per_dye(tmp_path):
+    locs = tmp_path / "movie.csv"
+    _, n = _two_colour(locs)
+    opened = open_localizations(locs, render_pixel=50.0)
+    images = [(meta["name"], meta["colormap"], meta["visible"], data) for data, meta, kind in opened.layers
+              if kind == "image"]
+    assert [(name, cmap, visible) for name, cmap, visible, _ in images] == [
+        ("movie unassigned", "gray", False), ("movie AF647", "magenta", True), ("movie CF680", "green", True)]
+    assert all(data.sum() == pytest.approx(n, rel=1e-3) for *_, data in images)
+    points = next(meta for _, meta, kind in opened.layers if kind == "points")
+    colours = np.asarray(points["face_color"])
+    dye = points["features"]["dye"]
+    assert np.allclose(colours[dye == 1], [1, 0, 1, 1]) and np.allclose(colours[dye == 2], [0, 1, 0, 1])
