@@ -26,6 +26,9 @@ def check_keys(known: type | Iterable[str], params: Mapping[str, Any], source: s
     ``renamed`` (old key -> new key): a key close to an old name suggests the new one."""
     known = [f.name for f in dataclasses.fields(known)] if isinstance(known, type) else list(known)
     renamed = renamed or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of keys to values, got {type(params).__name__} "
+                          f"{str(params)[:60]!r}")
     for key in params:
         if key not in known:
             hint = difflib.get_close_matches(str(key), known + list(renamed), n=1)
@@ -77,9 +80,9 @@ def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, 
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        raise ConfigError(f"{path}: not valid YAML: {yaml_problem(e)}") from e
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
     version = loaded.pop("version", CONFIG_VERSION)
@@ -90,6 +93,27 @@ def load_yaml(path: str | os.PathLike, section: str | None = None) -> dict[str, 
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: section '{section}' must be a mapping of keys to values")
     return dict(loaded)
+
+
+def read_text(path: Path) -> str:
+    """A text file's UTF-8 text; a ConfigError naming it where it is not text (bytes of a binary file, a file
+    another encoding wrote) or cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a text file (byte {e.start} is not UTF-8 text)") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the file ({e.strerror or e})") from None
+
+
+def yaml_problem(e: Exception) -> str:
+    """A YAML parser's error in one line: the problem and where (PyYAML's own message spans several lines and
+    quotes the text)."""
+    lines = str(e).strip().splitlines()
+    problem = getattr(e, "problem", None) or (lines[0] if lines else type(e).__name__)
+    mark = getattr(e, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def parse_bytes(text: str | int | float | None) -> int | None:

@@ -25,32 +25,51 @@ from decode_mem.io.metadata import MovieMetadata, camera_identity
 DTYPES = {"Gray8": np.uint8, "Gray16": np.uint16, "Gray32Float": np.float32, "Gray32": np.int32}
 PLANE_LETTERS = "TZC"  # first, in this order; any other dimension with more than one index follows
 HEADER = struct.Struct("<16sqq ii ii 16s16s i qq i q")  # ZISRAWFILE segment: id, allocated, used, then its data
+DIRECTORY = struct.Struct("<16sqq i")  # ZISRAWDIRECTORY segment: id, allocated, used, entry count
+ENTRY_BYTES = 32  # a directory entry (DV) without its dimension entries
+PLANE_FACTOR = 64  # a plane is at most this many times the file's size (compression and sparse tiles aside)
 
 
-def check_header(path: Path) -> None:
-    """The ZISRAWFILE segment's directory and metadata positions lie inside the file; a StackError if not."""
+def check_header(path: Path) -> int:
+    """The ZISRAWFILE segment's directory and metadata positions lie inside the file, and the directory's count of
+    subblocks fits in it; a StackError if not. Returns the number of subblocks."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         raw = fh.read(HEADER.size)
-    if len(raw) < HEADER.size:
-        raise StackError(f"{path}: a CZI file of {size} bytes, shorter than its own header")
-    fields = HEADER.unpack(raw)
-    directory, metadata = fields[10], fields[11]
-    for name, pos in (("subblock directory", directory), ("metadata", metadata)):
-        if not 0 < pos < size:
-            raise StackError(f"{path}: the CZI header puts its {name} at byte {pos}, but the file has {size} bytes "
-                             "(a file cut while it was written has no directory: ZEN writes it last)")
+        if len(raw) < HEADER.size:
+            raise StackError(f"{path}: a CZI file of {size} bytes, shorter than its own header")
+        fields = HEADER.unpack(raw)
+        directory, metadata = fields[10], fields[11]
+        for name, pos in (("subblock directory", directory), ("metadata", metadata)):
+            if not 0 < pos < size:
+                raise StackError(f"{path}: the CZI header puts its {name} at byte {pos}, but the file has {size} "
+                                 "bytes (a file cut while it was written has no directory: ZEN writes it last)")
+        fh.seek(directory)
+        raw = fh.read(DIRECTORY.size)
+    if len(raw) < DIRECTORY.size or not raw.startswith(b"ZISRAWDIRECTORY"):
+        raise StackError(f"{path}: the CZI header's subblock directory (byte {directory}) is not one")
+    count = DIRECTORY.unpack(raw)[3]
+    if not 0 < count <= (size - directory) // ENTRY_BYTES:
+        raise StackError(f"{path}: the CZI's subblock directory counts {count} subblocks; a file of {size} bytes "
+                         f"holds at most {(size - directory) // ENTRY_BYTES} there")
+    return count
 
 
 def _open_reader(path: Path) -> Any:
     from pylibCZIrw import czi as pyczi
 
-    check_header(path)
+    subblocks = check_header(path)
     try:
         reader = pyczi.CziReader(str(path))
         box = {k: (int(a), int(n)) for k, (a, n) in reader.total_bounding_box.items()}
     except Exception as e:
         raise StackError(f"{path}: not a readable CZI file ({type(e).__name__}: {e})") from e
+    planes = math.prod(n for k, (_, n) in box.items() if k not in "XY")
+    if any(n < 1 for _, n in box.values()) or planes > subblocks:  # every plane needs a subblock of its own
+        reader.close()
+        sizes = ", ".join(f"{k} {n}" for k, (_, n) in box.items())
+        raise StackError(f"{path}: the CZI's subblocks claim {planes} planes ({sizes}) but its directory lists "
+                         f"{subblocks} subblocks: a damaged directory")
     return reader, box
 
 
@@ -75,6 +94,11 @@ def _source(reader: Any, box: dict[str, tuple[int, int]], path: Path, series: in
     scene = list(scenes)[series or 0] if scenes else None
     rect = scenes[scene] if scenes else reader.total_bounding_rectangle
     x0, y0, width, height = int(rect.x), int(rect.y), int(rect.w), int(rect.h)
+    size = path.stat().st_size
+    if width < 1 or height < 1 or width * height > PLANE_FACTOR * size:
+        raise StackError(f"{path}: the CZI's planes are {width} x {height} px, more than {PLANE_FACTOR} times the "
+                         f"file's {size} bytes: a damaged directory (or a sparse mosaic, which decode_mem does not "
+                         "read)")
     pixel_types = reader.pixel_types
     kinds = {str(t) for t in pixel_types.values()}
     unknown = kinds - set(DTYPES)

@@ -171,4 +171,5 @@ def open_folder(path: Path, open_file: Callable[[Path], Any]) -> Source:
         raise StackError(f"{path}: none of its {len(names)} frame files can be read (the first: "
                          f"{index.pending[0][1]})")
     array = FramesArray(index.read, (index.n, *index.frame_shape), index.dtype)
-    return Source(array, "TYX", "folder", holes=_holes(index))
+    return Source(array, "TYX", "folder", holes=_holes(index),
+                  damaged=lambda layout, n: sum(1 for t in index.bad if t < n))

@@ -34,6 +34,9 @@ class Source:
     damage: list = field(default_factory=list)  # io.damage.Damage records found when opening (a cut file)
     # (layout, t, ys, xs) -> {index in the read: (mask of pixels not in the file or None for all, what)}
     holes: Callable[..., dict] | None = None
+    # (layout, frames) -> how many of the stack's first ``frames`` frames are known damaged when it opens (chunks
+    # missing from a zarr store, frame files that cannot be read, images an index lacks): checked against the budget
+    damaged: Callable[..., int] | None = None
     metadata: Any = None  # io.metadata.MovieMetadata where the format states its camera as it opens (None: TIFF's own)
     names: dict[str, list[str]] = field(default_factory=dict)  # axis letter -> its entries' names (channel names)
 

@@ -25,6 +25,7 @@ import numpy as np
 from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray
+from decode_mem.io.damage import Damage
 from decode_mem.io.formats import NDTIFF_INDEX
 from decode_mem.io.metadata import MovieMetadata, micromanager_fields
 
@@ -95,12 +96,15 @@ class PixelFiles:
         self._lock = threading.Lock()
 
     def fd(self, name: str) -> int:
+        if not name or name != os.path.basename(name) or "\0" in name or name in (".", ".."):
+            raise OSError(f"{name!r} is not the name of a file in the dataset's folder")  # an index edited
         with self._lock:
             if name not in self._fds:
                 self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
             return self._fds[name]
 
     def size(self, name: str) -> int:
+        """The file's size; 0 where it is not there (its images are then missing)."""
         try:
             return os.fstat(self.fd(name)).st_size
         except OSError:
@@ -192,7 +196,17 @@ def open_source(path: Path, series: int | None, channel: int | None = None, z: i
             cut.append(k)
             continue
         table[k] = i
+    damage = []
+    if sel.loop_axes and sel.loop_axes[0] == "time":  # images missing at the end (a crash): the stack ends before
+        held = np.flatnonzero((table != MISSING).reshape(len(table), -1).any(axis=1))
+        end = int(held[-1]) + 1 if len(held) else 0
+        if 0 < end < len(table):
+            damage.append(Damage(end, f"the NDTiff index lists {len(table)} time points but the files hold none "
+                                      f"after time point {end - 1} whole (cut by a crash?)",
+                                 f"time points {end}..{len(table) - 1} left out; the stack ends with frame {end - 1}"))
+            table = table[:end]
     source = _source(path, index, sel, table, files, (height, width), dtype)
+    source.damage.extend(damage)
     if cut:
         source.notes.append(f"{len(cut)} image(s) the index lists are not whole in their files (cut by a crash?): "
                             "repaired as missing")
@@ -221,8 +235,11 @@ def _source(path: Path, index: NDTiffIndex, sel: Selection, table: np.ndarray, f
     array = PlaneArray(table.shape, (height, width), dtype, read_plane)
     names = {"C": [str(v) for v in sel.values["channel"]]} if "channel" in sel.values else {}
     notes = [f"series {sel.series_key} of {sel.n_series}"] if sel.n_series > 1 else []
+    missing = (table == MISSING).any()
     return Source(array, sel.letters + "YX", "ndtiff", close=files.close, metadata=_metadata(path, index),
-                  names=names, notes=notes, holes=holes if (table == MISSING).any() else None)
+                  names=names, notes=notes, holes=holes if missing else None,
+                  damaged=(lambda layout, n: len(holes(layout, slice(0, n), slice(None), slice(None)))) if missing
+                  else None)
 
 
 def read_metadata(path: Path) -> MovieMetadata:

@@ -325,14 +325,19 @@ def _page_frames(path: Path) -> Source | None:
         except Exception:
             return None
         kept: list = []
-        cut = False
+        cut = loop = False
+        seen: set[int] = set()
         try:
             size = tif.filehandle.size
             for page in tif.pages:  # a directory cut by a crash raises, or is logged, here
+                if page is not None and page.offset in seen:  # a damaged chain of directories that loops back
+                    cut = loop = True
+                    break
                 if page is None or any(o + n > size for o, n in zip(page.dataoffsets, page.databytecounts,
                                                                      strict=True)):
                     cut = True
                     break
+                seen.add(page.offset)
                 if kept and (page.shape != kept[0].shape or page.dtype != kept[0].dtype):
                     continue  # another image in the file (a thumbnail, a mask): not a frame
                 kept.append(page)
@@ -345,8 +350,9 @@ def _page_frames(path: Path) -> Source | None:
         return None
     damage = []
     if cut:
-        damage.append(Damage(len(kept), f"the file ends at byte {size}, after page {len(kept) - 1} (cut by a "
-                                        "crash?)", f"the stack ends with frame {len(kept) - 1}, the last complete one"))
+        where = (f"the file's page directories loop back after page {len(kept) - 1} (a damaged file)" if loop else
+                 f"the file ends at byte {size}, after page {len(kept) - 1} (cut by a crash?)")
+        damage.append(Damage(len(kept), where, f"the stack ends with frame {len(kept) - 1}, the last complete one"))
     dtype = np.dtype(kept[0].dtype).newbyteorder("=")
 
     def read(lo: int, hi: int) -> np.ndarray:

@@ -1,9 +1,17 @@
-"""zarr backend: v2 and v3 arrays (sharded or not), groups, OME-Zarr images (level 0 of the multiscales)."""
+"""zarr backend: v2 and v3 arrays (sharded or not), groups, OME-Zarr images (level 0 of the multiscales).
+
+A store's metadata is a claim: an array may say it holds far more frames than its writer wrote, or chunks of no
+size. What the store holds is found by listing its keys once when it opens (``MissingChunks.survey``: a cost in the
+chunks that exist, never in the frames the metadata claim), so that the stack ends with its last stored chunk and a
+store whose missing chunks cover more than the damage budget (``io.damage``) is refused before any frame is read.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from decode_mem.errors import StackError
 from decode_mem.io._layout import Source, normalize_axes
@@ -19,19 +27,44 @@ def open_zarr(path: Path, *, key: str | None, series: int) -> Source:
     try:
         node = zarr.open(str(path), mode="r")
     except Exception as e:
-        raise StackError(f"{path}: not a readable zarr array or group ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: not a readable zarr array or group ({_text(e)})") from e
     where = str(path)
     axes = None
-    if isinstance(node, zarr.Group):
-        node, axes, where = _array_in_group(node, key, series, where)
-    elif key is not None:
-        raise StackError(f"{path}: key={key!r} given, but this is a zarr array, not a group")
-    elif series:
-        raise StackError(f"{path}: series={series} given, but {_NO_SERIES}")
-    if axes is None:
-        names = getattr(node.metadata, "dimension_names", None) or node.attrs.get("_ARRAY_DIMENSIONS")
-        axes = normalize_axes(names, node.ndim)
-    return Source(node, axes, "zarr", holes=MissingChunks(node))
+    try:
+        if isinstance(node, zarr.Group):
+            node, axes, where = _array_in_group(node, key, series, where)
+        elif key is not None:
+            raise StackError(f"{path}: key={key!r} given, but this is a zarr array, not a group")
+        elif series:
+            raise StackError(f"{path}: series={series} given, but {_NO_SERIES}")
+        if axes is None:
+            names = getattr(node.metadata, "dimension_names", None) or _attrs(node).get("_ARRAY_DIMENSIONS")
+            axes = normalize_axes(names, node.ndim)
+        grid = storage_grid(node)
+    except StackError:
+        raise
+    except Exception as e:  # metadata zarr parsed but that do not describe an array: edited, or not a store's
+        raise StackError(f"{where}: the zarr metadata do not describe a readable array ({_text(e)})") from e
+    if len(grid) != node.ndim or any(int(n) < 1 for n in grid):
+        raise StackError(f"{where}: the zarr metadata give chunks of shape {tuple(grid)} for an array of shape "
+                         f"{tuple(node.shape)}: every chunk must be at least 1 along every axis")
+    holes = MissingChunks(node)
+    return Source(node, axes, "zarr", holes=holes, damaged=holes.damaged)
+
+
+def _text(e: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+
+
+def _attrs(node: Any) -> dict:
+    """A node's attributes as a mapping ({} where the .zattrs / attributes are not one: edited by hand)."""
+    try:
+        attrs = dict(node.attrs)
+    except Exception:
+        return {}
+    return attrs
 
 
 def is_zarr(path: Path) -> bool:
@@ -57,6 +90,40 @@ def chunk_exists(array: Any, coords: tuple[int, ...]) -> bool:
     return bool(sync(array.store.exists(key)))
 
 
+def stored_positions(array: Any) -> np.ndarray:
+    """The grid positions of the objects (chunks, or shards of a sharded array) the store holds for ``array``, as an
+    ``(n, ndim)`` array, from one listing of the store's keys: a cost in what is stored, not in what the metadata
+    claim. Keys that are not chunk keys of the array's grid (metadata, stray files) are left out."""
+    from zarr.core.sync import sync
+
+    meta = array.metadata
+    encoding = getattr(meta, "chunk_key_encoding", None)
+    if encoding is not None:  # zarr v3: 'c/0/1/2' (default) or '0.1.2' (v2 encoding)
+        sep = encoding.separator
+        prefix = f"c{sep}" if encoding.name == "default" else ""
+    else:  # zarr v2: '0.1.2' or '0/1/2'
+        sep, prefix = getattr(meta, "dimension_separator", None) or ".", ""
+    base = f"{array.path}/" if array.path else ""
+    ndim = len(array.shape)
+    counts = tuple(-(-int(n) // int(g)) for n, g in zip(array.shape, storage_grid(array), strict=True))
+
+    async def keys() -> list[tuple[int, ...]]:
+        found = []
+        async for key in array.store.list_prefix(base):
+            rest = key[len(base):]
+            if not rest.startswith(prefix):
+                continue
+            parts = rest[len(prefix):].split(sep)
+            if len(parts) != ndim or not all(p.isdigit() for p in parts):
+                continue
+            coords = tuple(int(p) for p in parts)
+            if all(c < n for c, n in zip(coords, counts, strict=True)):
+                found.append(coords)
+        return found
+
+    return np.array(sync(keys()), dtype=np.int64).reshape(-1, ndim)
+
+
 class MissingChunks:
     """``Source.holes`` of a zarr array: the pixels of a read that lie in chunks (shards) missing from the store.
     What was looked up is remembered (a set of grid positions, a few bytes each), so a chunk is asked about once."""
@@ -65,22 +132,41 @@ class MissingChunks:
         self.array = array
         self.grid = storage_grid(array)
         self.known: dict[tuple[int, ...], bool] = {}
+        self._survey: dict[tuple, tuple[int, int]] = {}
+
+    def survey(self, layout: Any, n_frames: int) -> tuple[int, int]:
+        """``(frames, damaged)`` from one listing of the store: ``frames`` up to the end of the last time-chunk
+        the store holds (the array may be larger than what its writer wrote before it stopped), ``damaged`` how many
+        of those lie in a time-chunk with a chunk missing at some Y/X position (for the channel and z read)."""
+        key = (layout.frame, layout.fixed, n_frames)
+        if key not in self._survey:
+            self._survey[key] = self._count(layout, n_frames)
+        return self._survey[key]
+
+    def _count(self, layout: Any, n_frames: int) -> tuple[int, int]:
+        positions = stored_positions(self.array)
+        for axis, index in layout.fixed:  # the chunks of the channel / z / series read
+            positions = positions[positions[:, axis] == index // self.grid[axis]]
+        per_frame = -(-self.array.shape[layout.y] // self.grid[layout.y]) * \
+            -(-self.array.shape[layout.x] // self.grid[layout.x])
+        if layout.frame is None:
+            return n_frames, 0 if len({(p[layout.y], p[layout.x]) for p in positions}) == per_frame else n_frames
+        if not len(positions):
+            return 0, 0
+        step = self.grid[layout.frame]
+        times, counts = np.unique(positions[:, layout.frame], return_counts=True)  # Y/X chunks stored per time-chunk
+        frames = min(n_frames, (int(times.max()) + 1) * step)
+        starts = times[(counts == per_frame) & (times * step < frames)] * step
+        held = int(np.minimum(step, frames - starts).sum())
+        return frames, frames - held
 
     def frames_stored(self, layout: Any, n_frames: int) -> int:
-        """Frames up to the end of the last time-chunk in the store (a chunk of the first Y/X position): the
-        array may be larger than what its writer wrote before it stopped. Looked up from the end backwards."""
-        if layout.frame is None:
-            return n_frames
-        step = self.grid[layout.frame]
-        coords = [dict(layout.fixed).get(a, 0) // self.grid[a] for a in range(len(self.grid))]
-        for k in range(-(-n_frames // step) - 1, -1, -1):
-            coords[layout.frame] = k
-            key = tuple(coords)
-            if key not in self.known:
-                self.known[key] = chunk_exists(self.array, key)
-            if self.known[key]:
-                return min(n_frames, (k + 1) * step)
-        return 0
+        """Frames up to the end of the last time-chunk in the store (``survey``)."""
+        return self.survey(layout, n_frames)[0]
+
+    def damaged(self, layout: Any, n_frames: int) -> int:
+        """Frames of the first ``n_frames`` in a time-chunk with a chunk missing (``survey``)."""
+        return self.survey(layout, n_frames)[1]
 
     def __call__(self, layout: Any, t: int | slice, ys: slice, xs: slice) -> dict[int, tuple[Any, str]]:
         import numpy as np

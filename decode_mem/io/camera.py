@@ -79,6 +79,9 @@ class Camera:
         """
         check_keys(cls, params, source)
         params = dict(params)
+        for name in MAP_FIELDS:
+            if params.get(name) is not None and not isinstance(params[name], (str, os.PathLike)):
+                raise ConfigError(f"camera.{name} must be a path to a .npy or .tif file, got {params[name]!r}")
         if base_dir is not None:
             for name in MAP_FIELDS:
                 if params.get(name) is not None and not Path(params[name]).is_absolute():
@@ -225,8 +228,14 @@ def camera_fields(value: str | os.PathLike | None) -> dict[str, Any]:
     if not Path(value).is_file():
         raise ConfigError(f"--camera {value}: neither a preset ({' or '.join(PRESETS)}) nor a camera YAML file")
     fields = load_yaml(value, section="camera")
-    # validates every key; an unknown one is named with the YAML file
-    resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent, source=f"{value}: camera").to_dict()
+    # validates every key; an unknown one (and every other problem) is named with the YAML file
+    try:
+        resolved = Camera.from_dict({**fields}, base_dir=Path(value).parent, source=f"{value}: camera").to_dict()
+    except ConfigError as e:
+        raise ConfigError(str(e) if str(e).startswith(str(value)) else f"{value}: {e}") from None
+    for name in MAP_FIELDS:  # the maps are read later, for the frames' size: that they are there is checked now
+        if resolved[name] is not None and not Path(resolved[name]).is_file():
+            raise ConfigError(f"{value}: camera.{name} {resolved[name]}: no such camera map file")
     return {k: resolved[k] for k in fields}
 
 

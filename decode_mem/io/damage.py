@@ -11,6 +11,12 @@ must stay what they are in the file), so damaged pixels are *repaired*, not skip
   neighbours' context holds no jump to 0;
 - frames that are not in the file at all (a TIFF cut by a crash) end the stack after the last complete frame.
 
+Repairs have a budget: a stack whose repaired frames are more than ``MAX_DAMAGED_SHARE`` (5 %) of its frames is
+refused in one line saying how many are damaged (``check_budget``; ``open_stack(max_damage=...)`` sets another
+share), not localized as repaired frames: a movie most of whose frames are flat patches is not the user's data. What
+is known when a stack opens (chunks missing from a zarr store, frame files that cannot be read, images an NDTiff
+index lacks) is checked then, before any frame is read; NaN frames as they are read.
+
 Every repair is one :class:`Damage` (frame, what, action) in a :class:`DamageLog`; a stack (``Stack.damage``) and a
 followed stack keep one, the run writes it to ``<stem>.json`` (``as_json``) and says it in one line (``line``).
 """
@@ -23,8 +29,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from decode_mem.errors import StackError
+
 JSON_RECORDS = 1000  # records listed in <stem>.json; the count covers all of them
 LINE_FRAMES = 5  # frames named in the one-line warning
+MAX_DAMAGED_SHARE = 0.05  # the share of a stack's frames repairs may cover (open_stack's max_damage default)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class Damage:
     frame: int
     what: str
     action: str
+    repaired: bool = False  # the frame's pixels were replaced (True), or it is where a cut file ends (False)
 
     def text(self) -> str:
         return f"frame {self.frame}: {self.what}; {self.action}"
@@ -66,6 +76,11 @@ class DamageLog:
 
     def __bool__(self) -> bool:
         return bool(self._records)
+
+    def repaired_frames(self) -> int:
+        """How many distinct frames were repaired (not counting where a cut file ends)."""
+        with self._lock:
+            return len({d.frame for d in self._records.values() if d.repaired})
 
     def line(self, where: str) -> str | None:
         """One warning line naming the damaged frames (the first ``LINE_FRAMES``), or None when there is none."""
@@ -123,8 +138,25 @@ def repair_frames(frames: np.ndarray, numbers: range | list[int], log: DamageLog
             info = np.iinfo(frame.dtype)
             value = float(np.clip(np.rint(value), info.min, info.max))
         frame[bad] = value
-        log.add(Damage(int(numbers[i]), "; ".join(whats), action))
+        log.add(Damage(int(numbers[i]), "; ".join(whats), action, repaired=True))
     return frames
+
+
+def check_share(share: float | None) -> float:
+    """``max_damage`` as given (None: ``MAX_DAMAGED_SHARE``), a share between 0 and 1; a StackError otherwise."""
+    share = MAX_DAMAGED_SHARE if share is None else share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise StackError(f"max_damage must be a share of the frames between 0 and 1, got {share!r}")
+    return float(share)
+
+
+def check_budget(where: str, damaged: int, frames: int, share: float, what: str) -> None:
+    """A StackError (one line) when ``damaged`` of a stack's ``frames`` are more than ``share`` of them: repairs
+    that would cover that much of a movie are refused, not made. ``what``: what the damage is."""
+    if frames and damaged > share * frames:
+        raise StackError(f"{where}: {damaged} of its {frames} frames are damaged ({damaged / frames:.1%}: {what}); "
+                         f"repairs may cover at most {share:.0%} of a stack's frames, so it is refused rather than "
+                         f"localized as repaired frames (open_stack(max_damage=...) sets another share)")
 
 
 def finite_median(frame: np.ndarray, holes: np.ndarray | None = None) -> float | None:

@@ -56,7 +56,9 @@ class GrowingZarr:
             self.stack.close()
             self.stack = None
         try:
-            self.stack = Stack(self.path, **self.options)  # re-read the metadata: the shape grows
+            # re-read the metadata: the shape grows. No damage budget: frames are localized as they arrive, so a
+            # repair is said, as everywhere in --follow, not refused at the end (io.damage)
+            self.stack = Stack(self.path, **{"max_damage": 1.0, **self.options})
             self.stack._trim = final  # while it grows, chunks are looked for here, not from the array's end
             self.stack._opened()
         except EmptyStackError:  # created with no frames yet (shape (0, H, W)): the writer appends them later

@@ -57,11 +57,16 @@ class SplineData:
             raise ConfigError(f"spline PSF: coefficients must be (Nz-1, Ny-1, Nx-1, 64), got shape {c.shape}")
         if not np.isfinite(c).all():
             raise ConfigError("spline PSF: coefficients contain NaN or infinity")
-        if int(self.upsample) != self.upsample or self.upsample < 1:
+        if not _number(self.upsample) or int(self.upsample) != self.upsample or self.upsample < 1:
             raise ConfigError(f"spline PSF: upsample must be a positive integer, got {self.upsample!r}")
         object.__setattr__(self, "upsample", int(self.upsample))
-        if not self.dz > 0:
+        for name in ("x0", "y0", "z0", "pixel_size"):
+            if not _number(getattr(self, name)):
+                raise ConfigError(f"spline PSF: {name} must be a finite number, got {getattr(self, name)!r}")
+        if not _number(self.dz) or not self.dz > 0:
             raise ConfigError(f"spline PSF: dz must be > 0 nm, got {self.dz!r}")
+        if np.shape(self.z_range) != (2,) or not all(_number(v) for v in self.z_range):
+            raise ConfigError(f"spline PSF: z_range must be (low, high) nm, got {self.z_range!r}")
         lo, hi = (float(v) for v in self.z_range)
         if not lo <= hi:
             raise ConfigError(f"spline PSF: z_range must be (low, high), got {self.z_range!r}")
@@ -104,13 +109,12 @@ def read_psf(path: str | os.PathLike) -> SplineData:
     """Read a PSF file; a missing, unreadable or foreign file is a ConfigError naming it."""
     p = Path(path)
     with _open_psf(p) as f:
-        a = f.attrs
-        widths = {n: f[n][()] if n in f else None for n in ("width_z", "width_x", "width_y")}
+        head = _header(f, p)
+        widths = {n: _dataset(f, n, p, 1) if n in f else None for n in ("width_z", "width_x", "width_y")}
         try:
-            return SplineData(coeff=f["coeff"][()], x0=float(a["x0"]), y0=float(a["y0"]), z0=float(a["z0"]),
-                              dz=float(a["dz"]), z_range=tuple(float(v) for v in a["z_range"]),
-                              pixel_size=float(a.get("pixel_size", 0.0)), source=str(a.get("source", "")),
-                              upsample=int(a.get("upsample", 1)), **widths)
+            return SplineData(coeff=_dataset(f, "coeff", p, 4), x0=head["x0"], y0=head["y0"], z0=head["z0"],
+                              dz=head["dz"], z_range=head["z_range"], pixel_size=head["pixel_size"],
+                              source=str(f.attrs.get("source", "")), upsample=head["upsample"], **widths)
         except ConfigError as e:  # SplineData's own checks: name the file
             raise ConfigError(f"{p}: {e}") from e
 
@@ -118,16 +122,67 @@ def read_psf(path: str | os.PathLike) -> SplineData:
 def psf_header(path: str | os.PathLike) -> dict:
     """The cheap part of a PSF file (no coefficients): shape, x0, y0, z0, dz, z_range, pixel_size and
     ``widths`` (z nm, σx px, σy px) when stored."""
-    with _open_psf(Path(path)) as f:
-        a = f.attrs
-        out = {k: float(a[k]) for k in ("x0", "y0", "z0", "dz")}
-        out["upsample"] = int(a.get("upsample", 1))
-        out["z_range"] = tuple(float(v) for v in a["z_range"])
-        out["pixel_size"] = float(a.get("pixel_size", 0.0))
-        out["shape"] = tuple(int(v) for v in f["coeff"].shape[:3])
+    p = Path(path)
+    with _open_psf(p) as f:
+        out = _header(f, p)
+        out["shape"] = tuple(int(v) for v in _checked(f, "coeff", p, 4).shape[:3])
         if "width_x" in f:
-            out["widths"] = tuple(f[n][()] for n in ("width_z", "width_x", "width_y"))
+            out["widths"] = tuple(_dataset(f, n, p, 1) for n in ("width_z", "width_x", "width_y"))
         return out
+
+
+def _header(f: Any, p: Path) -> dict:
+    """The PSF file's numbers (attributes), each checked to be what it must be; a ConfigError naming the file."""
+    out: dict[str, Any] = {}
+    for name, default in (("x0", None), ("y0", None), ("z0", None), ("dz", None), ("pixel_size", 0.0),
+                          ("upsample", 1)):
+        value = f.attrs.get(name, default)
+        if value is None:
+            raise ConfigError(f"{p}: the PSF file has no '{name}'")
+        if not _number(value):
+            raise ConfigError(f"{p}: the PSF file's {name} must be a finite number, got {value!r}")
+        out[name] = float(value)
+    if out["upsample"] != int(out["upsample"]) or out["upsample"] < 1:
+        raise ConfigError(f"{p}: the PSF file's upsample must be a positive integer, got {out['upsample']!r}")
+    out["upsample"] = int(out["upsample"])
+    z_range = f.attrs.get("z_range")
+    if z_range is None or np.shape(z_range) != (2,) or not all(_number(v) for v in z_range):
+        raise ConfigError(f"{p}: the PSF file's z_range must be two finite numbers (low, high nm), got {z_range!r}")
+    out["z_range"] = tuple(float(v) for v in z_range)
+    return out
+
+
+def _checked(f: Any, name: str, p: Path, ndim: int) -> Any:
+    """Dataset ``name``: ``ndim``-D numbers, no larger than the file can hold (an edited header claiming more is
+    refused before anything is allocated)."""
+    import h5py
+
+    ds = f.get(name)
+    if not isinstance(ds, h5py.Dataset):
+        raise ConfigError(f"{p}: the PSF file has no '{name}' dataset")
+    if ds.ndim != ndim or ds.dtype.kind not in "iuf":
+        raise ConfigError(f"{p}: the PSF file's '{name}' must be a {ndim}-D array of numbers, got shape {ds.shape} "
+                          f"of {ds.dtype}")
+    size = p.stat().st_size
+    if ds.compression is None and ds.size * ds.dtype.itemsize > size:
+        raise ConfigError(f"{p}: the PSF file's '{name}' claims {ds.size * ds.dtype.itemsize} bytes, the file has "
+                          f"{size}")
+    return ds
+
+
+def _dataset(f: Any, name: str, p: Path, ndim: int) -> np.ndarray:
+    """Dataset ``name`` read (``_checked``); a ConfigError naming the file where HDF5 cannot read it."""
+    ds = _checked(f, name, p, ndim)
+    try:
+        return ds[()]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{p}: the PSF file's '{name}' cannot be read ({e})") from None
+
+
+def _number(value: Any) -> bool:
+    """A finite real number (a scalar of any numeric type; not a bool, a string or an array)."""
+    v = np.asarray(value)
+    return v.shape == () and v.dtype.kind in "iuf" and bool(np.isfinite(v))
 
 
 @contextmanager
@@ -140,8 +195,11 @@ def _open_psf(p: Path) -> Iterator[Any]:
         raise ConfigError(f"{p}: PSF file not found")
     try:
         with h5py.File(p, "r") as f:
-            if f.attrs.get("format") != FORMAT:
+            fmt = f.attrs.get("format")
+            if not isinstance(fmt, (str, bytes)) or (fmt.decode(errors="replace") if isinstance(fmt, bytes)
+                                                      else fmt) != FORMAT:
                 raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
             yield f
-    except (OSError, KeyError) as e:
-        raise ConfigError(f"{p}: cannot read the PSF file ({e})") from e
+    except (OSError, KeyError, RuntimeError) as e:  # h5py: a damaged file, object header or attribute
+        lines = str(e).strip().splitlines()
+        raise ConfigError(f"{p}: cannot read the PSF file ({lines[0] if lines else type(e).__name__})") from e

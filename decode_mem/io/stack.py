@@ -7,7 +7,8 @@ tiled, OME and other non-contiguous TIFF, the page reader ``--follow`` uses (``g
 grown page by page (one series per write) and for files cut by a crash, zarr for zarr v2/v3/OME-Zarr,
 ``np.load(mmap_mode='r')`` for ``.npy``, ``growing_folder`` for folders of frame files (offline and ``--follow``
 read the same frames), the format's own library for the microscope formats, plane by plane (``io._planes``).
-Damaged frames are repaired as they are read and recorded (``io.damage``, ``Stack.damage``). A ``Stack`` pickles
+Damaged frames are repaired as they are read and recorded (``io.damage``, ``Stack.damage``), within a budget: a
+stack whose damage covers more than ``max_damage`` of its frames (5 %) is refused. A ``Stack`` pickles
 as its path and options and re-opens on first use in the new process. ``stack.metadata``: what the file states
 about its camera (``io.metadata``).
 
@@ -33,12 +34,14 @@ import numpy as np
 from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Layout, Source, resolve_layout
 from decode_mem.io.blocks import edge_blocks
-from decode_mem.io.damage import Damage, DamageLog, finite_median, repair_frames
+from decode_mem.io.damage import Damage, DamageLog, check_budget, check_share, finite_median, repair_frames
 from decode_mem.io.metadata import MovieMetadata, read_metadata
 
 __all__ = ["Stack", "open_stack"]
 
 _TIFF_MAGIC = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")  # classic TIFF and BigTIFF, both byte orders
+_KNOWN_DAMAGE = {"zarr": "chunks missing from the zarr store", "folder": "frame files that cannot be read",
+                 "ndtiff": "images the NDTiff index lists but the files do not hold"}
 _NPY_MAGIC = b"\x93NUMPY"
 LEVEL_FRAMES = 64  # frames searched for the level of a frame with no good pixel
 
@@ -51,6 +54,7 @@ def open_stack(
     z: int | None = None,
     key: str | None = None,
     axes: str | None = None,
+    max_damage: float | None = None,
 ) -> Stack:
     """Open an image stack read-only as a lazy ``(T, H, W)`` :class:`Stack`.
 
@@ -61,9 +65,12 @@ def open_stack(
     A folder that is not a zarr store is a movie of its frame files in natural name order.
     Headers are parsed now, so a missing, corrupt or ambiguous input fails here with a StackError.
     Damaged frames are repaired as they are read and recorded in ``stack.damage`` (see ``io.damage``);
-    ``stack.notes()`` gives the lines a run should show (series left out, damage).
+    ``stack.notes()`` gives the lines a run should show (series left out, damage). ``max_damage``: the share of the
+    frames repairs may cover (default ``io.damage.MAX_DAMAGED_SHARE``, 0.05); a stack with more damaged frames is
+    refused with a StackError: when it opens where that is known then (missing zarr chunks, unreadable frame files),
+    else when the read that finds it ends (NaN frames).
     """
-    stack = Stack(path, series=series, channel=channel, z=z, key=key, axes=axes)
+    stack = Stack(path, series=series, channel=channel, z=z, key=key, axes=axes, max_damage=max_damage)
     stack._opened()
     return stack
 
@@ -77,10 +84,12 @@ class Stack(AbstractContextManager):
     ndim = 3
 
     def __init__(self, path: str | os.PathLike, *, series: int | None = None, channel: int | None = None,
-                 z: int | None = None, key: str | None = None, axes: str | None = None) -> None:
+                 z: int | None = None, key: str | None = None, axes: str | None = None,
+                 max_damage: float | None = None) -> None:
         """Record what to open; nothing is opened until first use (``open_stack`` opens at once)."""
         self.path = Path(path)
         self._options = {"series": series, "channel": channel, "z": z, "key": key, "axes": axes}
+        self._max_damage = check_share(max_damage)
         self._trim = True  # a zarr array ends with its last chunk in the store (GrowingZarr looks for itself)
         self._reset()
 
@@ -116,7 +125,7 @@ class Stack(AbstractContextManager):
                                     where=str(self.path), names=src.names)
             stored = getattr(src.holes, "frames_stored", None)
             if stored is not None and self._trim:  # a zarr array larger than what was written into it
-                n = stored(layout, layout.shape[0])
+                n = stored(layout, layout.shape[0])  # from a listing of the store, not a loop over the frames
                 if n == 0:
                     raise EmptyStackError(f"{self.path}: no chunk of the array's frames is in the store yet")
                 if n < layout.shape[0]:
@@ -125,6 +134,9 @@ class Stack(AbstractContextManager):
                                              f"frames {n}..{layout.shape[0] - 1} left out; the stack ends with "
                                              f"frame {n - 1}"))
                     layout = dataclasses.replace(layout, shape=(n, *layout.shape[1:]))
+            if src.damaged is not None and self._trim:  # what is known damaged now: refused before any read
+                check_budget(str(self.path), src.damaged(layout, layout.shape[0]), layout.shape[0], self._max_damage,
+                             f"{_KNOWN_DAMAGE.get(src.backend, 'missing data')} would be repaired as flat frames")
         except BaseException:
             src.close()
             raise
@@ -146,11 +158,12 @@ class Stack(AbstractContextManager):
 
     # pickling: path + options only; the unpickled copy opens the file on first use
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": os.path.abspath(self.path), "options": dict(self._options)}
+        return {"path": os.path.abspath(self.path), "options": dict(self._options), "max_damage": self._max_damage}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = Path(state["path"])
         self._options = dict(state["options"])
+        self._max_damage = state.get("max_damage", check_share(None))
         self._trim = True
         self._reset()
 
@@ -255,6 +268,9 @@ class Stack(AbstractContextManager):
         if out.dtype.kind == "f" or holes:
             numbers = [t] if isinstance(t, int) else range(t.start, t.stop, t.step or 1)
             repair_frames(out[None] if isinstance(t, int) else out, numbers, self._damage, self._stack_level, holes)
+            if self._trim:  # NaN frames found as they are read: the budget holds for them too
+                check_budget(str(self.path), self._damage.repaired_frames(), len(self), self._max_damage,
+                             "NaN or infinite pixels, or data missing from the file, repaired so far")
         return np.ascontiguousarray(out[post])  # a copy only where a step was negative or an index an int
 
     def _stack_level(self) -> float:

@@ -38,7 +38,8 @@ PSF_FIELDS = ("x0", "y0", "z0", "dz", "pixel_size", "source", "upsample")
 class TrainedModel:
     """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF,
     and the ``envelope`` of physics it was trained on (``SimulationConfig.envelope``); ``psf``: the spline PSF it
-    was trained on (models of a PSF file), else None."""
+    was trained on (models of a PSF file), else None; ``psf_field``: how that PSF changes across the field (a
+    ``io.field_psf_file.FieldPsfData``; ``psf`` is then the PSF at the field's centre), else None."""
 
     net: DecodeNet
     camera: Camera
@@ -48,6 +49,7 @@ class TrainedModel:
     path: Path
     envelope: dict[str, Any]
     psf: SplineData | None = None
+    psf_field: Any = None
 
     @property
     def pixel_size(self) -> float:
@@ -133,7 +135,7 @@ def _psf_meta(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, 
     """The PSF file of a ``psf: spline`` training, as checkpoint metadata (tensors and plain values). The spline
     is the one the training renders with (read once per unchanged file, ``simulate.config.file_spline``): a
     checkpoint every few steps reads no coefficients again."""
-    from decode_mem.simulate.config import file_spline
+    from decode_mem.simulate.config import SimulationConfig, file_field, file_spline
 
     file = Path(str(simulation.get("psf_file") or ""))
     try:
@@ -148,6 +150,8 @@ def _psf_meta(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, 
         value = getattr(data, name)
         if value is not None:
             out[name] = [float(v) for v in value]
+    if SimulationConfig.from_dict(simulation).field_shape is not None:  # a PSF that changes across the field
+        out["field"] = file_field(str(file)).field.as_meta()
     return out
 
 
@@ -178,6 +182,19 @@ def _psf_data(meta: dict[str, Any], path: Path) -> SplineData | None:
         raise CheckpointError(f"{path}: bad PSF in the checkpoint: {e}") from e
 
 
+def _psf_field(meta: dict[str, Any], path: Path) -> Any:
+    """How the checkpoint's PSF changes across the field (``FieldPsfData``), or None."""
+    psf = meta.get("psf")
+    if not isinstance(psf, dict) or not isinstance(psf.get("field"), dict):
+        return None
+    from decode_mem.io.field_psf_file import FieldPsfData
+
+    try:
+        return FieldPsfData.from_meta(psf["field"])
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{path}: bad field-dependent PSF in the checkpoint: {e}") from e
+
+
 def _envelope(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
     from decode_mem.simulate.config import SimulationConfig
 
@@ -188,13 +205,48 @@ def _envelope(simulation: dict[str, Any], path: str | os.PathLike) -> dict[str, 
 
 
 def build_net(state: dict[str, Any], path: str | os.PathLike) -> DecodeNet:
-    """The network of a loaded checkpoint, weights in place; mismatches are CheckpointErrors."""
+    """The network of a loaded checkpoint, weights in place; mismatches are CheckpointErrors (one line). A model
+    config that asks for a network far larger than the file's weights (``features: 1000000``, edited) is refused
+    before that memory is allocated (``_check_size``)."""
     try:
-        net = DecodeNet(ModelConfig.from_dict(state["model_config"]))
-        net.load_state_dict(state["model"])
-    except (ConfigError, RuntimeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path}: weights do not match the model config: {e}") from e
+        config = ModelConfig.from_dict(state["model_config"])
+        weights = state["model"]
+        if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+            raise CheckpointError(f"{path}: weights do not match the model config: the weights are not tensors")
+        _check_size(config, weights, path)
+        net = DecodeNet(config)
+        net.load_state_dict(weights)
+    except CheckpointError:
+        raise
+    except (ConfigError, RuntimeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        lines = str(e).strip().splitlines()
+        raise CheckpointError(f"{path}: weights do not match the model config: "
+                              f"{lines[0] if lines else type(e).__name__}") from e
     return net
+
+
+def _check_size(config: ModelConfig, weights: dict[str, torch.Tensor], path: str | os.PathLike) -> None:
+    """A CheckpointError where the network ``config`` describes has another number of weights than the file holds,
+    found without building it: the count is a quadratic polynomial in ``features`` and ``inter_features`` with
+    non-negative coefficients (every weight tensor's size is a product of at most two channel counts), so the
+    count at (1, 1) times max(features, inter_features)² bounds it, and six tiny networks give it exactly."""
+    from dataclasses import replace
+
+    def count(f: int, i: int) -> int:
+        return sum(int(v.numel()) for v in DecodeNet(replace(config, features=f, inter_features=i)).state_dict()
+                   .values())
+
+    given = sum(int(v.numel()) for v in weights.values())
+    f, i = config.features, config.inter_features
+    if count(1, 1) * max(f, i) ** 2 <= 4 * given:  # no larger than a few times the file's weights: built, compared
+        return
+    points = [(1, 1), (2, 1), (1, 2), (3, 1), (1, 3), (2, 2)]
+    terms = np.array([[1, a, b, a * a, b * b, a * b] for a, b in points], float)
+    coeff = np.linalg.solve(terms, np.array([count(a, b) for a, b in points], float))
+    wanted = round(float(np.dot(coeff, [1, f, i, f * f, i * i, f * i])))
+    if wanted != given:
+        raise CheckpointError(f"{path}: weights do not match the model config: it describes a network of {wanted} "
+                              f"weights (features {f}, inter_features {i}), the file holds {given}")
 
 
 def load_model(path: str | os.PathLike | None = None, *, device: str | torch.device = "cpu") -> TrainedModel:
@@ -207,6 +259,7 @@ def load_model(path: str | os.PathLike | None = None, *, device: str | torch.dev
         camera = Camera.from_dict(meta["camera"])
         return TrainedModel(net=net, camera=camera, simulation=dict(meta["simulation"]),
                             receptive_field=int(meta["receptive_field"]), step=int(meta["step"]), path=path,
-                            envelope=dict(meta["envelope"]), psf=_psf_data(meta, path))
+                            envelope=dict(meta["envelope"]), psf=_psf_data(meta, path),
+                            psf_field=_psf_field(meta, path))
     except (ConfigError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: bad metadata: {e}") from e

@@ -15,6 +15,11 @@ from decode_mem.simulate.config import SimulationConfig
 from decode_mem.train.trainable import parse_trainable
 
 NESTED = {"model": ModelConfig, "loss": LossConfig, "simulation": SimulationConfig}
+
+
+def _whole(value: Any) -> bool:
+    """A whole number as a YAML gives it (``250`` or ``250.0``; not a bool, NaN, a string)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and float(value).is_integer()
 # old key -> new key: 'chunk_size' became 'crop_size' (in inference chunk_size is the tile core, a different size)
 RENAMED = {"chunk_size": "crop_size"}
 
@@ -64,9 +69,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "accumulation_steps", "val_every", "val_size", "log_every",
                      "checkpoint_every", "lr_step"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.threads is not None and int(self.threads) < 1:
+            if not _whole(getattr(self, name)) or getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if self.threads is not None and (not _whole(self.threads) or self.threads < 1):
             raise ConfigError(f"train.threads must be >= 1 or null, got {self.threads!r}")
         if isinstance(self.size_jitter, bool) or not isinstance(self.size_jitter, int) or self.size_jitter < 0:
             raise ConfigError(f"train.size_jitter must be an integer >= 0 px, got {self.size_jitter!r}")
