@@ -20,7 +20,7 @@ import numpy as np
 from decode_mem.errors import StackError
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray
-from decode_mem.io.metadata import MovieMetadata, camera_identity
+from decode_mem.io.metadata import MovieMetadata, camera_identity, finite_number
 
 DTYPES = {"Gray8": np.uint8, "Gray16": np.uint16, "Gray32Float": np.float32, "Gray32": np.int32}
 PLANE_LETTERS = "TZC"  # first, in this order; any other dimension with more than one index follows
@@ -156,7 +156,7 @@ def _metadata(root: ET.Element | None) -> MovieMetadata:
     acquisition: dict[str, Any] = {}
     for distance in root.iterfind("Metadata/Scaling/Items/Distance"):
         if distance.get("Id") == "X":
-            value = _number(distance.findtext("Value"))
+            value = finite_number(distance.findtext("Value"))
             if value is not None and 1e-9 <= value <= 1e-4:  # metres, as ZEN writes it
                 values["pixel_size"] = round(value * 1e9, 6)
             elif value is not None and 1e-3 <= value <= 100:  # µm, as pylibCZIrw's write_metadata writes it
@@ -171,11 +171,11 @@ def _metadata(root: ET.Element | None) -> MovieMetadata:
     for el in (detector, settings):  # the channel's settings override the detector's defaults
         if el is None:
             continue
-        gain = _number(el.findtext("EMGain")) or _number(el.findtext("AmplificationGain")) \
-            or (_number(el.findtext("Gain")) if kind == "EMCCD" else None)
+        gain = finite_number(el.findtext("EMGain")) or finite_number(el.findtext("AmplificationGain")) \
+            or (finite_number(el.findtext("Gain")) if kind == "EMCCD" else None)
         if gain is not None and gain >= 1:
             values["em_gain"] = gain
-        offset = _number(el.findtext("Offset"))
+        offset = finite_number(el.findtext("Offset"))
         if offset is not None and offset > 0:
             values["baseline"] = offset
     if detector is not None:
@@ -183,22 +183,14 @@ def _metadata(root: ET.Element | None) -> MovieMetadata:
                                              detector.findtext("Manufacturer/Model")) if t and t.strip())
         acquisition.update(camera_identity(model, detector.findtext("Manufacturer/SerialNumber")))
     if channel is not None:
-        exposure = _number(channel.findtext("ExposureTime"))  # ns
+        exposure = finite_number(channel.findtext("ExposureTime"))  # ns
         if exposure is not None and exposure > 0:
             acquisition["exposure_ms"] = round(exposure * 1e-6, 9)
     if settings is not None and settings.findtext("Binning"):
         acquisition["binning"] = settings.findtext("Binning").replace(",", "x")
-    increment = _number(info.findtext("Image/Dimensions/T/Positions/Interval/Increment")) if info is not None \
+    increment = finite_number(info.findtext("Image/Dimensions/T/Positions/Interval/Increment")) if info is not None \
         else None
     if increment is not None and increment > 0:
         acquisition["frame_interval_ms"] = round(increment * 1e3, 9)
     found = values or acquisition
     return MovieMetadata("czi" if found else None, values, acquisition, {})
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        v = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None

@@ -18,7 +18,7 @@ from decode_mem.errors import StackError
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray, crop
 from decode_mem.io.damage import Damage
-from decode_mem.io.metadata import MovieMetadata, camera_identity
+from decode_mem.io.metadata import MovieMetadata, camera_identity, finite_number
 
 LETTERS = {3: "Z", 4: "T", 5: "L", 9: "L", 10: "M"}  # LIF dimension id -> axis letter (L: a λ sweep, M: tiles;
 # a sweep of a one-channel image is its channel axis)
@@ -118,7 +118,7 @@ def _metadata(lif: Any, image: Any) -> MovieMetadata:
     camera = _camera_setting(lif, image)
     if camera is not None:
         em_on = camera.get("CanDoEMGain", "0").strip().lower() in ("1", "true")
-        gain = _number(camera.get("EMGainValue"))
+        gain = finite_number(camera.get("EMGainValue"))
         if em_on and gain is not None and gain >= 1:
             values["em_gain"] = gain
         acquisition.update(camera_identity(camera.get("CameraName"), camera.get("SerialNumber")))
@@ -136,11 +136,3 @@ def _camera_setting(lif: Any, image: Any) -> Any:
         if element.get("Name") == image.name and element.find("Data/Image") is not None:
             return next(element.iter("ATLCameraSettingDefinition"), None)
     return None
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        v = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None

@@ -9,7 +9,6 @@ but the file does not hold in full (a file cut by a crash) are left out with a d
 from __future__ import annotations
 
 import io
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 from decode_mem.errors import EmptyStackError, StackError
 from decode_mem.io._layout import Source
 from decode_mem.io.damage import Damage
-from decode_mem.io.metadata import MovieMetadata, camera_identity
+from decode_mem.io.metadata import MovieMetadata, camera_identity, finite_number
 
 LINE_LIMIT = 1 << 20  # a header line longer than this is no header line (binary data read as text)
 
@@ -109,10 +108,10 @@ def _metadata(info: dict[str, Any]) -> MovieMetadata:
     values: dict[str, Any] = {}
     acquisition: dict[str, Any] = dict(camera_identity(str(info.get("DetectorType") or ""), None))
     settings: dict[str, str] = {}
-    gain = _finite(info.get("GainDAC"))
+    gain = finite_number(info.get("GainDAC"))
     if gain is not None and gain >= 1:  # the EM gain Solis set (1: no EM amplification)
         values["em_gain"] = gain
-    exposure, cycle = _finite(info.get("ExposureTime")), _finite(info.get("CycleTime"))
+    exposure, cycle = finite_number(info.get("ExposureTime")), finite_number(info.get("CycleTime"))
     if exposure is not None and exposure > 0:
         acquisition["exposure_ms"] = round(exposure * 1e3, 9)
     if cycle is not None and cycle > 0:
@@ -120,15 +119,7 @@ def _metadata(info: dict[str, Any]) -> MovieMetadata:
     xbin, ybin = info.get("xbin"), info.get("ybin")
     if xbin and ybin:
         acquisition["binning"] = f"{int(xbin)}x{int(ybin)}"
-    readout = _finite(info.get("PixelReadoutTime"))
+    readout = finite_number(info.get("PixelReadoutTime"))
     if readout is not None and readout > 0:
         settings["readout_rate"] = f"{1e-6 / readout:.3g} MHz"
     return MovieMetadata("sif" if values or acquisition else None, values, acquisition, settings)
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None

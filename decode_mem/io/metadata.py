@@ -104,6 +104,15 @@ def _nm(value: Any, unit: str | None) -> float | None:
     return nm if PIXEL_SIZE_RANGE[0] <= nm <= PIXEL_SIZE_RANGE[1] else None
 
 
+def finite_number(value: Any) -> float | None:
+    """A metadata value as a finite float, or None where it is none (the readers' one parser of numbers)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 def _positive(value: Any) -> float | None:
     try:
         v = float(value)
