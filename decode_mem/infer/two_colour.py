@@ -7,7 +7,8 @@ has them, the same frame count in both files, each channel's camera and domain),
 a movie the two channels are localized block by block in step (``stream_emitters`` on each; one block of each at a
 time, each block length chosen for both channels' frames together, so two channels hold about what one frame of
 both would): channel 2's block is mapped onto channel 1's pixels (``Registration.to_channel1``; its precisions
-scaled by the map's local scale), the two blocks become one (``register.dyes.DyeAssigner``: each localization with
+scaled by the map's local scale; those it takes outside channel 1's frame are counted, not written: the two
+channels share channel 1's field), the two blocks become one (``register.dyes.DyeAssigner``: each localization with
 its channel and dye, or ratiometric pairs with their ratio and dye) and are written: ``<stem>.csv``/``.parquet``
 (channel, dye, ratio columns), Picasso one file per channel (``<stem>_ch1.hdf5``, ``_ch2``) or, ratiometric, per
 dye (``<stem>_<dye>.hdf5``, ``_unassigned``), each with its ``.yaml``, as Picasso opens channels.
@@ -120,7 +121,9 @@ def run_two_colour(cfg: InferConfig, observer: InferObserver | None = None, comm
         else:
             summaries.append(summary)
             obs.message(summary.line())
-            obs.message(f"{movie.stem}: {dye_line(summary.extra['two_colour']['dyes'])}")
+            obs.message(f"{movie.stem}: {dye_line(summary.extra['two_colour']['dyes'])}; "
+                        f"{summary.extra['two_colour']['channel2_outside_channel1']} of channel 2's localizations "
+                        "fell outside channel 1's frame (not written)")
             if image is not None and summary.localizations > 0:
                 superres = image
             if figure is not None:
@@ -151,7 +154,8 @@ def dye_line(d: dict[str, Any]) -> str:
                 " of channel 1's have one of channel 2 within the pair radius")
     ct = d["crosstalk"]["overall"]
     assigned = d["assigned_share"]
-    return (f"{counts}, unassigned {d['unassigned']} (of them {d['unpaired']} seen in one channel only); assigned "
+    return (f"{counts}, unassigned {d['unassigned']} (of them {d['unpaired']} seen in one channel only, "
+            f"{d.get('inconsistent_pairs', 0)} pairs whose positions disagree); assigned "
             + ("n/a" if assigned is None else f"{100 * assigned:.1f} %") + ", estimated crosstalk "
             + ("n/a" if ct is None else f"{100 * ct:.2f} %"))
 
@@ -292,7 +296,9 @@ def _one_movie(cfg: InferConfig, reg: Registration, movie: Movie, models: tuple[
     t0, cpu0 = time.perf_counter(), time.process_time()
     out = Path(cfg.out)
     pixel = movie.settings[0].camera.pixel_size
-    assigner = DyeAssigner(tc.dyes, radius=tc.pair_radius / pixel, window=tc.ratio_window)
+    tre = reg.tre.get("leave_one_out_rms")
+    assigner = DyeAssigner(tc.dyes, radius=tc.pair_radius / pixel, window=tc.ratio_window,
+                           registration_error=0.0 if tre is None else float(tre) / pixel)
     model1 = cached_model(str(models[0]), cfg.device)
     three_d = bool(model1.config.use_z)
     outs = _Outputs(out, movie.stem, cfg.formats, assigner, pixel_size=pixel, shape=movie.shape[0], three_d=three_d,
@@ -300,7 +306,7 @@ def _one_movie(cfg: InferConfig, reg: Registration, movie: Movie, models: tuple[
                     source=str(movie.paths[0]))
     peak: list[float] = []
     positions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # frame, x, y nm (for the drift only)
-    n_locs = 0
+    n_locs = outside = 0
     out.mkdir(parents=True, exist_ok=True)
     done = 0
     with ExitStack() as stack:
@@ -309,8 +315,12 @@ def _one_movie(cfg: InferConfig, reg: Registration, movie: Movie, models: tuple[
         results: list[Any] = []
         streams = [stream_emitters(v, s, on_block=results.append) for v, s in zip(views, movie.settings, strict=True)]
         with outs:
+            h1, w1 = movie.shape[0][1:]
             for a, b in zip(*streams, strict=True):
-                table = assigner.block(a, map_channel2(b, reg))
+                b = map_channel2(b, reg)
+                inside = (b["x"] >= -0.5) & (b["x"] < w1 - 0.5) & (b["y"] >= -0.5) & (b["y"] < h1 - 0.5)
+                outside += int((~inside).sum())  # channel 2 sees past channel 1's field: counted, not written
+                table = assigner.block(a, b.select(inside))
                 outs.write(table)
                 n_locs += len(table)
                 if image is not None:
@@ -361,7 +371,8 @@ def _one_movie(cfg: InferConfig, reg: Registration, movie: Movie, models: tuple[
                "shape_channel2": list(movie.shape[1]),
                **({"stack_channel2": str(movie.paths[1])} if len(movie.paths) > 1 else {}),
                "domain_warnings": [f"channel {k + 1}: {w}" for k in (0, 1) for w in movie.domain[k].warnings],
-               "two_colour": {"dyes": dyes, "registration": tc.registration}, **more})
+               "two_colour": {"dyes": dyes, "registration": tc.registration,
+                              "channel2_outside_channel1": outside}, **more})
     with atomic_output(out / f"{movie.stem}.json") as tmp:
         tmp.write_text(json.dumps(summary.as_dict(), indent=2, default=str) + "\n")
     return summary, figure

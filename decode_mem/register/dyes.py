@@ -9,12 +9,15 @@ localizations, already mapped onto channel 1 (``Registration``), are paired with
 nearest neighbours closer than ``radius``. A pair becomes one localization (``channel`` 0): its position the
 precision-weighted mean of the two (photon-weighted without precisions), photons and background summed, and
 ``ratio = I2 / (I1 + I2)``. Its dye is the dye whose ratio lies within ``window`` of it (``dye`` 1, 2, ...); a
-ratio between two dyes' windows, or outside all of them, is ambiguous: ``dye`` 0, unassigned. A localization
-without a partner keeps its channel (1 or 2), ratio NaN and dye 0: nothing is dropped.
+ratio between two dyes' windows, or outside all of them, is ambiguous: ``dye`` 0, unassigned. So is a pair whose two
+positions lie farther apart than their precisions allow (``CONSISTENT_CHI2``: two emitters of different dyes
+blinking within the PSF are localized where each channel's brighter one is, and their mixed ratio would name a
+third dye). A localization without a partner keeps its channel (1 or 2), ratio NaN and dye 0: nothing is dropped.
 
-The crosstalk is estimated without ground truth: a Gaussian per dye (and a flat part for what fits none) fitted by
-expectation-maximization to the histogram of all ratios; the crosstalk into dye k is the share of the
-localizations assigned to k that the fit says come from the other dyes' Gaussians. Memory: the histogram and the
+The crosstalk is estimated without ground truth: a Gaussian per dye (and a flat part for what fits none: two dyes'
+blinks mixed, bad pairs) fitted by expectation-maximization to the histogram of all ratios; the crosstalk into dye
+k is the share of the localizations assigned to k that the fit gives to the other dyes' Gaussians, plus of the
+flat part in k's window the other dyes' share. Memory: the histogram and the
 counts, whatever the number of localizations.
 """
 
@@ -37,6 +40,8 @@ HIST_BINS = 2000  # over HIST_RANGE: 0.001 wide
 HIST_RANGE = (-0.5, 1.5)
 EM_STEPS = 300
 FRAME_GAP = 1e7  # px between frames in the pairing tree: pairs never cross frames
+CONSISTENT_CHI2 = 13.8  # the chi-square (2 degrees of freedom) of a pair's distance over its precisions beyond which
+# its two localizations are not taken for one emitter's (p = 0.001 for one emitter)
 
 
 def default_window(dyes: tuple[Dye, ...]) -> float:
@@ -65,6 +70,18 @@ def _weighted(a: np.ndarray, b: np.ndarray, sa: np.ndarray | None, sb: np.ndarra
         wa, wb = 1.0 / np.maximum(sa, 1e-6) ** 2, 1.0 / np.maximum(sb, 1e-6) ** 2
         return (wa * a + wb * b) / (wa + wb), 1.0 / np.sqrt(wa + wb)
     return (pa * a + pb * b) / np.maximum(pa + pb, 1e-9), None
+
+
+def consistent(t1: EmitterTable, t2: EmitterTable, i1: np.ndarray, i2: np.ndarray, extra: float = 0.0) -> np.ndarray:
+    """Whether each pair's two positions agree within their precisions and ``extra`` px (the registration's error)
+    (``CONSISTENT_CHI2``; all True without precisions)."""
+    if not all(c in t for t in (t1, t2) for c in ("sigma_x", "sigma_y")):
+        return np.ones(len(i1), bool)
+    chi2 = np.zeros(len(i1))
+    for axis, sigma in (("x", "sigma_x"), ("y", "sigma_y")):
+        var = t1[sigma][i1].astype(np.float64) ** 2 + t2[sigma][i2].astype(np.float64) ** 2 + extra**2
+        chi2 += (t1[axis][i1].astype(np.float64) - t2[axis][i2]) ** 2 / np.maximum(var, 1e-12)
+    return ~(chi2 > CONSISTENT_CHI2)  # NaN precisions: taken as consistent
 
 
 def merge_pairs(t1: EmitterTable, t2: EmitterTable, i1: np.ndarray, i2: np.ndarray) -> EmitterTable:
@@ -97,6 +114,7 @@ class ChannelCounts:
     channel1: int = 0
     channel2: int = 0
     paired: int = 0
+    inconsistent: int = 0  # pairs whose positions disagree beyond their precisions
 
 
 class DyeAssigner:
@@ -104,13 +122,16 @@ class DyeAssigner:
     ``channel``, ``dye`` and (ratiometric) ``ratio`` (module docstring); ``summary()``: counts and crosstalk.
 
     ``dyes`` None: one dye per channel; else the ratiometric dyes, ``window`` their half-window (default
-    ``default_window``). ``radius``: px of channel 1 within which two localizations are one emitter."""
+    ``default_window``). ``radius``: px of channel 1 within which two localizations are one emitter;
+    ``registration_error``: px, the map's error, added to the pairs' precisions in their consistency test."""
 
-    def __init__(self, dyes: tuple[Dye, ...] | None, radius: float, window: float | None = None) -> None:
+    def __init__(self, dyes: tuple[Dye, ...] | None, radius: float, window: float | None = None,
+                 registration_error: float = 0.0) -> None:
         if not radius > 0:
             raise ConfigError(f"pair radius must be > 0, got {radius}")
         self.dyes = dyes
         self.radius = float(radius)
+        self.registration_error = float(registration_error)
         self.window = None if dyes is None else (default_window(dyes) if window is None else float(window))
         if self.window is not None and not 0 < self.window <= 0.5:
             raise ConfigError(f"ratio window must be in (0, 0.5] (a share of the photons), got {self.window}")
@@ -142,15 +163,17 @@ class DyeAssigner:
         self.counts.channel2 += len(t2)
         i1, i2 = mutual_pairs(t1, t2, self.radius)
         self.counts.paired += len(i1)
+        ok = consistent(t1, t2, i1, i2, self.registration_error) if self.ratiometric else np.ones(len(i1), bool)
+        self.counts.inconsistent += int((~ok).sum())
         if not self.ratiometric:
             parts = [_with(t1, channel=1.0, dye=1.0), _with(t2, channel=2.0, dye=2.0)]
             self.per_dye[1] += len(t1)
             self.per_dye[2] += len(t2)
         else:
             pairs = merge_pairs(t1, t2, i1, i2)
-            dye = self.assign(pairs["ratio"])
+            dye = np.where(ok, self.assign(pairs["ratio"]), 0.0)
             self.per_dye += np.bincount(dye.astype(np.int64), minlength=len(self.per_dye))
-            r = pairs["ratio"].astype(np.float64)
+            r = pairs["ratio"].astype(np.float64)[ok]  # the ratios a dye could be assigned from
             inside = (r >= HIST_RANGE[0]) & (r < HIST_RANGE[1])
             self.hist += np.histogram(r[inside], HIST_BINS, HIST_RANGE)[0]
             self.outside += int((~inside).sum())
@@ -182,6 +205,7 @@ class DyeAssigner:
         out["dyes"] = {d.name: int(n) for d, n in zip(self.dyes, self.per_dye[1:], strict=True)}
         out["unassigned"] = int(self.per_dye[0])
         out["unpaired"] = int(c.channel1 + c.channel2 - 2 * c.paired)
+        out["inconsistent_pairs"] = c.inconsistent
         out["assigned_share_of_pairs"] = _share(int(self.per_dye[1:].sum()), c.paired)
         out["assigned_share"] = _share(int(self.per_dye[1:].sum()), total)
         out["ratio_window"] = self.window
@@ -240,11 +264,14 @@ def estimate_crosstalk(hist: np.ndarray, dyes: tuple[Dye, ...], window: float) -
     # share of dye j's Gaussian inside dye k's window: (j, k)
     inside = ndtr((hi[None, :] - mu[:, None]) / sigma[:, None]) - ndtr((lo[None, :] - mu[:, None]) / sigma[:, None])
     into = weight[:k, None] * inside  # expected share of all pairs: from j, assigned to k
-    assigned = into.sum(axis=0)
-    wrong = assigned - np.diag(into)
+    # the flat part in each window (outliers: mixed blinks of two dyes, bad pairs): a dye by the dyes' shares there
+    flat_in = weight[k] * 2 * window
+    assigned = into.sum(axis=0) + flat_in
+    wrong = assigned - np.diag(into) - flat_in * weight[:k] / max(weight[:k].sum(), 1e-12)
     per_dye = {d.name: (float(wrong[i] / assigned[i]) if assigned[i] > 0 else None) for i, d in enumerate(dyes)}
     return {"overall": float(wrong.sum() / assigned.sum()) if assigned.sum() > 0 else None, "per_dye": per_dye,
             "fit": {d.name: {"ratio": float(mu[i]), "sigma": float(sigma[i]), "share": float(weight[i])}
                     for i, d in enumerate(dyes)} | {"flat share": float(weight[k])},
             "note": "a Gaussian per dye and a flat part fitted to the ratio histogram; crosstalk into a dye: the share "
-                    "of its assigned localizations that the fit gives to the other dyes"}
+                    "of its assigned localizations that the fit gives to the other dyes' Gaussians, and of the flat "
+                    "part's there the share of the other dyes"}

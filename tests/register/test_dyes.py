@@ -59,6 +59,20 @@ def test_pairs_are_merged_by_precision_and_unpaired_are_kept():
     assert s["dyes"] == {"A": 2, "B": 2, "C": 1} and s["unassigned"] == 1 and s["unpaired"] == 1
 
 
+def test_a_pair_farther_apart_than_its_precisions_is_unassigned():
+    t1 = EmitterTable.from_arrays(frame=np.array([0, 0]), x=np.array([10.0, 30.0]), y=np.array([10.0, 10.0]),
+                                  photons=np.array([700.0, 700.0]), sigma_x=np.full(2, 0.05), sigma_y=np.full(2, 0.05))
+    t2 = EmitterTable.from_arrays(frame=np.array([0, 0]), x=np.array([10.1, 30.5]), y=np.array([10.0, 10.0]),
+                                  photons=np.array([300.0, 300.0]), sigma_x=np.full(2, 0.05), sigma_y=np.full(2, 0.05))
+    a = DyeAssigner(DYES, radius=1.0)
+    out = a.block(t1, t2)
+    # 0.1 px apart is 1.4 sigma of the difference; 0.5 px is 7: two emitters, whatever their ratio says
+    assert out["dye"].tolist() == [1, 0] and np.allclose(out["ratio"], 0.3)
+    assert a.summary()["inconsistent_pairs"] == 1
+    wide = DyeAssigner(DYES, radius=1.0, registration_error=0.3).block(t1, t2)  # a map that poor: both one emitter
+    assert wide["dye"].tolist() == [1, 1]
+
+
 def test_pairs_stay_within_their_frame_and_radius():
     t1 = EmitterTable.from_arrays(frame=np.array([0, 1]), x=np.array([10.0, 30.0]), y=np.array([10.0, 10.0]),
                                   photons=np.array([1000.0, 1000.0]))
