@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(two, "--model2", help="channel 2's model (default: --model)")
     add(two, "--camera2", help="channel 2's camera, a preset or a camera YAML (default: --camera)")
     add(two, "--pair_radius", type=float,
-        help="nm within which a localization of each channel in one frame are one emitter (default 100)")
+        help="nm within which two localizations, one of each channel in one frame, are one emitter (default 100)")
     add(two, "--ratio_window", type=float,
         help="half-width of each dye's ratio window, a fraction of the photons (default: 0.35 of the smallest gap "
              "between two dyes' ratios); ratios outside every window are unassigned")
