@@ -586,14 +586,28 @@ def report(rec: dict, out: Path) -> None:
                                       f"{e[n]['vs_torch_bias']:.1e} / {_ratio(e[n], 'bias')} / {_ratio(e[n], 'rms')}"
                                       for n in names[1:])
                          + f" | {pic_cell} |")
-        worst = {n: (min(min(r["engines"][n]["jaccard"] - r["engines"]["torch"]["jaccard"] for r in phys), 0.0),
-                     max(abs(r["engines"][n]["rmse_lat"] - r["engines"]["torch"]["rmse_lat"]) for r in phys),
-                     max(r["engines"][n]["vs_torch_bias"] for r in phys)) for n in names[1:]}
-        lines += ["", "Tolerance (Jaccard within 0.005 and RMSE within 0.5 nm of fp32 torch, mean shift < 1 nm; "
-                  "'torch' is fp32 here, 'torch bf16' today's default on a CPU with native bf16): "
-                  + "; ".join(f"{n}: largest Jaccard loss {-j:.4f}, RMSE change {r:.3f} nm, mean shift {b:.1e} nm "
-                              f"({'held' if -j <= 0.005 and r <= 0.5 and b < 1 else 'not held'})"
-                              for n, (j, r, b) in worst.items()) + "."]
+        from decode_mem.infer.int8_check import TOLERANCE  # the one tolerance: 'auto' checks int8 against it
+
+        def worst(n: str) -> dict[str, float]:
+            """The numbers of ``TOLERANCE.failures`` for engine ``n``: its worst over the physics."""
+            e = [(r["engines"][n], r["engines"]["torch"]) for r in phys]
+            return {"jaccard_loss": max(ref["jaccard"] - mine["jaccard"] for mine, ref in e),
+                    "rmse_change_nm": max(mine["rmse_lat"] - ref["rmse_lat"] for mine, ref in e),
+                    "shift_nm": max(mine["vs_torch_bias"] for mine, _ in e),
+                    "photons_bias": max(abs(mine.get("vs_torch_photons_bias") or 0.0) for mine, _ in e)}
+
+        def held(failures: list[str]) -> str:
+            return "not held: " + "; ".join(failures) if failures else "held"
+
+        t = TOLERANCE
+        lines += ["", "Tolerance (`decode_mem.infer.int8_check.TOLERANCE`, the one `--engine auto` checks int8 "
+                  f"against: Jaccard at most {t.jaccard} below fp32 torch's, RMSE at most {t.rmse_nm} nm above, "
+                  f"mean shift < {t.shift_nm:g} nm, photons within {t.photons:.0%} on average; 'torch' is fp32 here, "
+                  "'torch bf16' today's default on a CPU with native bf16): "
+                  + "; ".join(f"{n}: largest Jaccard loss {w['jaccard_loss']:.4f}, largest RMSE increase "
+                              f"{w['rmse_change_nm']:.3f} nm, mean shift {w['shift_nm']:.1e} nm, photon bias "
+                              f"{w['photons_bias']:.1%} ({held(t.failures(w))})"
+                              for n, w in ((n, worst(n)) for n in names[1:])) + "."]
     lines += ["", "## Not measured here", "",
               *([] if rec.get("peak_gflops_bf16") else [
                   "- bf16 (torch or runtimes): this CPU has no native bf16 (no AVX-512 BF16 / AMX); emulated bf16 is "

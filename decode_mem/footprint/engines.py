@@ -3,9 +3,11 @@
 ``'torch'``, ``'openvino'``, ``'onnxruntime'`` or ``'openvino-int8'`` is loaded as asked (a runtime that is
 missing or fails is an ``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's
 unit of work (a block's steady state: ``batch_size`` new frames, two carried) with torch and with each installed
-runtime and takes the fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch; it considers only the
-runtimes whose results equal torch's (``model.engine.RUNTIMES``), never int8, whose outputs differ slightly
-(``model.int8``). The seconds are remembered in
+runtime and takes the fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. It considers the
+runtimes whose results equal torch's (``model.engine.RUNTIMES``) and int8 (``model.int8``, whose outputs differ
+slightly) only where the caller hands it a verdict of int8's check against fp32 that passed (``int8``:
+``infer.int8_check``, kept beside the quantized model); a failed verdict is said in the reason. Timings known from
+before load only the fastest engine. The seconds are remembered in
 ``engines.json`` beside the planner's ``throughput.json`` (``$DECODE_MEM_CACHE``'s folder), keyed by the machine,
 threads, runtime version, network architecture, tile and unit shape and the network code, so a machine times each
 setting once; the converted networks are kept in ``engines/`` there (``model.engine``: once per machine and
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from decode_mem.footprint.speed import UNIT_SECONDS, cache_path, remembered_seco
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.engine import (
     ENGINE_CHOICES,
+    QUANTIZED,
     RUNTIMES,
     EngineUnavailable,
     TorchEngine,
@@ -123,10 +127,13 @@ def runtime_precision(plan: InferencePlan | None) -> str:
 
 
 def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device,
-                  threads: int | None = None, simulation: dict[str, Any] | None = None) -> EngineChoice:
+                  threads: int | None = None, simulation: dict[str, Any] | None = None,
+                  int8_check: Callable[[int, int, str], Any] | None = None) -> EngineChoice:
     """The engine ``name`` asks for (see the module docstring) for ``plan`` on ``device`` with ``threads``
     threads per stream (None: torch's count now); ``simulation``: the checkpoint's training physics, which
-    'openvino-int8' calibrates on."""
+    'openvino-int8' calibrates on. ``int8_check(threads, streams, precision)``: for 'auto', the verdict of int8's
+    check against fp32 (``passed``, ``line()``, and the ``engine`` it checked where it loaded one), asked for where
+    int8 is installed; None: int8 not considered."""
     if name not in ENGINE_CHOICES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}")
     if name == "torch" or (name == "auto" and device.type != "cpu"):
@@ -141,35 +148,64 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
         return EngineChoice(engine, f"{runtime_version(name)}, {n} thread(s)" + (f" x {streams} streams"
                                                                                   if streams > 1 else "")
                             + f", {engine.precision}")
-    present = [r for r in RUNTIMES if installed(r)]
+    int8 = int8_check(n, streams, precision) if int8_check is not None and installed(QUANTIZED[0]) else None
+    verified = QUANTIZED[0] if int8 is not None and int8.passed else None
+    present = [r for r in RUNTIMES if installed(r)] + ([verified] if verified else [])
+    int8_note = f"; {int8.line()}" if int8 is not None and not int8.passed else ""
     if not present:
         return EngineChoice(TorchEngine(net), f"auto: torch (no CPU runtime installed: {', '.join(RUNTIMES)}; "
-                                              "pip install -e \".[cpu]\")", fallback=True)
+                                              f"pip install -e \".[cpu]\"){int8_note}")
     torch_s = remembered_seconds(net, plan, device)
     if torch_s is None:
         torch_s = time_unit(net, plan, device)
     seconds, loaded, failed = {"torch": torch_s}, {}, []
-    for r in present:
-        key = engine_key(net, plan, device, r, n)
-        s = _load().get(key)
-        if isinstance(s, (int, float)) and s >= torch_s:
-            seconds[r] = float(s)  # remembered slower than torch: not loaded at all
-            continue
-        try:
-            loaded[r] = load_engine(r, net, n, converted_dir(), streams, precision)
-        except EngineUnavailable as e:
-            failed.append(str(e))
-            continue
-        if not isinstance(s, (int, float)):
-            s = time_engine(net, plan, device, loaded[r])
-            _remember(key, s)
-        seconds[r] = float(s)
+    if verified and getattr(int8, "engine", None) is not None:
+        loaded[verified] = int8.engine  # loaded for its check: not loaded again
+
+    def load(r: str) -> Any:
+        return load_engine(r, net, n, converted_dir(), streams, precision, *([simulation] if r in QUANTIZED else []))
+
+    known = _load()
+    remembered = {r: float(known[k]) for r in present
+                  if isinstance(known.get(k := engine_key(net, plan, device, r, n)), (int, float))}
+    if len(remembered) == len(present):  # every timing known: load the fastest only (the next where it fails)
+        seconds.update(remembered)
+        for r in sorted(remembered, key=remembered.__getitem__):
+            if remembered[r] > torch_s / AUTO_MARGIN:
+                break
+            try:
+                loaded[r] = loaded.get(r) or load(r)
+                break
+            except EngineUnavailable as e:
+                failed.append(str(e))
+    else:
+        for r in present:
+            s = remembered.get(r)
+            if s is not None and s >= torch_s:
+                seconds[r] = s  # remembered slower than torch: not loaded at all
+                continue
+            try:
+                loaded[r] = loaded.get(r) or load(r)
+            except EngineUnavailable as e:
+                failed.append(str(e))
+                continue
+            if s is None:
+                s = time_engine(net, plan, device, loaded[r])
+                _remember(engine_key(net, plan, device, r, n), s)
+            seconds[r] = float(s)
+            timed = {k: seconds[k] for k in loaded if k in seconds}
+            for k in [k for k in timed if timed[k] > min(timed.values())]:
+                del loaded[k]  # a slower runtime's compiled network is not kept beside the faster one's
+            release_free_heap()
     best = min((r for r in seconds if r == "torch" or r in loaded), key=seconds.__getitem__)
     if seconds[best] > torch_s / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
         best = "torch"
     timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in seconds)
     why = f"auto: {best}" + (f" ({loaded[best].precision})" if best != "torch" else "") + \
         f", the fastest per unit of work on this machine ({timings}; {n} thread(s))"
+    if best == verified:
+        why += f"; {int8.line()}"
+    why += int8_note
     if failed:
         why += "; " + "; ".join(failed)
     engine = loaded[best] if best != "torch" else TorchEngine(net)

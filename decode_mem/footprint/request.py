@@ -44,8 +44,9 @@ class SizeRequest:
     streams         blocks computed at once on a CPU (always one on CUDA)
     probe           time 'auto' candidates on the device (False: the largest tiles that fit, not timed)
     engine          what computes the network: 'torch', 'openvino', 'onnxruntime' (CPU runtimes, the ``cpu``
-                    extra), 'openvino-int8' (OpenVINO in int8, ``model.int8``; not equal to fp32, only by name) or
-                    'auto' (the fastest of torch and the first two measured here; ``footprint.engines``)
+                    extra), 'openvino-int8' (OpenVINO in int8, ``model.int8``; not equal to fp32) or 'auto' (the
+                    fastest of torch, the first two and, where its check against fp32 passed, int8, measured here;
+                    ``footprint.engines``)
     """
 
     chunk_size: Size | Literal["whole"] = "auto"

@@ -69,13 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--device", default="auto", help=DEVICE_HELP)
     mem.add_argument("--threads", type=int, help="torch CPU threads per process (default: torch's, the cores; idle "
                                                   "threads sleep instead of spinning)")
-    mem.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
-                     help="what computes the network on a CPU: torch (default), openvino or onnxruntime (pip install "
-                          "-e \".[cpu]\"; on --threads; OpenVINO in bf16 where --amp is bf16 on a CPU with native "
-                          "bf16, else fp32), openvino-int8 (OpenVINO in int8, calibrated once per machine on the "
-                          "model's training physics: faster, close to fp32 but not equal; docs/engines.md), or auto: "
-                          "the fastest of torch, openvino and onnxruntime measured on this machine, "
-                          "remembered (torch, saying why, where no runtime loads)")
+    mem.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
+                     help="what computes the network on a CPU: auto (default: the fastest of torch, openvino, "
+                          "onnxruntime and, where its check against fp32 passed for the model, openvino-int8, measured "
+                          "on this machine and remembered; said once per run; torch on a GPU or without the runtimes), "
+                          "torch, openvino or onnxruntime (pip install -e \".[cpu]\"; on --threads; OpenVINO in bf16 "
+                          "where --amp is bf16 on a CPU with native bf16, else fp32), or openvino-int8 (OpenVINO in "
+                          "int8, calibrated once per machine on the model's training physics: faster, close to fp32 "
+                          "but not equal; docs/engines.md)")
     mem.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
                      help="torch.compile the network: auto (default: on a CPU for long stacks), on, off")
     mem.add_argument("--streams", type=int, default=1,

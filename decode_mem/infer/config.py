@@ -76,8 +76,9 @@ class InferConfig:
                     imported before decode_mem, ``decode_mem.threads``)
     engine          what computes the network on a CPU: 'torch' (default), 'openvino', 'onnxruntime' (the ``cpu``
                     extra, on ``threads``; OpenVINO in bf16 where amp is bf16 on a CPU with native bf16, else fp32),
-                    'openvino-int8' (int8, close to fp32, not equal: ``model.int8``) or 'auto' (the fastest of torch
-                    and the first two measured here; ``footprint.engines``)
+                    'openvino-int8' (int8, close to fp32, not equal: ``model.int8``) or 'auto' (the CLI's default:
+                    the fastest of torch, the first two and, where its check against fp32 passed for the model,
+                    int8, measured here; ``footprint.engines``, ``infer.int8_check``)
     follow          localize one stack while it is still being written (``infer.live``): a TIFF growing page by
                     page, a zarr array growing along time, a Micro-Manager NDTiff dataset or a folder receiving frame
                     files; ends after

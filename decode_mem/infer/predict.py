@@ -17,6 +17,7 @@ returns the full output map of one image or window, for inspection and for calle
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.footprint.choose import SizeChoice, choose_here
 from decode_mem.footprint.engines import choose_engine, compiled_dir
 from decode_mem.footprint.request import SizeRequest, Workload
+from decode_mem.infer.int8_check import int8_verdict
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
@@ -103,8 +105,10 @@ def predict_stack(
     network on a CPU: 'torch' (the default), 'openvino' or 'onnxruntime' (the ``cpu`` extra; the runtime on the same
     threads, OpenVINO in bf16 where ``amp`` is bf16 on a CPU with native bf16, else fp32; an ``EngineUnavailable``
     where it is missing), 'openvino-int8' (OpenVINO in int8, calibrated once on the checkpoint's training physics;
-    close to fp32, not equal: ``model.int8``), or 'auto' (the fastest of torch, 'openvino' and 'onnxruntime'
-    measured on this machine for the plan, remembered; torch, with a warning saying why, where no runtime loads;
+    close to fp32, not equal: ``model.int8``), or 'auto' (the CLI's default: the fastest of torch, 'openvino',
+    'onnxruntime' and, where its check against fp32 on the checkpoint's training physics passed, 'openvino-int8',
+    measured on this machine for the plan, remembered; the check is made once per machine and model,
+    ``infer.int8_check``; torch where no runtime is installed, with a warning saying why where one fails to load;
     ``decode_mem.footprint.engines``). Set-up errors are raised here, before the first block is read.
     """
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, memory_limit=memory_limit,
@@ -127,6 +131,11 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
     _, h, w = source.shape
+    field = getattr(net.config, "field_shape", None)
+    if field is not None and (h, w) != tuple(field):  # the network reads each pixel's place in that field
+        raise ConfigError(f"frames of {h}x{w} px: the model's PSF changes across a {field[0]}x{field[1]} px field "
+                          "and it localizes movies of that whole field only (the camera's full frame the beads were "
+                          "recorded on)")
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
     choice = choose_for_stack(net, source.shape, itemsize, dev, sizes)
     plan = choice.plan
@@ -134,8 +143,10 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
-    engine = choose_engine(sizes.engine, net, plan, dev, max(1, (threads or torch.get_num_threads()) // sizes.streams),
-                           simulation=getattr(model, "simulation", None))
+    per_stream = max(1, (threads or torch.get_num_threads()) // sizes.streams)
+    simulation = getattr(model, "simulation", None)
+    engine = choose_engine(sizes.engine, net, plan, dev, per_stream, simulation=simulation,
+                           int8_check=functools.partial(int8_verdict, net, simulation) if simulation else None)
     if engine.fallback:
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do

@@ -13,7 +13,8 @@ engine runs those two, torch tensors in and out, so the executor's work order an
   Runtime's CPU provider with ``threads`` intra-op threads (idle threads do not spin);
 * ``openvino-int8``: OpenVINO with both parts quantized to int8 by NNCF (``decode_mem.model.int8``: calibrated on
   windows simulated from the checkpoint's training physics, the heads' raw outputs corrected for int8's bias). Its
-  outputs are close to fp32's, not equal, so 'auto' never takes it (``RUNTIMES`` are those it chooses among).
+  outputs are close to fp32's, not equal: 'auto' takes it only where its check against fp32 on simulated windows of
+  the training physics passed (``infer.int8_check``; ``RUNTIMES`` are the exact ones it always times).
 
 With a ``cache_dir`` (``footprint.engines`` passes ``engines/`` beside the planner's cache) the converted network is
 kept on disk, keyed by the weights, the model code and the runtime's version (``network_digest``): tracing and
@@ -45,8 +46,8 @@ from torch import nn
 
 from decode_mem.errors import ConfigError
 
-RUNTIMES = ("openvino", "onnxruntime")  # the same results as torch: what 'auto' chooses among
-QUANTIZED = ("openvino-int8",)  # close to them, not equal (``model.int8``): only when asked for by name
+RUNTIMES = ("openvino", "onnxruntime")  # the same results as torch: what 'auto' always chooses among
+QUANTIZED = ("openvino-int8",)  # close to them, not equal (``model.int8``): by name, or by 'auto' where verified
 ENGINES = ("torch", *RUNTIMES, *QUANTIZED)
 ENGINE_CHOICES = ("auto", *ENGINES)
 RUNTIME_MODULES = {"openvino": ("openvino",), "onnxruntime": ("onnxruntime", "onnx"),
@@ -251,13 +252,19 @@ def physics_key(simulation: dict[str, Any]) -> str:
     return json.dumps(simulation, sort_keys=True, default=str)
 
 
+def int8_folder(cache_dir: str | os.PathLike, net: Any, simulation: dict[str, Any]) -> Path:
+    """Where 'openvino-int8' keeps ``net`` quantized for ``simulation`` under ``cache_dir`` (``cache_folder``): the
+    quantized models, their correction and the verdict of their check against fp32 (``infer.int8_check``)."""
+    return cache_folder(Path(cache_dir), OpenVINOInt8Engine.name, net, physics_key(simulation))
+
+
 def int8_kept(net: Any, cache_dir: str | os.PathLike, simulation: dict[str, Any]) -> bool:
     """Whether 'openvino-int8' finds ``net`` quantized for ``simulation`` in ``cache_dir`` (an earlier run on this
     machine made it); where not, its first run quantizes the network before the first block (NNCF, in a child
     process) and later runs read the files."""
     from decode_mem.model import int8
 
-    folder = cache_folder(Path(cache_dir), OpenVINOInt8Engine.name, net, physics_key(simulation))
+    folder = int8_folder(cache_dir, net, simulation)
     return all((folder / f).is_file() for f in int8.FILES)
 
 
@@ -296,6 +303,7 @@ class OpenVINOInt8Engine(OpenVINOEngine):
             saved = json.loads((where / "correction.json").read_text())
             coef = np.stack([saved["a"], saved["b"]], axis=1)
             self._compile(core, ff, tp, threads, streams, precision, folder)
+        self.folder = folder  # where its files are kept (None: made for this run only)
         self.float_precision, self.precision = self.precision, "int8"  # of the layers kept in float; of the engine
         self.correction = torch.from_numpy(np.asarray(coef, dtype=np.float32))  # (10, 2): a, b per channel
 

@@ -69,18 +69,22 @@ def test_openvino_runs_as_many_requests_at_once_as_there_are_streams(shipped_mod
         assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 2  # one thread per stream
 
 
-def test_auto_falls_back_to_torch_with_one_warning_when_no_runtime_is_installed(
+def test_auto_takes_torch_without_a_warning_when_no_runtime_is_installed_and_says_why(
         monkeypatch, shipped_model, sample_frames) -> None:
+    """'auto' is the command line's default: without the optional runtimes it is torch, said in the engine's
+    reason (one line, which the command prints once), not warned about on every run."""
     monkeypatch.setattr(engine_choice, "installed", lambda name: name == "torch")
     model = load_model(str(shipped_model))
     ref = EmitterTable.concat(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off",
                                             device="cpu"))
+    chosen = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = EmitterTable.concat(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off",
-                                                device="cpu", engine="auto"))
-    lines = [str(w.message) for w in caught if "engine" in str(w.message)]
-    assert len(lines) == 1 and "no CPU runtime installed" in lines[0] and "\n" not in lines[0]
+                                                device="cpu", engine="auto", on_plan=chosen.append))
+    assert not [w for w in caught if "engine" in str(w.message)]
+    why = chosen[0].engine
+    assert why.startswith("auto: torch") and "no CPU runtime installed" in why and "\n" not in why
     assert np.array_equal(np.asarray(ref["x"]), np.asarray(got["x"]))  # torch itself: the very same numbers
 
 
@@ -112,15 +116,16 @@ def test_auto_remembers_its_timings(monkeypatch, tmp_path, shipped_model, sample
     if not present:
         pytest.skip("no CPU runtime installed (the optional 'cpu' extra: pip install -e \".[cpu]\")")
     monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
-    model = load_model(str(shipped_model))
+    trained = load_model(str(shipped_model))
+    model = trained.net  # the network alone: no training physics, so no int8 to check (test_auto_int8.py)
     next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
-                       engine="auto"))
+                       engine="auto", camera=trained.camera))
     table = json.loads((tmp_path / "engines.json").read_text())
     assert {k.rsplit("|", 1)[1].split()[0] for k in table} == set(present)
     calls = []
     monkeypatch.setattr(engine_choice, "time_engine", lambda *a: calls.append(a) or 1.0)
     next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
-                       engine="auto"))
+                       engine="auto", camera=trained.camera))
     assert not calls  # the second run reads what the first measured
 
 

@@ -71,7 +71,8 @@ run_inference(InferConfig(inputs=(sys.argv[1],), out=sys.argv[2], model=sys.argv
 
 def test_kill_then_resume_gives_the_uninterrupted_result(shipped_model, sample_frames, tmp_path):
     write_stacks(tmp_path / "in", sample_frames, 4, 100)
-    sizes = ["--chunk_size", "512", "--batch_size", "4", "--device", "cpu"]  # the runs do the same arithmetic
+    sizes = ["--chunk_size", "512", "--batch_size", "4", "--device", "cpu",  # the runs do the same arithmetic
+             "--engine", "torch"]  # as run_inference's default (the command's is auto)
     args = ["--model", str(shipped_model), "--format", "csv,picasso,parquet", "--threads", "1", "--quiet", *sizes]
     ref = run_inference(InferConfig(inputs=(str(tmp_path / "in"),), out=str(tmp_path / "ref"), threads=1,
                                     model=str(shipped_model), formats=("csv", "picasso", "parquet"), chunk_size=512,

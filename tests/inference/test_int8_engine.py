@@ -1,6 +1,7 @@
 """The int8 engine (``--engine openvino-int8``; ``decode_mem.model.int8``): close to torch's fp32 output and unbiased
 through the tiled executor, the same emitters within a few nm, quantized once and read back, refused without the
-training physics to calibrate on, never taken by 'auto'; its correction fit recovers a known map. Needs the ``cpu``
+training physics to calibrate on; its correction fit recovers a known map ('auto' and int8:
+test_auto_int8.py). Needs the ``cpu``
 extra (OpenVINO and NNCF): those tests skip, saying so, where it is not installed."""
 
 from __future__ import annotations
@@ -138,26 +139,6 @@ def test_a_missing_nncf_is_named(monkeypatch) -> None:
     assert not engines.installed(INT8)
     with pytest.raises(engines.EngineUnavailable, match=r"engine openvino-int8: nncf not installed"):
         engines.load_engine(INT8, None, simulation={"x": 1})
-
-
-def test_auto_never_takes_int8(monkeypatch, shipped_model) -> None:
-    """'auto' chooses among the engines whose results equal torch's: int8 is not timed nor loaded, even where it
-    is installed and would be the fastest."""
-    loaded = []
-
-    class Fake:
-        def __init__(self, name):
-            self.name, self.precision = name, "fp32"
-
-    monkeypatch.setattr(engine_choice, "installed", lambda name: True)
-    monkeypatch.setattr(engine_choice, "load_engine", lambda name, *a, **k: loaded.append(name) or Fake(name))
-    monkeypatch.setattr(engine_choice, "remembered_seconds", lambda *a: 1.0)
-    monkeypatch.setattr(engine_choice, "engine_key", lambda net, plan, dev, name, n: name)
-    monkeypatch.setattr(engine_choice, "_load", lambda: {"openvino": 0.5, "onnxruntime": 0.8, INT8: 0.1})
-    choice = engine_choice.choose_engine("auto", load_model(str(shipped_model)).net, plan=None,
-                                         device=torch.device("cpu"), threads=1)
-    assert choice.name == "openvino" and INT8 not in loaded and INT8 not in choice.why
-    assert INT8 in engines.ENGINES and INT8 not in engines.RUNTIMES
 
 
 def test_the_runtime_tables_agree() -> None:

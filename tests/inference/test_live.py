@@ -189,6 +189,7 @@ def test_sigkill_then_resume_gives_the_offline_result(frames, offline, shipped_m
     cmd = [sys.executable, "-m", "decode_mem.infer", str(target), "--out", str(out), "--model", str(shipped_model),
            "--follow", "--idle_timeout", "30", "--refresh", "0.2", "--block", str(BLOCK), "--chunk_size", "32",
            "--batch_size", "8", "--amp", "off", "--device", "cpu", "--threads", "1", "--compile", "off",
+           "--engine", "torch",
            "--format", "csv,parquet,picasso",
            "--quiet"]
     run = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)})

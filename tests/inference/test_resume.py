@@ -192,7 +192,8 @@ def test_a_resumed_finished_batch_keeps_its_report(shipped_model, tmp_path):
 def infer_command(out: Path, model: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "decode_mem.infer", str(SAMPLE), "--out", str(out), "--model", str(model),
             "--format", ",".join(FORMATS), "--block", str(BLOCK), "--batch_size", "8", "--whole_frames",
-            "--prob_map", "--journal_seconds", "0", "--threads", "1", "--device", "cpu", "--quiet", *extra]
+            "--prob_map", "--journal_seconds", "0", "--threads", "1", "--device", "cpu", "--engine", "torch", "--quiet",
+            *extra]  # torch: as run_inference's default, the uninterrupted run's (the command's is auto)
 
 
 def parts_done(out: Path) -> int:

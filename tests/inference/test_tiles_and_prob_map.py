@@ -27,7 +27,7 @@ def _write(tmp_path: Path, frames: np.ndarray) -> Path:
 
 def test_tiles_and_whole_frames_give_the_same_emitters(shipped_model, sample_frames, tmp_path) -> None:
     stack = _write(tmp_path, np.tile(sample_frames[:8], (1, 3, 3)))  # 192 x 192 px: several tiles of 32 + halo
-    common = [str(stack), "--model", str(shipped_model), "--batch_size", "2", "--device", "cpu",
+    common = [str(stack), "--model", str(shipped_model), "--batch_size", "2", "--device", "cpu", "--engine", "torch",
               "--quiet"]  # exact on a CPU; CUDA: tests/tiling (fp32, TF32 off)
     assert main([*common, "--use_chunking", "--chunk_size", "32", "--out", str(tmp_path / "tiles")]) == 0
     assert main([*common, "--whole_frames", "--out", str(tmp_path / "whole")]) == 0
@@ -46,7 +46,8 @@ def test_probability_map_matches_process_large_image(shipped_model, sample_frame
     out = tmp_path / "out"
     assert main([str(stack), "--model", str(shipped_model), "--out", str(out), "--prob_map", "--device", "cpu",
                  "--use_chunking",
-                 "--chunk_size", "32", "--batch_size", "2", "--amp", "off", "--quiet"]) == 0  # fp32, as the reference
+                 "--chunk_size", "32", "--batch_size", "2", "--amp", "off", "--engine", "torch",
+                 "--quiet"]) == 0  # fp32 torch, as the reference
     assert not list(out.glob("*.partial"))
     prob = zarr.open_array(str(out / "s_prob.zarr"), mode="r")
     assert prob.shape == frames.shape and prob.dtype == np.float16
