@@ -155,9 +155,13 @@ def test_an_upward_import_planted_in_a_cli_is_reported(tmp_path: Path) -> None:
     tree = _copy(tmp_path)
     assert check(tree) == []
     _plant(tree, "calibrate/__main__.py", "from decode_mem.infer.__main__ import CAMERA_FLAGS")  # was in the tree
-    assert check(tree) == ["decode_mem.calibrate.__main__ imports another job's CLI: decode_mem.infer.__main__",
-                           "decode_mem.calibrate.__main__ (layer calibrate) imports a higher layer: "
-                           "decode_mem.infer.__main__", "package loop: calibrate -> infer -> calibrate"]
+    problems = check(tree)
+    assert problems[:2] == ["decode_mem.calibrate.__main__ imports another job's CLI: decode_mem.infer.__main__",
+                            "decode_mem.calibrate.__main__ (layer calibrate) imports a higher layer: "
+                            "decode_mem.infer.__main__"]
+    # the loop it makes, directly (and around every package between infer and calibrate, e.g. register)
+    assert "package loop: calibrate -> infer -> calibrate" in problems
+    assert all(p.startswith("package loop: calibrate -> infer ->") for p in problems[2:])
 
 
 def test_an_import_of_another_jobs_cli_is_reported(tmp_path: Path) -> None:
