@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tifffile
 
+from decode_mem.errors import ConfigError
 from decode_mem.register.__main__ import main
-from decode_mem.register.core import load_registration
+from decode_mem.register.core import check_frame, load_registration
 from decode_mem.simulate import SimulationConfig
 from decode_mem.simulate.colours import ChannelMapping, TwoColourConfig
 from decode_mem.simulate.two_colour import simulate_bead_slide
@@ -53,6 +54,10 @@ def test_split_view_registration_maps_channel_2_onto_channel_1(tmp_path, capsys)
     affine = json.loads(out.read_text())["candidates"][0]
     assert affine["map"] == "affine" and affine["leave_one_out_rms_nm"] > 5 * reg.tre["leave_one_out_rms"]
     assert (tmp_path / "reg.png").stat().st_size > 10_000
+    # a movie of another camera region is not the one these beads registered: one line naming both frames
+    with pytest.raises(ConfigError, match="frames of 64 x 130 px, the registration's split view of 64 x 128"):
+        check_frame(reg, (64, 130), "movie.tif")
+    assert check_frame(reg, (64, 128), "movie.tif") == reg.regions
 
 
 def test_two_camera_z_stacks_give_the_axial_offset(tmp_path):
