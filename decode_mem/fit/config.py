@@ -31,6 +31,8 @@ class FitConfig:
     lr_decay_to     training (fine-tuning or 3-D): the learning rate at the end of the budget relative to its
                     start, falling linearly with the time trained (``train.lr_decay_to``); None: as it was
     calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation
+    train_steps     3-D training: this many steps whatever the time they take, instead of the budget's time (a
+                    benchmark's fixed amount of training; a stopped run continues from its checkpoint); None: budget
     device, threads, seed, formats, chunk_size, batch_size, memory_limit   as for training and inference
     """
 
@@ -44,6 +46,7 @@ class FitConfig:
     lr_decay_to: float | None = None
     calib_frames: int = 200
     val_windows: int = 256
+    train_steps: int | None = None
     device: str = "auto"
     threads: int | None = None
     seed: int = 0
@@ -70,6 +73,9 @@ class FitConfig:
             from decode_mem.train.config import check_lr_decay_to
 
             check_lr_decay_to("fit: lr_decay_to", self.lr_decay_to)
+        if self.train_steps is not None and (isinstance(self.train_steps, bool) or not isinstance(self.train_steps, int)
+                                             or self.train_steps < 1):
+            raise ConfigError(f"fit: train_steps must be a positive integer or None, got {self.train_steps!r}")
         if self.calib_frames < 1 or self.val_windows < 1:
             raise ConfigError("fit: calib_frames and val_windows must be >= 1")
         self.infer_config()  # the localization's settings are checked now, not after the training

@@ -39,7 +39,7 @@ from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save
 from decode_mem.calibrate.crowding import CrowdedPhysics, crowded_estimates, crowded_physics
 from decode_mem.calibrate.match import simulation_from_estimates
 from decode_mem.config import check_output_folder, resolve_device
-from decode_mem.errors import Stopped
+from decode_mem.errors import ConfigError, Stopped
 from decode_mem.export.card import export_model
 from decode_mem.fit.budget import BudgetSplit, split_budget
 from decode_mem.infer import run_inference
@@ -98,6 +98,7 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     started = time.perf_counter()
     progress = on_progress or (lambda stage, details: None)
     out = check_output_folder(cfg.out_dir)
+    _check_field(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     choice = choose_model(cfg.base_model, resolve_device(cfg.device).type)  # the wide model on a GPU
@@ -153,6 +154,24 @@ def _decide_and_localize(cfg, calibration: Any, camera: Camera, gaps: list[str],
     return report
 
 
+def _check_field(cfg) -> None:
+    """A PSF that changes across the field was calibrated over the camera's frame: every movie must be of that
+    frame size (the model reads each pixel's place in the field); one line naming the movie, before any work."""
+    from decode_mem.io.field_psf_file import field_header
+    from decode_mem.io.stack import open_stack
+
+    head = field_header(cfg.psf) if cfg.psf is not None else None
+    if head is None:
+        return
+    for movie in cfg.movies:
+        with open_stack(movie) as stack:
+            size = tuple(int(v) for v in stack.shape[1:3])
+        if size != tuple(head["field_shape"]):
+            raise ConfigError(f"{movie}: frames of {size[0]}x{size[1]} px, but {cfg.psf} changes across a "
+                              f"{head['field_shape'][0]}x{head['field_shape'][1]} px field (the beads' frames): "
+                              "record the movie on the same camera region as the beads")
+
+
 def matched_3d(estimates: dict[str, float], camera: Camera, psf: str) -> SimulationConfig:
     """The matched simulation of a 3-D movie: ``simulation_from_estimates`` with the PSF file's spline over its
     valid z range (the measured 2-D width does not apply: the file sets the width at every z)."""
@@ -175,14 +194,16 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     physics, record = _crowded_physics(estimates, calibration.camera_check.ok, camera, cfg.psf)
     matched = matched_3d(crowded_estimates(estimates, physics), camera, cfg.psf)
     z_scale = max(abs(v) for v in matched.z_range) * 1.2
-    model_cfg = ModelConfig(use_z=True, z_scale=z_scale)
+    model_cfg = ModelConfig(use_z=True, z_scale=z_scale, field_shape=matched.field_shape)  # knows the field
     device = resolve_device(cfg.device)
     val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
     split = _split(cfg, started, DecodeNet(model_cfg), camera, matched, device, cfg.val_windows, progress)
     run_dir = cfg.out_dir / "training"
-    train_cfg = TrainConfig(out=str(run_dir), steps=1_000_000, batch_size=FINE_TUNE_BATCH, accumulation_steps=1,
-                            lr=1e-3, lr_step=2_000, lr_gamma=0.8, max_minutes=split.train_s / 60,
-                            lr_decay_to=cfg.lr_decay_to, resume=True,
+    fixed = cfg.train_steps is not None  # a fixed amount of training (benchmarks), else the budget's time
+    train_cfg = TrainConfig(out=str(run_dir), steps=cfg.train_steps if fixed else 1_000_000,
+                            batch_size=FINE_TUNE_BATCH, accumulation_steps=1, lr=1e-3, lr_step=2_000, lr_gamma=0.8,
+                            max_minutes=None if fixed else split.train_s / 60,
+                            lr_decay_to=None if fixed else cfg.lr_decay_to, resume=True,
                             val_every=1_000_000, val_size=16, checkpoint_every=100, log_every=20, seed=cfg.seed,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)

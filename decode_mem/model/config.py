@@ -60,6 +60,9 @@ class ModelConfig:
     p_bias_init           initial bias of the p-logit output (-6: p ~ 0.0025 everywhere at start).
     grad_checkpointing    recompute each U-Net's activations in backward (training with grad only).
     use_z                 False for 2-D data: the z output is 0 and the loss ignores z.
+    field_shape           (H, W) px of the field a PSF that changes across it was calibrated over (a 3-D model of
+                          such a PSF), else None: two more input channels carry each pixel's place in that
+                          field (``DecodeNet.field_coordinates``), so the network knows which PSF it looks at.
     """
 
     depth: int = 2
@@ -80,6 +83,7 @@ class ModelConfig:
     p_bias_init: float = -6.0
     grad_checkpointing: bool = False
     use_z: bool = True
+    field_shape: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("depth", "features", "inter_features"):
@@ -101,6 +105,14 @@ class ModelConfig:
             raise ConfigError(f"model.use_z must be true or false, got {self.use_z!r}")
         if not isinstance(self.grad_checkpointing, bool):
             raise ConfigError(f"model.grad_checkpointing must be true or false, got {self.grad_checkpointing!r}")
+        if self.field_shape is not None:
+            shape = self.field_shape
+            if (not isinstance(shape, (list, tuple)) or len(shape) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in shape)):
+                raise ConfigError(f"model.field_shape must be (H, W), two integers >= 2, or null; got {shape!r}")
+            if self.input_transform != "anscombe":
+                raise ConfigError("model.field_shape needs input_transform 'anscombe'")
+            object.__setattr__(self, "field_shape", (int(shape[0]), int(shape[1])))
 
     @staticmethod
     def legacy_sigma_photons_eps(params: dict[str, Any]) -> float:
@@ -115,8 +127,9 @@ class ModelConfig:
 
     @property
     def input_channels(self) -> int:
-        """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear'."""
-        return 3 if self.input_transform == "anscombe" else 1
+        """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear';
+        2 more (the place in the field) with ``field_shape``."""
+        return (3 + (2 if self.field_shape is not None else 0)) if self.input_transform == "anscombe" else 1
 
     def output_scales(self) -> tuple[float, ...]:
         """Per-channel unit of the output (``OUTPUT_CHANNELS`` order): dividing by it gives O(1) values.
@@ -143,4 +156,9 @@ class ModelConfig:
         return cls(**params)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.field_shape is None:  # checkpoints of models without it stay as they were
+            del out["field_shape"]
+        else:
+            out["field_shape"] = list(self.field_shape)
+        return out

@@ -36,7 +36,10 @@ and the zero padding at the frame's edges looks like more background, whatever t
 background level. A second input channel carries the read-noise variance per pixel (``log1p`` of it in
 photons²: a constant for an EMCCD or an sCMOS without maps, the calibration map for an sCMOS with maps), so
 the network can discount noisy pixels; a third the frame's level itself (``level / LEVEL_UNIT``, constant over
-the frame), without which photons and background could not be told apart. ``input_transform='linear'`` is the original
+the frame), without which photons and background could not be told apart. A model of a PSF that changes across
+the field (``config.field_shape``) gets two more: each pixel's place in that field (``field_coordinates``: −1 to
+1 from the first to the last pixel of the whole frame), computed from the global coordinates of the pixels it is
+given (``origin``), so a tile sees the same values as the whole frame. ``input_transform='linear'`` is the original
 ``(x − input_offset)/input_scale`` of one channel (models trained before the transform existed).
 
 The network is tile-exact (DESIGN.md §5): no normalization layers, zero 'same' padding, max-pool
@@ -164,12 +167,14 @@ class DecodeNet(nn.Module):
         return self.level_from_sample(photons[..., ::s, ::s])
 
     def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None,
-                  read_var: torch.Tensor | float | None = None) -> torch.Tensor:
+                  read_var: torch.Tensor | float | None = None, origin: torch.Tensor | None = None) -> torch.Tensor:
         """Frames in photons ``(..., H, W)`` -> network input ``(..., C, H, W)``, C = ``config.input_channels``.
 
         ``level`` ``(...)``: each frame's level (default: ``frame_level(x)``, which needs whole frames);
         ``read_var``: read-noise variance in photons², a number or a map broadcasting to ``(..., H, W)``
-        (default 0). Pointwise given these, so a tile normalizes exactly like the whole frame.
+        (default 0); ``origin``: (row, col) px in the whole frame of the pixels' (0, 0), broadcasting to
+        ``(..., 2)`` (default 0, 0: whole frames; used by models with ``field_shape`` only). Pointwise given
+        these, so a tile normalizes exactly like the whole frame.
         """
         if not x.is_floating_point():
             x = x.float()
@@ -182,7 +187,28 @@ class DecodeNet(nn.Module):
         frame = (_anscombe(x) - level - cfg.input_offset) / cfg.input_scale
         noise = torch.log1p(torch.as_tensor(0.0 if read_var is None else read_var, dtype=frame.dtype,
                                             device=frame.device).clamp_min(0)) / 3.0
-        return torch.stack([frame, noise.expand_as(frame), (level / LEVEL_UNIT).expand_as(frame)], dim=-3)
+        channels = [frame, noise.expand_as(frame), (level / LEVEL_UNIT).expand_as(frame)]
+        if cfg.field_shape is not None:
+            start = torch.zeros(2, device=frame.device) if origin is None else origin
+            coords = self.field_coordinates(start, frame.shape[-2:])
+            channels += [c.expand_as(frame) for c in coords.unbind(-3)]
+        return torch.stack(channels, dim=-3)
+
+    def field_coordinates(self, origin: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+        """The place in the field of an ``shape = (h, w)`` region whose pixel (0, 0) is at ``origin`` (row, col)
+        px of the whole frame (``(..., 2)``, any leading shape): ``(..., 2, h, w)`` float32, channel 0 x (column)
+        and 1 y (row), each ``2·p/(n − 1) − 1`` for pixel p of a field of n px (``config.field_shape``): −1 at the
+        first pixel centre, 1 at the last. A function of the global pixel only, so tiles see the whole frame's
+        values exactly."""
+        fh, fw = self.config.field_shape
+        h, w = int(shape[0]), int(shape[1])
+        origin = torch.as_tensor(origin, dtype=torch.float32)
+        dev = origin.device
+        rows = origin[..., 0, None] + torch.arange(h, dtype=torch.float32, device=dev)  # (..., h)
+        cols = origin[..., 1, None] + torch.arange(w, dtype=torch.float32, device=dev)  # (..., w)
+        cy = (2.0 * rows / (fh - 1) - 1.0)[..., :, None].expand(*rows.shape, w)
+        cx = (2.0 * cols / (fw - 1) - 1.0)[..., None, :].expand(*cols.shape[:-1], h, w)
+        return torch.stack([cx, cy], dim=-3)
 
     def padded_shape(self, height: int, width: int) -> tuple[int, int]:
         """(H', W'): H and W rounded up to multiples of ``downsample_factor``."""
@@ -234,11 +260,13 @@ class DecodeNet(nn.Module):
             return torch.cat([p_logit, photons, dxdy, z, sigmas, bg], dim=1)
 
     def forward(self, x: torch.Tensor, read_var: torch.Tensor | float | None = None,
-                level: torch.Tensor | None = None) -> torch.Tensor:
+                level: torch.Tensor | None = None, origin: torch.Tensor | None = None) -> torch.Tensor:
         """Frames in photons ``(N, 3, H, W)`` (t-1, t, t+1), any H, W >= 1 -> output ``(N, 10, H, W)``.
 
         ``read_var``: read-noise variance in photons², a number or ``(N, H, W)`` / ``(N, 1, H, W)`` map;
-        ``level``: ``(N, 3)`` per-frame levels (default ``frame_level(x)``; training may perturb it).
+        ``level``: ``(N, 3)`` per-frame levels (default ``frame_level(x)``; training may perturb it);
+        ``origin``: ``(N, 2)`` or ``(2,)`` (row, col) px of the windows' pixel (0, 0) in the whole frame (models
+        with ``field_shape``; default 0, 0).
         Exactly, and this is the convention a tiled executor must reproduce:
 
         1. ``x_norm = normalize(x, level, read_var)`` ``(N, 3, C, H, W)``, pointwise given the per-frame
@@ -264,7 +292,9 @@ class DecodeNet(nn.Module):
             raise ValueError(f"DecodeNet needs H, W >= 1, got {h}x{w}")
         if isinstance(read_var, torch.Tensor) and read_var.ndim == 3:
             read_var = read_var[:, None]  # one map for the three frames of a window
-        x_norm = self.pad(self.normalize(x, level, read_var))
+        if isinstance(origin, torch.Tensor) and origin.ndim == 2:
+            origin = origin[:, None]  # one place for the three frames of a window
+        x_norm = self.pad(self.normalize(x, level, read_var, origin))
         ph, pw = x_norm.shape[-2:]
         feats = self.frame_features(x_norm.reshape(n * CONTEXT_FRAMES, -1, ph, pw))
         feats = feats.view(n, CONTEXT_FRAMES, -1, ph, pw)

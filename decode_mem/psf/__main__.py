@@ -6,6 +6,10 @@ stacks recorded top-down), writing ``psf.png`` beside it; ``python -m decode_mem
 --out psf.h5``. Then ``simulation: {psf: spline, psf_file: psf.h5}`` in a training config.
 Exit codes: 0 done, 2 bad settings or unusable beads (too few, saturated, out of range: one line naming the
 files and why; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).
+
+Beads spread over the field (one or several stacks of the same frame size): where they show that the PSF changes
+across the field beyond their noise (``--field auto``, the default; ``decode_mem.psf.field``), the file holds a
+PSF that changes across it and ``<out stem>_field.png`` shows how; else one PSF, as before.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="bead detection: robust standard deviations above the median of the max projection (10)")
     add(p, "--saturation", type=float, help="ADU at which a pixel is saturated (default: the integer type's max)")
     add(p, "--upsample", type=int, help="spline nodes per camera pixel laterally (2; SMAP uses 1)")
+    add(p, "--field", choices=("auto", "yes", "no"), default="auto",
+        help="a PSF that changes across the field: auto (where the beads show it beyond their noise), yes, no")
     cam = p.add_argument_group("camera")
     add(cam, "--camera", help=CAMERA_HELP)
     for flag in CAMERA_FLAGS:
@@ -62,6 +68,7 @@ def _body(args: argparse.Namespace) -> int:
             raise ConfigError("--from_smap takes no bead stacks and no --z_step (the calibration holds them)")
         unused = [f"--{k}" for k in (*BEAD_FLAGS, "png", "camera", *CAMERA_FLAGS)
                   if k != "pixel_size" and getattr(args, k) is not None]
+        unused += ["--field"] if args.field != "auto" else []
         if unused:  # bead fitting and camera settings: an import has no beads (only --pixel_size is read)
             raise ConfigError(f"--from_smap imports a finished calibration: {', '.join(unused)} would do nothing")
         spline = spline_from_smap(args.from_smap, pixel_size=float(flags.get("pixel_size", 0.0)))
@@ -70,7 +77,8 @@ def _body(args: argparse.Namespace) -> int:
             print(f"{args.from_smap}: spline {spline.shape[2]}x{spline.shape[1]} px x {spline.shape[0]} planes, "
                   f"dz {spline.dz:g} nm, valid z {spline.z_range[0]:g} to {spline.z_range[1]:g} nm -> wrote {out}")
         return 0
-    from decode_mem.psf.beads import BeadSettings, calibrate_beads
+    from decode_mem.psf.beads import BeadSettings, calibrate_beads, gather_beads
+    from decode_mem.psf.field import calibrate_field
     from decode_mem.psf.plot import plot_psf
 
     if not args.beads:
@@ -83,9 +91,24 @@ def _body(args: argparse.Namespace) -> int:
     given = {k: getattr(args, k) for k in BEAD_FLAGS if getattr(args, k) is not None}  # else BeadSettings' defaults
     settings = dataclasses.replace(BeadSettings(z_step=args.z_step), **given)
     camera, _ = CameraRequest.from_value(args.camera, flags).resolve(read_metadata(args.beads[0]))
-    cal = calibrate_beads(args.beads, camera, settings)
-    write_psf(out, cal.spline)
+    found = gather_beads(args.beads, camera, settings)
+    cal = calibrate_beads(args.beads, camera, settings, found=found)
+    field = calibrate_field(found, cal, settings, camera.pixel_size, args.field)
+    if field.chosen:
+        from decode_mem.io.field_psf_file import write_field_psf
+
+        write_field_psf(out, field.centre, field.data)
+    else:
+        write_psf(out, cal.spline)
     png = plot_psf(cal, args.png or out.with_suffix(".png"))
+    field_png = None
+    if field.comps is not None:  # the beads were judged: the figure shows what they say about the field
+        from decode_mem.psf.field_plot import plot_field
+
+        field_png = plot_field(field, Path(args.png or out.with_suffix(".png")).with_name(out.stem + "_field.png"))
+    warning = field.warning() if field.chosen else None
+    if warning:
+        print(f"warning: {out}: {warning}", file=sys.stderr)
     if not args.quiet:
         s = cal.spline
         res = sorted(b["residual"] for b in cal.beads)
@@ -94,7 +117,12 @@ def _body(args: argparse.Namespace) -> int:
         print(f"{len(cal.beads)} beads in {roi} (dropped: {dropped}); residual per bead median "
               f"{100 * res[len(res) // 2]:.1f} %, max {100 * res[-1]:.1f} %")
         print(f"spline {s.shape[2]}x{s.shape[1]} nodes ({s.upsample} per px) x {s.shape[0] + 1} planes, "
-              f"dz {s.dz:g} nm, valid z {s.z_range[0]:g} to {s.z_range[1]:g} nm -> wrote {out} and {png}")
+              f"dz {s.dz:g} nm, valid z {s.z_range[0]:g} to {s.z_range[1]:g} nm")
+        print(field.summary())
+        if field.chosen:
+            lo, hi = field.data.z_range
+            print(f"valid z everywhere on the field {lo:g} to {hi:g} nm")
+        print(f"-> wrote {out} and {png}" + (f" and {field_png}" if field_png else ""))
     return 0
 
 

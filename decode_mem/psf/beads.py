@@ -263,7 +263,7 @@ def shift_volume(volume: np.ndarray, shift: np.ndarray | tuple[float, ...]) -> n
     return moved[tuple(slice(p[0], p[0] + n) for p, n in zip(pad, volume.shape, strict=True))]
 
 
-def _register(beads: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+def register_beads(beads: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
     """(average (T, R, R), shifts (beads, 3)) with the mean shift removed (module docstring)."""
     from skimage.registration import phase_cross_correlation
 
@@ -277,7 +277,7 @@ def _register(beads: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarra
     return ref, shifts
 
 
-def _centre(volume: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+def centre_volume(volume: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
     """The volume moved laterally so that the centroid of its z-sum sits on the middle pixel."""
     img = np.clip(volume.sum(axis=0), 0, None)
     n = img.shape[0]
@@ -300,12 +300,27 @@ def fourier_upsample(volume: np.ndarray, factor: int) -> np.ndarray:
     return out[:, :factor * (r - 1) + 1, :factor * (c - 1) + 1]
 
 
-def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: BeadSettings) -> BeadCalibration:
-    """Find, register and average the beads of ``paths`` and fit the spline PSF (module docstring).
+@dataclass
+class BeadSet:
+    """The usable beads of some stacks, cut, background-subtracted and scaled (module docstring, steps 1-2):
+    ``beads`` (B, T, roi, roi) with z increasing along T (``z`` nm), ``centres`` (row, col, focus frame) and
+    ``files`` per bead, what was dropped, the region size and each stack's frame shape."""
 
-    Every stack is opened and checked (same number of frames, enough usable beads) before any fitting; too few
-    beads is a ConfigError that says how many were dropped and why.
-    """
+    beads: np.ndarray
+    z: np.ndarray
+    centres: list[tuple[int, int, int]]
+    files: list[str]
+    rejected: dict[str, int]
+    roi: int
+    roi_auto: bool
+    paths: list[str]
+    frame_shapes: list[tuple[int, int]]
+
+
+def gather_beads(paths: list[str | os.PathLike], camera: Camera, settings: BeadSettings) -> BeadSet:
+    """Find and cut the beads of ``paths`` (steps 1-2). Every stack is opened and checked (same number of frames,
+    enough usable beads) before any fitting; too few beads is a ConfigError that says how many were dropped
+    and why."""
     from decode_mem.io.stack import open_stack
 
     stacks = [open_stack(p) for p in paths]
@@ -339,16 +354,28 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
         raise ConfigError(f"{names}: {n} usable bead(s), need at least {settings.min_beads} ({roi}x{roi} px "
                           f"regions; dropped: {reasons}){hint}")
     rois = np.concatenate([_cut(s, f, roi, camera) for s, f in zip(stacks, found, strict=True) if f])
+    shapes = [tuple(int(v) for v in s.shape[1:3]) for s in stacks]
     for s in stacks:
         s.close()
-    step = abs(float(settings.z_step))
     z_start = settings.z_start if settings.z_start is not None else -(t - 1) / 2 * settings.z_step
     z = z_start + np.arange(t) * float(settings.z_step)
     if settings.z_step < 0:  # recorded top-down: make z increase along the first axis
         rois, z = rois[:, ::-1].copy(), z[::-1].copy()
-    beads = _prepare(rois)
-    average, shifts = _register(beads, settings.iterations)
-    average, (cy, cx) = _centre(average)
+    return BeadSet(beads=_prepare(rois), z=z, centres=[c for f in found for c in f],
+                   files=[str(p) for p, f in zip(paths, found, strict=True) for _ in f], rejected=rejected, roi=roi,
+                   roi_auto=auto, paths=[str(p) for p in paths], frame_shapes=shapes)
+
+
+def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: BeadSettings,
+                    found: BeadSet | None = None) -> BeadCalibration:
+    """Find, register and average the beads of ``paths`` and fit the spline PSF (module docstring); ``found``:
+    the beads already gathered (``gather_beads``) from these paths."""
+    bs = gather_beads(paths, camera, settings) if found is None else found
+    beads, z, t = bs.beads, bs.z, len(bs.z)
+    n = len(beads)
+    step = abs(float(settings.z_step))
+    average, shifts = register_beads(beads, settings.iterations)
+    average, (cy, cx) = centre_volume(average)
     planes = average.sum(axis=(1, 2))
     if (planes <= 0).any():
         raise ConfigError(f"{paths[0]}: the averaged PSF has no light in some planes (beads too dim?)")
@@ -359,13 +386,12 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
                                 upsample=settings.upsample, z_range=z_range, pixel_size=camera.pixel_size,
                                 source=f"{n} beads in {len(paths)} stack(s), z step {settings.z_step:g} nm")
     info = []
-    names = [str(p) for p, f in zip(paths, found, strict=True) for _ in f]
-    centres = [c for f in found for c in f]
     for b, bead in enumerate(beads):
         model = shift_volume(average * planes[:, None, None], -shifts[b] + np.array([0.0, cy, cx]))
         model *= (bead * model).sum() / max((model * model).sum(), 1e-30)
         res = float(np.sqrt(((bead - model) ** 2).mean()) / np.sqrt((bead**2).mean()))
-        info.append({"file": names[b], "row": centres[b][0], "col": centres[b][1], "shift_z_nm": shifts[b, 0] * step,
-                     "shift_y_px": shifts[b, 1], "shift_x_px": shifts[b, 2], "residual": res})
-    return BeadCalibration(spline=spline, volume=average, z=z, beads=info, rejected=rejected,
-                           files=[str(p) for p in paths], roi=roi, roi_auto=auto)
+        info.append({"file": bs.files[b], "row": bs.centres[b][0], "col": bs.centres[b][1],
+                     "shift_z_nm": shifts[b, 0] * step, "shift_y_px": shifts[b, 1], "shift_x_px": shifts[b, 2],
+                     "residual": res})
+    return BeadCalibration(spline=spline, volume=average, z=z, beads=info, rejected=bs.rejected,
+                           files=[str(p) for p in paths], roi=bs.roi, roi_auto=bs.roi_auto)

@@ -18,6 +18,7 @@ from decode_mem.config import check_choice, check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate import derived
+from decode_mem.simulate.field_pupil import FieldAberrations
 from decode_mem.simulate.structures import StructureConfig
 
 PSFS = ("gauss2d", "astig3d", "spline", "pupil")
@@ -150,7 +151,10 @@ class SimulationConfig:
       'spline': the measured cubic-spline PSF in ``psf_file`` (``python -m decode_mem.psf``), z uniform in
       ``z_range``, which must lie inside the file's valid range; ``psf_sigma``/``_range`` do not apply, the
       jitter scales the spline's lateral size. 'pupil': an aberrated pupil-function PSF (``pupil``, a mapping of
-      ``PupilConfig``), rendered through a spline made on first use.
+      ``PupilConfig``), rendered through a spline made on first use; ``pupil_field`` (a mapping of
+      ``field_pupil.FieldAberrations``) makes it change across the frame (the frame is the field). A
+      ``psf_file`` made from beads spread over the field may change across it too (``field_shape``: training
+      windows then lie at random places of that field, ``field_psf``).
     - ``margin``: emitters are placed uniformly over the frame extended by this many px on every side, so
       that emitters just outside contribute light at the edges. Ground truth lists only emitters whose
       centre is inside the frame.
@@ -191,6 +195,7 @@ class SimulationConfig:
     psf_sigma_jitter: float = 0.0
     psf_file: str | None = None
     pupil: PupilConfig = field(default_factory=PupilConfig)
+    pupil_field: FieldAberrations | None = None
     density_range: tuple[float, float] | None = None
     density_dist: str = "loguniform"
     pixel_size_range: tuple[float, float] | None = None
@@ -275,6 +280,12 @@ class SimulationConfig:
             fix("pupil", PupilConfig.from_dict(self.pupil))
         elif not isinstance(self.pupil, PupilConfig):
             raise ConfigError(f"simulation.pupil must be a mapping, got {self.pupil!r}")
+        if isinstance(self.pupil_field, dict):
+            fix("pupil_field", FieldAberrations.from_dict(self.pupil_field))
+        elif self.pupil_field is not None and not isinstance(self.pupil_field, FieldAberrations):
+            raise ConfigError(f"simulation.pupil_field must be a mapping, got {self.pupil_field!r}")
+        if self.pupil_field is not None and self.psf != "pupil":
+            raise ConfigError(f"simulation.pupil_field is for psf 'pupil', not {self.psf!r}")
         self._check_psf_file()
         if self.margin < 0:
             raise ConfigError(f"simulation.margin must be >= 0 px, got {self.margin!r}")
@@ -310,12 +321,10 @@ class SimulationConfig:
                               "decode_mem.psf)")
         from pathlib import Path
 
-        from decode_mem.io.psf_file import psf_header
-
         path = str(Path(self.psf_file).expanduser().resolve())
         object.__setattr__(self, "psf_file", path)
         stat = os.stat(path) if os.path.isfile(path) else None
-        header = (psf_header(path) if stat is None
+        header = (_file_header.__wrapped__(path, 0, 0, 0) if stat is None  # not a file: its error, not cached
                   else _file_header(path, stat.st_mtime_ns, stat.st_size, stat.st_ino))
         lo, hi = header["z_range"]
         if self.z_range[0] < lo - 1e-6 or self.z_range[1] > hi + 1e-6:
@@ -336,6 +345,31 @@ class SimulationConfig:
                 cached = file_spline(self.psf_file)
             object.__setattr__(self, "_spline", cached)
         return cached
+
+    def field_psf(self):
+        """The PSF that changes across the field (``pupil_field``, or a ``psf_file`` with a field part:
+        ``simulate.field_pupil`` / ``simulate.field_spline``), or None where the PSF is the same everywhere."""
+        if "_field" not in self.__dict__:
+            found = None
+            if self.psf == "pupil" and self.pupil_field is not None:
+                from decode_mem.simulate.field_pupil import FieldPupilPSF
+
+                found = FieldPupilPSF(self.pupil, self.pupil_field, self.frame_size, self.z_range,
+                                      self.camera.pixel_size)
+            elif self.psf == "spline" and self.psf_header().get("field_shape") is not None:
+                found = file_field(self.psf_file)
+            object.__setattr__(self, "_field", found)
+        return self.__dict__["_field"]
+
+    @property
+    def field_shape(self) -> tuple[int, int] | None:
+        """(H, W) px of the field the PSF changes over (None: the same PSF everywhere)."""
+        if self.psf == "pupil" and self.pupil_field is not None:
+            return self.frame_size
+        if self.psf == "spline":
+            shape = self.psf_header().get("field_shape")
+            return None if shape is None else (int(shape[0]), int(shape[1]))
+        return None
 
     def psf_header(self) -> dict[str, Any]:
         """The spline's shape, centre and width curves (psf 'spline': the file's header; 'pupil': built)."""
@@ -474,10 +508,31 @@ def _file_spline(path: str, mtime_ns: int, size: int, inode: int) -> Any:
 
 @lru_cache(maxsize=4)
 def _file_header(path: str, mtime_ns: int, size: int, inode: int) -> dict[str, Any]:
-    """``psf_header`` of a PSF file, read once per unchanged file (every config copy checks it)."""
+    """``psf_header`` of a PSF file, read once per unchanged file (every config copy checks it); a PSF that changes
+    across the field adds its ``field_shape`` (H, W) px."""
+    from decode_mem.io.field_psf_file import field_header
     from decode_mem.io.psf_file import psf_header
 
-    return psf_header(path)
+    header = psf_header(path)
+    field_part = field_header(path)
+    if field_part is not None:
+        header = {**header, "field_shape": field_part["field_shape"], "z_range": field_part["z_range"]}
+    return header
+
+
+def file_field(path: str) -> Any:
+    """The FieldSplinePSF of a PSF file that changes across the field, read once per unchanged file (its splines
+    are computed on reading: a few seconds)."""
+    stat = os.stat(path)
+    return _file_field(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+@lru_cache(maxsize=2)
+def _file_field(path: str, mtime_ns: int, size: int, inode: int) -> Any:
+    from decode_mem.io.field_psf_file import read_field_psf
+    from decode_mem.simulate.field_spline import FieldSplinePSF
+
+    return FieldSplinePSF(read_field_psf(path), file_spline(path).data)
 
 
 @lru_cache(maxsize=4)

@@ -12,7 +12,9 @@ batch axis B, which is also what ``DataLoader``'s default collate makes of the s
 - ``"mask"``: bool (K,) — which rows of ``em`` are real;
 - ``"bg"``: float32 (H, W) — the true background of frame t in photons/px;
 - ``"read_var"``: float32 (H, W) — the read-noise variance in photons² the network is told about: the
-  per-pixel map for an sCMOS sample converted with its maps, else the camera's scalar everywhere.
+  per-pixel map for an sCMOS sample converted with its maps, else the camera's scalar everywhere;
+- ``"origin"``: float32 (2,) — only for a PSF that changes across the field (``config.field_shape``): the
+  (row, col) px in the field of the window's pixel (0, 0); each emitter is rendered with the PSF there.
 
 Per-movie physics (PSF width, density, camera, ...; ``decode_mem.simulate.physics``) is drawn per sample.
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from decode_mem.errors import ConfigError
 from decode_mem.simulate.config import SimulationConfig
 from decode_mem.simulate.emitters import STREAM_SAMPLE, FrameRows, frame_rows, seeded_generator, stationary_emitters
 from decode_mem.simulate.movie import inside_frame
@@ -50,7 +53,8 @@ class WindowBatch:
     ``frames`` (B, 3, H, W) photons from noisy counts; ``adu`` (B, 3, H, W) noisy counts; ``expected``
     (B, 3, H, W) noise-free photons incl. background; ``bg`` (B, H, W); ``read_var`` (B, H, W); ``em``
     (B, K, 4); ``mask`` (B, K); ``rows``: ground-truth rows of all three frames (``movie`` = sample index in
-    the batch, ``frame`` 0..2); ``physics``: what each sample was given.
+    the batch, ``frame`` 0..2); ``physics``: what each sample was given; ``origin`` (B, 2): where each window
+    lies in the field of a PSF that changes across it (``window_origins``), else None.
     """
 
     frames: torch.Tensor
@@ -62,9 +66,13 @@ class WindowBatch:
     mask: torch.Tensor
     rows: FrameRows
     physics: Physics
+    origin: torch.Tensor | None = None
 
     def as_dict(self) -> dict[str, torch.Tensor]:
-        return {"frames": self.frames, "em": self.em, "mask": self.mask, "bg": self.bg, "read_var": self.read_var}
+        out = {"frames": self.frames, "em": self.em, "mask": self.mask, "bg": self.bg, "read_var": self.read_var}
+        if self.origin is not None:  # a PSF that changes across the field: where each window lies in it
+            out["origin"] = self.origin
+        return out
 
 
 def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> WindowBatch:
@@ -80,9 +88,12 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
                                    on_time=physics.on_time if config.on_time_range is not None else None)
     rows = frame_rows(emitters, 0, WINDOW)
     bg = background(config, b, generator)
+    origin = window_origins(config, b, generator)
     expected = torch.zeros((b * WINDOW, h, w), device=dev)
+    field_x, field_y = (None, None) if origin is None else (rows.x + origin[rows.movie, 1],
+                                                            rows.y + origin[rows.movie, 0])
     render_emitters(config, expected, rows.movie * WINDOW + rows.frame, rows.x, rows.y, rows.z, rows.photons,
-                    physics.sigma0[rows.movie], rows.width)
+                    physics.sigma0[rows.movie], rows.width, field_x, field_y)
     expected = expected.view(b, WINDOW, h, w) + bg[:, None]
     adu, frames, read_var = _camera_noise(config, physics, expected, generator)
 
@@ -102,7 +113,23 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
     mask = torch.zeros((b, k), dtype=torch.bool, device=dev)
     em[mid.movie, pos] = torch.stack([mid.x, mid.y, mid.z, mid.photons], dim=1)
     mask[mid.movie, pos] = True
-    return WindowBatch(frames, adu, expected, bg, read_var, em, mask, rows, physics)
+    return WindowBatch(frames, adu, expected, bg, read_var, em, mask, rows, physics, origin)
+
+
+def window_origins(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> torch.Tensor | None:
+    """Where each window lies in the field of a PSF that changes across it (``config.field_shape``): (B, 2) float
+    (row, col) px of its pixel (0, 0), uniform over the places a window fits; None where the PSF is the same
+    everywhere (nothing is drawn: the other samples' random streams stay as they were)."""
+    shape = config.field_shape
+    if shape is None:
+        return None
+    h, w = config.frame_size
+    if h > shape[0] or w > shape[1]:
+        raise ConfigError(f"simulation.frame_size {h}x{w} px is larger than the field its PSF was calibrated over "
+                          f"({shape[0]}x{shape[1]} px)")
+    room = torch.tensor([shape[0] - h + 1, shape[1] - w + 1], dtype=torch.float32, device=generator.device)
+    u = torch.rand((batch_size, 2), generator=generator, device=generator.device)
+    return torch.floor(u * room).clamp_max(room - 1)
 
 
 def _camera_noise(config: SimulationConfig, physics: Physics, expected: torch.Tensor,
@@ -223,7 +250,8 @@ def simulate_samples(config: SimulationConfig, n: int, seed: int = 0,
     if not samples:
         h, w = config.frame_size
         k = config.k_max
-        return {"frames": torch.zeros((0, WINDOW, h, w)), "em": torch.zeros((0, k, 4)),
-                "mask": torch.zeros((0, k), dtype=torch.bool), "bg": torch.zeros((0, h, w)),
-                "read_var": torch.zeros((0, h, w))}
+        empty = {"frames": torch.zeros((0, WINDOW, h, w)), "em": torch.zeros((0, k, 4)),
+                 "mask": torch.zeros((0, k), dtype=torch.bool), "bg": torch.zeros((0, h, w)),
+                 "read_var": torch.zeros((0, h, w))}
+        return empty if config.field_shape is None else {**empty, "origin": torch.zeros((0, 2))}
     return {key: torch.stack([s[key] for s in samples]) for key in samples[0]}

@@ -131,9 +131,16 @@ def render(shape: tuple[int, int, int], frame: torch.Tensor, x: torch.Tensor, y:
 
 def render_emitters(config: SimulationConfig, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor,
                     y: torch.Tensor, z: torch.Tensor, photons: torch.Tensor, sigma0: torch.Tensor | None = None,
-                    width: torch.Tensor | None = None) -> torch.Tensor:
+                    width: torch.Tensor | None = None, field_x: torch.Tensor | None = None,
+                    field_y: torch.Tensor | None = None) -> torch.Tensor:
     """Add emitters (z in nm) with the configured PSF into ``canvas`` (T, H, W) in place (see ``psf_sigmas``;
-    a spline PSF takes no ``sigma0``: its file sets the width)."""
+    a spline PSF takes no ``sigma0``: its file sets the width). A PSF that changes across the field
+    (``config.field_psf``) renders each emitter with the PSF of its field position ``field_x``, ``field_y`` px
+    (default ``x``, ``y``: the canvas is the field)."""
+    field = config.field_psf() if config.psf in ("spline", "pupil") else None
+    if field is not None:
+        width = width if config.psf_sigma_jitter > 0 else None
+        return field.render_spots(canvas, frame, x, y, z, photons, width, config.patch_size, field_x, field_y)
     if config.psf in ("spline", "pupil"):
         spline = config.spline_psf()
         width = width if config.psf_sigma_jitter > 0 else None  # all ones: the faster shared-monomial path

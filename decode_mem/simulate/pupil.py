@@ -25,8 +25,9 @@ _SUB = 3  # sub-samples per half pixel
 _GRID = 256
 
 
-def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int) -> np.ndarray:
-    """(len(z), 4·half+1, 4·half+1): pixel values of an emitter at each half-pixel offset within ±half px."""
+def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int, coma_y: float = 0.0) -> np.ndarray:
+    """(len(z), 4·half+1, 4·half+1): pixel values of an emitter at each half-pixel offset within ±half px
+    (``coma_y``: waves RMS of Z(3,−1), the coma along y, for PSFs that change over the field)."""
     dx = pixel_size / (2 * _SUB)
     f = np.fft.fftfreq(_GRID, dx)
     fx, fy = np.meshgrid(f, f)
@@ -36,7 +37,7 @@ def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int
     inside = rho <= 1.0
     waves = (pupil.astigmatism * np.sqrt(6) * rho**2 * np.cos(2 * theta)
              + pupil.spherical * np.sqrt(5) * (6 * rho**4 - 6 * rho**2 + 1)
-             + pupil.coma * np.sqrt(8) * (3 * rho**3 - 2 * rho) * np.cos(theta))
+             + np.sqrt(8) * (3 * rho**3 - 2 * rho) * (pupil.coma * np.cos(theta) + coma_y * np.sin(theta)))
     if pupil.helix_zones > 0:  # double helix: vortex (2n+1)·θ in the n-th of helix_zones equal-area rings
         zone = np.minimum(np.floor(rho**2 * pupil.helix_zones), pupil.helix_zones - 1)
         waves = waves + (2 * zone + 1) * theta / (2 * np.pi)
@@ -58,12 +59,12 @@ def pupil_volume(pupil: PupilConfig, z: np.ndarray, pixel_size: float, half: int
 
 
 def pupil_spline(pupil: PupilConfig, z_range: tuple[float, float], pixel_size: float, half: int = 12,
-                 dz: float = 25.0) -> SplineData:
+                 dz: float = 25.0, coma_y: float = 0.0) -> SplineData:
     """The pupil PSF as a spline valid over ``z_range`` nm (not memoised here: configs share it through
     ``simulate.config._pupil_spline``, keyed alike)."""
     lo = dz * np.floor(z_range[0] / dz) - 2 * dz
     hi = dz * np.ceil(z_range[1] / dz) + 2 * dz
     z = np.arange(lo, hi + dz / 2, dz)
-    volume = pupil_volume(pupil, z, pixel_size, half)
+    volume = pupil_volume(pupil, z, pixel_size, half, coma_y)
     return spline_from_volume(volume, dz=dz, z0=float(-lo / dz), upsample=2, z_range=(float(z_range[0]),
                               float(z_range[1])), pixel_size=pixel_size, source=f"pupil model {pupil}")

@@ -156,22 +156,30 @@ class SplinePSF:
             return canvas
         psf = self.to(canvas.device)
         size = psf.patch_size if size is None else size
-        t, h, w = canvas.shape
-        flat = canvas.view(-1)
-        offs = torch.arange(size, device=canvas.device)
         step = max(1, _CHUNK_ELEMENTS // (size * size * 64))
         for s in range(0, n, step):
             sl = slice(s, min(n, s + step))
             patches, col0, row0 = psf.patches(x[sl], y[sl], z[sl], size, None if width is None else width[sl])
-            values = (patches * photons[sl].to(patches.dtype)[:, None, None]).to(canvas.dtype)
-            cols = col0[:, None] + offs
-            rows = row0[:, None] + offs
-            f = frame[sl].long()
-            valid = (((cols >= 0) & (cols < w))[:, None, :] & ((rows >= 0) & (rows < h))[:, :, None]
-                     & ((f >= 0) & (f < t))[:, None, None])
-            index = (f[:, None, None] * h + rows[:, :, None]) * w + cols[:, None, :]
-            invalid = ~valid
-            index.masked_fill_(invalid, 0)
-            values.masked_fill_(invalid, 0.0)
-            flat.index_add_(0, index.reshape(-1), values.reshape(-1))
+            scatter_patches(canvas, frame[sl], patches * photons[sl].to(patches.dtype)[:, None, None], col0, row0)
         return canvas
+
+
+def scatter_patches(canvas: torch.Tensor, frame: torch.Tensor, values: torch.Tensor, col0: torch.Tensor,
+                    row0: torch.Tensor) -> torch.Tensor:
+    """Add patches ``values`` (N, size, size) whose pixel [0, 0] is frame pixel (row0, col0) into ``canvas``
+    (T, H, W) in place; the parts outside the canvas are dropped (masked to index 0 with value 0: no sync)."""
+    t, h, w = canvas.shape
+    size = values.shape[-1]
+    offs = torch.arange(size, device=canvas.device)
+    values = values.to(canvas.dtype)
+    cols = col0[:, None] + offs
+    rows = row0[:, None] + offs
+    f = frame.long()
+    valid = (((cols >= 0) & (cols < w))[:, None, :] & ((rows >= 0) & (rows < h))[:, :, None]
+             & ((f >= 0) & (f < t))[:, None, None])
+    index = (f[:, None, None] * h + rows[:, :, None]) * w + cols[:, None, :]
+    invalid = ~valid
+    index.masked_fill_(invalid, 0)
+    values = values.masked_fill(invalid, 0.0)
+    canvas.view(-1).index_add_(0, index.reshape(-1), values.reshape(-1))
+    return canvas

@@ -52,7 +52,8 @@ class TileNetwork(Protocol):
     def receptive_field(self) -> int: ...
     def level_stride(self, height: int, width: int) -> int: ...
     def level_from_sample(self, photons: torch.Tensor) -> torch.Tensor: ...
-    def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None, read_var: Any = None) -> torch.Tensor: ...
+    def normalize(self, x: torch.Tensor, level: torch.Tensor | None = None, read_var: Any = None,
+                  **origin: Any) -> torch.Tensor: ...  # ``origin=``: models with ``config.field_shape`` only
     def frame_features(self, x_norm: torch.Tensor) -> torch.Tensor: ...
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor: ...
 
@@ -249,19 +250,26 @@ class TiledExecutor:
         """Photons (camera), normalized with the frames' ``levels`` (nf,), padded-frame pixels zeroed:
         ``(len(tiles), nf, C, Ly, Lx)``."""
         x = host.to(self.device, non_blocking=True)
+        # a model of a PSF that changes across the field reads each tile's place in the whole frame
+        origins = None
+        if getattr(getattr(self.net, "config", None), "field_shape", None) is not None:
+            origins = torch.tensor([[t.read[0].start, t.read[1].start] for t in tiles], dtype=torch.float32,
+                                   device=self.device)
+        place = {} if origins is None else {"origin": origins[:, None]}
         if self._maps is not None:  # each tile converts with its own pixels' calibration
             parts = []
             for i, tile in enumerate(tiles):
                 maps = self._maps.crop(*tile.read)
                 photons = self.camera.to_photons(x[i], maps)
-                parts.append(self.net.normalize(photons, levels, self.camera.read_variance(maps)))
+                parts.append(self.net.normalize(photons, levels, self.camera.read_variance(maps),
+                                                **({} if origins is None else {"origin": origins[i]})))
             x = torch.stack(parts)
         else:
             read_var = None
             if self.camera is not None:
                 x = self.camera.to_photons(x)
                 read_var = self.camera.read_variance()
-            x = self.net.normalize(x, levels[None], read_var)
+            x = self.net.normalize(x, levels[None], read_var, **place)
         h, w = self.shape
         for i, tile in enumerate(tiles):
             ry, rx = tile.read

@@ -22,7 +22,8 @@ def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
     so every target counts exactly once; a crop's targets are packed to the front of its slots and the slots
     no frame of the crop uses are dropped (the loss compares every slot with every pixel: a crop holds a
     crop's worth of emitters, not a frame's). Per-frame entries (``level``: computed on the whole frame before
-    chunking, so that a crop is normalized as part of its frame) are passed to every crop. With
+    chunking, so that a crop is normalized as part of its frame) are passed to every crop; ``origin`` (a window's
+    place in the field of a PSF that changes across it) becomes the crop's. With
     ``chunk_size=None`` (or a frame no larger than the chunk) the batch itself is the only crop.
     """
     h, w = batch["frames"].shape[-2:]
@@ -41,6 +42,9 @@ def chunk_batch(batch: Batch, chunk_size: int | None) -> Iterator[Batch]:
                       & (shifted[..., 1] >= -0.5) & (shifted[..., 1] < y1 - y0 - 0.5))
             crop = {key: value[..., y0:y1, x0:x1] if key in SPATIAL else value for key, value in batch.items()}
             crop["em"], crop["mask"] = packed(shifted, mask & inside)
+            if "origin" in batch:  # a PSF that changes across the field: the crop's own place in it
+                crop["origin"] = batch["origin"] + torch.tensor([y0, x0], dtype=batch["origin"].dtype,
+                                                                device=batch["origin"].device)
             yield crop
 
 

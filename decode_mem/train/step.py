@@ -53,7 +53,8 @@ def train_step(
         defer = isinstance(model, DistributedDataParallel) and seen < n_micro - 1
         with model.no_sync() if defer else nullcontext():
             with autocast(device, amp_dtype):
-                output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"))
+                output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"),
+                               **_place(batch))
             terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
             scaler.scale(terms.total / n_micro).backward()
         sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).detach() / n_micro
@@ -67,3 +68,9 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     total, count, loc, bg = sums.tolist()
     return {"loss": total, "count": count, "loc": loc, "bg": bg, "grad_norm": float(norm)}
+
+
+def _place(batch: Batch) -> dict[str, torch.Tensor]:
+    """``origin=`` for a batch of windows of a PSF that changes across the field (the network's place input);
+    nothing otherwise, so any model's forward takes it."""
+    return {"origin": batch["origin"]} if "origin" in batch else {}

@@ -39,7 +39,8 @@ def validate(net: nn.Module, val: Batch, loss_fn: DecodeLoss, *, batch_size: int
     for i in range(0, n, batch_size):
         part = {k: v[i:i + batch_size].to(device) for k, v in val.items()}
         with autocast(device, amp_dtype):
-            output = net(part["frames"], read_var=part.get("read_var"))
+            output = net(part["frames"], read_var=part.get("read_var"),
+                         **({"origin": part["origin"]} if "origin" in part else {}))
         terms = loss_fn(output, part["em"], part["mask"], part["bg"])
         sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).double().cpu() * len(part["frames"])
         pred = output_to_emitters(output.float(), np.arange(i, i + len(part["frames"])), config=pp)
