@@ -19,6 +19,7 @@ import numpy as np
 
 from decode_mem.errors import StackError
 from decode_mem.io.table import EmitterTable
+from decode_mem.io.thunderstorm import csv_block, joined_batches
 from decode_mem.io.units import NM_UNIT, table_from_nm
 
 MAGIC = "# <localizations"
@@ -70,8 +71,6 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from decode_mem.io.parquet import _numpy
-
     path = Path(path)
     fields = header_fields(path)
     ids = [i for i, _ in fields]
@@ -91,16 +90,15 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     unit = float(unit) if unit else NM_UNIT
     names = [f"c{k}" for k in range(len(ids))]
     used = [names[ids.index(where[c])] for c in where]
-    block_size = max(1 << 16, min(chunk_rows * 60, 1 << 28))
     try:
         reader = pacsv.open_csv(
-            path, read_options=pacsv.ReadOptions(skip_rows=1, column_names=names, block_size=block_size),
+            path, read_options=pacsv.ReadOptions(skip_rows=1, column_names=names, block_size=csv_block(chunk_rows)),
             parse_options=pacsv.ParseOptions(delimiter=" ", ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(column_types={n: pa.float64() for n in used}, include_columns=used))
         empty = True
-        for batch in reader:
+        for joined in joined_batches(reader, used, chunk_rows):
             empty = False
-            yield _table({c: _numpy(batch.column(names[ids.index(where[c])])) for c in where}, scale, unit, path)
+            yield _table({c: joined[names[ids.index(where[c])]] for c in where}, scale, unit, path)
     except (pa.ArrowException, OSError, ValueError) as e:
         if isinstance(e, StackError):
             raise

@@ -9,7 +9,9 @@ Layout (checked against a real SMAP file, tests/data/tables/smap, and SMAP's sou
   ``photerr``, and more that are ignored here. SMAP's fitters give ``xnm = xpix * pixel`` with ``xpix`` MATLAB's
   1-based pixel coordinate (the first pixel's centre at 1: ``fitloc2locdata``, the cut-outs of ``RoiCutterWF``),
   so ``xnm = (x + 1) * pixel`` for decode_mem's 0-based ``x``.
-- ``saveloc.file.info``: ``cam_pixelsize_um`` (x, y), ``Width``, ``Height``, ``roi``, ``numberOfFrames``.
+- ``saveloc.file.info``: ``cam_pixelsize_um`` (x, y), ``Width``, ``Height``, ``roi``, ``numberOfFrames``. The last is
+  not taken as the number of frames: SMAP's own files hold localizations past it (the real one: numberOfFrames 1000,
+  frames 1 to 1001), so only decode_mem's own record says how many frames a movie had.
 
 Read: MATLAB v7.3 (HDF5) with h5py in chunks; v7 and older (scipy.io) whole, so only up to ``V5_MAX_BYTES`` (save a
 larger file as v7.3 in MATLAB: ``save -v7.3``). Written: v7.3 through h5py, streamed: every field a resizable
@@ -209,7 +211,7 @@ class _SmapFile:
         roi = _floats(info.get("roi"))
         width = info.get("Width", roi[2] if roi.size >= 4 else None)
         height = info.get("Height", roi[3] if roi.size >= 4 else None)
-        frames = info.get("numberOfFrames")
+        frames = own.get("frames")  # decode_mem's record; SMAP's numberOfFrames can be less than its last frame
         return {"pixel_size": camera_xy[0] if camera_xy and camera_xy[0] == camera_xy[1] else None,
                 "camera_xy": camera_xy, "width": _count(width), "height": _count(height), "frames": _count(frames)}
 
@@ -361,7 +363,8 @@ class SmapWriter:
                 "roi": [0.0, 0.0, float(max(width, 1)), float(max(height, 1))],
                 "cam_pixelsize_um": [pixel / 1000, pixel / 1000], "numberOfFrames": float(max(frames, 1)),
                 "comment": f"written by {generated_by()}",
-                "decode_mem": {"pixel_size_nm": self.camera, "locprecnm": precision, "generated_by": generated_by()}}
+                "decode_mem": {"pixel_size_nm": self.camera, "frames": float(max(frames, 1)), "locprecnm": precision,
+                               "generated_by": generated_by()}}
         return {"info": info, "average": None, "name": str(self.source or self.path.name), "number": 1.0,
                 "numberOfTif": 0.0, "tif": {"image": None, "info": None}, "raw": {"image": None, "frame": None}}
 

@@ -106,6 +106,14 @@ PRECISION_COLUMNS = {  # ThunderSTORM's precision columns -> decode_mem's extras
     "uncertainty_z [nm]": ("sigma_z [nm]",),
 }
 MAX_HEADER = 1 << 16
+CSV_BLOCK = 1 << 22  # bytes pyarrow parses at a time at most: it reads some 40 blocks ahead of its reader, whatever
+# the file (blocks of 80 MB held 3.4 GiB of a 10^8-row CSV, those of 8 MiB 320 MiB; benchmarks/bench_tables.py)
+
+
+def csv_block(chunk_rows: int) -> int:
+    """pyarrow's block size for tables of ``chunk_rows`` rows: about their text (~80 bytes a row), at most
+    ``CSV_BLOCK`` (the blocks are then joined to ``chunk_rows``)."""
+    return max(1 << 16, min(chunk_rows * 80, CSV_BLOCK))
 
 
 def read_header(path: str | os.PathLike) -> list[str]:
@@ -132,8 +140,6 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from decode_mem.io.parquet import _numpy
-
     path = Path(path)
     header = read_header(path)
     if "x [nm]" not in header or "y [nm]" not in header or "frame" not in header:
@@ -147,16 +153,15 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
     names = [f"c{k}" for k in range(len(header))]  # the file's own names may repeat or be empty
     name_of = {h: names[header.index(h)] for h in used}
     types = {name_of[h]: pa.float64() for h in used}  # ThunderSTORM itself writes frames as "1.0"
-    block_size = max(1 << 16, min(chunk_rows * 80, 1 << 28))  # ~80 bytes per row
     taken: dict[str, bool] = {}  # precision column -> used (decided on the first block: not used when all NaN)
     try:
         reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(skip_rows=1, column_names=names,
-                                                                      block_size=block_size),
+                                                                      block_size=csv_block(chunk_rows)),
                                 convert_options=pacsv.ConvertOptions(column_types=types,
                                                                      include_columns=list(types)))
         empty = True
-        for batch in reader:
-            cols = {h: _numpy(batch.column(name_of[h])) for h in used}  # views: pyarrow's to_numpy imports pandas
+        for joined in joined_batches(reader, list(types), chunk_rows):
+            cols = {h: joined[name_of[h]] for h in used}
             for h in precision:
                 finite = bool(np.isfinite(cols[h]).any())
                 if h not in taken and len(cols[h]):
@@ -172,6 +177,27 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
         raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {e}") from e
     if empty:
         yield table_from_thunderstorm({h: np.zeros(0) for h in used if h not in precision}, pixel_size)
+
+
+def joined_batches(reader: Iterator, names: list[str], chunk_rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """pyarrow's record batches of ``reader`` joined into about ``chunk_rows`` rows: ``{name: numpy column}`` (views
+    of the buffers where a batch is alone: pyarrow's ``to_numpy`` would import pandas)."""
+    from decode_mem.io.parquet import _numpy
+
+    parts: list[dict[str, np.ndarray]] = []
+    rows = 0
+    for batch in reader:
+        parts.append({n: _numpy(batch.column(n)) for n in names})
+        rows += batch.num_rows
+        if rows >= chunk_rows:
+            yield _joined(parts)
+            parts, rows = [], 0
+    if parts:
+        yield _joined(parts)
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return parts[0] if len(parts) == 1 else {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
 
 
 class ThunderstormWriter:
