@@ -12,8 +12,9 @@ varies across the field, the PSF width and the photons per emitter — compared 
 the model's checkpoint. For a 3-D model trained on a PSF model (``psf: spline`` from a ``psf.h5``, or ``pupil``:
 ``model_psf``), also the spots' shape: the bright isolated ones fitted with that PSF (``calibrate.psf_shape``), so
 that a movie recorded with another PSF (a double helix given to an astigmatic model, a 2-D movie, ...) is warned
-about. Each problem is one line with the numbers; ``DomainCheck.message`` adds the fix. In-domain movies give no
-warning.
+about; for a PSF that changes across the field, at the field's centre and its four corners, each against the PSF of
+its place (``calibrate.field_shape``), so the warning says where it is off. Each problem is one line with the
+numbers; ``DomainCheck.message`` adds the fix. In-domain movies give no warning.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ def model_psf(model: Any) -> ModelPsf | None:
         return None
     z_range = tuple(float(v) for v in (model.envelope.get("z_range_nm") or sim.get("z_range") or (0.0, 0.0)))
     data = getattr(model, "psf", None)
+    field = getattr(model, "psf_field", None)
+    if field is not None:  # a PSF that changes across the field: each place's spots against the PSF there
+        from decode_mem.simulate.field_spline import FieldSplinePSF
+
+        return ModelPsf(FieldSplinePSF(field, data), z_range)
     if data is not None:
         return ModelPsf(SplinePSF(data), z_range)
     try:
@@ -138,7 +144,16 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
         warnings.append(f"{below:.0%} of the pixels are below the camera baseline {camera.baseline:g} ADU")
     warnings += covers(calibration, envelope)
     mismatch = False
-    if psf is not None:
+    if psf is not None and getattr(psf.psf, "field_shape", None) is not None:
+        from decode_mem.calibrate.field_shape import check_field_shape, field_warnings
+
+        found = check_field_shape(stack, camera, psf.psf, psf.z_range, n, pilot_frames=DOMAIN_PILOT_FRAMES,
+                                  sweeps=DOMAIN_SWEEPS)
+        numbers["psf_shape"] = {k: v if isinstance(v, dict) else v.as_dict() for k, v in found.items()}
+        lines = field_warnings(found)
+        warnings += lines
+        mismatch = bool(lines)
+    elif psf is not None:
         shape = _psf_shape(sample, camera, calibration, psf)
         numbers["psf_shape"] = shape if isinstance(shape, dict) else shape.as_dict()
         line = None if isinstance(shape, dict) else shape.warning()
