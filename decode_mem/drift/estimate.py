@@ -33,6 +33,10 @@ CACHE_BYTES = 256 << 20
 CHUNK = 1 << 20  # localizations binned at a time
 COARSE = 4  # the starting RCC of leave-one-out renders on COARSE x bigger pixels
 INIT_SEGMENTS = 20  # ... of at most this many merged segments
+# a segment's correlation peak, in standard deviations of the correlation map, below which it registers on noise:
+# uniformly scattered emitters, each seen once, give 4-5 (the largest of ~10^5 correlated noise values); repeatedly
+# blinking rings gave 31-72 (tests/drift/test_drift.py's rings, checked when this was set)
+MIN_PEAK = 8.0
 
 
 @dataclass(frozen=True)
@@ -166,12 +170,17 @@ class _Segments:
         return spec
 
 
-def _shift(reference: np.ndarray, moving: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def _shift(reference: np.ndarray, moving: np.ndarray, shape: tuple[int, int],
+           peaks: list[float] | None = None) -> np.ndarray:
     """(dx, dy) in pixels by which ``moving``'s content is displaced relative to ``reference``'s: the peak of
     their cross-correlation, refined to a fraction of a pixel by a Gaussian through the peak and its neighbours
-    along each axis (the blurred correlation peak is close to a Gaussian)."""
+    along each axis (the blurred correlation peak is close to a Gaussian). ``peaks`` gets the peak's height in
+    standard deviations of the correlation map (``MIN_PEAK``)."""
     cc = fft.irfft2(np.conj(reference) * moving, s=shape, workers=-1)
     iy, ix = np.unravel_index(int(np.argmax(cc)), cc.shape)
+    if peaks is not None:
+        sd = float(cc.std())
+        peaks.append((float(cc[iy, ix]) - float(cc.mean())) / sd if sd > 0 else 0.0)
     ny, nx = shape
     out = []
     for pos, n, line in ((ix, nx, cc[iy, [(ix - 1) % nx, ix, (ix + 1) % nx]]),
@@ -203,12 +212,26 @@ def _leave_one_out(segments: _Segments, curve: np.ndarray, px: float, blur: floa
         if progress:
             progress(f"{stage}: reference", i + 1, k)
     residual = np.zeros((k, 2))
+    peaks: list[float] = []
     for i in range(k):
         spec = kept[i] if keep else segments.spectrum(i, curve, px, blur)
-        residual[i] = _shift(total - spec, spec, (ny, nx)) * px
+        residual[i] = _shift(total - spec, spec, (ny, nx), peaks) * px
         if progress:
             progress(f"{stage}: segments", i + 1, k)
+    _check_structure(peaks)
     return residual - residual.mean(axis=0)
+
+
+def _check_structure(peaks: list[float]) -> None:
+    """A StackError where the segments' correlation peaks are no higher than the noise of a correlation map: the
+    localizations hold no structure that one time segment shares with the others (each emitter seen once, or
+    too few of them), so any 'drift' would be noise."""
+    typical = float(np.median(peaks)) if peaks else 0.0
+    if typical < MIN_PEAK:
+        raise StackError(f"drift: the time segments share no structure to register (their correlation peaks are "
+                         f"{typical:.1f} standard deviations of the correlation map, {MIN_PEAK:g} needed: emitters "
+                         "each seen in one segment only, or too few localizations); no drift can be estimated from "
+                         "them, nothing corrected")
 
 
 def _rcc(segments: _Segments, px: float, blur: float, progress: Progress | None) -> np.ndarray:
@@ -218,17 +241,18 @@ def _rcc(segments: _Segments, px: float, blur: float, progress: Progress | None)
     ny, nx = segments.window.shape(px)
     cache = k * ny * (nx // 2 + 1) * 8 <= CACHE_BYTES
     specs = [segments.spectrum(i, zero, px, blur) for i in range(k)] if cache else None
-    rows, shifts = [], []
+    rows, shifts, peaks = [], [], []
     n_pairs, done = k * (k - 1) // 2, 0
     for i in range(k - 1):
         a = specs[i] if cache else segments.spectrum(i, zero, px, blur)
         for j in range(i + 1, k):
             b = specs[j] if cache else segments.spectrum(j, zero, px, blur)
             rows.append((i, j))
-            shifts.append(_shift(a, b, (ny, nx)) * px)
+            shifts.append(_shift(a, b, (ny, nx), peaks) * px)
             done += 1
             if progress:
                 progress("rcc: pairs", done, n_pairs)
+    _check_structure(peaks)
     pairs, shifts = np.array(rows), np.array(shifts)
     keep = np.ones(len(pairs), dtype=bool)
     for _ in range(3):  # drop pairs inconsistent with the solution (failed correlations), re-solve

@@ -109,3 +109,15 @@ def test_too_few_localizations_and_bad_settings_are_refused() -> None:
         DriftConfig(method="aim")
     with pytest.raises(ConfigError, match="segments"):
         DriftConfig(segments=1)
+
+
+@pytest.mark.parametrize("method", ["loo", "rcc"])
+def test_localizations_with_no_repeated_structure_give_no_drift(method: str) -> None:
+    """Emitters each seen once, scattered uniformly: no time segment shares structure with another, so a 'drift'
+    would be the correlation noise (hundreds of nm): refused in one line, not returned as a correction."""
+    rng = np.random.default_rng(0)
+    n = 40_000
+    frame = np.sort(rng.integers(0, N_FRAMES, n))
+    with pytest.raises(StackError, match=r"drift: the time segments share no structure to register"):
+        estimate_drift(frame, rng.uniform(0, 9600, n), rng.uniform(0, 9600, n), DriftConfig(method=method),
+                       n_frames=N_FRAMES)
