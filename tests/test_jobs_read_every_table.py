@@ -143,6 +143,16 @@ def test_evaluate_without_truth_assesses_every_format(files: dict[str, Path]) ->
         assert (d["nena_picasso_nm"] is None) == (fmt in ("csv", "rapidstorm")), fmt
 
 
+def test_evaluate_against_truth_in_another_format(files: dict[str, Path]) -> None:
+    """Predictions in any format against ground truth in any other: the same localizations match one to one."""
+    from decode_mem.evaluate import evaluate_files
+
+    for fmt, path in files.items():
+        truth = files["csv" if fmt != "csv" else "smap"]
+        m = evaluate_files(path, truth, pixel_size=PX)
+        assert m.jaccard == 1.0 and m.rmse_lat < 0.01, (fmt, m.jaccard, m.rmse_lat)
+
+
 def test_napari_reader_opens_every_format(files: dict[str, Path]) -> None:
     ref = None
     for fmt, path in files.items():
