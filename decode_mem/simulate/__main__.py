@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
              "(--photons MEAN: photons per bead and frame, default 40000)")
     add(two, "--z_step", type=float, help="with --beads and a 3-D PSF: a z-stack, frame k at z_range's low end + "
                                           "k * z_step nm")
+    beads = p.add_argument_group("a bead z-stack of one channel (for python -m decode_mem.psf; a PSF that changes "
+                                 "across the field: 'pupil_field' in the YAML)")
+    add(beads, "--bead_xy", metavar="CSV", help="beads at these places: a CSV of x, y in px (pixel centres at "
+        "integers), one bead a row; or --beads N for N beads on a grid over the frame")
     return p
 
 
@@ -94,9 +98,7 @@ def two_colour_from_args(args: argparse.Namespace) -> Any:  # -> TwoColourConfig
                      ("axial_offset", "axial_offset")):
         if getattr(args, arg) is not None:
             params[key] = getattr(args, arg)
-    if not params:
-        if args.beads is not None or args.z_step is not None:
-            raise ConfigError("--beads and --z_step make a two-colour bead slide: give --two_colour LAYOUT")
+    if not params:  # --beads / --z_step without --two_colour: one channel's bead z-stack (_beads)
         return None
     return TwoColourConfig.from_dict(params)
 
@@ -158,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         if two_colour is not None:
             return _two_colour(args, config, two_colour)
+        if args.beads is not None or args.bead_xy is not None or args.z_step is not None:
+            return _beads(args, config)
         start = time.perf_counter()
         with tqdm(total=args.frames, unit=" frames", desc="simulate", disable=not progress_bars(args.quiet)) as bar:
             result = simulate_stack(config, args.frames, args.out, args.gt, seed=args.seed, block=args.block,
@@ -171,6 +175,27 @@ def main(argv: list[str] | None = None) -> int:
                   + (f"; true drift {result.drift}" if result.drift else ""))
 
     return run(build_parser(), body, argv, outputs={"out": "path", "gt": "file", "camera_out": "file"})
+
+
+def _beads(args: argparse.Namespace, config: SimulationConfig) -> None:
+    """One channel's bead z-stack (``simulate.beads.write_bead_stack``); its truth (the beads' places) at --gt."""
+    from decode_mem.simulate.beads import bead_grid, read_bead_places, write_bead_stack
+
+    if args.z_step is None or not args.z_step > 0:
+        raise ConfigError(f"a bead z-stack needs --z_step > 0 nm, got {args.z_step}")
+    if not config.is_3d:
+        raise ConfigError(f"a bead z-stack needs a 3-D PSF (--psf astig3d, spline or pupil), got {config.psf!r}")
+    if (args.beads is None) == (args.bead_xy is None):
+        raise ConfigError("a bead z-stack: give --beads N or --bead_xy CSV (one of them)")
+    if args.beads is not None and args.beads < 1:
+        raise ConfigError(f"--beads must be >= 1, got {args.beads}")
+    x, y = read_bead_places(args.bead_xy, config.frame_size) if args.bead_xy else bead_grid(
+        args.beads, config.frame_size, seed=args.seed)
+    photons = args.photons[0] if args.photons is not None else 40000.0
+    out = write_bead_stack(config, x, y, args.frames, args.z_step, args.out, args.gt, photons=photons, seed=args.seed)
+    if not args.quiet:
+        print(f"wrote {out} ({args.frames} planes {args.z_step:g} nm apart from {config.z_range[0]:g} nm, "
+              f"{len(x)} beads)" + (f" and {args.gt} (their places)" if args.gt else ""))
 
 
 def _two_colour(args: argparse.Namespace, config: SimulationConfig, two_colour: Any) -> None:
