@@ -56,12 +56,13 @@ OUTCOMES = ("read", "error", "unnamed", "unclean", "bad read", "hang", "crash", 
 CLEAN = ("read", "error")
 TIME_LIMIT_S = 10.0  # a case past this is a hang (the slowest clean case on a busy 2-core machine: ~1 s)
 MEMORY_MIB = 1024  # address space a case may add to the forkserver's (the seeds are a few hundred KB)
-MAX_COORD_PX = 2**22  # a localization beyond this is corrupt: float32 holds no sub-pixel position there
+MAX_COORD_PX = 2**24  # a localization beyond this (table pixels) is corrupt: float32 holds no position to the pixel
 MAX_FRAME = 2**31 - 1
-PRELOAD = ["numpy", "tifffile", "zarr", "h5py", "yaml", "pyarrow.csv", "pyarrow.parquet", "torch",
+PRELOAD = ["numpy", "tifffile", "zarr", "h5py", "yaml", "pyarrow.csv", "pyarrow.parquet", "torch", "scipy.io",
            "decode_mem.io.stack", "decode_mem.io._tiff", "decode_mem.io._zarr", "decode_mem.io._folder",
            "decode_mem.io.localizations", "decode_mem.io.picasso", "decode_mem.io.parquet", "decode_mem.io.camera",
-           "decode_mem.io.psf_file", "decode_mem.model.checkpoint", "decode_mem.pipeline.config"]
+           "decode_mem.io.psf_file", "decode_mem.model.checkpoint", "decode_mem.pipeline.config",
+           "decode_mem.io.smap", "decode_mem.io.smlm", "decode_mem.io.decode_h5", "decode_mem.io.rapidstorm"]
 VENDOR_LIBRARIES = {"nd2": "nd2", "czi": "pylibCZIrw.czi", "lif": "readlif.reader", "sif": "sif_parser",
                     "ndtiff": "ndtiff"}
 
@@ -201,7 +202,12 @@ def _table() -> Any:
                                     sigma_x=rng.uniform(0.05, 0.3, n), sigma_y=rng.uniform(0.05, 0.3, n))
 
 
+TABLES = ROOT / "tests" / "data" / "tables"  # other tools' real tables (Locan's test data, BSD-3)
+
+
 def _table_seeds(folder: Path, fmt: str) -> list[Path]:
+    """A table written by decode_mem's own writer for the format, and the real file of another tool where there is
+    one (rapidSTORM: read only, the real file alone)."""
     from decode_mem.io.localizations import write_localizations
 
     table = _table()
@@ -210,14 +216,40 @@ def _table_seeds(folder: Path, fmt: str) -> list[Path]:
         write_localizations(table, two_d, pixel_size=100.0, three_d=False)
         three_d = folder / "locs.csv"
         write_localizations(table, three_d, pixel_size=100.0)
-        return [three_d, two_d]
-    if fmt == "picasso":
-        path = folder / "locs.hdf5"
-        write_localizations(table, path, pixel_size=100.0, width=32, height=32, frames=20)
+        return [three_d, two_d, _copy(TABLES / "thunderstorm" / "Thunderstorm_dstorm_data.csv", folder)]
+    if fmt == "rapidstorm":
+        return [_copy(TABLES / "rapidstorm" / "rapidSTORM_dstorm_data.txt", folder)]
+    if fmt == "smap_v7":  # SMAP's MATLAB v7 (v5 format) files, as scipy writes them: decode_mem reads, never writes
+        from scipy.io import savemat
+
+        loc = {"frame": table["frame"].astype(float) + 1, "xnm": (table["x"] + 1.0) * 100.0,
+               "ynm": (table["y"] + 1.0) * 100.0, "phot": table["photons"].astype(float),
+               "bg": table["bg"].astype(float), "locprecnm": table["sigma_x"] * 100.0}
+        path = folder / "v7_sml.mat"
+        savemat(path, {"saveloc": {"loc": loc, "file": {"info": {"cam_pixelsize_um": [0.1, 0.1], "Width": 32,
+                                                                 "Height": 32}}}})
         return [path]
-    path = folder / "locs.parquet"
-    write_localizations(table, path, pixel_size=100.0, width=32, height=32, frames=20)
-    return [path]
+    suffix = {"picasso": ".hdf5", "parquet": ".parquet", "smap": "_sml.mat", "smlm": ".smlm", "decode": ".h5"}[fmt]
+    path = folder / f"locs{suffix}"
+    write_localizations(table, path, pixel_size=100.0, width=32, height=32, frames=20,
+                        **({"fmt": "decode"} if fmt == "decode" else {}))
+    if fmt == "picasso":  # its /locs is chunked for 16 384 rows (786 KB for these 60): the same data, contiguous
+        _repack(path)
+    real = {"smlm": TABLES / "smlm" / "SMLM_dstorm_data.smlm", "decode": TABLES / "decode" / "decode_dstorm_data.h5"}
+    return [path] + ([_copy(real[fmt], folder)] if fmt in real else [])
+
+
+def _repack(path: Path) -> None:
+    """An HDF5 file rewritten with its datasets contiguous (small enough for a regression input)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        data = {k: f[k][()] for k in f}
+        attrs = dict(f.attrs)
+    with h5py.File(path, "w") as f:
+        for k, v in data.items():
+            f.create_dataset(k, data=v)
+        f.attrs.update(attrs)
 
 
 def _camera_seeds(folder: Path) -> list[Path]:
@@ -311,8 +343,8 @@ def read_stack(path: Path, **options: Any) -> dict[str, Any]:
 
 
 def read_table(path: Path) -> dict[str, Any]:
-    """What linking, drift and rendering get: every row of the file, in pixels; no row may carry a non-finite or
-    out-of-range frame, coordinate or photon count, and the file's metadata must be sane."""
+    """What linking, drift and rendering get: every row of the file, in pixels of 100 nm; no row may carry a
+    non-finite or out-of-range frame, coordinate or photon count, and the file's metadata must be sane."""
     from decode_mem.io.localizations import iter_localizations, localization_meta
 
     meta = localization_meta(path)
@@ -321,7 +353,7 @@ def read_table(path: Path) -> dict[str, Any]:
         if value is not None and not (math.isfinite(value) and value > 0):
             raise BadRead(f"localization_meta {name} = {value!r}")
     rows = 0
-    for table in iter_localizations(path, pixel_size=100.0 if path.suffix == ".csv" else None, chunk_rows=25):
+    for table in iter_localizations(path, pixel_size=100.0, chunk_rows=25):
         rows += len(table)
         f = table["frame"]
         if len(f) and (f.min() < 0 or f.max() > MAX_FRAME or (meta.frames is not None and f.max() >= meta.frames)):
@@ -329,10 +361,13 @@ def read_table(path: Path) -> dict[str, Any]:
         for name in ("x", "y", "z", "photons", "bg"):
             if not np.isfinite(table[name]).all():
                 raise BadRead(f"non-finite {name}")
-        for name, size in (("x", meta.width), ("y", meta.height)):
+        pixel = meta.pixel_size / 100.0 if meta.pixel_size else None  # the camera pixel in the tables' pixels
+        for name, size in (("x", meta.width), ("y", meta.height)):  # the image and its own size around it
             v = table[name]
-            if len(v) and (v.min() < -0.5 or v.max() > min(MAX_COORD_PX, (size or MAX_COORD_PX) - 0.5)):
-                raise BadRead(f"{name} {v.min()}..{v.max()} outside the frame (size {size})")
+            low = -0.5 - size * pixel if size and pixel else -MAX_COORD_PX
+            high = 2 * size * pixel - 0.5 if size and pixel else MAX_COORD_PX
+            if len(v) and (v.min() < low or v.max() > high):
+                raise BadRead(f"{name} {v.min()}..{v.max()} outside the image ({size} px of {meta.pixel_size} nm)")
         if len(table) and table["photons"].min() < 0:
             raise BadRead("negative photons")
     return {"rows": rows}
@@ -435,7 +470,7 @@ def _regions(data: bytes, path: Path) -> list[tuple[int, int]]:
     for at, *_ in _tiff_entries(data)[:256]:
         regions.append((at, min(size, at + 20)))
     if data.startswith(b"ZISRAWFILE") and size >= 100:
-        directory = struct.unpack_from("<q", data, 60)[0]
+        directory = struct.unpack_from("<q", data, 84)[0]  # ZISRAWFILE: the directory's position
         if 0 < directory < size:
             regions.append((directory, min(size, directory + 8192)))
     return [r for r in regions if r[1] > r[0]]
@@ -647,8 +682,21 @@ CSV_VALUES = ("nan", "NaN", "inf", "-inf", "", "abc", "-1", "0", "1e308", "-1e30
 
 
 def mutate_csv(path: Path, rng: np.random.Generator) -> str:
-    """CSV cells given values ThunderSTORM files can carry and worse; or a header renamed or removed."""
-    target = next(f for f in _files(path) if f.suffix == ".csv")
+    """CSV cells given values ThunderSTORM files can carry and worse; or a header renamed or removed. rapidSTORM's
+    rows are cells separated by spaces."""
+    target = next(f for f in _files(path) if f.suffix in (".csv", ".txt"))
+    if target.suffix == ".txt":
+        lines = target.read_text().split("\n")
+        edits = []
+        for _ in range(int(rng.integers(1, 6))):
+            i = int(rng.integers(1, max(2, len(lines) - 1)))
+            cells = lines[i].split(" ")
+            j = int(rng.integers(len(cells)))
+            cells[j] = CSV_VALUES[int(rng.integers(len(CSV_VALUES)))].replace(",", " ")
+            lines[i] = " ".join(cells)
+            edits.append((i, j, cells[j]))
+        target.write_text("\n".join(lines))
+        return f"{target.name}: cells {edits}"
     lines = target.read_text().split("\n")
     if rng.random() < 0.15:
         header = lines[0].split(",")
@@ -680,16 +728,29 @@ def mutate_h5(path: Path, rng: np.random.Generator) -> str:
     Picasso's /locs columns)."""
     import h5py
 
-    target = next((f for f in _files(path) if f.suffix in (".h5", ".hdf5")), None)
+    target = next((f for f in _files(path) if f.suffix in (".h5", ".hdf5", ".mat")), None)
     if target is None:
         return "no HDF5 file"
+    import h5py as _h5py
+
+    if not _h5py.is_hdf5(target):
+        return f"{target.name}: not HDF5"
     try:
         f = h5py.File(target, "r+")
     except OSError:
         return f"{target.name}: not HDF5"
     with f:
         names = list(f.attrs)
-        datasets = [k for k in f if isinstance(f[k], h5py.Dataset)]
+        datasets: list[str] = []
+        f.visititems(lambda k, v: datasets.append(k) if isinstance(v, h5py.Dataset) else None)
+        groups: list[str] = []
+        f.visititems(lambda k, v: groups.append(k) if isinstance(v, h5py.Group) and v.attrs else None)
+        if groups and rng.random() < 0.3:  # an attribute of a group (DECODE's meta, SMAP's MATLAB classes)
+            group = f[groups[int(rng.integers(len(groups)))]]
+            name = list(group.attrs)[int(rng.integers(len(group.attrs)))]
+            value = [0, -1, 1e30, float("nan"), np.bytes_(b"text"), np.arange(5.0)][int(rng.integers(6))]
+            group.attrs[name] = value
+            return f"{target.name}: attribute {group.name}/{name} -> {value!r}"
         if names and (not datasets or rng.random() < 0.5):
             name = names[int(rng.integers(len(names)))]
             value = [0, -1, 1e30, float("nan"), float("inf"), np.bytes_(b"text"), np.zeros(0), np.arange(5.0),
@@ -726,6 +787,35 @@ def mutate_h5(path: Path, rng: np.random.Generator) -> str:
         else:
             f.create_dataset(name, data=np.bytes_(b"text"))
         return f"{target.name}: dataset {name} edited ({kind})"
+
+
+def mutate_zip(path: Path, rng: np.random.Generator) -> str:
+    """A ShareLoc ``.smlm`` (a zip): its manifest's JSON edited (column types, sizes, offsets, the table's length),
+    or one of its binary tables cut or grown."""
+    import zipfile
+
+    target = next(f for f in _files(path) if f.suffix == ".smlm")
+    try:
+        with zipfile.ZipFile(target) as zf:
+            members = {i.filename: zf.read(i.filename) for i in zf.infolist()}
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        return f"{target.name}: not a zip ({type(e).__name__})"
+    name = "manifest.json" if "manifest.json" in members and rng.random() < 0.7 else \
+        list(members)[int(rng.integers(len(members)))]
+    if name == "manifest.json":
+        try:
+            tree, what = _edit_tree(json.loads(members[name]), rng)
+            members[name] = json.dumps(tree).encode()
+        except ValueError:
+            what = "not JSON"
+    else:
+        data = members[name]
+        members[name] = data[:int(rng.integers(len(data) + 1))] if rng.random() < 0.7 else data + data
+        what = f"{len(data)} -> {len(members[name])} bytes"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    return f"{target.name}: {name}: {what}"
 
 
 def mutate_checkpoint(path: Path, rng: np.random.Generator) -> str:
@@ -779,7 +869,7 @@ def mutate_tiff_tag(path: Path, rng: np.random.Generator) -> str:
 MUTATORS: dict[str, Callable[[Path, np.random.Generator], str]] = {
     "flip": mutate_flip, "truncate": mutate_truncate, "int": mutate_int, "digits": mutate_digits,
     "json": mutate_json, "delete": mutate_delete, "yaml": mutate_yaml, "text": mutate_text, "csv": mutate_csv,
-    "h5": mutate_h5, "checkpoint": mutate_checkpoint, "tiff_tag": mutate_tiff_tag,
+    "h5": mutate_h5, "checkpoint": mutate_checkpoint, "tiff_tag": mutate_tiff_tag, "zip": mutate_zip,
 }
 
 
@@ -843,6 +933,16 @@ READERS: dict[str, Reader] = {r.name: r for r in [
            {"h5": 4, "yaml": 3, "text": 1, "flip": 1, "truncate": 1}),
     Reader("parquet", "table", lambda folder: _table_seeds(folder, "parquet"), read_table,
            {"flip": 3, "truncate": 2, "int": 2}),
+    Reader("smap mat", "table", lambda folder: _table_seeds(folder, "smap"), read_table,
+           {"h5": 4, "flip": 2, "truncate": 2, "int": 1}),
+    Reader("smap mat v7", "table", lambda folder: _table_seeds(folder, "smap_v7"), read_table,
+           {"flip": 3, "truncate": 2, "int": 3, "digits": 1}),
+    Reader("shareloc smlm", "table", lambda folder: _table_seeds(folder, "smlm"), read_table,
+           {"zip": 4, "flip": 2, "truncate": 2, "int": 2}),
+    Reader("decode h5", "table", lambda folder: _table_seeds(folder, "decode"), read_table,
+           {"h5": 4, "flip": 2, "truncate": 2}),
+    Reader("rapidstorm txt", "table", lambda folder: _table_seeds(folder, "rapidstorm"), read_table,
+           {"csv": 4, "text": 2, "digits": 2, "truncate": 1, "flip": 1}),
     Reader("camera yaml", "config", _camera_seeds, read_camera, {"yaml": 5, "text": 3, "flip": 1, "truncate": 1}),
     Reader("pipeline yaml", "config", _pipeline_seeds, read_pipeline, {"yaml": 5, "text": 3, "flip": 1}),
     Reader("psf file", "config", _psf_seeds, read_psf_file, {"h5": 5, "flip": 2, "truncate": 1}),
@@ -1059,7 +1159,8 @@ def serve(time_limit: float, memory_mib: int) -> None:
     import importlib
 
     for name in [*PRELOAD, *(m for k, m in VENDOR_LIBRARIES.items() if READERS[k].available())]:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):  # an older decode_mem (--against) has fewer modules
+            importlib.import_module(name)
     out = os.dup(1)
     os.dup2(2, 1)  # a library that prints must not write into the results
     children: dict[int, list] = {}  # result pipe -> [index, pid, start, data, work, limit]

@@ -152,3 +152,133 @@ def v5_struct(obj: Any) -> Any:
 
 def file_size(path: str | os.PathLike) -> int:
     return Path(path).stat().st_size
+
+
+
+# -- MAT v5 (v6, v7) files checked before scipy parses them: its C parser trusts every size and flag it reads (a
+# complex flag on an array stored without its imaginary part is a segmentation fault in scipy 1.17)
+
+V5_SIZES = {1: 1, 2: 1, 3: 2, 4: 2, 5: 4, 6: 4, 7: 4, 9: 8, 12: 8, 13: 8, 16: 1, 17: 2, 18: 4}  # storage type -> bytes
+MI_INT32, MI_UINT32, MI_MATRIX, MI_COMPRESSED = 5, 6, 14, 15
+NUMERIC_CLASSES = range(6, 16)  # mxDOUBLE .. mxUINT64
+CHAR, CELL, STRUCT, OBJECT = 4, 1, 2, 3
+COMPLEX_FLAG = 0x0800
+MAX_DEPTH = 32
+
+
+class V5Error(ValueError):
+    """A MAT v5 file's structure does not hold together (``check_v5``)."""
+
+
+def check_v5(path: str | os.PathLike, limit: int) -> None:
+    """Walk a MAT v5 file's elements and raise ``V5Error`` saying where its structure does not hold together: an
+    element larger than what holds it, a matrix whose data do not hold its dimensions' count of values (or, flagged
+    complex, no imaginary part), a struct without its fields, a compressed variable that is not zlib or would
+    decompress to more than ``limit`` bytes. What passes is what scipy's parser reads without reading past a
+    buffer."""
+    import zlib
+
+    data = Path(path).read_bytes()
+    if len(data) < 128:
+        raise V5Error("shorter than a MAT file's 128-byte header")
+    order = {b"IM": "<", b"MI": ">"}.get(data[126:128])
+    if order is None:
+        raise V5Error("no byte-order mark in the header")
+    pos = 128
+    while pos < len(data):
+        kind, size, start, after = _element(data, pos, order, len(data))
+        if kind == MI_COMPRESSED:
+            unzip = zlib.decompressobj()
+            try:
+                inner = unzip.decompress(data[start:start + size], limit + 1)
+            except zlib.error as e:
+                raise V5Error(f"a compressed variable at byte {pos} is not zlib data ({e})") from None
+            if len(inner) > limit:
+                raise V5Error(f"a compressed variable at byte {pos} decompresses to more than {limit} bytes")
+            inner_kind, inner_size, inner_start, _ = _element(inner, 0, order, len(inner))
+            if inner_kind != MI_MATRIX:
+                raise V5Error(f"a compressed variable at byte {pos} holds no matrix")
+            _matrix(inner, inner_start, inner_start + inner_size, order)
+            pos = start + size
+        else:
+            if kind == MI_MATRIX:
+                _matrix(data, start, start + size, order)
+            pos = after
+
+
+def _element(data: bytes, pos: int, order: str, end: int) -> tuple[int, int, int, int]:
+    """(type, size, where its data start, where the next element starts) of the element at ``pos``, whose data must
+    end by ``end``."""
+    import struct
+
+    if pos + 8 > end:
+        raise V5Error(f"an element's tag at byte {pos} runs past its end")
+    first, second = struct.unpack_from(order + "II", data, pos)
+    if first >> 16:  # a small element: type and size in one word, up to 4 bytes of data in the next
+        kind, size, start, after = first & 0xFFFF, first >> 16, pos + 4, pos + 8
+        if size > 4:
+            raise V5Error(f"a small element at byte {pos} claims {size} bytes")
+    else:
+        kind, size, start = first, second, pos + 8
+        after = start + size if kind == MI_MATRIX else start + size + (-size % 8)
+    if start + size > end:
+        raise V5Error(f"an element at byte {pos} claims {size} bytes, {end - start} are left")
+    return kind, size, start, min(after, end)
+
+
+def _values(data: bytes, pos: int, order: str, end: int, what: str) -> tuple[int, int, int, int]:
+    """(number of values, storage type, where they start, where the next element starts) of a data element."""
+    kind, size, start, after = _element(data, pos, order, end)
+    if kind not in V5_SIZES or size % V5_SIZES[kind]:
+        raise V5Error(f"the {what} at byte {pos} are of type {kind} in {size} bytes")
+    return size // V5_SIZES[kind], kind, start, after
+
+
+def _matrix(data: bytes, pos: int, end: int, order: str, depth: int = 0) -> None:
+    """Check the miMATRIX whose data run from ``pos`` to ``end``."""
+    import struct
+
+    if depth > MAX_DEPTH:
+        raise V5Error(f"matrices nested more than {MAX_DEPTH} deep")
+    if pos == end:  # an empty matrix element (MATLAB writes one for an empty cell or field)
+        return
+    count, kind, start, pos = _values(data, pos, order, end, "array flags")
+    if kind != MI_UINT32 or count != 2:
+        raise V5Error(f"a matrix at byte {start - 8} has no array flags")
+    flags = struct.unpack_from(order + "I", data, start)[0]
+    cls = flags & 0xFF
+    count, kind, start, pos = _values(data, pos, order, end, "dimensions")
+    if kind != MI_INT32 or count < 2:
+        raise V5Error(f"a matrix's dimensions at byte {start} are not two or more int32")
+    dims = struct.unpack_from(order + f"{count}i", data, start)
+    if any(d < 0 for d in dims):
+        raise V5Error(f"a matrix has the dimensions {dims}")
+    n = 1
+    for d in dims:
+        n *= d
+    _, _, _, pos = _values(data, pos, order, end, "name")
+    if cls in NUMERIC_CLASSES or cls == CHAR:
+        for part in range(2 if flags & COMPLEX_FLAG else 1):
+            values, _, _, pos = _values(data, pos, order, end, "imaginary part" if part else "values")
+            if values != n:
+                raise V5Error(f"a {'x'.join(map(str, dims))} matrix holds {values} values")
+        return
+    fields = 1
+    if cls in (STRUCT, OBJECT):
+        if cls == OBJECT:
+            _, _, _, pos = _values(data, pos, order, end, "class name")
+        count, kind, start, pos = _values(data, pos, order, end, "field name length")
+        if kind != MI_INT32 or count != 1:
+            raise V5Error(f"a struct's field name length at byte {start} is not one int32")
+        length = struct.unpack_from(order + "i", data, start)[0]
+        names, _, _, pos = _values(data, pos, order, end, "field names")
+        if length <= 0 or names % length:
+            raise V5Error(f"a struct's field names ({names} bytes) are not names of {length} bytes")
+        fields = names // length
+    elif cls != CELL:
+        return  # sparse, function, opaque: not in a SMAP file; scipy reads them or says so
+    for _ in range(n * fields):
+        kind, size, start, pos = _element(data, pos, order, end)
+        if kind != MI_MATRIX:
+            raise V5Error(f"a {'cell' if cls == CELL else 'struct field'} at byte {start - 8} holds no matrix")
+        _matrix(data, start, start + size, order, depth + 1)

@@ -62,6 +62,8 @@ class _File:
         self.big = False
         self.ptr_pos = 0  # where the offset of the next IFD to parse is stored
         self.current: _Page | None = None  # parsed, not yet accepted
+        self.at = 0  # the offset of the IFD parsed last
+        self.back: set[int] = set()  # IFD offsets a pointer led back to (writers go forward: a loop repeats one)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -111,6 +113,8 @@ class _File:
             if tag not in _WANTED or typ not in _FORMATS:
                 continue
             n = struct.unpack(o + ("Q" if big else "I"), e[4:12] if big else e[4:8])[0]
+            if n == 0:  # a tag without values is no tag (a damaged entry)
+                continue
             inline = e[12:] if big else e[8:]
             nbytes = n * struct.calcsize(_FORMATS[typ])
             if nbytes <= len(inline):
@@ -205,7 +209,7 @@ class GrowingTiff:
                 offset = f.pointer(f.ptr_pos, size)
                 if not offset:
                     return
-                f.current = f.parse(offset, size)
+                f.current, f.at = f.parse(offset, size), offset
                 if f.current is None:
                     if final:
                         self.warnings.append(f"{f.path}: the last page is incomplete (its IFD at byte {offset} "
@@ -220,6 +224,10 @@ class GrowingTiff:
             nxt = f.pointer(page.next_pos, size)
             if nxt is None or (nxt == 0 and not final):
                 return
+            if nxt and nxt <= f.at:  # a pointer back: a damaged chain may loop, and a loop takes it again
+                if nxt in f.back:
+                    raise StackError(f"{f.path}: its page directories loop back to byte {nxt} (a damaged file)")
+                f.back.add(nxt)
             self._accept(f, page)
             if nxt == 0:
                 return

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
-from decode_mem.io.table import OPTIONAL, EmitterTable
+from decode_mem.io.table import OPTIONAL, EmitterTable, RowCheck
 from decode_mem.io.thunderstorm import ThunderstormWriter, iter_thunderstorm, read_header
 from decode_mem.io.units import NM_UNIT, px_from_table
 
@@ -174,6 +175,15 @@ def localization_meta(path: str | os.PathLike) -> LocalizationMeta:
     own: dict[str, Any] = {}
     if fmt not in ("csv", "rapidstorm"):
         own = _own_meta(path, fmt)
+    for key in ("pixel_size", "width", "height", "frames"):  # a file's own numbers: checked, never taken blind
+        value = own.get(key)
+        if key != "pixel_size" and value is not None and not isinstance(value, bool) and value == 0:
+            own[key] = value = None  # 0 frames (an empty table's record, Picasso's 'missing'): not recorded
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                                  or not np.isfinite(value) or value <= 0
+                                  or (key != "pixel_size" and float(value) != int(value))):
+            raise StackError(f"{path}: the file records {key} {value!r}, not a positive "
+                             f"{'number' if key == 'pixel_size' else 'whole number'}")
     if any(own.get(k) is None for k in ("pixel_size", "width", "height", "frames")):
         own = {**_summary_meta(run_summary(path)), **{k: v for k, v in own.items() if v is not None}}
     return LocalizationMeta(
@@ -287,9 +297,24 @@ def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     ``pixel_size`` None: the camera pixel the file (or, for a CSV, its run's summary) records, else the file's own
     pixels (Picasso, DECODE) or 1 nm (a file in nm: ``NM_UNIT``; x = nm - 0.5). Files in pixels are converted to
     pixels of ``pixel_size`` where it differs (the outer corner, -0.5 px, stays fixed).
+
+    Rows with a non-finite or out-of-range frame, x, y, z, photon count or background are left out, with one
+    warning that counts them when the file has been read (``table.RowCheck``: which values, per column).
     """
     fmt = file_format(path)
     _require_file(path)
+    meta = localization_meta(path)
+    # the camera pixel in the tables' pixels: known where the tables' pixel is the one asked for and the file's known
+    pixel = meta.pixel_size / float(pixel_size) if pixel_size and meta.pixel_size else None
+    check = RowCheck(str(path), pixel=pixel, width=meta.width, height=meta.height, frames=meta.frames)
+    for table in _tables(path, fmt, pixel_size, chunk_rows):
+        yield check(table)
+    if check.warning():
+        warnings.warn(check.warning(), stacklevel=2)
+
+
+def _tables(path: str | os.PathLike, fmt: str, pixel_size: float | None, chunk_rows: int) -> Iterator[EmitterTable]:
+    """The file's tables as its format's reader gives them (``iter_localizations``)."""
     if fmt == "picasso":
         from decode_mem.io.picasso import iter_picasso
 

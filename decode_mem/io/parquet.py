@@ -157,9 +157,15 @@ def _open(path: str | os.PathLike) -> pq.ParquetFile:
 
 def parquet_meta(path: str | os.PathLike) -> dict[str, Any]:
     """The ``decode_mem`` metadata of a parquet file (``pixel_size``, ``width``, ``height``, ``frames``)."""
-    kv = _open(path).metadata.metadata or {}
-    raw = kv.get(META_KEY.encode())
-    return json.loads(raw) if raw else {}
+    try:
+        kv = _open(path).metadata.metadata or {}
+        raw = kv.get(META_KEY.encode())
+        meta = json.loads(raw) if raw else {}
+    except (ValueError, UnicodeDecodeError) as e:  # metadata bytes damaged
+        raise StackError(f"{path}: its decode_mem metadata cannot be read ({type(e).__name__})") from e
+    if not isinstance(meta, dict):
+        raise StackError(f"{path}: its decode_mem metadata are not a mapping")
+    return meta
 
 
 def parquet_columns(path: str | os.PathLike) -> list[str]:
@@ -181,7 +187,16 @@ def iter_parquet(path: str | os.PathLike, pixel_size: float | None = None,
         pixel_size = parquet_meta(path).get("pixel_size") or NM_UNIT
     known = [h for h in names if h != "id"]
     empty = True
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=known):
+    batches = pf.iter_batches(batch_size=batch_rows, columns=known)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (pa.ArrowException, OSError, ValueError) as e:  # a damaged page: pyarrow's decoder says so
+            lines = str(e).strip().splitlines()
+            raise StackError(f"{path}: its rows cannot be read ({type(e).__name__}: "
+                             f"{lines[0] if lines else 'no message'})") from e
+        if batch is None:
+            break
         empty = False
         cols = {h: _numpy(batch.column(h)) for h in known}
         yield table_from_thunderstorm(cols, pixel_size)

@@ -35,7 +35,9 @@ import h5py
 import numpy as np
 import yaml
 
+from decode_mem.config import yaml_problem
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
@@ -225,20 +227,34 @@ def read_picasso_info(path: str | os.PathLike) -> list[dict[str, Any]]:
     sidecar = yaml_path(path)
     if sidecar.is_file():
         try:
-            docs = [d for d in yaml.safe_load_all(sidecar.read_text()) if d is not None]
+            docs = [d for d in yaml.safe_load_all(sidecar.read_text(encoding="utf-8")) if d is not None]
+        except UnicodeDecodeError as e:
+            raise StackError(f"{sidecar}: not a text file (byte {e.start} is not UTF-8 text)") from None
         except yaml.YAMLError as e:
-            raise StackError(f"{sidecar}: not valid YAML: {e}") from e
+            raise StackError(f"{sidecar}: not valid YAML: {yaml_problem(e)}") from e
         if not all(isinstance(d, dict) for d in docs):
             raise StackError(f"{sidecar}: expected YAML documents that are mappings")
         return docs
     try:
         with h5py.File(path, "r") as f:
             raw = f["metadata"][()] if "metadata" in f else None
-    except OSError as e:
-        raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
+    except LOW_LEVEL as e:  # h5py: a damaged file or dataset
+        raise StackError(f"{path}: not a readable HDF5 file: {_line(e)}") from e
     if raw is None:
         raise StackError(f"{path}: no metadata: neither {sidecar.name} nor a /metadata dataset")
-    return list(json.loads(raw.decode() if isinstance(raw, bytes) else raw))
+    try:
+        docs = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise StackError(f"{path}: its /metadata dataset is not Picasso's JSON list ({_line(e)})") from e
+    if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
+        raise StackError(f"{path}: its /metadata dataset is not a list of mappings")
+    return docs
+
+
+def _line(e: BaseException) -> str:
+    """An exception as one line: its type and its message's first line."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
 def picasso_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -277,10 +293,11 @@ def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator
         raise StackError(f"{path}: no such localization file")
     try:
         f = h5py.File(path, "r")
-    except OSError as e:
-        raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
+    except LOW_LEVEL as e:
+        raise StackError(f"{path}: not a readable HDF5 file: {_line(e)}") from e
     with f:
-        ds = f.get("locs")
+        with reading(path, "a Picasso file"):  # h5py's errors of a damaged structure
+            ds = f.get("locs")
         if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
             raise StackError(f"{path}: no compound '/locs' dataset (not a Picasso localization file)")
         missing = [c for c in ("frame", "x", "y") if c not in ds.dtype.names]
@@ -291,9 +308,14 @@ def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator
             wanted.pop("sigma_x", None)
         if "lpx" not in ds.dtype.names:
             wanted.pop("sigma_y", None)
+        if ds.ndim != 1:
+            raise StackError(f"{path}: '/locs' is a {ds.ndim}-D dataset, not a table")
         n = len(ds)
         for start in range(0, max(n, 1), chunk_rows):
-            block = ds[start:min(start + chunk_rows, n)]
+            try:
+                block = ds[start:min(start + chunk_rows, n)]
+            except LOW_LEVEL as e:  # h5py: rows the file does not hold (cut, damaged)
+                raise StackError(f"{path}: rows {start}.. of '/locs' cannot be read ({_line(e)})") from e
             columns = {ours: block[theirs] for ours, theirs in wanted.items()}
             columns.setdefault("photons", np.zeros(len(block), np.float32))
             yield EmitterTable.from_arrays(**columns)

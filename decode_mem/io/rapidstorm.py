@@ -102,7 +102,9 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     except (pa.ArrowException, OSError, ValueError) as e:
         if isinstance(e, StackError):
             raise
-        raise StackError(f"{path}: cannot parse as a rapidSTORM table: {e}") from e
+        lines = str(e).strip().splitlines()  # pyarrow's message quotes rows over several lines: its first
+        raise StackError(f"{path}: cannot parse as a rapidSTORM table: {lines[0] if lines else type(e).__name__}") \
+            from e
     if empty:
         yield EmitterTable.empty()
 

@@ -158,7 +158,14 @@ class _SmapFile:
             raise StackError(f"{self.path}: a MATLAB v7 file is read whole and this one is {size / 2**20:.0f} MiB "
                              f"(at most {V5_MAX_BYTES // 2**20} MiB): save it as v7.3 in MATLAB (save -v7.3) or "
                              f"SMAP")
-        data = loadmat(self.path, squeeze_me=True, struct_as_record=False, variable_names=["saveloc"])
+        try:
+            _matlab.check_v5(self.path, limit=4 * V5_MAX_BYTES)  # scipy's parser trusts what it reads: checked first
+        except _matlab.V5Error as e:
+            raise StackError(f"{self.path}: not a readable MATLAB v7 file: {e}") from e
+        try:
+            data = loadmat(self.path, squeeze_me=True, struct_as_record=False, variable_names=["saveloc"])
+        except Exception as e:  # scipy's parser on damaged bytes raises what it meets (UnboundLocalError too)
+            raise StackError(f"{self.path}: not a readable MATLAB v7 file: {type(e).__name__}") from e
         if "saveloc" not in data or not hasattr(data["saveloc"], "loc"):
             raise StackError(f"{self.path}: no saveloc.loc struct (not a SMAP _sml.mat file)")
         saveloc = data["saveloc"]

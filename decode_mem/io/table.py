@@ -80,6 +80,79 @@ class EmitterTable:
         return self.select(np.argsort(self["frame"], kind="stable"))
 
 
+MAX_FRAME = 2**31 - 1  # the last frame number a movie can have (a stack's frames are counted in int32 elsewhere)
+MAX_COORD = float(2**24)  # table pixels: beyond this float32 holds no position to the pixel, so none is real
+
+
+class RowCheck:
+    """Rows that no job can use, left out of a file's tables and counted (``io.localizations`` applies it to every
+    format), so that a value a file carries is never silently taken into linking, drift or rendering:
+
+    - ``frame``: not a finite whole number, before the first frame (< 0), or at or after the frame count the file
+      (or its run) records (else past ``MAX_FRAME``);
+    - ``x``, ``y``: not finite, or more than the image's own width (height) beyond its edges where the file records
+      its size and the camera pixel is known in the tables' pixels (``pixel``): a value in another unit or a
+      corrupt one, while a fit at the edge or a simulation's margin stays; in any case beyond ``MAX_COORD`` table
+      pixels;
+    - ``z``, ``bg``: not finite; ``photons``: not finite or negative.
+
+    Optional columns (``sigma_x``, ``prob``, ...) are not checked: a NaN there means "not measured" (rendering falls
+    back to its default precision). ``warning()`` says what was left out in one line."""
+
+    def __init__(self, where: str, *, pixel: float | None = None, width: float | None = None,
+                 height: float | None = None, frames: int | None = None) -> None:
+        """``pixel``: the camera pixel in the tables' pixels; ``width``, ``height``: the image's, in camera pixels;
+        ``frames``: the movie's frame count (None: not known)."""
+        self.where = where
+        self.limits = {name: (-MAX_COORD, MAX_COORD) if pixel is None or size is None else
+                       (-0.5 - size * pixel, 2 * size * pixel - 0.5) for name, size in (("x", width), ("y", height))}
+        self.frames = frames
+        self.rows = 0
+        self.dropped: dict[str, int] = {}
+
+    def __call__(self, table: EmitterTable) -> EmitterTable:
+        self.rows += len(table)
+        if not len(table):
+            return table
+        bad: dict[str, np.ndarray] = {}
+        frame = table["frame"]
+        last = MAX_FRAME if self.frames is None else self.frames - 1
+        bad["frame"] = (frame < 0) | (frame > last)
+        with np.errstate(invalid="ignore"):
+            for name in ("x", "y"):
+                v = table[name]
+                low, high = self.limits[name]
+                bad[name] = ~np.isfinite(v) | (v < low) | (v > high)
+            for name in ("z", "bg"):
+                bad[name] = ~np.isfinite(table[name])
+            bad["photons"] = ~np.isfinite(table["photons"]) | (table["photons"] < 0)
+        any_bad = np.zeros(len(table), bool)
+        for name, rows in bad.items():
+            rows = rows & ~any_bad  # each row counted once, under its first bad column
+            if rows.any():
+                self.dropped[name] = self.dropped.get(name, 0) + int(rows.sum())
+                any_bad |= rows
+        return table.select(~any_bad) if any_bad.any() else table
+
+    def warning(self) -> str | None:
+        """``<file>: N of M localizations left out (x not finite or outside the image: k, ...)``, or None."""
+        n = sum(self.dropped.values())
+        if not n:
+            return None
+        why = {"frame": "frame not a frame of the movie", "x": "x not finite or outside the image",
+               "y": "y not finite or outside the image", "z": "z not finite", "bg": "background not finite",
+               "photons": "photons not finite or negative"}
+        return (f"{self.where}: {n} of {self.rows} localizations left out ("
+                + ", ".join(f"{text}: {self.dropped[k]}" for k, text in why.items() if k in self.dropped) + ")")
+
+
 def _column(name: str, values: np.ndarray) -> np.ndarray:
-    dtype = np.int64 if name == "frame" else np.float32
-    return np.ascontiguousarray(np.atleast_1d(np.asarray(values)), dtype=dtype)
+    if name == "frame":
+        values = np.atleast_1d(np.asarray(values))
+        if values.dtype.kind == "f":  # a frame no movie has (NaN, inf, past int64) becomes -1, never a real frame
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(values) | (np.abs(values) > 2.0**62)
+            if bad.any():
+                values = np.where(bad, -1.0, values)
+        return np.ascontiguousarray(values, dtype=np.int64)
+    return np.ascontiguousarray(np.atleast_1d(np.asarray(values)), dtype=np.float32)

@@ -173,8 +173,10 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
                     cols.setdefault(target, cols[h])
             empty = False
             yield table_from_thunderstorm(cols, pixel_size)
-    except (pa.ArrowException, OSError) as e:
-        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {e}") from e
+    except (pa.ArrowException, OSError) as e:  # pyarrow's message quotes the row over several lines: its first
+        lines = str(e).strip().splitlines()
+        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {lines[0] if lines else type(e).__name__}") \
+            from e
     if empty:
         yield table_from_thunderstorm({h: np.zeros(0) for h in used if h not in precision}, pixel_size)
 

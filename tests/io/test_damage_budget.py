@@ -43,10 +43,9 @@ def test_nan_frames_within_the_budget_are_repaired_beyond_it_refused_when_read(t
         assert np.isfinite(got).all() and stack.damage.repaired_frames() == 2
     frames[17] = np.nan  # 3 of 40
     np.save(tmp_path / "three.npy", frames)
-    with open_stack(tmp_path / "three.npy") as stack:  # opening reads no pixel
-        with pytest.raises(StackError) as err:
-            for _ in stack.blocks(8):
-                pass
+    with open_stack(tmp_path / "three.npy") as stack, pytest.raises(StackError) as err:  # opening reads no pixel
+        for _ in stack.blocks(8):
+            pass
     text = one_line_naming(err, tmp_path / "three.npy")
     assert "3 of its 40 frames are damaged (7.5%" in text and "at most 5%" in text
     with open_stack(tmp_path / "three.npy", max_damage=0.1) as stack:  # the share is a setting
