@@ -175,13 +175,19 @@ def _check_field(cfg) -> None:
 def matched_3d(estimates: dict[str, float], camera: Camera, psf: str) -> SimulationConfig:
     """The matched simulation of a 3-D movie: ``simulation_from_estimates`` with the PSF file's spline over its
     valid z range (the measured 2-D width does not apply: the file sets the width at every z)."""
-    from decode_mem.io.psf_file import psf_header
-
     section = simulation_from_estimates(estimates, camera)
     section.pop("psf_sigma_range", None)
-    header = psf_header(psf)
-    section.update(psf="spline", psf_file=str(psf), z_range=list(header["z_range"]))
+    section.update(psf="spline", psf_file=str(psf), z_range=list(valid_z(psf)))
     return SimulationConfig.from_dict(section)
+
+
+def valid_z(psf: str) -> tuple[float, float]:
+    """The z range (nm) a PSF file is valid for: everywhere on the field for a PSF that changes across it."""
+    from decode_mem.io.field_psf_file import field_header
+    from decode_mem.io.psf_file import psf_header
+
+    field = field_header(psf)
+    return tuple(field["z_range"] if field is not None else psf_header(psf)["z_range"])
 
 
 def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
@@ -231,13 +237,12 @@ def _crowded_physics(estimates: dict[str, float], camera_ok: bool, camera: Camer
     """The density, photons and background the pixels' cumulants give with the PSF file's spline over its z range
     (``calibrate.crowding``), and what ``fit.json`` records of them: their numbers, or why there are none (they
     need the camera's noise right)."""
-    from decode_mem.io.psf_file import psf_header
     from decode_mem.simulate.config import file_spline
 
     if not camera_ok:
         return None, {"note": "not used: the camera check found the camera settings suspect (the noise they "
                               "predict is needed)"}
-    physics = crowded_physics(estimates, camera.pixel_size, file_spline(psf), tuple(psf_header(psf)["z_range"]))
+    physics = crowded_physics(estimates, camera.pixel_size, file_spline(psf), valid_z(psf))
     if physics is None:
         return None, {"note": "not used: no emitter light above the camera's noise"}
     return physics, physics.as_dict()
