@@ -1,12 +1,13 @@
 """Micro-Manager 2 / pycro-manager NDTiff datasets: a folder of ``*_NDTiffStack.tif`` files and ``NDTiff.index``.
 
-The index lists every image: its axes (``{"time": 3, "channel": "DAPI", "z": 0, "position": 0}``), the file it
-is in, where its pixels start and their size and type; the ndtiff library parses its entries
-(``NDTiffIndexEntry.unpack_single_index_entry``) and reads the summary metadata (``SingleNDTiffReader``). The
-index is kept here as small arrays (a few bytes per image, not one object each), and pixels are read at their
-offsets with ``os.pread``: uncompressed, little-endian, as NDTiff writes them. Positions (and grid tiles) are series;
-``channel=`` and ``z=`` pick the rest. An image the index lists but the file does not hold whole (a crash) is a
-hole, repaired as a missing zarr chunk is (``io.damage``); images missing at the end end the stack there.
+The index lists every image: its axes (``{"time": 3, "channel": "DAPI", "z": 0, "position": 0}``), the file it is
+in, where its pixels start and their size and type; the ndtiff library parses its entries
+(``NDTiffIndexEntry.unpack_single_index_entry``) and reads the summary metadata (``SingleNDTiffReader``). The index
+is parsed into lists, turned into small arrays once the stack is open (a few bytes per image; the parsed entries are
+let go), and pixels are read at their offsets with ``os.pread``: uncompressed, little-endian, as NDTiff writes them.
+Positions (and grid tiles) are series; ``channel=`` and ``z=`` pick the rest. An image the index lists but the file
+does not hold whole (a crash) is a hole, repaired as a missing zarr chunk is (``io.damage``); images missing at the
+end end the stack there.
 
 ``GrowingNDTiff`` reads a dataset Micro-Manager is still writing (``--follow``): new index entries are parsed as
 they are appended; an entry is written after its pixels, so a frame is complete once its entry is whole.
@@ -73,6 +74,12 @@ class NDTiffIndex:
             pos = end
         self.position += pos
         return len(self.axes)
+
+    def forget(self) -> None:
+        """Let go of the parsed entries (an open stack keeps only the arrays it reads with)."""
+        for entries in (self.axes, self.file_of, self.offset, self.shape, self.pixel_type, self.compression,
+                        self.metadata_at):
+            entries.clear()
 
     def _add(self, axes: dict[str, Any], entry: Any) -> None:
         name = str(entry.filename)
@@ -148,6 +155,7 @@ class Selection:
             k for k in names if k not in LETTERS and k not in SERIES_AXES]
         self.loop_axes = order
         self.values = {k: _values(index, k) for k in order}
+        self.position = {k: {v: i for i, v in enumerate(vals)} for k, vals in self.values.items()}  # value -> index
         self.letters = "".join(LETTERS.get(k, "?") for k in order)
 
     def key(self, axes: dict[str, Any]) -> tuple[int, ...] | None:
@@ -155,8 +163,8 @@ class Selection:
         if tuple(axes.get(k) for k in self.series_axes) != self.series_key:
             return None
         try:
-            return tuple(self.values[k].index(axes[k]) if k in axes else 0 for k in self.loop_axes)
-        except ValueError:
+            return tuple(self.position[k][axes[k]] if k in axes else 0 for k in self.loop_axes)
+        except (KeyError, TypeError):  # a value not seen (or not hashable): no place in the array
             return None
 
 
@@ -216,12 +224,17 @@ def open_source(path: Path, series: int | None, channel: int | None = None, z: i
 def _source(path: Path, index: NDTiffIndex, sel: Selection, table: np.ndarray, files: PixelFiles,
             frame_shape: tuple[int, int], dtype: np.dtype) -> Source:
     height, width = frame_shape
+    metadata = _metadata(path, index)
+    # what reading needs, as arrays (a few bytes an image); the parsed entries (a dict each) are let go
+    file_names = list(index.files)
+    file_of, offset = np.asarray(index.file_of, np.int32), np.asarray(index.offset, np.int64)
+    index.forget()
 
     def read_plane(loop: tuple[int, ...], ys: slice, xs: slice) -> np.ndarray:
         i = int(table[loop])
         if i == MISSING:
             return np.zeros((len(range(height)[ys]), len(range(width)[xs])), dtype)
-        raw = files.read(index.files[index.file_of[i]], index.offset[i], height * width * dtype.itemsize)
+        raw = files.read(file_names[file_of[i]], int(offset[i]), height * width * dtype.itemsize)
         return np.frombuffer(raw, dtype).reshape(height, width)[ys, xs]
 
     def holes(layout: Any, t: Any, ys: slice, xs: slice) -> dict:
@@ -236,7 +249,7 @@ def _source(path: Path, index: NDTiffIndex, sel: Selection, table: np.ndarray, f
     names = {"C": [str(v) for v in sel.values["channel"]]} if "channel" in sel.values else {}
     notes = [f"series {sel.series_key} of {sel.n_series}"] if sel.n_series > 1 else []
     missing = (table == MISSING).any()
-    return Source(array, sel.letters + "YX", "ndtiff", close=files.close, metadata=_metadata(path, index),
+    return Source(array, sel.letters + "YX", "ndtiff", close=files.close, metadata=metadata,
                   names=names, notes=notes, holes=holes if missing else None,
                   damaged=(lambda layout, n: len(holes(layout, slice(0, n), slice(None), slice(None)))) if missing
                   else None)
