@@ -3,7 +3,8 @@
 ``'torch'``, ``'openvino'``, ``'onnxruntime'`` or ``'openvino-int8'`` is loaded as asked (a runtime that is
 missing or fails is an ``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's
 unit of work (a block's steady state: ``batch_size`` new frames, two carried) with torch and with each installed
-runtime and takes the fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. It considers the
+runtime, taking turns, each its least time (``time_engines``: a shared machine's load only adds time), and takes the
+fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. It considers the
 runtimes whose results equal torch's (``model.engine.RUNTIMES``) and int8 (``model.int8``, whose outputs differ
 slightly) only where the caller hands it a verdict of int8's check against fp32 that passed (``int8``:
 ``infer.int8_check``, kept beside the quantized model); a failed verdict is said in the reason. Timings known from
@@ -35,7 +36,7 @@ import torch
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.heap import release_free_heap
 from decode_mem.footprint.inference import InferencePlan
-from decode_mem.footprint.speed import UNIT_SECONDS, cache_path, remembered_seconds, time_unit, unit_key
+from decode_mem.footprint.speed import UNIT_SECONDS, cache_path, unit_key
 from decode_mem.io.atomic import atomic_output
 from decode_mem.model.engine import (
     ENGINE_CHOICES,
@@ -50,6 +51,7 @@ from decode_mem.model.engine import (
 from decode_mem.tiling import TiledExecutor
 
 AUTO_MARGIN = 1.1  # 'auto' takes a runtime only where it is at least this much faster than torch per unit
+AUTO_ROUNDS = 5  # 'auto' times the engines taking turns for at least this many rounds (``time_engines``)
 
 
 @dataclass
@@ -102,22 +104,33 @@ def _remember(key: str, seconds: float) -> None:
         pass
 
 
-def time_engine(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float:
-    """Seconds per unit of work of ``plan`` (a block's steady state, as ``speed.time_unit``) with ``engine``."""
-    ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device, engine=engine)
+def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: dict[str, Any],
+                 rounds: int = AUTO_ROUNDS) -> dict[str, float]:
+    """Seconds per unit of work of ``plan`` (a block's steady state, as ``speed.time_unit``) with each of ``engines``
+    (name -> engine; ``TorchEngine`` for torch): the engines take turns, one unit each, for at least ``rounds``
+    rounds and ``UNIT_SECONDS`` per engine, and each keeps its least time. A shared machine's load only adds time,
+    and hits the engines alike while they take turns: the least time is what the engine does on this CPU (timed
+    one after the other for 0.3 s each, on a loaded 2-core machine OpenVINO's mean came out 4x its quiet time and
+    torch's not, and auto took torch)."""
     gen = torch.Generator().manual_seed(0)  # noise, not zeros: no runtime takes a short cut on constant input
-    tiles, frames = plan.unit_shape
-    data = torch.poisson(torch.full((tiles, frames, *ex.grid.tile_shape), 20.0), generator=gen)
-    unit = ex.unit(frames - 2, data=data, carried=True)
-    unit()  # warm-up: kernels chosen, buffers made
-    t0, n = time.perf_counter(), 0
-    while n == 0 or time.perf_counter() - t0 < UNIT_SECONDS:
-        unit()
+    units = {}
+    for name, engine in engines.items():
+        ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device, engine=engine)
+        tiles, frames = plan.unit_shape
+        data = torch.poisson(torch.full((tiles, frames, *ex.grid.tile_shape), 20.0), generator=gen)
+        units[name] = ex.unit(frames - 2, data=data, carried=True)
+        units[name]()  # warm-up: kernels chosen, buffers made
+    least = dict.fromkeys(units, float("inf"))
+    t_end, n = time.perf_counter() + UNIT_SECONDS * len(units), 0
+    while n < rounds or time.perf_counter() < t_end:
+        for name, unit in units.items():
+            t = time.perf_counter()
+            unit()
+            least[name] = min(least[name], time.perf_counter() - t)
         n += 1
-    seconds = (time.perf_counter() - t0) / n
-    del unit, ex
+    del units
     release_free_heap()
-    return seconds
+    return least
 
 
 def runtime_precision(plan: InferencePlan | None) -> str:
@@ -155,52 +168,44 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
     if not present:
         return EngineChoice(TorchEngine(net), f"auto: torch (no CPU runtime installed: {', '.join(RUNTIMES)}; "
                                               f"pip install -e \".[cpu]\"){int8_note}")
-    torch_s = remembered_seconds(net, plan, device)
-    if torch_s is None:
-        torch_s = time_unit(net, plan, device)
-    seconds, loaded, failed = {"torch": torch_s}, {}, []
+    loaded: dict[str, Any] = {}
+    failed: list[str] = []
     if verified and getattr(int8, "engine", None) is not None:
         loaded[verified] = int8.engine  # loaded for its check: not loaded again
 
     def load(r: str) -> Any:
         return load_engine(r, net, n, converted_dir(), streams, precision, *([simulation] if r in QUANTIZED else []))
 
+    keys = {r: engine_key(net, plan, device, r, n) for r in ("torch", *present)}
     known = _load()
-    remembered = {r: float(known[k]) for r in present
-                  if isinstance(known.get(k := engine_key(net, plan, device, r, n)), (int, float))}
-    if len(remembered) == len(present):  # every timing known: load the fastest only (the next where it fails)
-        seconds.update(remembered)
-        for r in sorted(remembered, key=remembered.__getitem__):
-            if remembered[r] > torch_s / AUTO_MARGIN:
+    seconds = {r: float(known[k]) for r, k in keys.items() if isinstance(known.get(k), (int, float))}
+    if len(seconds) == len(keys):  # every timing known: load the fastest only (the next where it fails)
+        for r in sorted(present, key=seconds.__getitem__):
+            if seconds[r] > seconds["torch"] / AUTO_MARGIN:
                 break
             try:
                 loaded[r] = loaded.get(r) or load(r)
                 break
             except EngineUnavailable as e:
                 failed.append(str(e))
-    else:
+    else:  # time torch and every runtime that loads, taking turns (``time_engines``), and remember them
         for r in present:
-            s = remembered.get(r)
-            if s is not None and s >= torch_s:
-                seconds[r] = s  # remembered slower than torch: not loaded at all
-                continue
             try:
                 loaded[r] = loaded.get(r) or load(r)
             except EngineUnavailable as e:
                 failed.append(str(e))
-                continue
-            if s is None:
-                s = time_engine(net, plan, device, loaded[r])
-                _remember(engine_key(net, plan, device, r, n), s)
-            seconds[r] = float(s)
-            timed = {k: seconds[k] for k in loaded if k in seconds}
-            for k in [k for k in timed if timed[k] > min(timed.values())]:
-                del loaded[k]  # a slower runtime's compiled network is not kept beside the faster one's
-            release_free_heap()
+        if not loaded:  # nothing to time torch against
+            return EngineChoice(TorchEngine(net), "auto: torch; " + "; ".join(failed) + int8_note, fallback=True)
+        seconds = time_engines(net, plan, device, {"torch": TorchEngine(net), **loaded})
+        for r, s in seconds.items():
+            _remember(keys[r], s)
     best = min((r for r in seconds if r == "torch" or r in loaded), key=seconds.__getitem__)
-    if seconds[best] > torch_s / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
+    if seconds[best] > seconds["torch"] / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
         best = "torch"
-    timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in seconds)
+    for r in [r for r in loaded if r != best]:  # a slower runtime's compiled network is not kept
+        del loaded[r]
+    release_free_heap()
+    timings = ", ".join(f"{r} {seconds[r]:.3g} s" for r in keys if r in seconds)  # one order, timed or remembered
     why = f"auto: {best}" + (f" ({loaded[best].precision})" if best != "torch" else "") + \
         f", the fastest per unit of work on this machine ({timings}; {n} thread(s))"
     if best == verified:

@@ -94,7 +94,6 @@ def test_auto_falls_back_to_torch_when_the_runtime_fails_to_load(monkeypatch, sh
 
     monkeypatch.setattr(engine_choice, "installed", lambda name: True)
     monkeypatch.setattr(engine_choice, "load_engine", broken)
-    monkeypatch.setattr(engine_choice, "remembered_seconds", lambda *a: 1.0)  # torch's unit: no timing here
     monkeypatch.setattr(engine_choice, "engine_key", lambda *a: "never timed")
     choice = engine_choice.choose_engine("auto", load_model(str(shipped_model)).net, plan=None,
                                          device=torch.device("cpu"), threads=1)
@@ -121,9 +120,9 @@ def test_auto_remembers_its_timings(monkeypatch, tmp_path, shipped_model, sample
     next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
                        engine="auto", camera=trained.camera))
     table = json.loads((tmp_path / "engines.json").read_text())
-    assert {k.rsplit("|", 1)[1].split()[0] for k in table} == set(present)
+    assert {k.rsplit("|", 1)[1].split()[0] for k in table} == {"torch", *present}  # timed taking turns
     calls = []
-    monkeypatch.setattr(engine_choice, "time_engine", lambda *a: calls.append(a) or 1.0)
+    monkeypatch.setattr(engine_choice, "time_engines", lambda *a: calls.append(a) or {})
     next(predict_stack(sample_frames[:4], model, chunk_size=64, batch_size=2, amp="off", device="cpu",
                        engine="auto", camera=trained.camera))
     assert not calls  # the second run reads what the first measured
@@ -150,11 +149,13 @@ def test_the_converted_network_is_kept_on_disk_and_read_back(name, tmp_path, shi
 def test_the_engine_flag_reaches_the_planner_and_the_summary(tmp_path) -> None:
     from decode_mem.infer.__main__ import build_parser, config_from_args
 
-    args = build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o"), "--engine", "auto"])
+    args = build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o"), "--engine", "openvino"])
     cfg = config_from_args(args)
-    assert cfg.engine == cfg.sizes.engine == "auto" and cfg.settings()["engine"] == "auto"
+    assert cfg.engine == cfg.sizes.engine == "openvino" and cfg.settings()["engine"] == "openvino"
     default = config_from_args(build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o")]))
-    assert default.sizes.engine == "torch" and "engine" not in default.settings()  # nothing changes by default
+    assert default.sizes.engine == "auto" and default.settings()["engine"] == "auto"  # the command's default
+    args = build_parser().parse_args([str(tmp_path / "m.tif"), "--out", str(tmp_path / "o"), "--engine", "torch"])
+    assert "engine" not in config_from_args(args).settings()  # the library's default: not recorded
 
 
 def test_infer_refuses_a_missing_runtime_before_any_work(monkeypatch, tmp_path, capsys) -> None:
