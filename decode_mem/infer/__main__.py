@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--series", type=int,
                    help="the TIFF (or OME-Zarr) series of every input to localize (default: series 0 and the series "
                         "after it of the same frame size, one movie)")
+    add(p, "--max_damage", type=float,
+        help="the share of a movie's frames that may be repaired (NaN frames, missing zarr chunks, unreadable frame "
+             "files); a movie with more damaged frames is refused (default 0.05)")
     mem = p.add_argument_group("memory and speed")
     tiling = mem.add_mutually_exclusive_group()
     add(tiling, "--use_chunking", action="store_true",
@@ -174,7 +177,7 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
     elif given:
         raise ConfigError(f"{', '.join(given)}: for two-colour movies, with --registration (docs/two_colour.md)")
     return InferConfig(
-        inputs=tuple(args.inputs), out=args.out, model=args.model, series=args.series,
+        inputs=tuple(args.inputs), out=args.out, model=args.model, series=args.series, max_damage=args.max_damage,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
         chunk_size=chunk, batch_size=args.batch_size, amp=args.amp, write_probability_map=args.prob_map,
         compile={"on": True, "off": False}.get(args.compile, "auto"), streams=args.streams,

@@ -39,6 +39,8 @@ class InferConfig:
                     GPU where it is shipped, ``data/models/default_2d.pt`` otherwise)
     series          the TIFF (or OME-Zarr) series of every input to localize (None: series 0 and the series after
                     it of the same frame size, one movie, as a file grown page by page holds them)
+    max_damage      the share of a movie's frames repairs may cover (NaN frames, missing zarr chunks, unreadable
+                    frame files; None: ``io.damage.MAX_DAMAGED_SHARE``, 0.05): a movie with more is refused
     formats         any of 'csv' (ThunderSTORM), 'picasso' (HDF5 + YAML), 'parquet', 'smap' (SMAP's _sml.mat),
                     'smlm' (ShareLoc), 'decode' (DECODE's emitter set .h5)
     chunk_size, batch_size, block, amp, device   passed to ``predict_stack`` (chunk_size 'whole': no tiles;
@@ -92,6 +94,7 @@ class InferConfig:
     out: str
     model: str | None = None
     series: int | None = None
+    max_damage: float | None = None
     formats: tuple[str, ...] = ("csv",)
     chunk_size: Size | Literal["whole"] = "auto"
     batch_size: Size = "auto"
@@ -134,6 +137,9 @@ class InferConfig:
             camera_fields(str(self.camera))  # a preset or a readable camera YAML: a ConfigError before any work
         if not self.inputs:
             raise ConfigError("inputs: give at least one stack, folder or glob")
+        if self.max_damage is not None and (isinstance(self.max_damage, bool) or not isinstance(
+                self.max_damage, (int, float)) or not 0 <= self.max_damage <= 1):
+            raise ConfigError(f"max_damage must be a share of the frames between 0 and 1, got {self.max_damage!r}")
         if not str(self.out):
             raise ConfigError("out: an output folder is required")
         bad = [f for f in self.formats if f not in FORMATS]
@@ -203,6 +209,11 @@ class InferConfig:
         return choose_model(None, resolve_device(self.device).type)
 
     @property
+    def stack_options(self) -> dict[str, Any]:
+        """What every input is opened with: ``open_stack(path, **cfg.stack_options)``."""
+        return {"series": self.series, "max_damage": self.max_damage}
+
+    @property
     def model_path(self) -> Path:
         return self.model_choice.path
 
@@ -213,6 +224,7 @@ class InferConfig:
     def settings(self) -> dict[str, Any]:
         """The settings recorded in each stack's JSON summary."""
         return {**({"series": self.series} if self.series is not None else {}),
+                **({"max_damage": self.max_damage} if self.max_damage is not None else {}),
                 "formats": list(self.formats), "chunk_size": self.chunk_size, "batch_size": self.batch_size,
                 "block": self.block, "amp": self.amp, "memory_limit": self.memory_limit, "compile": self.compile,
                 "streams": self.streams, "device": self.device,

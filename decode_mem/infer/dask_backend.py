@@ -85,7 +85,7 @@ class DaskBackend:
         if task is None:
             return False
         job, start, stop = task
-        stack = Stack(job.path, series=self.cfg.series)  # unopened: pickles as path + options, opens on the worker
+        stack = Stack(job.path, **self.cfg.stack_options)  # unopened: pickles as path + options, opens on the worker
         future = self.client.submit(predict_range, stack, start, stop, job.settings, pure=False,
                                     key=f"decode_mem-{job.stem}-{start}-{stop}-{id(self)}")
         self._pending.append((job, future))

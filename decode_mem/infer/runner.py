@@ -98,7 +98,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
             obs.message(summaries[-1].line())
             continue
         try:
-            with open_stack(path, series=cfg.series) as stack:
+            with open_stack(path, **cfg.stack_options) as stack:
                 shape, dtype = stack.shape, stack.dtype
                 stack_camera, sources = request.resolve(stack.metadata)
                 key = resume_key(cfg, model_sha, stack_camera, shape, dtype)
@@ -363,7 +363,7 @@ class _Backend:
             for table, n_frames, worker_peak in self._dask.emitters(job):
                 yield table, n_frames, worker_peak, None
             log = self._dask.damage.pop(job.stem, DamageLog())  # what the workers repaired, range by range
-            with open_stack(job.path, series=self.cfg.series) as opened:  # the reader's own choices (headers only)
+            with open_stack(job.path, **self.cfg.stack_options) as opened:  # the reader's own choices (headers only)
                 notes = opened.reader_notes
             line = log.line(str(job.path))
             self.read_notes[job.stem] = ([*notes, *([line] if line else [])], log)
@@ -378,7 +378,7 @@ class _Backend:
             done.append(result)
             peak.add(read_host_memory().get("rss_anon_mb"))
 
-        with open_stack(job.path, series=self.cfg.series) as stack:
+        with open_stack(job.path, **self.cfg.stack_options) as stack:
             if stack.shape != job.shape:
                 raise ConfigError(f"{job.path}: the stack changed while the run was going on")
             if start >= job.shape[0]:

@@ -192,7 +192,7 @@ def _plan(cfg: InferConfig, reg: Registration, models: tuple[Any, Any], requests
     for paths in files:
         try:
             with ExitStack() as stack:
-                stacks = [stack.enter_context(open_stack(p, series=cfg.series)) for p in paths]
+                stacks = [stack.enter_context(open_stack(p, **cfg.stack_options)) for p in paths]
                 views = _views(reg, stacks, paths)
                 if views[0].shape[0] != views[1].shape[0]:
                     raise StackError(f"{paths[0]} has {views[0].shape[0]} frames, {paths[1]} {views[1].shape[0]}: "
@@ -310,7 +310,7 @@ def _one_movie(cfg: InferConfig, reg: Registration, movie: Movie, models: tuple[
     out.mkdir(parents=True, exist_ok=True)
     done = 0
     with ExitStack() as stack:
-        stacks = [stack.enter_context(open_stack(p, series=cfg.series)) for p in movie.paths]
+        stacks = [stack.enter_context(open_stack(p, **cfg.stack_options)) for p in movie.paths]
         views = _views(reg, stacks, movie.paths)
         results: list[Any] = []
         streams = [stream_emitters(v, s, on_block=results.append) for v, s in zip(views, movie.settings, strict=True)]

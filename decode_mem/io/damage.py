@@ -12,10 +12,11 @@ must stay what they are in the file), so damaged pixels are *repaired*, not skip
 - frames that are not in the file at all (a TIFF cut by a crash) end the stack after the last complete frame.
 
 Repairs have a budget: a stack whose repaired frames are more than ``MAX_DAMAGED_SHARE`` (5 %) of its frames is
-refused in one line saying how many are damaged (``check_budget``; ``open_stack(max_damage=...)`` sets another
-share), not localized as repaired frames: a movie most of whose frames are flat patches is not the user's data. What
-is known when a stack opens (chunks missing from a zarr store, frame files that cannot be read, images an NDTiff
-index lacks) is checked then, before any frame is read; NaN frames as they are read.
+refused in one line saying how many are damaged (``check_budget``; ``open_stack(max_damage=...)`` and infer's
+``--max_damage`` set another share), not localized as repaired frames: a movie much of which is flat patches is not
+the user's data. What is known when a stack opens (chunks missing from a zarr store, frame files that cannot be read,
+images an NDTiff index lacks) is checked then, before any frame is read; NaN frames as they are read. ``--follow``
+repairs without a budget (its frames are localized as they arrive).
 
 Every repair is one :class:`Damage` (frame, what, action) in a :class:`DamageLog`; a stack (``Stack.damage``) and a
 followed stack keep one, the run writes it to ``<stem>.json`` (``as_json``) and says it in one line (``line``).
@@ -156,7 +157,8 @@ def check_budget(where: str, damaged: int, frames: int, share: float, what: str)
     if frames and damaged > share * frames:
         raise StackError(f"{where}: {damaged} of its {frames} frames are damaged ({damaged / frames:.1%}: {what}); "
                          f"repairs may cover at most {share:.0%} of a stack's frames, so it is refused rather than "
-                         f"localized as repaired frames (open_stack(max_damage=...) sets another share)")
+                         f"localized as repaired frames (infer --max_damage, open_stack(max_damage=...), sets another "
+                         "share)")
 
 
 def finite_median(frame: np.ndarray, holes: np.ndarray | None = None) -> float | None:
