@@ -886,6 +886,11 @@ class Reader:
     mutators: dict[str, float]
     needs: str | None = None  # a formats-extra library (VENDOR_LIBRARIES key)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # seed file name -> open_stack options
+    source: str | None = None  # decode_mem's module of the format, where older commits lack it (bench --against)
+
+    def in_tree(self, root: Path) -> bool:
+        """Whether the decode_mem checked out at ``root`` has this reader."""
+        return self.source is None or (root / self.source).is_file()
 
     def available(self) -> bool:
         if self.needs is None:
@@ -934,15 +939,15 @@ READERS: dict[str, Reader] = {r.name: r for r in [
     Reader("parquet", "table", lambda folder: _table_seeds(folder, "parquet"), read_table,
            {"flip": 3, "truncate": 2, "int": 2}),
     Reader("smap mat", "table", lambda folder: _table_seeds(folder, "smap"), read_table,
-           {"h5": 4, "flip": 2, "truncate": 2, "int": 1}),
+           {"h5": 4, "flip": 2, "truncate": 2, "int": 1}, source="decode_mem/io/smap.py"),
     Reader("smap mat v7", "table", lambda folder: _table_seeds(folder, "smap_v7"), read_table,
-           {"flip": 3, "truncate": 2, "int": 3, "digits": 1}),
+           {"flip": 3, "truncate": 2, "int": 3, "digits": 1}, source="decode_mem/io/smap.py"),
     Reader("shareloc smlm", "table", lambda folder: _table_seeds(folder, "smlm"), read_table,
-           {"zip": 4, "flip": 2, "truncate": 2, "int": 2}),
+           {"zip": 4, "flip": 2, "truncate": 2, "int": 2}, source="decode_mem/io/smlm.py"),
     Reader("decode h5", "table", lambda folder: _table_seeds(folder, "decode"), read_table,
-           {"h5": 4, "flip": 2, "truncate": 2}),
+           {"h5": 4, "flip": 2, "truncate": 2}, source="decode_mem/io/decode_h5.py"),
     Reader("rapidstorm txt", "table", lambda folder: _table_seeds(folder, "rapidstorm"), read_table,
-           {"csv": 4, "text": 2, "digits": 2, "truncate": 1, "flip": 1}),
+           {"csv": 4, "text": 2, "digits": 2, "truncate": 1, "flip": 1}, source="decode_mem/io/rapidstorm.py"),
     Reader("camera yaml", "config", _camera_seeds, read_camera, {"yaml": 5, "text": 3, "flip": 1, "truncate": 1}),
     Reader("pipeline yaml", "config", _pipeline_seeds, read_pipeline, {"yaml": 5, "text": 3, "flip": 1}),
     Reader("psf file", "config", _psf_seeds, read_psf_file, {"h5": 5, "flip": 2, "truncate": 1}),
