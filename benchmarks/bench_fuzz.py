@@ -164,7 +164,7 @@ def report(runs: list[dict], args: argparse.Namespace, machine: str, commits: di
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, default=10_000, help="cases in all, spread evenly over the readers")
+    p.add_argument("--cases", type=int, default=10_000, help="cases in all (at least), spread evenly over the readers")
     p.add_argument("--first", type=int, default=0, help="number of each reader's first case")
     p.add_argument("--readers", default="", help="comma-separated reader names (default: every available one)")
     p.add_argument("--commit", default="", help="measure this commit's tree (default: the working tree)")
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
     readers = [r for r in args.readers.split(",") if r] or None
     seeds = fr.build_seeds(args.workdir / "seeds", readers)
-    per_reader = max(1, args.cases // len(seeds))
+    per_reader = max(1, -(-args.cases // len(seeds)))  # at least --cases in all
     cases = fr.draw_cases(per_reader * len(seeds), seeds=seeds, first=args.first)
     print(f"{len(cases)} cases over {len(seeds)} readers", flush=True)
     runs = []
