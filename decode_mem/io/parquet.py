@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.arrow_numpy import column_numpy
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
@@ -198,24 +199,10 @@ def iter_parquet(path: str | os.PathLike, pixel_size: float | None = None,
         if batch is None:
             break
         empty = False
-        cols = {h: _numpy(batch.column(h)) for h in known}
+        cols = {h: column_numpy(batch.column(h)) for h in known}
         yield table_from_thunderstorm(cols, pixel_size)
     if empty:
         yield table_from_thunderstorm({h: np.zeros(0) for h in known}, pixel_size)
-
-
-_NUMPY_TYPES = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64, pa.float32(): np.float32}
-
-
-def _numpy(column: pa.Array) -> np.ndarray:
-    """A column as a numpy array: a read-only view of its buffer where it is a number column without nulls (the
-    columns decode_mem writes), as pyarrow's ``to_numpy`` gives it, which would first import pandas (~0.4 s of a
-    resume that reads its journal); other columns through ``to_numpy``."""
-    dtype = _NUMPY_TYPES.get(column.type)
-    if dtype is None or column.null_count:
-        return column.to_numpy(zero_copy_only=False)
-    item = np.dtype(dtype).itemsize
-    return np.frombuffer(column.buffers()[1], dtype, count=len(column), offset=column.offset * item)
 
 
 def read_parquet(path: str | os.PathLike, pixel_size: float | None = None) -> EmitterTable:

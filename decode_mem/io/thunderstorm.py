@@ -184,12 +184,12 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
 def joined_batches(reader: Iterator, names: list[str], chunk_rows: int) -> Iterator[dict[str, np.ndarray]]:
     """pyarrow's record batches of ``reader`` joined into about ``chunk_rows`` rows: ``{name: numpy column}`` (views
     of the buffers where a batch is alone: pyarrow's ``to_numpy`` would import pandas)."""
-    from decode_mem.io.parquet import _numpy
+    from decode_mem.io.arrow_numpy import column_numpy
 
     parts: list[dict[str, np.ndarray]] = []
     rows = 0
     for batch in reader:
-        parts.append({n: _numpy(batch.column(n)) for n in names})
+        parts.append({n: column_numpy(batch.column(n)) for n in names})
         rows += batch.num_rows
         if rows >= chunk_rows:
             yield _joined(parts)

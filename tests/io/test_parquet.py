@@ -128,7 +128,7 @@ def test_columns_are_read_as_pyarrow_gives_them_offset_and_nulls_included() -> N
     values and dtype as pyarrow's ``to_numpy``; a column with nulls or of another type through ``to_numpy``."""
     import pyarrow as pa
 
-    from decode_mem.io.parquet import _numpy
+    from decode_mem.io.arrow_numpy import column_numpy as _numpy
 
     for values in (np.arange(10, dtype=np.int64), np.linspace(0, 1, 10), np.linspace(0, 1, 10).astype(np.float32),
                    np.arange(10, dtype=np.int32)):
