@@ -21,13 +21,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.psf_file import SplineData
+
+if TYPE_CHECKING:
+    import torch
 
 NODE_HALF = 9  # px: half-size of each node's spline (its patches are 2·NODE_HALF − 1 px, like a bead region)
 
@@ -178,7 +180,7 @@ class FieldPupilPSF:
                 i, j = i0 + di, j0 + dj
                 for a in range(n):
                     for b in range(n):
-                        pick = torch.nonzero((i == a) & (j == b) & (weight > 0)).squeeze(1)
+                        pick = ((i == a) & (j == b) & (weight > 0)).nonzero().squeeze(1)
                         if len(pick):
                             self.node(a, b).render_spots(canvas, frame[pick], x[pick], y[pick], zz[pick],
                                                          photons[pick] * weight[pick],
