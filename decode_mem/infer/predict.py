@@ -131,7 +131,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     net, cam, dev = _prepare(model, camera, device, channels_last)
     source = as_source(stack)
     _, h, w = source.shape
-    field = getattr(net.config, "field_shape", None)
+    field = getattr(getattr(net, "config", None), "field_shape", None)
     if field is not None and (h, w) != tuple(field):  # the network reads each pixel's place in that field
         raise ConfigError(f"frames of {h}x{w} px: the model's PSF changes across a {field[0]}x{field[1]} px field "
                           "and it localizes movies of that whole field only (the camera's full frame the beads were "
