@@ -145,7 +145,8 @@ def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> An
     from decode_mem.render import mean_frame
     from decode_mem.report import Images
 
-    with open_stack(summary.stack, series=summary.extra.get("settings", {}).get("series")) as stack:
+    settings = summary.extra.get("settings", {})  # opened as the run opened it (its series and damage share)
+    with open_stack(summary.stack, series=settings.get("series"), max_damage=settings.get("max_damage")) as stack:
         frames = min(stack.shape[0], WIDEFIELD_FRAMES)
         widefield = mean_frame(stack, max_frames=frames)
     if superres is None:

@@ -20,7 +20,7 @@ def test_dask_workers_report_the_frames_they_repaired(sample_frames, shipped_mod
     obs = WarningLines()
     cfg = InferConfig(inputs=(str(tmp_path / "nan.tif"),), out=str(tmp_path / "out"), model=str(shipped_model),
                       formats=("csv",), block=4, chunk_size=32, batch_size=8, workers=2, frames_per_task=4,
-                      threads=1)
+                      threads=1, max_damage=0.2)  # 2 of 16 frames: above the default 5 % share
     report = run_inference(cfg, obs)
     assert report.ok
     summary = json.loads((tmp_path / "out" / "nan.json").read_text())
