@@ -99,6 +99,8 @@ def cli_command(cfg: Any, camera: str | None) -> str:
         words += ["--camera", camera]
     if cfg.device is not None:
         words += ["--device", cfg.device]
+    if cfg.engine != "auto":  # the widget computes with torch: --engine auto's runtimes crashed Qt's event loop
+        words += ["--engine", cfg.engine]  # (a segfault in tests/napari, 2026-12-06); the CLI's default is auto
     if cfg.block != "auto":
         words += ["--block", str(cfg.block)]
     if cfg.resume:
@@ -228,7 +230,7 @@ class LocalizeWidget(Container):
             return FitConfig(movies=(movie,), out=out, camera=camera, device=device, formats=formats,
                              budget_minutes=float(self.budget.value)), camera_name
         cfg = InferConfig(inputs=(self.input_path(),), out=out, model=model,  # the camera resolved per file by infer
-                          formats=formats, camera=camera_name, device=device,
+                          formats=formats, camera=camera_name, device=device, engine="torch",  # see cli_command
                           block=int(self.block.value) or "auto", resume=bool(self.resume.value), follow=self.follow,
                           **self.extra_settings())
         return cfg, camera_name
