@@ -208,7 +208,12 @@ def test_every_job_reads_decode_mems_own_csv_without_being_told_the_pixel(job: s
     drew the localizations' extent instead of the camera's frame)."""
     main = importlib.import_module(f"decode_mem.{job}.__main__").main
     out = tmp_path / ("image.tif" if job == "render" else "out")
-    assert main([str(own_csv), *READERS[job], str(out)]) == 0, capsys.readouterr().err
+    rc = main([str(own_csv), *READERS[job], str(out)])
+    if job == "drift":  # the sample's emitters blink at random places: drift reads the file, then finds no structure
+        err = capsys.readouterr().err
+        assert rc == 2 and "share no structure to register" in err and "pixel" not in err, err
+        return
+    assert rc == 0, capsys.readouterr().err
     if job == "render":
         import tifffile
 
