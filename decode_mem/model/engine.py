@@ -322,9 +322,13 @@ def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
     c, f = x.shape[1], feats[0].shape[1]
     with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
         warnings.simplefilter("ignore")
-        ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x, input=[ov.PartialShape([-1, c, -1, -1])])
+        # share_weights=False: models that own copies of the weights. Sharing torch's memory, destroying a model
+        # freed torch tensors from OpenVINO's destructor and could deadlock on the GIL (a hang in the suite's
+        # auto-engine test, 2026-12-06: py-spy showed ov::Model::~Model -> THPVariable_clear waiting)
+        ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x, input=[ov.PartialShape([-1, c, -1, -1])],
+                              share_weights=False)
         tp = ov.convert_model((_TemporalRaw if raw else _Temporal)(net).eval(), example_input=feats,
-                              input=[ov.PartialShape([-1, f, -1, -1])] * 3)
+                              input=[ov.PartialShape([-1, f, -1, -1])] * 3, share_weights=False)
     return ff, tp
 
 
