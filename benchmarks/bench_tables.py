@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     args.name = args.name or ("tables_smoke" if args.smoke else "tables")
     import tempfile
 
-    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench_tables_"))
+    work = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="bench_tables_"))
     work.mkdir(parents=True, exist_ok=True)
     load0, at, t_start = load_average(), commit(), time.perf_counter()
     results: dict[str, dict] = {}

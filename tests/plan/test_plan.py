@@ -251,9 +251,8 @@ print(json.dumps({"peak": phase.rss_anon_peak_mb, "predicted": plans[0].plan.hos
 """
 
 
-@pytest.mark.parametrize(("chunk", "batch", "engine"), [(256, 1, "torch"), (128, 4, "torch"),
-                                                     (128, 4, "openvino"), (128, 4, "onnxruntime"),
-                                                     (128, 4, "openvino-int8")])
+@pytest.mark.parametrize(("chunk", "batch", "engine"), [(128, 4, "torch"), (128, 4, "openvino"),
+                                                     (128, 4, "onnxruntime"), (128, 4, "openvino-int8")])
 def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk: int, batch: int,
                                                           engine: str) -> None:
     """Real runs in fresh processes: the measured peak RssAnon of two identical runs vs the planner's prediction
@@ -277,7 +276,7 @@ def test_predicted_host_peak_is_close_to_the_measured_one(tmp_path: Path, chunk:
     path = tmp_path / "s.tif"
     tifffile.imwrite(path, (100 + np.random.default_rng(0).poisson(50, (6, 512, 512))).astype(np.uint16))
     runs = []
-    for _ in range(2):
+    for _ in range(2 if engine == "torch" else 1):  # a runtime's one run: the suite's time (one is 15-50 s here)
         done = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(chunk), str(batch), engine],
                               capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
         assert done.returncode == 0, done.stderr[-2000:]

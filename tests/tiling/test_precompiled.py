@@ -4,6 +4,7 @@ torch.compile's numbers."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -29,17 +30,32 @@ def _inputs(net: DecodeNet, n: int) -> torch.Tensor:
     return torch.randn(n, net.config.input_channels, 32, 32, generator=torch.Generator().manual_seed(n))
 
 
-def test_graphs_are_saved_then_loaded_with_torch_compiles_numbers(tiny, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def saved(tiny, tmp_path_factory):
+    """Graphs of two input shapes compiled and saved once for this module's tests (each compile is 15-30 s
+    here): the folder, the ``Precompiled`` that saved them and its outputs beside ``torch.compile``'s."""
+    folder = tmp_path_factory.mktemp("graphs")
+    plain = torch.compile(tiny.frame_features, dynamic=False)
+    first = Precompiled(tiny.frame_features, folder, "frame_features")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the tests (conftest's _single_thread): the thread count is in a graph's key
+    try:
+        with torch.inference_mode():
+            want = {n: plain(_inputs(tiny, n)) for n in (3, 1)}
+            got = {n: first(_inputs(tiny, n)) for n in (3, 1)}
+    finally:
+        torch.set_num_threads(threads)
+    return folder, first, want, got
+
+
+def test_graphs_are_saved_then_loaded_with_torch_compiles_numbers(tiny, saved, tmp_path) -> None:
     """Two input shapes: two graphs written; a second object on the same folder reads both and compiles none;
     every output equals ``torch.compile``'s bit for bit."""
-    plain = torch.compile(tiny.frame_features, dynamic=False)
-    first = Precompiled(tiny.frame_features, tmp_path, "frame_features")
-    with torch.inference_mode():
-        want = {n: plain(_inputs(tiny, n)) for n in (3, 1)}
-        got = {n: first(_inputs(tiny, n)) for n in (3, 1)}
+    folder, first, want, got = saved
     assert (first.saved, first.loaded) == (2, 0)
-    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["frame_features", "frame_features"]
-    again = Precompiled(tiny.frame_features, tmp_path, "frame_features")
+    assert sorted(p.name.split("-")[0] for p in folder.iterdir()) == ["frame_features", "frame_features"]
+    shutil.copytree(folder, tmp_path / "copy")
+    again = Precompiled(tiny.frame_features, tmp_path / "copy", "frame_features")
     with torch.inference_mode():
         back = {n: again(_inputs(tiny, n)) for n in (3, 1)}
     assert (again.saved, again.loaded) == (0, 2)
@@ -47,17 +63,16 @@ def test_graphs_are_saved_then_loaded_with_torch_compiles_numbers(tiny, tmp_path
         assert torch.equal(got[n], want[n]) and torch.equal(back[n], want[n])
 
 
-def test_a_damaged_graph_is_compiled_again_and_replaced(tiny, tmp_path) -> None:
-    first = Precompiled(tiny.frame_features, tmp_path, "frame_features")
-    with torch.inference_mode():
-        want = first(_inputs(tiny, 2))
-    (path,) = list(tmp_path.iterdir())
-    path.write_bytes(path.read_bytes()[:100])  # cut, as a full disk or a kill mid-copy leaves it
+def test_a_damaged_graph_is_compiled_again_and_replaced(tiny, saved, tmp_path) -> None:
+    folder, _, want, _ = saved
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    damaged, kept = sorted(tmp_path.iterdir(), key=lambda p: p.stat().st_size)  # either: one of two graphs
+    damaged.write_bytes(damaged.read_bytes()[:100])  # cut, as a full disk or a kill mid-copy leaves it
     again = Precompiled(tiny.frame_features, tmp_path, "frame_features")
     with torch.inference_mode():
-        assert torch.equal(again(_inputs(tiny, 2)), want)
-    assert (again.saved, again.loaded) == (1, 0)
-    assert path.stat().st_size > 1000
+        assert all(torch.equal(again(_inputs(tiny, n)), want[n]) for n in (3, 1))
+    assert (again.saved, again.loaded) == (1, 1)  # the damaged one compiled again, the other one read
+    assert damaged.stat().st_size > 1000 and kept.stat().st_size > 1000
 
 
 def test_a_fresh_process_loads_the_executors_graphs_and_computes_the_same(tiny, tmp_path) -> None:
