@@ -100,7 +100,10 @@ def resolve_layout(
     names: dict[str, list[str]] | None = None,
 ) -> Layout:
     """Pick the frame axis and pin every other non-spatial axis; raise StackError saying what to pass."""
-    shape = tuple(int(n) for n in shape)
+    try:
+        shape = tuple(int(n) for n in shape)
+    except (TypeError, ValueError) as e:  # a damaged header's dimensions (tifffile gave a tuple for one)
+        raise StackError(f"{where}: the file's dimensions are not whole numbers (a damaged header)") from e
     ndim = len(shape)
     if ndim < 2:
         raise StackError(f"{where}: {ndim}-D data of shape {shape} is not an image")

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.errors import ConfigError, StackError
+from decode_mem.io.metadata import finite_number
 from decode_mem.io.table import OPTIONAL, EmitterTable, RowCheck
 from decode_mem.io.thunderstorm import ThunderstormWriter, iter_thunderstorm, read_header
 from decode_mem.io.units import NM_UNIT, px_from_table
@@ -180,10 +181,10 @@ def localization_meta(path: str | os.PathLike) -> LocalizationMeta:
         if key != "pixel_size" and value is not None and not isinstance(value, bool) and value == 0:
             own[key] = value = None  # 0 frames (an empty table's record, Picasso's 'missing'): not recorded
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
-                                  or not np.isfinite(value) or value <= 0
-                                  or (key != "pixel_size" and float(value) != int(value))):
+                                  or finite_number(value) is None or value <= 0
+                                  or (key != "pixel_size" and (float(value) != int(value) or value > 2**31))):
             raise StackError(f"{path}: the file records {key} {value!r}, not a positive "
-                             f"{'number' if key == 'pixel_size' else 'whole number'}")
+                             f"{'number' if key == 'pixel_size' else 'whole number up to 2^31'}")
     if any(own.get(k) is None for k in ("pixel_size", "width", "height", "frames")):
         own = {**_summary_meta(run_summary(path)), **{k: v for k, v in own.items() if v is not None}}
     return LocalizationMeta(

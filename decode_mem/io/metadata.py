@@ -108,7 +108,7 @@ def finite_number(value: Any) -> float | None:
     """A metadata value as a finite float, or None where it is none (the readers' one parser of numbers)."""
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond any float
         return None
     return v if math.isfinite(v) else None
 

@@ -200,6 +200,9 @@ def _open_psf(p: Path) -> Iterator[Any]:
                                                       else fmt) != FORMAT:
                 raise ConfigError(f"{p}: not a decode_mem PSF file (make one with python -m decode_mem.psf)")
             yield f
-    except (OSError, KeyError, RuntimeError) as e:  # h5py: a damaged file, object header or attribute
+    except ConfigError:
+        raise
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py: a damaged file, object header, attribute
+        # or datatype (ValueError: a float type no numpy dtype represents)
         lines = str(e).strip().splitlines()
         raise ConfigError(f"{p}: cannot read the PSF file ({lines[0] if lines else type(e).__name__})") from e
