@@ -40,6 +40,10 @@ MEANINGS = {
 }
 # The camera in every job's help: no internal names; units for every number (docs/cameras.md has the YAML keys).
 CAMERA_HELP = "emccd | scmos (presets) or a camera YAML (docs/cameras.md)"
+TABLES_READ = ("ThunderSTORM .csv, Picasso .hdf5, .parquet, SMAP _sml.mat, ShareLoc .smlm, DECODE .h5, rapidSTORM "
+               ".txt; docs/formats.md")  # what every job that reads localizations reads (io.localizations)
+TABLES_WRITTEN = "csv, picasso, parquet, smap, smlm, decode"  # infer.config.FORMATS, io.localizations.WRITTEN
+MOVIES_READ = "TIFF, OME-TIFF, zarr, a folder of TIFFs, .npy, ND2, CZI, LIF, SIF or NDTiff (docs/formats.md)"
 CAMERA_FLAG_HELP = {
     "baseline": "camera offset in ADU",
     "e_per_adu": "camera conversion in electrons per ADU",

@@ -3,7 +3,7 @@
 Example: ``python -m decode_mem.calibrate movie.tif --camera cam.yaml --out calib.yaml --png calib.png``,
 then ``python -m decode_mem.train --config calib.yaml`` (and ``infer --camera calib.yaml``). The camera:
 flags > ``--camera`` file (or the preset 'emccd' / 'scmos') > the movie's metadata (OME, ImageJ,
-Micro-Manager) > defaults.
+Micro-Manager, ND2, CZI, LIF, SIF, NDTiff) > the camera table (docs/cameras.md) > defaults.
 Exit codes: 0 done (camera warnings are printed, not fatal), 2 bad settings or input (one line on stderr naming the
 file and the problem; nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).
 """
@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, add, new_parser, run
+from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, MOVIES_READ, add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.calibrate", __doc__)
-    p.add_argument("movie", metavar="MOVIE", help="TIFF, zarr or .npy stack (T, H, W) of camera counts")
+    p.add_argument("movie", metavar="MOVIE", help=f"the movie of camera counts: {MOVIES_READ}")
     add(p, "--out", required=True, help="calibration YAML to write")
     add(p, "--png", help="also draw the calibration figure here")
     add(p, "--frames", type=int, default=200,

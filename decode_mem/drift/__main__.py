@@ -6,15 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import TABLES_READ, add, new_parser, run
 from decode_mem.drift.config import METHODS, DriftConfig
 from decode_mem.errors import ConfigError
 from decode_mem.io.drift import describe_drift
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = new_parser("decode_mem.drift", "Estimate the stage drift of a localization file (.csv ThunderSTORM, .hdf5 "
-                                       "Picasso, .parquet) from the localizations themselves and remove it. Writes "
+    p = new_parser("decode_mem.drift", "Estimate the stage drift of a localization file (" + TABLES_READ + ") "
+                                       "from the localizations themselves (no fiducials) and remove it. Writes "
                                        "DIR/<stem>_undrift.<ext> (same format), DIR/<stem>_drift.csv (frame, dx "
                                        "[nm], dy [nm]: the drift subtracted) and DIR/<stem>_drift.png."
                    "\n\nExample: python -m decode_mem.drift locs/movie.csv --out undrifted\nExit codes: 0 done,"

@@ -8,7 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import TABLES_READ, add, new_parser, run
 from decode_mem.errors import ConfigError
 
 
@@ -23,8 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "metrics.json; python -m decode_mem.evaluate locs/stack.csv --no_truth --out quality\nExit "
                    "codes: 0 done, 2 bad settings or input (one line on stderr naming the file and the problem;"
                    " nothing written), 130 / 143 stopped by Ctrl-C / SIGTERM (what reached disk is kept).")
-    p.add_argument("pred", help="predicted localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
-    p.add_argument("gt", nargs="?", help="ground truth (.csv ThunderSTORM, .hdf5 Picasso, .parquet)")
+    p.add_argument("pred", help=f"predicted localizations ({TABLES_READ})")
+    p.add_argument("gt", nargs="?", help="ground truth (the same formats)")
     add(p, "--no_truth", action="store_true",
         help="no ground truth: precision from the predicted σ and from NeNA of linked molecules (corrected for the "
              "localizer's correlated errors), Picasso's NeNA beside it, FRC of halves split by molecule")

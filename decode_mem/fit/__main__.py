@@ -30,6 +30,7 @@ from decode_mem.cli import (
     DEVICE_HELP,
     EXIT_SOME_FAILED,
     MEANINGS,
+    TABLES_WRITTEN,
     add,
     int_or_auto,
     new_parser,
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_ = p.add_argument_group("run")
     add(run_, "--calib_frames", type=int, default=200, help="frames the calibration reads (default 200)")
     add(run_, "--val_windows", type=int, default=256, help="held-out matched windows for validation (default 256)")
-    run_.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
+    run_.add_argument("--format", default="csv", help=f"comma-separated: {TABLES_WRITTEN} (default csv)")
     add(run_, "--chunk_size", type=int_or_auto, default="auto", help=MEANINGS["--chunk_size"] + ", or auto")
     add(run_, "--batch_size", type=int_or_auto, default="auto",
         help=MEANINGS["--batch_size"] + " in inference, or auto")

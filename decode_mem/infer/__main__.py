@@ -26,6 +26,7 @@ from decode_mem.cli import (
     DEVICE_HELP,
     EXIT_SOME_FAILED,
     MEANINGS,
+    TABLES_WRITTEN,
     add,
     int_or_auto,
     new_parser,
@@ -43,10 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "data/models/default_2d_wide.pt on a GPU where it is shipped, "
                                    "data/models/default_2d.pt otherwise)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--format", default="csv", help="comma-separated: csv, picasso, parquet (default csv)")
+    p.add_argument("--format", default="csv", help=f"comma-separated: {TABLES_WRITTEN} (default csv)")
     p.add_argument("--series", type=int,
-                   help="the TIFF (or OME-Zarr) series of every input to localize (default: series 0 and the series "
-                        "after it of the same frame size, one movie)")
+                   help="the series of every input to localize: a TIFF or OME-Zarr series, a CZI scene, an ND2 "
+                        "position, a LIF image (default: series 0 and the series after it of the same frame size, "
+                        "one movie)")
     add(p, "--max_damage", type=float,
         help="the share of a movie's frames that may be repaired (NaN frames, missing zarr chunks, unreadable frame "
              "files); a movie with more damaged frames is refused (default 0.05)")
@@ -90,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--threshold", type=float,
                      help="detection probability threshold (default 0.4, the shipped post-processing's)")
     det.add_argument("--camera", help=CAMERA_HELP + "; default: what the file's metadata states (docs/formats.md), "
-                                                   "then the model's camera")
+                                                   "then the camera table for the camera it names, then the model's "
+                                                   "camera")
     for flag in CAMERA_FLAGS:
         add(det, f"--{flag}", type=float, help=CAMERA_FLAG_HELP[flag] + " (overrides --camera and the file's metadata)")
     add(det, "--prob_map", action="store_true",

@@ -7,14 +7,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import TABLES_READ, add, new_parser, run
 from decode_mem.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
     from decode_mem.link.correlation import CORRELATIONS  # numpy only: the choices' one table
 
-    p = new_parser("decode_mem.link", "Link localizations (.csv ThunderSTORM, .hdf5 Picasso, .parquet; in frame "
+    p = new_parser("decode_mem.link", "Link localizations (" + TABLES_READ + "; in frame "
                                       "order) that lie within --radius (farther ones by --sigma_gate) in consecutive "
                                       "frames, allowing --max_dark "
                                       "missing frames, into molecules. Writes DIR/<stem>_link.<ext> (one row per "

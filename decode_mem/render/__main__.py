@@ -6,14 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from decode_mem.cli import add, new_parser, run
+from decode_mem.cli import TABLES_READ, add, new_parser, run
 from decode_mem.errors import ConfigError
 from decode_mem.render.auto import MAX_SIDE, PERCENTILE, ZOOM_PIXELS, ZOOM_SHARE
 from decode_mem.render.image import BLURS, FALLBACK_SIGMA, GAUSSIAN_SIGMA
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = new_parser("decode_mem.render", "Render a localization file (.csv ThunderSTORM, .hdf5 Picasso, .parquet) "
+    p = new_parser("decode_mem.render", "Render a localization file (" + TABLES_READ + ") "
                                         "as a super-resolution image: each localization a Gaussian of its own "
                                         "precision, on pixels of about half the median precision; with a PNG, "
                                         "the densest square zoomed in <out>_zoom.png. Streams the file."
