@@ -25,7 +25,7 @@ from decode_mem.io.atomic import atomic_output
 from decode_mem.io.channels import RGB, dye_colours
 from decode_mem.io.localizations import iter_localizations, run_summary
 from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length
-from decode_mem.render.image import FileRender, Rendering, file_render_settings, save_image
+from decode_mem.render.image import FileRender, Rendering, file_render_settings, legend_figure, save_image
 
 
 class ColourRender(NamedTuple):
@@ -137,18 +137,8 @@ def save_merged(rgb: np.ndarray, path: Path, render_pixel: float, legend: list[t
 
 def _legend(bar_px: int, bar_label: str, dyes: list[tuple[str, str]]) -> np.ndarray:
     """An RGBA tile: a scale bar of ``bar_px`` pixels and each dye's name in its colour."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Rectangle
-
     w, h = max(180, bar_px + 100), 30 + 16 * len(dyes)
-    fig = Figure(figsize=(w / 100, h / 100), dpi=100)
-    fig.patch.set_alpha(0.0)
-    canvas = FigureCanvasAgg(fig)
-    frac = fig.transFigure
-    fig.add_artist(Rectangle((0, 0), 1, 1, transform=frac, color="black", alpha=0.75, linewidth=0, zorder=-1))
-    fig.add_artist(Rectangle((8 / w, (h - 16) / h), bar_px / w, 6 / h, transform=frac, color="white", linewidth=0))
-    fig.text((bar_px + 14) / w, (h - 13) / h, bar_label, color="white", fontsize=10, va="center")
+    fig, canvas = legend_figure(w, h, bar_px, bar_label, top=16)
     for i, (name, colour) in enumerate(dyes):
         fig.text(8 / w, (h - 34 - 16 * i) / h, name, color=RGB[colour], fontsize=10, va="center")
     canvas.draw()

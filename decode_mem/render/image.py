@@ -263,24 +263,33 @@ def _count_into(image: np.ndarray, table: EmitterTable, shape_px, pixel_size, re
 
 LEGEND_SIDE = 1000  # px: PNGs larger than this (shorter side) get a legend enlarged in proportion
 
-def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0,
-                 scale: float = 1.0) -> np.ndarray:
-    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``;
-    ``scale`` enlarges everything but the bar's length (an image of thousands of pixels, seen scaled down, needs
-    labels of more than 10 pt to be read)."""
+def legend_figure(w: float, h: float, bar: float, bar_label: str, *, top: float, dpi: float = 100) -> tuple:
+    """A legend tile's matplotlib figure of ``w`` x ``h`` px (at 100 dpi) and its canvas: a translucent black
+    backdrop, a white scale bar of ``bar`` px ``top`` px below its top edge and its label; the caller adds the
+    rest and draws it (the colour bar here, the dyes' names in ``render.colour``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    bar = bar_px / scale  # in the tile's own units (pixels at scale 1)
-    w, h, dpi = max(230, bar + 110), 84, 100 * scale  # labels of 10 pt in white: readable on any image
     fig = Figure(figsize=(w / 100, h / 100), dpi=dpi)
     fig.patch.set_alpha(0.0)
     canvas = FigureCanvasAgg(fig)
     frac = fig.transFigure
     fig.add_artist(Rectangle((0, 0), 1, 1, transform=frac, color="black", alpha=0.75, linewidth=0, zorder=-1))
-    fig.add_artist(Rectangle((8 / w, (h - 20) / h), bar / w, 6 / h, transform=frac, color="white", linewidth=0))
-    fig.text((bar + 14) / w, (h - 17) / h, bar_label, color="white", fontsize=10, va="center")
+    fig.add_artist(Rectangle((8 / w, (h - top) / h), bar / w, 6 / h, transform=frac, color="white", linewidth=0))
+    fig.text((bar + 14) / w, (h - top + 3) / h, bar_label, color="white", fontsize=10, va="center")
+    return fig, canvas
+
+
+def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str, vmin: float = 0.0,
+                 scale: float = 1.0) -> np.ndarray:
+    """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``;
+    ``scale`` enlarges everything but the bar's length (an image of thousands of pixels, seen scaled down, needs
+    labels of more than 10 pt to be read)."""
+
+    bar = bar_px / scale  # in the tile's own units (pixels at scale 1)
+    w, h = max(230, bar + 110), 84  # labels of 10 pt in white: readable on any image
+    fig, canvas = legend_figure(w, h, bar, bar_label, top=20, dpi=100 * scale)
     ax = fig.add_axes((20 / w, 30 / h, 108 / w, 12 / h))  # room for the first tick label at its left
     ax.imshow(np.linspace(0, 1, 256)[None], cmap=cmap, aspect="auto", extent=(vmin, vmax, 0, 1))
     ax.set_yticks([])
