@@ -32,19 +32,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from command_line import command_line  # noqa: E402
-from machine import cpu_name, load_average  # noqa: E402
+from machine import checkout, cpu_name, load_average  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 EXAMPLES = 3  # example cases listed per kind of defect
-
-
-def export(rev: str, where: Path) -> str:
-    """``rev``'s committed tree in ``where`` (git archive); returns its short hash."""
-    where.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def working_tree() -> str:
@@ -184,13 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     roots: dict[str, Path | None] = {}
     commits: dict[str, str] = {}
     if args.commit:
-        commits["after"] = export(args.commit, args.workdir / "after")
+        commits["after"] = checkout(args.commit, args.workdir / "after")
         roots["after"] = args.workdir / "after"
     else:
         commits["after"] = working_tree()
         roots["after"] = None
     if args.against:
-        commits["before"] = export(args.against, args.workdir / "before")
+        commits["before"] = checkout(args.against, args.workdir / "before")
         roots["before"] = args.workdir / "before"
     if roots["after"] is not None:
         sys.path.insert(0, str(roots["after"]))  # the seeds are written by the measured commit's writers

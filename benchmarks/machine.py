@@ -40,6 +40,18 @@ def commit(checkout: str | os.PathLike | None = None) -> str:
     return f"{head or 'unknown'}{' + changes' if dirty else ''}"
 
 
+def checkout(rev: str, where: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """``rev``'s committed tree extracted in ``where`` (git archive: committed files only); returns its short hash.
+    ``root``: the repository (default: the one this file is in)."""
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    where = Path(where)
+    where.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(root), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", rev], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
 def load_average() -> float:
     """The 1-min load average now (other jobs on a shared machine slow every timing)."""
     return os.getloadavg()[0]

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from command_line import command_line
-from machine import load_average, machine_line
+from machine import checkout, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "screenshots" / "report_panel_before_after.png"
@@ -35,15 +35,6 @@ MOVIES = {  # name: (simulate flags, infer flags)
         ["--frames", "400", "--size", "192", "192", "--structure", "filaments", "--density", "0.6", "--seed", "2"],
         []),
 }
-
-
-def checkout(rev: str, where: Path) -> str:
-    """``rev``'s tree in ``where`` (git archive: committed files only); returns its short hash."""
-    where.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def panel(report: Path) -> bytes:
