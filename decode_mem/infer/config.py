@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from decode_mem.config import AMP_CHOICES, check_choice, resolve_device
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, StackError
 from decode_mem.footprint.request import SizeRequest, missing_runtime
 from decode_mem.io.camera import Camera, camera_fields
 from decode_mem.io.formats import is_ndtiff
@@ -137,9 +137,13 @@ class InferConfig:
             camera_fields(str(self.camera))  # a preset or a readable camera YAML: a ConfigError before any work
         if not self.inputs:
             raise ConfigError("inputs: give at least one stack, folder or glob")
-        if self.max_damage is not None and (isinstance(self.max_damage, bool) or not isinstance(
-                self.max_damage, (int, float)) or not 0 <= self.max_damage <= 1):
-            raise ConfigError(f"max_damage must be a share of the frames between 0 and 1, got {self.max_damage!r}")
+        if self.max_damage is not None:
+            from decode_mem.io.damage import check_share
+
+            try:
+                check_share(self.max_damage)  # the readers' one check of a share
+            except StackError as e:
+                raise ConfigError(str(e)) from e
         if not str(self.out):
             raise ConfigError("out: an output folder is required")
         bad = [f for f in self.formats if f not in FORMATS]

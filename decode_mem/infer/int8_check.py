@@ -20,6 +20,7 @@ made again. A verdict that failed says which number was out and by how much.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -83,9 +84,13 @@ class Int8Verdict:
         n = self.numbers
         if "error" in n:
             return f"int8 could not be checked against fp32 ({n['error']})"
-        numbers = (f"Jaccard {n['jaccard_int8']:.4f} against fp32's {n['jaccard_fp32']:.4f}, RMSE "
-                   f"{n['rmse_int8_nm']:.2f} against {n['rmse_fp32_nm']:.2f} nm, mean shift {n['shift_nm']:.2f} nm, "
-                   f"photons {n['photons_bias']:+.1%}; {int(n['n_truth'])} emitters of the model's training physics")
+        def num(key: str, fmt: str) -> str:  # a number that could not be computed (NaN): n/a, as in ``failed``
+            return format(n[key], fmt) if math.isfinite(n[key]) else "n/a"
+
+        numbers = (f"Jaccard {num('jaccard_int8', '.4f')} against fp32's {num('jaccard_fp32', '.4f')}, RMSE "
+                   f"{num('rmse_int8_nm', '.2f')} against {num('rmse_fp32_nm', '.2f')} nm, mean shift "
+                   f"{num('shift_nm', '.2f')} nm, photons {num('photons_bias', '+.1%')}; {int(n['n_truth'])} "
+                   "emitters of the model's training physics")
         if self.passed:
             return f"int8 verified against fp32 ({numbers})"
         return f"int8 failed its check against fp32: {'; '.join(self.failed)} ({numbers})"

@@ -78,7 +78,7 @@ def _body(args: argparse.Namespace) -> int:
                   f"dz {spline.dz:g} nm, valid z {spline.z_range[0]:g} to {spline.z_range[1]:g} nm -> wrote {out}")
         return 0
     from decode_mem.psf.beads import BeadSettings, calibrate_beads, gather_beads
-    from decode_mem.psf.field import calibrate_field
+    from decode_mem.psf.field import calibrate_field, check_field_beads
     from decode_mem.psf.plot import plot_psf
 
     if not args.beads:
@@ -92,6 +92,8 @@ def _body(args: argparse.Namespace) -> int:
     settings = dataclasses.replace(BeadSettings(z_step=args.z_step), **given)
     camera, _ = CameraRequest.from_value(args.camera, flags).resolve(read_metadata(args.beads[0]))
     found = gather_beads(args.beads, camera, settings)
+    if args.field != "no":
+        check_field_beads(found, args.field)  # --field yes that these beads cannot give: before the fits
     cal = calibrate_beads(args.beads, camera, settings, found=found)
     field = calibrate_field(found, cal, settings, camera.pixel_size, args.field)
     if field.chosen:
