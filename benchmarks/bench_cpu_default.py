@@ -297,10 +297,9 @@ def report(rec: dict, out: Path) -> None:
         "# A CPU user's speed: decode_mem's default `infer` beside Picasso at its best", "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}.", "", f"CPU kind: {rec['cpu']}.", "",
-        "**The machine was shared** while this ran (other developers' tests and a model training at the lowest "
-        "priority): every time below is stretched by their load (the load averages above, 2 cores), and runs of the "
-        "same command differ; decode_mem and Picasso took turns, and the fastest of each is kept (all runs: the "
-        "JSON).", "",
+        "Every time below is stretched by whatever else the machine ran (the load averages above, and each run's "
+        "below), and runs of the same command differ; decode_mem and Picasso took turns, and the fastest of each is "
+        "kept (all runs: the JSON).", "",
         f"Model: {rec['model']}. Movies: `bench_accuracy`'s reference physics (EMCCD, σ 1 px, 100 nm px), "
         + ", ".join(f"{s}² × {rec['frames'][str(s)]} frames" for s in rec["sides"])
         + f"; Picasso tuned on {TUNE_FRAMES} frames of another 256² movie of each density (box and minimum net "
@@ -319,8 +318,8 @@ def report(rec: dict, out: Path) -> None:
         lines.append(
             f"| {row['side']}² | {row['density']:g} | {d['frames_per_s']:.3g} | {engine} | {d['jaccard']:.3f} | "
             f"{d['rmse_nm']:.1f} | {d['fixed_s']:.2f} ({_f(d.get('fixed_cpu_s'), '{:.2f}')}) | "
-            + (f"{p['frames_per_s']:.3g} | {p['jaccard']:.3f} | {p['rmse_nm']:.1f} | {tune.get('box')}, "
-               f"{tune.get('ng', 0):.0f} | {d['frames_per_s'] / p['frames_per_s']:.2f}x | "
+            + (f"{p['frames_per_s']:.3g} | {p['jaccard']:.3f} | {p['rmse_nm']:.1f} | {_f(tune.get('box'), '{}')}, "
+               f"{_f(tune.get('ng'), '{:.0f}')} | {d['frames_per_s'] / p['frames_per_s']:.2f}x | "
                f"{d['jaccard'] - p['jaccard']:+.3f} |" if p else "n/a | n/a | n/a | n/a | n/a | n/a |"))
     goal = next((r for r in rec["rows"] if r["side"] == 256 and r["density"] == 1.0), None)
     lines += ["", "Every decode_mem run (wall s / CPU s, loop s, fixed s; load average at its end):", ""]

@@ -164,7 +164,8 @@ def write_report(results: dict, args: argparse.Namespace, info: dict) -> Path:
         f"{rows:,} localizations ({frames_of(rows):,} frames, the 2-D columns `infer` writes), written through "
         "`open_writer` in blocks of 2^18 rows, read back with `iter_localizations` (each file evicted from the page "
         "cache first), converted into another format with `convert_file`. Rates in million rows per second of "
-        "wall time; RssAnon is each run's peak (its subprocess), beside it the RssAnon after the imports.",
+        "wall time; RssAnon is each run's peak (its subprocess); the least RssAnon after the imports is below the "
+        "table.",
         "",
         f"**Peak RssAnon of every run: {peak:.0f} MiB** (the goal: under 1024 MiB for a 10^8-row table).",
         "",
