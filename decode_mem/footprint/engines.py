@@ -94,9 +94,10 @@ def _load() -> dict[str, float]:
         return {}
 
 
-def _remember(key: str, seconds: float) -> None:
+def _remember(timed: dict[str, float]) -> None:
+    """Add ``timed`` (engine key -> seconds) to ``engines.json``, written once."""
     table = _load()
-    table[key] = seconds
+    table.update(timed)
     try:
         with atomic_output(engines_path()) as tmp:
             tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
@@ -113,11 +114,11 @@ def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: d
     one after the other for 0.3 s each, on a loaded 2-core machine OpenVINO's mean came out 4x its quiet time and
     torch's not, and auto took torch)."""
     gen = torch.Generator().manual_seed(0)  # noise, not zeros: no runtime takes a short cut on constant input
+    tiles, frames = plan.unit_shape
+    data = torch.poisson(torch.full((tiles, frames, *plan.tile_shape), 20.0), generator=gen)  # every engine's input
     units = {}
     for name, engine in engines.items():
         ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device, engine=engine)
-        tiles, frames = plan.unit_shape
-        data = torch.poisson(torch.full((tiles, frames, *ex.grid.tile_shape), 20.0), generator=gen)
         units[name] = ex.unit(frames - 2, data=data, carried=True)
         units[name]()  # warm-up: kernels chosen, buffers made
     least = dict.fromkeys(units, float("inf"))
@@ -197,8 +198,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
         if not loaded:  # nothing to time torch against
             return EngineChoice(TorchEngine(net), "auto: torch; " + "; ".join(failed) + int8_note, fallback=True)
         seconds = time_engines(net, plan, device, {"torch": TorchEngine(net), **loaded})
-        for r, s in seconds.items():
-            _remember(keys[r], s)
+        _remember({keys[r]: s for r, s in seconds.items()})
     best = min((r for r in seconds if r == "torch" or r in loaded), key=seconds.__getitem__)
     if seconds[best] > seconds["torch"] / AUTO_MARGIN:  # within the timing noise of a shared machine: keep torch
         best = "torch"

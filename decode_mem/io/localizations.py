@@ -308,18 +308,19 @@ def iter_localizations(path: str | os.PathLike, *, pixel_size: float | None = No
     # the camera pixel in the tables' pixels: known where the tables' pixel is the one asked for and the file's known
     pixel = meta.pixel_size / float(pixel_size) if pixel_size and meta.pixel_size else None
     check = RowCheck(str(path), pixel=pixel, width=meta.width, height=meta.height, frames=meta.frames)
-    for table in _tables(path, fmt, pixel_size, chunk_rows):
+    for table in _tables(path, fmt, pixel_size, chunk_rows, meta):
         yield check(table)
     if check.warning():
         warnings.warn(check.warning(), stacklevel=2)
 
 
-def _tables(path: str | os.PathLike, fmt: str, pixel_size: float | None, chunk_rows: int) -> Iterator[EmitterTable]:
-    """The file's tables as its format's reader gives them (``iter_localizations``)."""
+def _tables(path: str | os.PathLike, fmt: str, pixel_size: float | None, chunk_rows: int,
+            meta: LocalizationMeta) -> Iterator[EmitterTable]:
+    """The file's tables as its format's reader gives them (``iter_localizations``; ``meta``: what it records)."""
     if fmt == "picasso":
         from decode_mem.io.picasso import iter_picasso
 
-        own = localization_meta(path).pixel_size
+        own = meta.pixel_size
         for table in iter_picasso(path, chunk_rows):
             yield table if pixel_size is None or own is None else in_pixels_of(table, own, float(pixel_size))
     elif fmt == "parquet":
@@ -327,7 +328,7 @@ def _tables(path: str | os.PathLike, fmt: str, pixel_size: float | None, chunk_r
 
         yield from iter_parquet(path, pixel_size, chunk_rows)
     elif fmt == "csv":
-        unit = pixel_size or localization_meta(path).pixel_size or NM_UNIT
+        unit = pixel_size or meta.pixel_size or NM_UNIT
         yield from iter_thunderstorm(path, float(unit), chunk_rows)
     else:
         if fmt == "smap":
