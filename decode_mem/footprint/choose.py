@@ -40,6 +40,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.footprint.inference import MARGIN, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, remembered_seconds, time_unit
+from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
 
@@ -226,6 +227,11 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
                 stopped.add(plan.chunk_size)
             best_at[plan.chunk_size] = max(fps, best_at.get(plan.chunk_size, 0.0))
         rows.append((plan, fps))
+    if device.type == "cpu" and plans[0].network_bytes and \
+            remembered_ratio(device, plans[0].amp) != plans[0].measured_ratio:
+        # the units just timed measured the working set against the trace (``working_set``): plan again with it
+        return choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=baseline_bytes,
+                      budget_baseline_bytes=budget_baseline_bytes)
     timed = [(p, s) for p, s in rows if s is not None]
     if not timed:  # no timing allowed: the largest tiles (least halo work), the smallest batch
         best, reason = plans[0], "largest tiles that fit the budget (not timed)"

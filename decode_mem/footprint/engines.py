@@ -24,7 +24,6 @@ for both), so the plan counts ``footprint.inference.RUNTIME_WORKING_SET`` times 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,10 +33,10 @@ from typing import Any
 import torch
 
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.cache import cache_path, read_table, remember
 from decode_mem.footprint.heap import release_free_heap
 from decode_mem.footprint.inference import InferencePlan
-from decode_mem.footprint.speed import UNIT_SECONDS, cache_path, unit_key
-from decode_mem.io.atomic import atomic_output
+from decode_mem.footprint.speed import UNIT_SECONDS, unit_key
 from decode_mem.model.engine import (
     ENGINE_CHOICES,
     QUANTIZED,
@@ -88,21 +87,12 @@ def engine_key(net: Any, plan: InferencePlan, device: torch.device, name: str, t
 
 
 def _load() -> dict[str, float]:
-    try:
-        return json.loads(engines_path().read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_table(engines_path())
 
 
 def _remember(timed: dict[str, float]) -> None:
     """Add ``timed`` (engine key -> seconds) to ``engines.json``, written once."""
-    table = _load()
-    table.update(timed)
-    try:
-        with atomic_output(engines_path()) as tmp:
-            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    except OSError:  # a read-only home: the measurement is still used, just not remembered
-        pass
+    remember(engines_path(), timed)
 
 
 def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: dict[str, Any],

@@ -5,7 +5,8 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
 + raw frame blocks in flight (the block being computed, ``prefetch_depth`` read ahead, one being read, and
   a transient copy where the stack's edge frames are repeated)
 + staged tile inputs (CUDA: the pinned unit being copied and the next one)
-+ on a CPU, the network's working set for the largest unit of work (traced with fake tensors, ``trace``)
++ on a CPU, the network's working set for the largest unit of work (traced with fake tensors, ``trace``; times
+  the ratio of working set to trace measured on this machine where it is larger, ``working_set``)
   and ``ALLOCATOR_SLACK``: glibc keeps freed blocks below its mmap threshold, which grows up to 32 MiB on
   64-bit Linux, in the heap instead of returning them. Where bf16 is not native (no AVX-512 BF16 / AMX),
   oneDNN computes bf16 convolutions through fp32 buffers that the trace does not see:
@@ -42,6 +43,7 @@ import torch
 
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.trace import fake_network, remembered_trace
+from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
 from decode_mem.postprocess import MARGIN
@@ -75,6 +77,7 @@ class InferencePlan:
     baseline_bytes: int
     notes: tuple[str, ...] = field(default_factory=tuple)
     engine: str = "torch"  # what computes the network ('auto' is planned as torch until it has chosen)
+    measured_ratio: float | None = None  # torch's working set / trace measured on this machine (``working_set``)
 
     @property
     def chunk_size(self) -> int:
@@ -112,7 +115,7 @@ class InferencePlan:
         """The network's work in host memory: on a CPU its traced working set and the allocator's slack."""
         if self.device != "cpu":
             return 0
-        factor = EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0
+        factor = max(EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0, self.measured_ratio or 0.0)
         if self.engine in RUNTIME_ENGINES:  # each sub-network with its own buffers (OpenVINO in bf16 with amp bf16)
             factor = INT8_WORKING_SET if self.engine == "openvino-int8" else RUNTIME_WORKING_SET
         per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
@@ -144,7 +147,8 @@ class InferencePlan:
                 "predicted_device_mib": round(self.device_bytes / MiB, 1),
                 "network_mib": None if self.network_bytes is None else round(self.network_bytes / MiB, 1),
                 "blocks_mib": round(self.block_bytes / MiB, 1),
-                "staging_mib": round(self.staging_bytes / MiB, 1), "baseline_mib": round(self.baseline_bytes / MiB, 1)}
+                "staging_mib": round(self.staging_bytes / MiB, 1), "baseline_mib": round(self.baseline_bytes / MiB, 1),
+                "measured_working_set_ratio": self.measured_ratio}
 
 
 def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int, batch_size: int,
@@ -195,8 +199,10 @@ def plan_for(net: DecodeNet, work: Workload, sizes: SizeRequest, *, prefetch_dep
         in_flight = min(in_flight, -(-int(n_frames) // n) + 1)
     blocks = in_flight * (n + 2) * h * w * work.itemsize
     staging = 2 * unit_px * 4 if device.type == "cuda" else 0  # pinned float32 copies in flight
+    measured = remembered_ratio(device, config.amp) if trace and sizes.engine not in RUNTIME_ENGINES else None
     return InferencePlan((h, w), config, prefetch_depth, device.type, (ly, lx), len(ex.grid), (tiles, run + 2),
-                         network, int(blocks), int(staging), int(baseline_bytes), engine=sizes.engine)
+                         network, int(blocks), int(staging), int(baseline_bytes), engine=sizes.engine,
+                         measured_ratio=measured)
 
 
 def tile_config(sizes: SizeRequest, work: Workload, *, block: int) -> TileConfig:

@@ -1,46 +1,30 @@
 """Measured speed of units of work, remembered per machine: the planner reports it, ``auto`` reuses it.
 
-One JSON file (``$DECODE_MEM_CACHE`` or ``~/.cache/decode_mem/throughput.json``) maps a unit of work —
-machine (CPU model or GPU name), torch version and threads, network architecture, tile shape, frames and
+One JSON file (``footprint.cache``: ``$DECODE_MEM_CACHE`` or ``~/.cache/decode_mem/throughput.json``) maps a unit
+of work — machine (CPU model or GPU name), torch version and threads, network architecture, tile shape, frames and
 tiles per call, precision, the network code's ``trace.source_fingerprint`` — to seconds per unit, written
 atomically. A unit timed once on a machine by the same code is not timed again there; delete the file to
-re-measure.
+re-measure. On a CPU each unit timed also measures the network's host working set against its trace
+(``working_set``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
+import functools
 import time
-from pathlib import Path
 
 import torch
 
+from decode_mem.footprint.cache import cache_path, device_name, read_table, remember
 from decode_mem.footprint.heap import release_free_heap
 from decode_mem.footprint.inference import InferencePlan
 from decode_mem.footprint.trace import source_fingerprint
-from decode_mem.io.atomic import atomic_output
+from decode_mem.footprint.working_set import measure_ratio
 from decode_mem.tiling import TiledExecutor
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
 CUDA_UNIT_SECONDS = 0.05  # on CUDA (units of milliseconds), after ``CUDA_WARM_UP`` units
 CUDA_WARM_UP = 3  # the first calls at a shape: cuDNN's autotuning (``TileConfig.cudnn_benchmark``), lazy kernels
-
-
-def cache_path() -> Path:
-    return Path(os.environ.get("DECODE_MEM_CACHE") or Path.home() / ".cache" / "decode_mem" / "throughput.json")
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
-    except OSError:
-        model = ""
-    return f"{model or platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
 
 
 def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> str:
@@ -51,23 +35,23 @@ def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) ->
             f"{tiles}x{frames}|{plan.amp}|carried|code {source_fingerprint()}")
 
 
-def _load() -> dict[str, float]:
-    try:
-        return json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float | None:
     """Seconds per unit of this plan measured before on this machine, or None."""
-    value = _load().get(unit_key(net, plan, device))
+    value = read_table(cache_path()).get(unit_key(net, plan, device))
     return float(value) if isinstance(value, (int, float)) else None
 
 
 def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float:
     """Seconds per unit of work of ``plan`` on ``device`` (zeros in), measured now and remembered. The unit is
-    the one most of a block's units are: with features reused, ``batch_size`` new frames and two carried."""
+    the one most of a block's units are: with features reused, ``batch_size`` new frames and two carried. On a CPU a
+    whole unit (no features carried: what the plan traced) first measures the working set against the trace
+    (``working_set``)."""
     ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device)
+    if device.type == "cpu" and plan.network_bytes:
+        with torch.inference_mode():
+            measure_ratio(functools.partial(ex.run_unit, plan.unit_shape[1] - 2), plan.network_bytes, device,
+                          plan.amp)
+        release_free_heap()
     unit = ex.unit(plan.unit_shape[1] - 2, carried=True)  # a block's steady state: two frames' features carried
     for _ in range(CUDA_WARM_UP if device.type == "cuda" else 1):  # warm-up: oneDNN / cuDNN choose kernels
         unit()
@@ -81,14 +65,7 @@ def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -
     seconds = (time.perf_counter() - t0) / n
     del unit, ex
     release_free_heap()  # the unit's freed working set would otherwise stay in RssAnon for the run (``heap``)
-    table = _load()
-    table[unit_key(net, plan, device)] = seconds
-    path = cache_path()
-    try:
-        with atomic_output(path) as tmp:
-            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    except OSError:  # a read-only home: the measurement is still used, just not remembered
-        pass
+    remember(cache_path(), {unit_key(net, plan, device): seconds})
     return seconds
 
 

@@ -105,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{plan.unit_shape[0]} tile(s) x {plan.unit_shape[1]} frames",
             f"  predicted peak host RssAnon: {plan.host_bytes / 2**20:.0f} MiB (baseline {baseline / 2**20:.0f}, "
             f"frame blocks {plan.block_bytes / 2**20:.0f}, staging {plan.staging_bytes / 2**20:.0f}"
-            + (f", network {plan.network_host_bytes / 2**20:.0f} with the allocator's slack)"
+            + (f", network {plan.network_host_bytes / 2**20:.0f} with the allocator's slack"
+               + (f"; its working set {plan.measured_ratio:.2f}x its trace, measured here)"
+                  if plan.measured_ratio else ")")
                if device.type == "cpu" else ")"),
         ]
         if device.type == "cuda":

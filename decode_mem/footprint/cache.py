@@ -1,0 +1,52 @@
+"""Where measurements made on this machine are remembered: one folder (``$DECODE_MEM_CACHE``'s, or
+``~/.cache/decode_mem``) of small JSON tables keyed by what was measured and on what machine, written atomically.
+A read-only home only means a measurement is not remembered."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decode_mem.io.atomic import atomic_output
+
+
+def cache_path() -> Path:
+    """The timings table; the other tables lie beside it."""
+    return Path(os.environ.get("DECODE_MEM_CACHE") or Path.home() / ".cache" / "decode_mem" / "throughput.json")
+
+
+def device_name(device: torch.device) -> str:
+    """The machine as the tables key it: the GPU's name, or the CPU model and torch's threads."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{model or platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    """A remembered table ({} where there is none or it cannot be read)."""
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def remember(path: Path, entries: dict[str, Any]) -> None:
+    """Add ``entries`` to the table at ``path``, written once (nothing where it cannot be written)."""
+    table = read_table(path)
+    table.update(entries)
+    try:
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
+    except OSError:  # a read-only home: the measurement is still used, just not remembered
+        pass
