@@ -203,9 +203,11 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     model_cfg = ModelConfig(use_z=True, z_scale=z_scale, field_shape=matched.field_shape)  # knows the field
     device = resolve_device(cfg.device)
     val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
-    split = _split(cfg, started, DecodeNet(model_cfg), camera, matched, device, cfg.val_windows, progress)
-    run_dir = cfg.out_dir / "training"
     fixed = cfg.train_steps is not None  # a fixed amount of training (benchmarks), else the budget's time
+    # the budget's split times localization and evaluation: nothing to split when the steps are fixed
+    split = None if fixed else _split(cfg, started, DecodeNet(model_cfg), camera, matched, device, cfg.val_windows,
+                                      progress)
+    run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=cfg.train_steps if fixed else 1_000_000,
                             batch_size=FINE_TUNE_BATCH, accumulation_steps=1, lr=1e-3, lr_step=2_000, lr_gamma=0.8,
                             max_minutes=None if fixed else split.train_s / 60,
@@ -214,7 +216,8 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
                             device=cfg.device, memory_tracking=False, quiet=True, memory_limit=cfg.memory_limit,
                             model=model_cfg, simulation=matched)
     progress("train", {"budget_minutes": cfg.budget_minutes, "train_minutes": train_cfg.max_minutes,
-                       "budget": split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"], "pixel_statistics": record,
+                       "budget": None if split is None else split.as_dict(), "why": [f"3-D with the PSF {cfg.psf}"],
+                       "pixel_statistics": record,
                        "batch_size": train_cfg.batch_size, "accumulation_steps": train_cfg.accumulation_steps})
     t0 = time.perf_counter()
     fit(train_cfg, on_step=on_step)

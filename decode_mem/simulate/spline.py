@@ -9,6 +9,8 @@ spline's voxels is clamped to its first or last z plane (the simulation config k
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from decode_mem.io.psf_file import SplineData
@@ -36,6 +38,12 @@ class SplinePSF:
             copy.coeff = self.coeff.to(device)
             self._copies[device] = copy
         return self._copies[device]
+
+    @functools.cached_property
+    def _z_last(self) -> torch.Tensor:
+        """The coefficients with the z power innermost, ``(voxels, 64)`` at index 16j + 4k + i for w^i v^j u^k:
+        a patch whose pixels have their own v, u monomials sums the z power first, in one batched product."""
+        return self.coeff.view(-1, 4, 4, 4).permute(0, 2, 3, 1).reshape(-1, 64).contiguous()
 
     @property
     def patch_size(self) -> int:
@@ -92,14 +100,17 @@ class SplinePSF:
         pz = fz[:, None] ** powers  # (N, 4)
         pv = fv.unsqueeze(-1) ** powers  # (N, size|1, 1, 4)
         pu = fu.unsqueeze(-1) ** powers  # (N, 1, size|1, 4)
-        # monomial w^i v^j u^k at index 16i + 4j + k
-        mono = (pz[:, None, None, :, None, None] * pv[..., None, :, None] * pu[..., None, None, :])
         n = x.shape[0]
-        gathered = self.coeff.view(-1, 64).index_select(0, index.reshape(-1)).view(n, size * size, 64)
-        if mono.shape[1] == 1:  # one set of monomials per emitter: a batched matrix-vector product
+        if scale is None:  # one set of monomials per emitter: a batched matrix-vector product
+            # monomial w^i v^j u^k at index 16i + 4j + k
+            mono = (pz[:, None, None, :, None, None] * pv[..., None, :, None] * pu[..., None, None, :])
+            gathered = self.coeff.view(-1, 64).index_select(0, index.reshape(-1)).view(n, size * size, 64)
             values = torch.bmm(gathered, mono.reshape(n, 64, 1)).view(n, size, size)
-        else:
-            values = (gathered.view(n, size, size, 64) * mono.reshape(n, size, size, 64)).sum(-1)
+        else:  # per row and column monomials: z (shared by the patch) first, then rows, then columns
+            gathered = self._z_last.index_select(0, index.reshape(-1)).view(n, size * size * 16, 4)
+            by_row_col = torch.bmm(gathered, pz[:, :, None]).view(n, size, size, 4, 4)  # (.., v power, u power)
+            by_col = (by_row_col * pv[:, :, :, None, :].transpose(-1, -2)).sum(-2)  # (N, size, size, 4)
+            values = (by_col * pu).sum(-1)
         values = values.masked_fill(~inside, 0.0)
         if scale is not None:
             values = values * scale[:, None, None]

@@ -100,6 +100,39 @@ def test_chunked_scatter_equals_the_patches_and_width_one_equals_none(psf_file: 
     assert torch.allclose(wide, patches, atol=1e-6)
 
 
+def test_a_scaled_width_equals_the_tricubic_polynomial_at_each_pixel(psf_file: str) -> None:
+    """``width`` != 1: pixel (r, c) of an emitter's patch is the spline's polynomial at the voxel and fraction of
+    (row0 + r - y) / width, (col0 + c - x) / width px from the centre, over width²: evaluated here one pixel at
+    a time from the coefficients (c[16i + 4j + k] w^i v^j u^k)."""
+    from decode_mem.io.psf_file import read_psf
+
+    d = read_psf(psf_file)
+    spline = SplinePSF(d)
+    g = torch.Generator().manual_seed(5)
+    n, size = 6, 11
+    x, y = torch.rand(n, generator=g) * 3 + 10, torch.rand(n, generator=g) * 3 + 10
+    z = (torch.rand(n, generator=g) - 0.5) * 1000
+    width = 0.8 + 0.5 * torch.rand(n, generator=g)
+    got, col0, row0 = spline.patches(x, y, z, size, width)
+    coeff = d.coeff.astype(np.float64).reshape(*d.coeff.shape[:3], 4, 4, 4)
+    nz, ny, nx = d.coeff.shape[:3]
+    for e in range(n):
+        wz = min(max(float(z[e]) / d.dz + d.z0, 0.0), nz - 1e-4)
+        iz, fz = int(np.floor(wz)), wz - np.floor(wz)
+        for r in range(size):
+            for c in range(size):
+                v = d.y0 + (int(row0[e]) + r - float(y[e])) * d.upsample / float(width[e])
+                u = d.x0 + (int(col0[e]) + c - float(x[e])) * d.upsample / float(width[e])
+                iv, iu = int(np.floor(v)), int(np.floor(u))
+                if not (0 <= iv < ny and 0 <= iu < nx):
+                    assert got[e, r, c] == 0
+                    continue
+                fv, fu = v - iv, u - iu
+                want = np.einsum("ijk,i,j,k->", coeff[iz, iv, iu], fz ** np.arange(4), fv ** np.arange(4),
+                                 fu ** np.arange(4)) / float(width[e]) ** 2
+                assert abs(float(got[e, r, c]) - want) <= 1e-5 * max(1.0, abs(want)), (e, r, c)
+
+
 @pytest.mark.gpu
 def test_cuda_renders_what_the_cpu_renders(psf_file: str) -> None:
     cfg = _config(psf_file)
