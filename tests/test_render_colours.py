@@ -53,6 +53,38 @@ def test_each_dye_its_image_and_colour(tmp_path):
     assert png.shape[:2] == made.merged.shape[:2] and np.allclose(png[..., :3], made.merged, atol=1 / 255 + 1e-6)
 
 
+def test_by_dye_the_cmap_colours_each_dyes_png_and_the_zoom_is_the_merges_densest_square(tmp_path, capsys):
+    """--cmap and --zoom are not ignored by dye: each dye's own PNG in the colormap, ``<stem>_zoom.png`` the merge's
+    densest square enlarged, in the dyes' colours (the unassigned cluster is left out of the merge, so the densest
+    square of the merge's dyes holds dye 1 or 2)."""
+    from matplotlib.image import imread
+
+    locs = tmp_path / "movie.csv"
+    centres, _ = _two_colour(locs, n=300)
+    rng = np.random.default_rng(1)  # dye 1's cluster made the densest: 300 more there
+    more = EmitterTable.from_arrays(frame=np.arange(300) % 50, x=10 + rng.normal(0, 0.1, 300),
+                                    y=10 + rng.normal(0, 0.1, 300), photons=np.full(300, 3000.0),
+                                    sigma_x=np.full(300, 0.1), sigma_y=np.full(300, 0.1), dye=np.ones(300),
+                                    channel=np.zeros(300), ratio=np.full(300, 0.3))
+    summary = (tmp_path / "movie.json").read_text()
+    from decode_mem.io.localizations import iter_localizations
+
+    table = EmitterTable.concat([*iter_localizations(locs, pixel_size=PIXEL), more])
+    write_localizations(table, locs, pixel_size=PIXEL)
+    (tmp_path / "movie.json").write_text(summary)
+    assert main([str(locs), "--out", str(tmp_path / "m.png"), "--pixel", "50", "--cmap", "gray",
+                 "--zoom", "0.5"]) == 0
+    assert "densest square" in capsys.readouterr().out
+    one = imread(tmp_path / "m_AF647.png")[..., :3]
+    assert np.allclose(one[..., 0], one[..., 1]) and np.allclose(one[..., 1], one[..., 2]) and one.max() > 0.9
+    zoom = imread(tmp_path / "m_zoom.png")[..., :3]
+    assert min(zoom.shape[:2]) >= 600  # enlarged as render_file's zoom
+    bright = zoom.reshape(-1, 3)[zoom.reshape(-1, 3).max(axis=1) > 0.9]
+    assert len(bright) and np.allclose(bright.mean(axis=0), [1, 0, 1], atol=0.2)  # dye 1, magenta
+    assert main([str(locs), "--out", str(tmp_path / "n.png"), "--pixel", "50", "--zoom", "none"]) == 0
+    assert not (tmp_path / "n_zoom.png").exists()
+
+
 def test_render_takes_the_dyes_by_itself_and_one_image_when_asked(tmp_path, capsys):
     locs = tmp_path / "movie.csv"
     _two_colour(locs)

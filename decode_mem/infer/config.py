@@ -185,6 +185,10 @@ class InferConfig:
             if self.series is not None:
                 raise ConfigError("series: a followed file is read page by page as it grows; extract the series "
                                   "into a file of its own, or localize it when it is complete")
+            if self.max_damage is not None:
+                raise ConfigError("max_damage: a followed file's share of repaired frames is not known until it is "
+                                  "complete (repairs are listed in <stem>.json as they are made); localize it "
+                                  "with --max_damage when it is complete")
         if self.write_probability_map and self.distributed:
             raise ConfigError("write_probability_map: the probability map is written by one process; "
                               "run without workers/scheduler")

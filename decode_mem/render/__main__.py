@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"PNG: also write <out>_zoom.png, the square of this edge in µm where the localizations are "
                         f"densest (default auto: a round length of at most {ZOOM_PIXELS} pixels and 1/{ZOOM_SHARE} of "
                         f"the image; none: no zoom)")
-    p.add_argument("--cmap", default="magma", help="PNG colormap (default magma)")
+    p.add_argument("--cmap", default="magma", help="PNG colormap (default magma; by dye: each dye's own PNG)")
     p.add_argument("--colour", choices=("auto", "dye", "none"), default="auto",
                    help="two-colour files (infer --registration): auto (default: by dye where the file has a dye "
                         "column), dye: <out> merges one image per dye, each in its colour, and <out stem>_<dye>.png "
@@ -74,11 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.colour == "dye" or has_dyes(args.locs, args.pixel_size):
                 made = render_colours(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,
-                                      shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile)
+                                      shape=args.shape, blur=args.blur, sigma=args.sigma, percentile=args.percentile,
+                                      cmap=args.cmap, zoom=zoom)
                 if not args.quiet:
                     each = ", ".join(f"{made.names[k]} {made.counts[k]}" for k in made.names)
                     print(f"rendered by dye ({each} localizations inside the field) on {made.render_pixel:g} nm "
-                          f"pixels -> {args.out} (merged) and {', '.join(str(p) for p in made.files.values())}")
+                          f"pixels -> {args.out} (merged) and {', '.join(str(p) for p in made.files.values())}"
+                          + (f"; the densest square -> {made.zoom}" if made.zoom else ""))
                 return
 
         done = render_file(args.locs, args.out, render_pixel=args.pixel, pixel_size=args.pixel_size,

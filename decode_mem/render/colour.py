@@ -8,7 +8,8 @@ scaled images, coloured, are added into ``OUT`` (an RGB PNG with each dye's name
 dye's image alone goes to ``<OUT stem>_<dye>.png`` (or ``.tif``: float32 counts). Localizations whose dye is 0
 (ratiometric, unassigned) get their image too (``_unassigned``) and stay out of the merge. Dye names come from the
 ``<stem>.json`` the two-colour ``infer`` run wrote beside the file (``dye 1``, ``dye 2``, ... without one).
-Memory: one image per dye.
+Each dye's own PNG takes ``cmap``; a PNG also gets ``<OUT stem>_zoom.png``, the merge's densest square (as
+``render_file``'s zoom, found on the merged dyes' localizations together). Memory: one image per dye.
 """
 
 from __future__ import annotations
@@ -24,8 +25,16 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.channels import RGB, dye_colours
 from decode_mem.io.localizations import iter_localizations, run_summary
-from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length
-from decode_mem.render.image import FileRender, Rendering, file_render_settings, legend_figure, save_image
+from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length, zoom_edge, zoom_square
+from decode_mem.render.image import (
+    ZOOM_PNG_SIDE,
+    FileRender,
+    Rendering,
+    check_zoom,
+    file_render_settings,
+    legend_figure,
+    save_image,
+)
 
 
 class ColourRender(NamedTuple):
@@ -38,6 +47,7 @@ class ColourRender(NamedTuple):
     files: dict[int, Path]
     render_pixel: float
     counts: dict[int, int]
+    zoom: Path | None = None
 
 
 def dye_names(path: str | os.PathLike, dyes: list[int]) -> dict[int, str]:
@@ -58,11 +68,14 @@ def _dyes_of(path: str | os.PathLike, pixel_size: float) -> list[int]:
 
 def render_colours(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel: float | None = None,
                    pixel_size: float | None = None, shape: tuple[int, int] | None = None, blur: str = "precision",
-                   sigma: float | None = None, percentile: float = PERCENTILE) -> ColourRender:
-    """Render a two-colour localization file per dye and merged (module docstring)."""
+                   sigma: float | None = None, percentile: float = PERCENTILE, cmap: str = "magma",
+                   zoom: float | str | None = "auto") -> ColourRender:
+    """Render a two-colour localization file per dye and merged (module docstring); ``cmap`` and ``zoom`` as
+    ``render_file``'s (``cmap`` colours each dye's own PNG; the merge has the dyes' colours)."""
     out = Path(out)
     if out.suffix.lower() not in (".png", ".tif", ".tiff"):
         raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
+    check_zoom(zoom)
     how = file_render_settings(locs, pixel_size=pixel_size, shape=shape, blur=blur, sigma=sigma)
     dyes = _dyes_of(locs, how.pixel_size)
     if not dyes:
@@ -89,9 +102,18 @@ def render_colours(locs: str | os.PathLike, out: str | os.PathLike, *, render_pi
     files = {}
     for k in dyes:
         files[k] = out.with_name(f"{out.stem}_{_safe(names[k])}{out.suffix}")
-        save_image(done[k], files[k], render_pixel=render_pixel, percentile=percentile)
-    save_merged(merged, out, render_pixel, [(names[k], colours[k]) for k in colours])
-    return ColourRender(merged, names, done, files, render_pixel, counts)
+        save_image(done[k], files[k], render_pixel=render_pixel, percentile=percentile, cmap=cmap)
+    legend = [(names[k], colours[k]) for k in colours]
+    save_merged(merged, out, render_pixel, legend)
+    zoom_path = None
+    edge = zoom_edge(merged.shape[:2], render_pixel) if zoom == "auto" else zoom
+    if out.suffix.lower() == ".png" and edge is not None:
+        square = zoom_square(sum(done[k] for k in colours), render_pixel, float(edge))  # the merge's dyes
+        if square is not None:
+            r, c, size = square
+            zoom_path = out.with_name(f"{out.stem}_zoom.png")
+            save_merged(merged[r:r + size, c:c + size], zoom_path, render_pixel, legend, min_side=ZOOM_PNG_SIDE)
+    return ColourRender(merged, names, done, files, render_pixel, counts, zoom_path)
 
 
 def images_by_dye(locs: str | os.PathLike, how: FileRender, render_pixel: float, dyes: list[int] | None = None
@@ -112,17 +134,23 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name.strip()) or "dye"
 
 
-def save_merged(rgb: np.ndarray, path: Path, render_pixel: float, legend: list[tuple[str, str]]) -> None:
+def save_merged(rgb: np.ndarray, path: Path, render_pixel: float, legend: list[tuple[str, str]], *,
+                min_side: int = 0) -> None:
     """The merged image: a PNG (one pixel per render pixel, each dye's name in its colour and a scale bar in the
-    lower-left corner) or a TIFF (float32 RGB, 0-1)."""
+    lower-left corner; ``min_side`` as ``save_image``'s: whole PNG pixels per render pixel for at least that many on
+    the shorter side) or a TIFF (float32 RGB, 0-1)."""
     with atomic_output(path) as tmp:
         if path.suffix.lower() == ".png":
             from matplotlib.image import imsave
 
             rgba = np.concatenate([(rgb * 255).round().astype(np.uint8), np.full((*rgb.shape[:2], 1), 255, np.uint8)],
                                   axis=2)
-            bar = nice_length(min(rgba.shape[1] * render_pixel / 5, 100 * render_pixel))
-            tile = _legend(max(1, round(bar / render_pixel)), length_label(bar), legend)
+            f = max(1, -(-min_side // max(1, min(rgb.shape[:2]))))  # PNG pixels per render pixel, each way
+            if f > 1:
+                rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
+            shown = render_pixel / f  # nm per PNG pixel
+            bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * shown))
+            tile = _legend(max(1, round(bar / shown)), length_label(bar), legend)
             th, tw = tile.shape[:2]
             if th + 12 < rgba.shape[0] and tw + 12 < rgba.shape[1]:
                 region = rgba[-th - 6:-6, 6:6 + tw]

@@ -389,8 +389,7 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
     suffix = Path(out).suffix.lower()
     if suffix not in (".png", ".tif", ".tiff"):
         raise ConfigError(f"{out}: the image must end in .png, .tif or .tiff")
-    if zoom is not None and zoom != "auto" and (isinstance(zoom, str) or not zoom > 0):
-        raise ConfigError(f"render: zoom must be > 0 µm, 'auto' or None, got {zoom!r}")
+    check_zoom(zoom)
     how = file_render_settings(locs, pixel_size=pixel_size, shape=shape, blur=blur, sigma=sigma)
     rendering = Rendering(shape_px=how.shape, pixel_size=how.pixel_size, render_pixel=render_pixel, blur=how.blur,
                           sigma=how.sigma)
@@ -410,6 +409,12 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
             save_image(image[r:r + size, c:c + size], zoom_path, render_pixel=rp, percentile=percentile, cmap=cmap,
                        min_side=ZOOM_PNG_SIDE)
     return RenderedFile(image, rendering.n, rp, zoom_path)
+
+
+def check_zoom(zoom: float | str | None) -> None:
+    """``zoom``: an edge > 0 µm, 'auto' or None (a ConfigError otherwise)."""
+    if zoom is not None and zoom != "auto" and (isinstance(zoom, str) or not zoom > 0):
+        raise ConfigError(f"render: zoom must be > 0 µm, 'auto' or None, got {zoom!r}")
 
 
 class FileRender(NamedTuple):

@@ -21,3 +21,15 @@ def test_a_movie_damaged_beyond_the_budget_is_refused_and_max_damage_lets_it_thr
     assert not (tmp_path / "refused" / "movie.csv").exists()
     assert main([*args, "--out", str(tmp_path / "let"), "--max_damage", "0.1"]) == 0
     assert (tmp_path / "let" / "movie.csv").is_file()
+
+
+def test_max_damage_with_follow_is_refused_in_one_line_before_any_work(tmp_path, capsys):
+    """A followed file grows: its share of repaired frames is not known until it is complete, so the budget cannot
+    be applied; the flag is refused, not accepted and ignored."""
+    movie = (100 + np.random.default_rng(0).poisson(20, (4, 16, 16))).astype("uint16")
+    np.save(tmp_path / "movie.npy", movie)
+    code = main([str(tmp_path / "movie.npy"), "--follow", "--max_damage", "0.1", "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "max_damage" in err[0] and "complete" in err[0]
+    assert not (tmp_path / "o").exists()
