@@ -60,7 +60,7 @@ def test_by_dye_the_cmap_colours_each_dyes_png_and_the_zoom_is_the_merges_denses
     from matplotlib.image import imread
 
     locs = tmp_path / "movie.csv"
-    centres, _ = _two_colour(locs, n=300)
+    _two_colour(locs, n=300)
     rng = np.random.default_rng(1)  # dye 1's cluster made the densest: 300 more there
     more = EmitterTable.from_arrays(frame=np.arange(300) % 50, x=10 + rng.normal(0, 0.1, 300),
                                     y=10 + rng.normal(0, 0.1, 300), photons=np.full(300, 3000.0),
