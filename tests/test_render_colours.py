@@ -107,3 +107,27 @@ def test_napari_shows_a_layer_per_dye(tmp_path):
     colours = np.asarray(points["face_color"])
     dye = points["features"]["dye"]
     assert np.allclose(colours[dye == 1], [1, 0, 1, 1]) and np.allclose(colours[dye == 2], [0, 1, 0, 1])
+
+
+def test_a_dye_has_its_colour_by_number_whichever_dyes_a_file_holds(tmp_path):
+    """A file holding dyes 0 and 2 only (dye 1 filtered out): dye 2 is green in the merge, in napari's image layer
+    and in its points, as in the file with both dyes (the images once took colours by the order of the dyes
+    present, the points by number)."""
+    locs = tmp_path / "movie.csv"
+    _two_colour(locs)
+    from decode_mem.io.localizations import iter_localizations
+
+    table = EmitterTable.concat(t.select(t["dye"] != 1) for t in iter_localizations(locs, pixel_size=PIXEL))
+    summary = (tmp_path / "movie.json").read_text()
+    write_localizations(table, locs, pixel_size=PIXEL)
+    (tmp_path / "movie.json").write_text(summary)
+    made = render_colours(locs, tmp_path / "merged.png", render_pixel=50.0)
+    r, c = int((20 + 0.5) * PIXEL / 50), int((30 + 0.5) * PIXEL / 50)  # dye 2 at (30, 20) px
+    assert np.allclose(made.merged[r - 1:r + 2, c - 1:c + 2].max(axis=(0, 1)), [0, 1, 0], atol=0.05)
+    opened = open_localizations(locs, render_pixel=50.0)
+    cmaps = {meta["metadata"]["decode_mem"]["dye"]: meta["colormap"] for _, meta, kind in opened.layers
+             if kind == "image"}
+    assert cmaps == {0: "gray", 2: "green"}
+    points = next(meta for _, meta, kind in opened.layers if kind == "points")
+    dye = points["features"]["dye"]
+    assert np.allclose(np.asarray(points["face_color"])[dye == 2], [0, 1, 0, 1])

@@ -233,3 +233,9 @@ def dye_colours(n: int) -> list[str]:
     """One colour name per dye, the same in every figure, image and viewer: magenta, green, cyan, yellow, red, blue
     (``RGB``: their hex)."""
     return [DYE_COLOURS[k % len(DYE_COLOURS)] for k in range(n)]
+
+
+def dye_colour(dye: int) -> str:
+    """The colour of dye number ``dye`` (a table's ``dye`` column: 1, 2, ...; 0 unassigned: ``UNASSIGNED_COLOUR``),
+    by its number, so a dye has its colour whichever dyes a file holds: dye k is ``dye_colours``' k-th."""
+    return UNASSIGNED_COLOUR if dye < 1 else DYE_COLOURS[(dye - 1) % len(DYE_COLOURS)]

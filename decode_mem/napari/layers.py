@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.io.channels import RGB, UNASSIGNED_COLOUR, dye_colours
+from decode_mem.io.channels import RGB, dye_colour
 from decode_mem.io.localizations import iter_localizations
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import thunderstorm_columns
@@ -120,11 +120,10 @@ def dye_layers(path: Path, how: Any, render_pixel: float, dyes: list[int], stem:
 
     images, counts = images_by_dye(path, how, render_pixel, dyes)
     names = dye_names(path, dyes)
-    colours = dict(zip([k for k in dyes if k > 0], dye_colours(sum(k > 0 for k in dyes)), strict=True))
     layers = []
     for k in dyes:
         layer = image_layer(images[k], render_pixel, f"{stem} {names[k]}", {**info, "dye": k, "drawn": counts[k]})
-        layer[1].update(colormap=colours.get(k, UNASSIGNED_COLOUR), visible=k > 0)
+        layer[1].update(colormap=dye_colour(k), visible=k > 0)
         layers.append(layer)
     return layers
 
@@ -159,7 +158,7 @@ def points_layer(table: EmitterTable, pixel_size: float, render_pixel: float, na
     colour: dict[str, Any] = {"face_color": "cyan"}
     if "dye" in features:  # two colours: each point in its dye's colour (unassigned gray), as the images
         dyes = np.clip(features["dye"], 0, None)
-        lut = np.array([_rgba(RGB[c]) for c in (UNASSIGNED_COLOUR, *dye_colours(int(dyes.max(initial=0))))])
+        lut = np.array([_rgba(RGB[dye_colour(k)]) for k in range(int(dyes.max(initial=0)) + 1)])
         colour = {"face_color": lut[dyes] if len(dyes) else "cyan"}
     elif three_d:
         z = features["z_nm"]

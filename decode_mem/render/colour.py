@@ -1,5 +1,5 @@
 """Two-colour images: one super-resolution image per dye (the table's ``dye`` column) and their merge, each dye in
-its colour (``io.channels.dye_colours``: magenta, green, cyan, ...).
+its colour by its number (``io.channels.dye_colour``: dye 1 magenta, 2 green, 3 cyan, ...).
 
 ``render_colours(LOCS, OUT)`` streams the file twice: once for the render pixel (chosen from all localizations, as
 ``render_file`` does; given: not needed) and once into one ``Rendering`` per dye on that pixel. Each dye's image is
@@ -23,7 +23,7 @@ import numpy as np
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
-from decode_mem.io.channels import RGB, dye_colours
+from decode_mem.io.channels import RGB, dye_colour
 from decode_mem.io.localizations import iter_localizations, run_summary
 from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length, zoom_edge, zoom_square
 from decode_mem.render.image import (
@@ -93,7 +93,7 @@ def render_colours(locs: str | os.PathLike, out: str | os.PathLike, *, render_pi
     assert render_pixel is not None
     done, counts = images_by_dye(locs, how, render_pixel, dyes)
     names = dye_names(locs, dyes)
-    colours = dict(zip([k for k in dyes if k > 0], dye_colours(sum(k > 0 for k in dyes)), strict=True))
+    colours = {k: dye_colour(k) for k in dyes if k > 0}
     merged = np.zeros((*next(iter(done.values())).shape, 3), np.float32)
     for k, colour in colours.items():
         rgb = np.array([int(RGB[colour][i:i + 2], 16) / 255 for i in (1, 3, 5)], np.float32)
