@@ -206,18 +206,24 @@ def _two_colour(args: argparse.Namespace, config: SimulationConfig, two_colour: 
 
     if args.camera_out:
         raise ConfigError("--camera_out: not for two-colour movies (both channels use the --camera given)")
-    if args.beads is not None:
-        if args.beads < 1:
+    if args.beads is not None or args.bead_xy is not None:
+        from decode_mem.simulate.beads import read_bead_places
+
+        if args.beads is not None and args.bead_xy is not None:
+            raise ConfigError("a bead slide: give --beads N or --bead_xy CSV (one of them)")
+        if args.beads is not None and args.beads < 1:
             raise ConfigError(f"--beads must be >= 1, got {args.beads}")
+        places = read_bead_places(args.bead_xy, config.frame_size) if args.bead_xy else None
+        n_beads = len(places[0]) if places is not None else args.beads
         z = None
         if args.z_step is not None:
             if not args.z_step > 0:
                 raise ConfigError(f"--z_step must be > 0 nm, got {args.z_step}")
             z = config.z_range[0] + args.z_step * np.arange(args.frames)
         photons = args.photons[0] if args.photons is not None else 40000.0
-        result = simulate_bead_slide(config, two_colour, args.out, args.gt, n_beads=args.beads, frames=args.frames,
-                                     z=z, photons=photons, seed=args.seed)
-        what = f"{args.beads} beads"
+        result = simulate_bead_slide(config, two_colour, args.out, args.gt, n_beads=n_beads, positions=places,
+                                     frames=args.frames, z=z, photons=photons, seed=args.seed)
+        what = f"{n_beads} beads"
     else:
         result = simulate_two_colour(config, two_colour, args.frames, args.out, args.gt, seed=args.seed,
                                      block=args.block, device=args.device)

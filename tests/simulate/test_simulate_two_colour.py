@@ -123,3 +123,19 @@ def test_dyes_and_layout_are_checked():
             parse_dyes(bad)
     with pytest.raises(ConfigError, match="layout"):
         TwoColourConfig(layout="sideways")
+
+
+def test_a_two_colour_bead_slide_takes_its_places_from_bead_xy(tmp_path):
+    """``simulate --two_colour ... --bead_xy CSV``: channel 1's beads at the CSV's places (the flag was once taken
+    and ignored: the beads fell on a grid of their own); both --beads and --bead_xy are refused in one line."""
+    from decode_mem.simulate.__main__ import main
+
+    (tmp_path / "places.csv").write_text("x,y\n10.25,12.5\n30,20.75\n17.5,33\n")
+    base = ["--two_colour", "two-files", "--frame_size", "48", "48", "--frames", "2", "--out",
+            str(tmp_path / "s.tif"), "--gt", str(tmp_path / "s.csv")]
+    assert main([*base, "--bead_xy", str(tmp_path / "places.csv"), "--quiet"]) == 0
+    truth = read_localizations(tmp_path / "s_ch1.csv", pixel_size=100)
+    got = sorted(zip(np.round(truth["x"], 3)[truth["frame"] == 0], np.round(truth["y"], 3)[truth["frame"] == 0],
+                     strict=True))
+    assert got == [(10.25, 12.5), (17.5, 33.0), (30.0, 20.75)]
+    assert main([*base, "--bead_xy", str(tmp_path / "places.csv"), "--beads", "3"]) == 2
