@@ -31,8 +31,9 @@ class FitConfig:
     lr_decay_to     training (fine-tuning or 3-D): the learning rate at the end of the budget relative to its
                     start, falling linearly with the time trained (``train.lr_decay_to``); None: as it was
     calib_frames    frames the calibration reads; val_windows: held-out matched windows for validation
-    train_steps     3-D training: this many steps whatever the time they take, instead of the budget's time (a
-                    benchmark's fixed amount of training; a stopped run continues from its checkpoint); None: budget
+    train_steps     3-D training (``psf``): this many steps whatever the time they take, instead of the budget's
+                    time (a benchmark's fixed amount of training; a stopped run continues from its checkpoint; not
+                    with ``lr_decay_to``, which decays over that time); None: budget
     device, threads, seed, formats, chunk_size, batch_size, memory_limit   as for training and inference
     """
 
@@ -63,6 +64,12 @@ class FitConfig:
         check_choice("fit.train", self.train, TRAIN_POLICIES)
         if not self.budget_minutes > 0:
             raise ConfigError(f"fit: budget_minutes must be > 0, got {self.budget_minutes!r}")
+        if self.train_steps is not None and self.psf is None:
+            raise ConfigError("fit: train_steps fixes the training of a 3-D model from a PSF file (psf); fine-tuning "
+                              "trains for the budget's time")
+        if self.train_steps is not None and self.lr_decay_to is not None:
+            raise ConfigError("fit: lr_decay_to decays the learning rate over the budget's time; with train_steps "
+                              "there is none: give one of them")
         if self.psf is not None:
             from decode_mem.io.psf_file import psf_header
 

@@ -71,3 +71,19 @@ def test_one_stalled_probe_does_not_inflate_the_prediction(tmp_path, monkeypatch
     predicted = localize_seconds(None, (str(tmp_path / "m.tif"),), None, torch.device("cpu"), {})
     assert calls == [16, 16, 64, 16, 64]
     assert predicted == pytest.approx(per_frame * 1000, rel=0.25)  # the stall alone: ~ 0.5 / 48 * 1000 = 10 s more
+
+
+def test_a_fixed_number_of_steps_is_for_a_3d_model_and_has_no_time_to_decay_over(tmp_path) -> None:
+    """``train_steps`` (benchmarks) fixes a 3-D model's training; fine-tuning trains for the budget's time and
+    ``lr_decay_to`` decays over it, so neither is taken and silently ignored."""
+    from decode_mem.errors import ConfigError
+    from decode_mem.fit import FitConfig
+
+    movie = tmp_path / "m.tif"
+    tifffile.imwrite(movie, np.zeros((2, 16, 16), np.uint16))
+    with pytest.raises(ConfigError, match="train_steps fixes the training of a 3-D model"):
+        FitConfig(movies=(str(movie),), out=str(tmp_path / "o"), train_steps=10)
+    psf = tmp_path / "psf.h5"
+    psf.write_bytes(b"")
+    with pytest.raises(ConfigError, match="lr_decay_to decays"):
+        FitConfig(movies=(str(movie),), out=str(tmp_path / "o"), psf=str(psf), train_steps=10, lr_decay_to=0.1)
