@@ -164,6 +164,8 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         p = one.plan
         chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
         plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
+        if plan is not None:
+            plan = dataclasses.replace(plan, probe_bytes=one.plan.probe_bytes)
         if plan is None:
             least = plan_for(net, work, dataclasses.replace(chosen, block=blocks[-1]), prefetch_depth=0,
                              baseline_bytes=baseline_bytes)
@@ -209,6 +211,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         return SizeChoice(plans[0], budget, kind, reason, tuple(skipped))
     plans.sort(key=lambda p: (-p.chunk_size, p.batch_size))  # the least halo work first, then small batches
     rows: list[tuple[InferencePlan, float | None]] = []
+    probed: list[InferencePlan] = []  # timed in this process now: their working sets are part of the run's peak
     spent, allowance = 0.0, PROBE_BUDGET_S
     cuda = device.type == "cuda"
     best_at: dict[int, float] = {}  # CUDA: the best frames/s timed so far at each tile size
@@ -219,6 +222,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
+            probed.append(plan)
         fps = None if seconds is None else frames_per_second(plan, seconds)
         if fps and work.n_frames is not None and allowance == PROBE_BUDGET_S and not cuda:  # a short stack: probing
             allowance = min(PROBE_BUDGET_S, PROBE_SHARE * work.n_frames / fps)  # must not cost more than a share of it
@@ -230,8 +234,9 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     if device.type == "cpu" and plans[0].network_bytes and \
             remembered_ratio(device, plans[0].amp) != plans[0].measured_ratio:
         # the units just timed measured the working set against the trace (``working_set``): plan again with it
-        return choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=baseline_bytes,
-                      budget_baseline_bytes=budget_baseline_bytes)
+        again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=baseline_bytes,
+                       budget_baseline_bytes=budget_baseline_bytes)
+        return _with_probes(again, probed, remembered_ratio(device, plans[0].amp))
     timed = [(p, s) for p, s in rows if s is not None]
     if not timed:  # no timing allowed: the largest tiles (least halo work), the smallest batch
         best, reason = plans[0], "largest tiles that fit the budget (not timed)"
@@ -244,7 +249,16 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     table = tuple({"chunk_size": p.chunk_size, "batch_size": p.batch_size, "block": p.block,
                    "predicted_mib": round(p.need_bytes / MiB, 1),
                    "frames_per_s": None if s is None else round(s, 3)} for p, s in rows) + tuple(skipped)
-    return SizeChoice(best, budget, kind, reason, table)
+    return _with_probes(SizeChoice(best, budget, kind, reason, table), probed)
+
+
+def _with_probes(choice: SizeChoice, probed: list[InferencePlan], ratio: float | None = None) -> SizeChoice:
+    """``choice`` with the largest network working set of the candidates timed in this process (planned with
+    ``ratio``, the working set measured while they were timed, where given) as its plan's ``probe_bytes``."""
+    if not probed or choice.plan.device != "cpu":
+        return choice
+    largest = max(dataclasses.replace(p, measured_ratio=ratio or p.measured_ratio).network_host_bytes for p in probed)
+    return dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, probe_bytes=largest))
 
 
 def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
@@ -276,6 +290,7 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoic
     if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes, baseline, work.device):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
                        budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
+        again = dataclasses.replace(again, plan=dataclasses.replace(again.plan, probe_bytes=choice.plan.probe_bytes))
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")
     return choice

@@ -27,6 +27,9 @@ Host (RssAnon) = the process's baseline (Python, torch, the model, and the once-
   and each stream beyond the first ``STREAM_ARENA_SLACK`` more: its thread allocates from a glibc arena of its
   own, which kept more freed memory than the main heap (fitted on an AMD EPYC with torch 2.13 from the 256²
   and 1024² rows of ``benchmarks/results/streams.md``, which shows its error).
+A run that times candidates' units of work in its own process (``choose``: a first run on a machine, or sizes not
+timed yet) peaks there too, before its blocks: ``probe_bytes``, the largest network term among them, counts in the
+run's predicted peak (``host_bytes``) but not in what a budget is compared with (each candidate timed fitted it).
 Device (CUDA) = the network's working set. ``torch.cuda.max_memory_allocated`` counts these tensors and also
 cuDNN's workspaces (allocated through torch's caching allocator), which are not planned; the CUDA context is in
 neither. On one H200 every measured peak was 1.4-4.5x this prediction (``benchmarks/results/gpu.md``); not fitted
@@ -78,6 +81,7 @@ class InferencePlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     engine: str = "torch"  # what computes the network ('auto' is planned as torch until it has chosen)
     measured_ratio: float | None = None  # torch's working set / trace measured on this machine (``working_set``)
+    probe_bytes: int = 0  # the largest network working set of the candidates timed in this process (``choose``)
 
     @property
     def chunk_size(self) -> int:
@@ -122,8 +126,15 @@ class InferencePlan:
         return self.streams * per_stream + (self.streams - 1) * STREAM_ARENA_SLACK
 
     @property
-    def host_bytes(self) -> int:
+    def blocks_host_bytes(self) -> int:
+        """Host RssAnon while blocks are computed: the baseline, the blocks, staging and the network's work."""
         return self.baseline_bytes + self.block_bytes + self.staging_bytes + self.network_host_bytes
+
+    @property
+    def host_bytes(self) -> int:
+        """The run's peak host RssAnon: while blocks are computed or, before them, while ``choose`` timed a larger
+        candidate's unit of work in this process (``probe_bytes``)."""
+        return max(self.blocks_host_bytes, self.baseline_bytes + self.probe_bytes)
 
     @property
     def device_bytes(self) -> int:
@@ -131,8 +142,9 @@ class InferencePlan:
 
     @property
     def need_bytes(self) -> int:
-        """The number a budget is compared with: device memory on CUDA, host RssAnon on a CPU."""
-        return self.device_bytes if self.device != "cpu" else self.host_bytes
+        """The number a budget is compared with: device memory on CUDA, host RssAnon while blocks are computed on
+        a CPU (a candidate is timed only where its own plan fits the budget)."""
+        return self.device_bytes if self.device != "cpu" else self.blocks_host_bytes
 
     @property
     def work_px_per_frame(self) -> int:
@@ -148,7 +160,8 @@ class InferencePlan:
                 "network_mib": None if self.network_bytes is None else round(self.network_bytes / MiB, 1),
                 "blocks_mib": round(self.block_bytes / MiB, 1),
                 "staging_mib": round(self.staging_bytes / MiB, 1), "baseline_mib": round(self.baseline_bytes / MiB, 1),
-                "measured_working_set_ratio": self.measured_ratio}
+                "measured_working_set_ratio": self.measured_ratio,
+                "timed_candidates_mib": round(self.probe_bytes / MiB, 1)}
 
 
 def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int, batch_size: int,

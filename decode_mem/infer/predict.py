@@ -152,7 +152,10 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
     if sizes.engine == "auto" and engine.name != "torch":  # planned as torch: again with the runtime's working set
+        probed = plan.probe_bytes  # the torch units timed above peaked in this process too
         choice = choose_for_stack(net, source.shape, itemsize, dev, dataclasses.replace(sizes, engine=engine.name))
+        choice = dataclasses.replace(choice, plan=dataclasses.replace(
+            choice.plan, probe_bytes=max(choice.plan.probe_bytes, probed)))
         plan = choice.plan
     if sizes.engine != "torch":
         choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}", engine=engine.why)

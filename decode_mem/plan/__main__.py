@@ -108,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f", network {plan.network_host_bytes / 2**20:.0f} with the allocator's slack"
                + (f"; its working set {plan.measured_ratio:.2f}x its trace, measured here)"
                   if plan.measured_ratio else ")")
+               + (f"; before the blocks, candidates timed now: {plan.probe_bytes / 2**20:.0f} over the baseline"
+                  if plan.probe_bytes else "")
                if device.type == "cpu" else ")"),
         ]
         if device.type == "cuda":

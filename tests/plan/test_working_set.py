@@ -80,5 +80,30 @@ def test_choose_plans_again_with_a_ratio_its_timing_measured(net, cache, monkeyp
     plain = plan_inference(net, (256, 256), chunk_size=choice.plan.chunk_size, batch_size=choice.plan.batch_size,
                            block=choice.plan.block, baseline_bytes=200 << 20, n_frames=32)
     assert plain.measured_ratio == 3.0  # remembered: the same plan as the CLI would print
-    assert choice.plan.host_bytes == plain.host_bytes
-    assert choice.plan.host_bytes > dataclasses.replace(plain, measured_ratio=None).host_bytes
+    assert choice.plan.blocks_host_bytes == plain.blocks_host_bytes
+    assert choice.plan.blocks_host_bytes > dataclasses.replace(plain, measured_ratio=None).blocks_host_bytes
+    assert choice.plan.probe_bytes >= choice.plan.network_host_bytes  # the timed units, planned with 3x too
+
+
+def test_the_units_a_run_times_count_in_its_peak_but_not_against_its_budget(net, cache, monkeypatch) -> None:
+    """A run that times candidates in its own process peaks there too: the largest candidate timed sets the plan's
+    ``probe_bytes``, counted in ``host_bytes`` (the run's predicted peak); the budget is compared with the blocks'
+    peak (``need_bytes``), which every candidate timed fitted; a run that times nothing has none."""
+    timed = []
+
+    def time_unit(net, plan, device):
+        timed.append(plan)
+        return 0.1 * plan.batch_size  # every batch equally fast per frame: the least memory wins
+
+    monkeypatch.setattr(choose_module, "time_unit", time_unit)
+    work = Workload((256, 256), CPU, 16, 2, 32)
+    choice = choose_module.choose(net, work, SizeRequest(amp="off"), baseline_bytes=200 << 20)
+    assert len(timed) > 1
+    largest = max(p.network_host_bytes for p in timed)
+    plan = choice.plan
+    assert plan.probe_bytes == largest > plan.network_host_bytes  # a larger candidate than the one chosen was timed
+    assert plan.host_bytes == max(plan.blocks_host_bytes, plan.baseline_bytes + largest)
+    assert plan.need_bytes == plan.blocks_host_bytes
+    monkeypatch.setattr(choose_module, "remembered_seconds", lambda net, plan, device: 0.1 * plan.batch_size)
+    again = choose_module.choose(net, work, SizeRequest(amp="off"), baseline_bytes=200 << 20)
+    assert again.plan.probe_bytes == 0 and again.plan.host_bytes == again.plan.blocks_host_bytes
