@@ -233,6 +233,7 @@ def child_infer(spec: dict) -> dict:
             "peak_anon_mib": phase.rss_anon_peak_mb, "sampled_peak_anon_mib": phase.rss_anon_mb,
             "hwm_exact": phase.hwm_exact, "choose_peak_anon_mib": phases["choose_kb"] / 1024,
             "blocks_peak_anon_mib": sampler.peak_anon / 1024, "plan_host_mib": choice.plan.host_bytes / MiB,
+            "plan_blocks_mib": choice.plan.blocks_host_bytes / MiB, "plan_timed_mib": choice.plan.probe_bytes / MiB,
             "plan_baseline_mib": choice.plan.baseline_bytes / MiB, "sizes": choice.as_dict()}
 
 
@@ -633,13 +634,16 @@ def infer_section(res: dict) -> str:
         return "Not measured."
     rows = ["| file | run | frames | chunk, batch, block, amp, compile | s | frames/s | localizations | peak RssAnon "
             "MiB | while choosing sizes | while computing blocks | its plan MiB (baseline) | peak / its plan "
-            "| blocks' peak / its plan | plan CLI MiB | peak / plan CLI | within its plan + 15 % |",
-            "|" + "---|" * 16]
+            "| its plan while computing blocks, MiB | blocks' peak / that | timed candidates' term MiB | plan CLI MiB "
+            "| peak / plan CLI | within its plan + 15 % |",
+            "|" + "---|" * 18]
     verdicts = []
     for r in res["infer"]:
         s, cli = r["sizes"], res["plan_cli"].get(r["format"], {}).get("host_mib")
         ratio = r["peak_anon_mib"] / r["plan_host_mib"]
         ok = ratio <= GOAL
+        blocks_plan = r.get("plan_blocks_mib", r["plan_host_mib"])  # a JSON from before the term was planned
+        timed_text = f"{r['plan_timed_mib']:.0f}" if "plan_timed_mib" in r else "n/a"
         cli_text = (f"{cli:.0f}", f"{r['peak_anon_mib'] / cli:.3f}") if cli else ("n/a", "n/a")
         verdicts.append(f"{r['format']} {r['run']} run {'met' if ok else '**not met**'} ({ratio:.3f}x its plan)")
         rows.append(f"| {r['format']} ({r['backend']}, {r['stack_frames']} frames) | {r['run']} "
@@ -647,7 +651,8 @@ def infer_section(res: dict) -> str:
                     f"{s['amp']}, {s.get('compile')} | {r['seconds']:.0f} | {r['frames'] / r['seconds']:.2f} "
                     f"| {r['localizations']} | {r['peak_anon_mib']:.0f} | {r['choose_peak_anon_mib']:.0f} "
                     f"| {r['blocks_peak_anon_mib']:.0f} | {r['plan_host_mib']:.0f} ({r['plan_baseline_mib']:.0f}) "
-                    f"| {ratio:.3f} | {r['blocks_peak_anon_mib'] / r['plan_host_mib']:.3f} | {cli_text[0]} "
+                    f"| {ratio:.3f} | {blocks_plan:.0f} | {r['blocks_peak_anon_mib'] / blocks_plan:.3f} "
+                    f"| {timed_text} | {cli_text[0]} "
                     f"| {cli_text[1]} | {'yes' if ok else '**no**'} |")
     reasons = "\n".join(f"- {r['format']} {r['run']} run: {r['sizes']['reason']}" for r in res["infer"])
     clis = []
@@ -671,9 +676,9 @@ def infer_section(res: dict) -> str:
         parts = []
         if choosing:
             parts.append(f"{len(choosing)} peaked while choosing sizes ({', '.join(map(name, choosing))}: "
-                         "candidates timed in the process, which the plan does not count (docs/sizes.md); a repeat "
-                         "run times them too where its budget lets a candidate not timed yet fit, its reason's count "
-                         "of timed settings)")
+                         "timing candidates in the process, whose largest the plan counts as its timed_candidates "
+                         "term; a repeat run times them too where its budget lets a candidate not timed yet fit, its "
+                         "reason's count of timed settings)")
         if computing:
             parts.append(f"{len(computing)} while computing blocks ({', '.join(map(name, computing))}; up to "
                          f"{max(r['blocks_peak_anon_mib'] / r['plan_host_mib'] for r in computing):.3f}x the plan)")
