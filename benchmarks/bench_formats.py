@@ -520,9 +520,9 @@ def write_report(res: dict, args: argparse.Namespace) -> None:
 Command: `{res['command']}` ({res['total_s'] / 60:.0f} min in all; simulating the frame pool
 {res['pool_seconds']:.0f} s).
 
-Machine: {m['line']}; {m['ram_gib']:.1f} GiB RAM, {m['os']}. The machine was shared with other developers' jobs
-during the run (the load averages above, on {os.cpu_count()} cores), so every time varies between repeats (see min-max);
-memory peaks do not depend on it.
+Machine: {m['line']}; {m['ram_gib']:.1f} GiB RAM, {m['os']}. Whatever else ran (the load averages above, on
+{os.cpu_count()} cores) stretches the times, so they vary between repeats (see min-max); memory peaks do not depend on
+it.
 Versions: {', '.join(f'{k} {v}' for k, v in m['versions'].items())}.
 
 {__doc__.split(chr(10) + chr(10), 2)[2].split(chr(10) + "Scratch data")[0].strip()}
