@@ -43,7 +43,7 @@ from decode_mem.psf.beads import (
     register_beads,
     shift_volume,
 )
-from decode_mem.simulate.field_spline import EXTRAPOLATE, FieldSplinePSF, ThinPlate
+from decode_mem.simulate.field_spline import FieldSplinePSF, clamped_thin_plate, widened_range
 
 FIELD_MIN_BEADS = 8
 MAX_COMPONENTS = 6
@@ -241,9 +241,7 @@ def _leave_one_out(aligned: np.ndarray, lateral: np.ndarray, xy: np.ndarray, sz:
         norm = float(np.sqrt((target**2).sum()))
         single[b] = float(np.sqrt(((mean[valid] - target) ** 2).sum())) / norm
         values = np.column_stack([weights, sz[rest]])
-        predicted = ThinPlate(xy[rest], values, scale)(xy[b:b + 1])[0]
-        lo, hi = values.min(axis=0), values.max(axis=0)
-        predicted = np.clip(predicted, lo - EXTRAPOLATE * (hi - lo), hi + EXTRAPOLATE * (hi - lo))
+        predicted = clamped_thin_plate(xy[rest], values, scale, xy[b:b + 1])[0]
         shape = mean.copy()
         for k in range(k_max + 1):
             if k:
@@ -308,7 +306,7 @@ def _field_data(cal: FieldCalibration, single: BeadCalibration, settings: BeadSe
     shape_range = (float(z[margin]), float(z[t - 1 - margin]))
     shifts = cal.shift_nm
     span = shifts.max() - shifts.min()
-    lo_shift, hi_shift = shifts.min() - EXTRAPOLATE * span, shifts.max() + EXTRAPOLATE * span
+    (lo_shift,), (hi_shift,) = widened_range(shifts[:, None])
     z_range = (shape_range[0] + hi_shift, shape_range[1] + lo_shift)
     if z_range[0] >= z_range[1]:
         raise ConfigError(f"the focal shift across the field ({span:.0f} nm) leaves no z valid everywhere in the "
