@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.psf_file import SplineData, psf_header, write_psf
 
@@ -188,7 +188,7 @@ def read_field_psf(path: str | os.PathLike) -> FieldPsfData | None:
             info = {k[5:]: (v.item() if hasattr(v, "item") else v) for k, v in g.attrs.items()
                     if k.startswith("info_")}
     except (OSError, KeyError, ValueError) as e:
-        raise ConfigError(f"{p}: cannot read the field-dependent PSF ({str(e).splitlines()[0] if str(e) else e})") \
+        raise ConfigError(f"{p}: cannot read the field-dependent PSF ({exception_line(e, with_type=False)})") \
             from None
     try:
         return FieldPsfData(**arrays, **head, info=info)

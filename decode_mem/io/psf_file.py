@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
 
 FORMAT = "decode_mem spline psf"
@@ -204,5 +204,4 @@ def _open_psf(p: Path) -> Iterator[Any]:
         raise
     except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py: a damaged file, object header, attribute
         # or datatype (ValueError: a float type no numpy dtype represents)
-        lines = str(e).strip().splitlines()
-        raise ConfigError(f"{p}: cannot read the PSF file ({lines[0] if lines else type(e).__name__})") from e
+        raise ConfigError(f"{p}: cannot read the PSF file ({exception_line(e, with_type=False)})") from e
