@@ -2,10 +2,10 @@
 
 From the beads ``gather_beads`` cut (all stacks of one field: the same frame size), in steps:
 
-1. register: each bead's 3-D shift to the beads' average (``beads._register``, as for one PSF). Its lateral part
-   is where the bead happens to sit and is removed; its axial part is kept as the bead's *focal shift*: beads on
-   one coverslip lie at one z, so a bead in focus a few frames later than another shows field curvature or a
-   tilted focal plane, a property of the microscope at that place;
+1. register: each bead's 3-D shift to the beads' average (the one-PSF calibration's, ``beads.register_beads``).
+   Its lateral part is where the bead happens to sit and is removed; its axial part is kept as the bead's *focal
+   shift*: beads on one coverslip lie at one z, so a bead in focus a few frames later than another shows field
+   curvature or a tilted focal plane, a property of the microscope at that place;
 2. describe: every bead's volume, moved to the common focus and each plane scaled to sum 1, is the beads' mean
    shape plus a weighted sum of K principal components (how shapes differ between beads: astigmatism, coma, ...);
    a bead = (its weights, its focal shift);
@@ -145,8 +145,11 @@ def calibrate_field(bs: BeadSet, single: BeadCalibration, settings: BeadSettings
     step = abs(float(settings.z_step))
     t = len(bs.z)
     beads = bs.beads
-    average, shifts = register_beads(beads, settings.iterations)
-    _, (cy, cx) = centre_volume(average)
+    if single.shifts is not None and len(single.shifts) == len(beads):  # the one-PSF calibration's registration
+        shifts, (cy, cx) = single.shifts, single.centre
+    else:
+        average, shifts = register_beads(beads, settings.iterations)
+        _, (cy, cx) = centre_volume(average)
     lateral = _per_plane(np.stack([shift_volume(b, (0.0, s[1] - cy, s[2] - cx))
                                    for b, s in zip(beads, shifts, strict=True)]), bs)
     sz, valid = _focus(lateral, shifts[:, 0], settings.edge_frames, bs)
