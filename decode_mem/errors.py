@@ -45,3 +45,21 @@ class Stopped(Exception):  # a run stopped on request: not an error of the user'
     def exit_code(self) -> int:
         """128 + the signal's number, as a shell reports a process the signal ended (130 for Ctrl-C)."""
         return 128 + (self.signum or 2)
+
+
+def exception_line(e: BaseException, *, with_type: bool = True, limit: int | None = None) -> str:
+    """An exception as one line: its type and its message's first line (``with_type`` False: the line alone; where
+    the message says nothing, the type's name), cut to ``limit`` characters. A library's messages (pyarrow, h5py,
+    zarr) can run over several lines: quoted rows, stack frames."""
+    lines = str(e).strip().splitlines()
+    if not lines:
+        return type(e).__name__
+    line = lines[0][:limit] if limit else lines[0]
+    return f"{type(e).__name__}: {line}" if with_type else line
+
+
+def failure_reason(e: BaseException) -> str:
+    """Why an input failed, for a run's list of failures: decode_mem's own message as it is, another error with its
+    type's name first."""
+    text = str(e)
+    return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.config import check_output_folder, resolve_device
-from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped
+from decode_mem.errors import ConfigError, DecodeMemError, StackError, Stopped, failure_reason
 from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_stack_drift, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
@@ -107,7 +107,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                           or check_domain(stack, stack_camera, model.envelope, psf=psf))
                 file_metadata = stack.metadata
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
-            failures.append(StackFailure(str(path), _reason(e)))
+            failures.append(StackFailure(str(path), failure_reason(e)))
             continue
         gaps = camera_gaps(file_metadata, sources)
         if gaps:
@@ -163,7 +163,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                         with contextlib.suppress(OSError):
                             Path(cfg.out).rmdir()  # made by this run, empty
                     raise
-                failures.append(StackFailure(str(job.path), _reason(e)))
+                failures.append(StackFailure(str(job.path), failure_reason(e)))
                 obs.warning(f"skipped {failures[-1].line()}")
             else:
                 summaries.append(summary)
@@ -482,11 +482,6 @@ def _image_from_files(summaries: list[StackSummary], out: Path, pixel_size: floa
             image.add(table)
         return image
     return None
-
-
-def _reason(e: BaseException) -> str:
-    text = str(e)
-    return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
 
 
 def _say_choices(cfg: InferConfig, model: Any, obs: InferObserver) -> None:

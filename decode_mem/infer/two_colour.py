@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from decode_mem.config import check_output_folder, resolve_device
-from decode_mem.errors import ConfigError, StackError, Stopped
+from decode_mem.errors import ConfigError, StackError, Stopped, failure_reason
 from decode_mem.infer.batch_report import ReportImage, write_batch_report
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.domain import DomainCheck, check_domain, model_psf
@@ -116,7 +116,7 @@ def run_two_colour(cfg: InferConfig, observer: InferObserver | None = None, comm
         except Exception as e:  # a movie that fails must not stop the batch
             if isinstance(e, ConfigError) and not summaries:
                 raise
-            failures.append(StackFailure(" + ".join(map(str, movie.paths)), _reason(e)))
+            failures.append(StackFailure(" + ".join(map(str, movie.paths)), failure_reason(e)))
             obs.warning(f"skipped {failures[-1].line()}")
         else:
             summaries.append(summary)
@@ -158,11 +158,6 @@ def dye_line(d: dict[str, Any]) -> str:
             f"{d.get('inconsistent_pairs', 0)} pairs whose positions disagree); assigned "
             + ("n/a" if assigned is None else f"{100 * assigned:.1f} %") + ", estimated crosstalk "
             + ("n/a" if ct is None else f"{100 * ct:.2f} %"))
-
-
-def _reason(e: BaseException) -> str:
-    text = str(e)
-    return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
 
 
 def _inputs(cfg: InferConfig, reg: Registration) -> tuple[list[tuple[Path, ...]], list[StackFailure]]:
@@ -218,7 +213,7 @@ def _plan(cfg: InferConfig, reg: Registration, models: tuple[Any, Any], requests
         except ConfigError:
             raise
         except Exception as e:
-            failures.append(StackFailure(" + ".join(map(str, paths)), _reason(e)))
+            failures.append(StackFailure(" + ".join(map(str, paths)), failure_reason(e)))
     return movies, failures
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io._layout import Source, normalize_axes
 
 KNOWN_CHUNKS = 4096  # chunk lookups remembered (MissingChunks)
@@ -27,7 +27,7 @@ def open_zarr(path: Path, *, key: str | None, series: int) -> Source:
     try:
         node = zarr.open(str(path), mode="r")
     except Exception as e:
-        raise StackError(f"{path}: not a readable zarr array or group ({_text(e)})") from e
+        raise StackError(f"{path}: not a readable zarr array or group ({exception_line(e, limit=200)})") from e
     where = str(path)
     axes = None
     try:
@@ -44,18 +44,13 @@ def open_zarr(path: Path, *, key: str | None, series: int) -> Source:
     except StackError:
         raise
     except Exception as e:  # metadata zarr parsed but that do not describe an array: edited, or not a store's
-        raise StackError(f"{where}: the zarr metadata do not describe a readable array ({_text(e)})") from e
+        raise StackError(f"{where}: the zarr metadata do not describe a readable array "
+                         f"({exception_line(e, limit=200)})") from e
     if len(grid) != node.ndim or any(int(n) < 1 for n in grid):
         raise StackError(f"{where}: the zarr metadata give chunks of shape {tuple(grid)} for an array of shape "
                          f"{tuple(node.shape)}: every chunk must be at least 1 along every axis")
     holes = MissingChunks(node)
     return Source(node, axes, "zarr", holes=holes, damaged=holes.damaged)
-
-
-def _text(e: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
 
 
 def _attrs(node: Any) -> dict:

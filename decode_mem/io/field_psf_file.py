@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
-from decode_mem.io.psf_file import SplineData, psf_header, write_psf
+from decode_mem.io.psf_file import SplineData, checked_dataset, psf_header, write_psf
 
 GROUP = "field"
 FIELD_VERSION = 1
@@ -188,7 +188,7 @@ def read_field_psf(path: str | os.PathLike) -> FieldPsfData | None:
             info = {k[5:]: (v.item() if hasattr(v, "item") else v) for k, v in g.attrs.items()
                     if k.startswith("info_")}
     except (OSError, KeyError, ValueError) as e:
-        raise ConfigError(f"{p}: cannot read the field-dependent PSF ({str(e).splitlines()[0] if str(e) else e})") \
+        raise ConfigError(f"{p}: cannot read the field-dependent PSF ({exception_line(e, with_type=False)})") \
             from None
     try:
         return FieldPsfData(**arrays, **head, info=info)
@@ -213,9 +213,4 @@ def _attrs(g: Any, p: Path) -> dict[str, Any]:
 
 
 def _dataset(g: Any, name: str, p: Path, ndim: int) -> Any:
-    import h5py
-
-    ds = g.get(name)
-    if not isinstance(ds, h5py.Dataset) or ds.ndim != ndim or ds.dtype.kind not in "iuf":
-        raise ConfigError(f"{p}: the field-dependent PSF's '{name}' must be a {ndim}-D array of numbers")
-    return ds
+    return checked_dataset(g, name, p, ndim, what="the field-dependent PSF")

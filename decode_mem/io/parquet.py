@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, StackError, exception_line
 from decode_mem.io.arrow_numpy import column_numpy
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
@@ -193,9 +193,7 @@ def iter_parquet(path: str | os.PathLike, pixel_size: float | None = None,
         try:
             batch = next(batches, None)
         except (pa.ArrowException, OSError, ValueError) as e:  # a damaged page: pyarrow's decoder says so
-            lines = str(e).strip().splitlines()
-            raise StackError(f"{path}: its rows cannot be read ({type(e).__name__}: "
-                             f"{lines[0] if lines else 'no message'})") from e
+            raise StackError(f"{path}: its rows cannot be read ({exception_line(e)})") from e
         if batch is None:
             break
         empty = False

@@ -36,7 +36,7 @@ import numpy as np
 import yaml
 
 from decode_mem.config import yaml_problem
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, StackError, exception_line
 from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
@@ -239,22 +239,16 @@ def read_picasso_info(path: str | os.PathLike) -> list[dict[str, Any]]:
         with h5py.File(path, "r") as f:
             raw = f["metadata"][()] if "metadata" in f else None
     except LOW_LEVEL as e:  # h5py: a damaged file or dataset
-        raise StackError(f"{path}: not a readable HDF5 file: {_line(e)}") from e
+        raise StackError(f"{path}: not a readable HDF5 file: {exception_line(e)}") from e
     if raw is None:
         raise StackError(f"{path}: no metadata: neither {sidecar.name} nor a /metadata dataset")
     try:
         docs = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
     except (ValueError, TypeError, AttributeError) as e:
-        raise StackError(f"{path}: its /metadata dataset is not Picasso's JSON list ({_line(e)})") from e
+        raise StackError(f"{path}: its /metadata dataset is not Picasso's JSON list ({exception_line(e)})") from e
     if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
         raise StackError(f"{path}: its /metadata dataset is not a list of mappings")
     return docs
-
-
-def _line(e: BaseException) -> str:
-    """An exception as one line: its type and its message's first line."""
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
 
 
 def picasso_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -294,7 +288,7 @@ def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator
     try:
         f = h5py.File(path, "r")
     except LOW_LEVEL as e:
-        raise StackError(f"{path}: not a readable HDF5 file: {_line(e)}") from e
+        raise StackError(f"{path}: not a readable HDF5 file: {exception_line(e)}") from e
     with f:
         with reading(path, "a Picasso file"):  # h5py's errors of a damaged structure
             ds = f.get("locs")
@@ -315,7 +309,7 @@ def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator
             try:
                 block = ds[start:min(start + chunk_rows, n)]
             except LOW_LEVEL as e:  # h5py: rows the file does not hold (cut, damaged)
-                raise StackError(f"{path}: rows {start}.. of '/locs' cannot be read ({_line(e)})") from e
+                raise StackError(f"{path}: rows {start}.. of '/locs' cannot be read ({exception_line(e)})") from e
             columns = {ours: block[theirs] for ours, theirs in wanted.items()}
             columns.setdefault("photons", np.zeros(len(block), np.float32))
             yield EmitterTable.from_arrays(**columns)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
 
 FORMAT = "decode_mem spline psf"
@@ -125,7 +125,7 @@ def psf_header(path: str | os.PathLike) -> dict:
     p = Path(path)
     with _open_psf(p) as f:
         out = _header(f, p)
-        out["shape"] = tuple(int(v) for v in _checked(f, "coeff", p, 4).shape[:3])
+        out["shape"] = tuple(int(v) for v in checked_dataset(f, "coeff", p, 4).shape[:3])
         if "width_x" in f:
             out["widths"] = tuple(_dataset(f, n, p, 1) for n in ("width_z", "width_x", "width_y"))
         return out
@@ -152,27 +152,27 @@ def _header(f: Any, p: Path) -> dict:
     return out
 
 
-def _checked(f: Any, name: str, p: Path, ndim: int) -> Any:
-    """Dataset ``name``: ``ndim``-D numbers, no larger than the file can hold (an edited header claiming more is
-    refused before anything is allocated)."""
+def checked_dataset(f: Any, name: str, p: Path, ndim: int, what: str = "the PSF file") -> Any:
+    """Dataset ``name`` of group ``f``: ``ndim``-D numbers, no larger than the file can hold (an edited header
+    claiming more is refused before anything is allocated); a ConfigError naming the file and ``what`` it is."""
     import h5py
 
     ds = f.get(name)
     if not isinstance(ds, h5py.Dataset):
-        raise ConfigError(f"{p}: the PSF file has no '{name}' dataset")
+        raise ConfigError(f"{p}: {what} has no '{name}' dataset")
     if ds.ndim != ndim or ds.dtype.kind not in "iuf":
-        raise ConfigError(f"{p}: the PSF file's '{name}' must be a {ndim}-D array of numbers, got shape {ds.shape} "
+        raise ConfigError(f"{p}: {what}'s '{name}' must be a {ndim}-D array of numbers, got shape {ds.shape} "
                           f"of {ds.dtype}")
     size = p.stat().st_size
     if ds.compression is None and ds.size * ds.dtype.itemsize > size:
-        raise ConfigError(f"{p}: the PSF file's '{name}' claims {ds.size * ds.dtype.itemsize} bytes, the file has "
+        raise ConfigError(f"{p}: {what}'s '{name}' claims {ds.size * ds.dtype.itemsize} bytes, the file has "
                           f"{size}")
     return ds
 
 
 def _dataset(f: Any, name: str, p: Path, ndim: int) -> np.ndarray:
-    """Dataset ``name`` read (``_checked``); a ConfigError naming the file where HDF5 cannot read it."""
-    ds = _checked(f, name, p, ndim)
+    """Dataset ``name`` read (``checked_dataset``); a ConfigError naming the file where HDF5 cannot read it."""
+    ds = checked_dataset(f, name, p, ndim)
     try:
         return ds[()]
     except (OSError, ValueError) as e:
@@ -204,5 +204,4 @@ def _open_psf(p: Path) -> Iterator[Any]:
         raise
     except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py: a damaged file, object header, attribute
         # or datatype (ValueError: a float type no numpy dtype represents)
-        lines = str(e).strip().splitlines()
-        raise ConfigError(f"{p}: cannot read the PSF file ({lines[0] if lines else type(e).__name__})") from e
+        raise ConfigError(f"{p}: cannot read the PSF file ({exception_line(e, with_type=False)})") from e

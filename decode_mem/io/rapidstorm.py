@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io.table import EmitterTable
 from decode_mem.io.thunderstorm import csv_block, joined_batches
 from decode_mem.io.units import NM_UNIT, table_from_nm
@@ -102,8 +102,8 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     except (pa.ArrowException, OSError, ValueError) as e:
         if isinstance(e, StackError):
             raise
-        lines = str(e).strip().splitlines()  # pyarrow's message quotes rows over several lines: its first
-        raise StackError(f"{path}: cannot parse as a rapidSTORM table: {lines[0] if lines else type(e).__name__}") \
+        # pyarrow's message quotes rows over several lines: its first
+        raise StackError(f"{path}: cannot parse as a rapidSTORM table: {exception_line(e, with_type=False)}") \
             from e
     if empty:
         yield EmitterTable.empty()

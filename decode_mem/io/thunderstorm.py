@@ -24,7 +24,7 @@ from types import TracebackType
 
 import numpy as np
 
-from decode_mem.errors import StackError, Stopped
+from decode_mem.errors import StackError, Stopped, exception_line
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.csv_text import csv_lines
 from decode_mem.io.table import EmitterTable
@@ -174,8 +174,7 @@ def iter_thunderstorm(path: str | os.PathLike, pixel_size: float, chunk_rows: in
             empty = False
             yield table_from_thunderstorm(cols, pixel_size)
     except (pa.ArrowException, OSError) as e:  # pyarrow's message quotes the row over several lines: its first
-        lines = str(e).strip().splitlines()
-        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {lines[0] if lines else type(e).__name__}") \
+        raise StackError(f"{path}: cannot parse as a ThunderSTORM CSV: {exception_line(e, with_type=False)}") \
             from e
     if empty:
         yield table_from_thunderstorm({h: np.zeros(0) for h in used if h not in precision}, pixel_size)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from decode_mem.config import resolve_device
-from decode_mem.errors import CheckpointError, ConfigError
+from decode_mem.errors import CheckpointError, ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
 from decode_mem.io.psf_file import SplineData
@@ -109,7 +109,7 @@ def load_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
         elif "weights_only" in text or "Unsupported operand" in text or "invalid load key" in text:
             reason = "not a PyTorch checkpoint file"
         else:
-            reason = text.strip().splitlines()[0][:160] if text.strip() else type(e).__name__
+            reason = exception_line(e, with_type=False, limit=160)
         raise CheckpointError(f"{path}: not a decode_mem checkpoint ({reason})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a decode_mem checkpoint (top level is {type(state).__name__})")
@@ -219,9 +219,8 @@ def build_net(state: dict[str, Any], path: str | os.PathLike) -> DecodeNet:
     except CheckpointError:
         raise
     except (ConfigError, RuntimeError, KeyError, TypeError, ValueError, AttributeError) as e:
-        lines = str(e).strip().splitlines()
         raise CheckpointError(f"{path}: weights do not match the model config: "
-                              f"{lines[0] if lines else type(e).__name__}") from e
+                              f"{exception_line(e, with_type=False)}") from e
     return net
 
 

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 
 RUNTIMES = ("openvino", "onnxruntime")  # the same results as torch: what 'auto' always chooses among
 QUANTIZED = ("openvino-int8",)  # close to them, not equal (``model.int8``): by name, or by 'auto' where verified
@@ -420,5 +420,4 @@ def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str 
             return _CLASSES[name](net, n, folder, streams, precision, simulation)
         return _CLASSES[name](net, n, folder, streams, precision)
     except Exception as e:  # a runtime fails in its own ways (conversion, unsupported op, its own errors)
-        raise EngineUnavailable(f"engine {name}: failed to load the network ({type(e).__name__}: "
-                                f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'})") from e
+        raise EngineUnavailable(f"engine {name}: failed to load the network ({exception_line(e)})") from e

@@ -81,6 +81,8 @@ class BeadCalibration:
     files: list[str] = field(default_factory=list)
     roi: int = 0
     roi_auto: bool = False
+    shifts: np.ndarray | None = None  # each bead's registration shift (z, y, x) to the average (``register_beads``)
+    centre: tuple[float, float] = (0.0, 0.0)  # the average's lateral centre (px, ``centre_volume``)
 
 
 def _saturation_level(dtype: np.dtype, settings: BeadSettings) -> float:
@@ -394,4 +396,5 @@ def calibrate_beads(paths: list[str | os.PathLike], camera: Camera, settings: Be
                      "shift_z_nm": shifts[b, 0] * step, "shift_y_px": shifts[b, 1], "shift_x_px": shifts[b, 2],
                      "residual": res})
     return BeadCalibration(spline=spline, volume=average, z=z, beads=info, rejected=bs.rejected,
-                           files=[str(p) for p in paths], roi=bs.roi, roi_auto=bs.roi_auto)
+                           files=[str(p) for p in paths], roi=bs.roi, roi_auto=bs.roi_auto, shifts=shifts,
+                           centre=(float(cy), float(cx)))

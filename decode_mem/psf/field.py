@@ -2,10 +2,10 @@
 
 From the beads ``gather_beads`` cut (all stacks of one field: the same frame size), in steps:
 
-1. register: each bead's 3-D shift to the beads' average (``beads._register``, as for one PSF). Its lateral part
-   is where the bead happens to sit and is removed; its axial part is kept as the bead's *focal shift*: beads on
-   one coverslip lie at one z, so a bead in focus a few frames later than another shows field curvature or a
-   tilted focal plane, a property of the microscope at that place;
+1. register: each bead's 3-D shift to the beads' average (the one-PSF calibration's, ``beads.register_beads``).
+   Its lateral part is where the bead happens to sit and is removed; its axial part is kept as the bead's *focal
+   shift*: beads on one coverslip lie at one z, so a bead in focus a few frames later than another shows field
+   curvature or a tilted focal plane, a property of the microscope at that place;
 2. describe: every bead's volume, moved to the common focus and each plane scaled to sum 1, is the beads' mean
    shape plus a weighted sum of K principal components (how shapes differ between beads: astigmatism, coma, ...);
    a bead = (its weights, its focal shift);
@@ -43,7 +43,7 @@ from decode_mem.psf.beads import (
     register_beads,
     shift_volume,
 )
-from decode_mem.simulate.field_spline import EXTRAPOLATE, FieldSplinePSF, ThinPlate
+from decode_mem.simulate.field_spline import FieldSplinePSF, clamped_thin_plate, widened_range
 
 FIELD_MIN_BEADS = 8
 MAX_COMPONENTS = 6
@@ -145,8 +145,11 @@ def calibrate_field(bs: BeadSet, single: BeadCalibration, settings: BeadSettings
     step = abs(float(settings.z_step))
     t = len(bs.z)
     beads = bs.beads
-    average, shifts = register_beads(beads, settings.iterations)
-    _, (cy, cx) = centre_volume(average)
+    if single.shifts is not None and len(single.shifts) == len(beads):  # the one-PSF calibration's registration
+        shifts, (cy, cx) = single.shifts, single.centre
+    else:
+        average, shifts = register_beads(beads, settings.iterations)
+        _, (cy, cx) = centre_volume(average)
     lateral = _per_plane(np.stack([shift_volume(b, (0.0, s[1] - cy, s[2] - cx))
                                    for b, s in zip(beads, shifts, strict=True)]), bs)
     sz, valid = _focus(lateral, shifts[:, 0], settings.edge_frames, bs)
@@ -241,9 +244,7 @@ def _leave_one_out(aligned: np.ndarray, lateral: np.ndarray, xy: np.ndarray, sz:
         norm = float(np.sqrt((target**2).sum()))
         single[b] = float(np.sqrt(((mean[valid] - target) ** 2).sum())) / norm
         values = np.column_stack([weights, sz[rest]])
-        predicted = ThinPlate(xy[rest], values, scale)(xy[b:b + 1])[0]
-        lo, hi = values.min(axis=0), values.max(axis=0)
-        predicted = np.clip(predicted, lo - EXTRAPOLATE * (hi - lo), hi + EXTRAPOLATE * (hi - lo))
+        predicted = clamped_thin_plate(xy[rest], values, scale, xy[b:b + 1])[0]
         shape = mean.copy()
         for k in range(k_max + 1):
             if k:
@@ -308,7 +309,7 @@ def _field_data(cal: FieldCalibration, single: BeadCalibration, settings: BeadSe
     shape_range = (float(z[margin]), float(z[t - 1 - margin]))
     shifts = cal.shift_nm
     span = shifts.max() - shifts.min()
-    lo_shift, hi_shift = shifts.min() - EXTRAPOLATE * span, shifts.max() + EXTRAPOLATE * span
+    (lo_shift,), (hi_shift,) = widened_range(shifts[:, None])
     z_range = (shape_range[0] + hi_shift, shape_range[1] + lo_shift)
     if z_range[0] >= z_range[1]:
         raise ConfigError(f"the focal shift across the field ({span:.0f} nm) leaves no z valid everywhere in the "

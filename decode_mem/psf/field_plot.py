@@ -10,7 +10,7 @@ import numpy as np
 
 from decode_mem.io.atomic import atomic_output
 from decode_mem.psf.field import FieldCalibration
-from decode_mem.simulate.field_spline import EXTRAPOLATE, ThinPlate
+from decode_mem.simulate.field_spline import clamped_thin_plate
 
 GRID = 40  # map points a side
 
@@ -18,9 +18,7 @@ GRID = 40  # map points a side
 def _values(cal: FieldCalibration, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(weights (N, K), focal shift (N,) nm) at field points, as the PSF file interpolates them."""
     values = np.column_stack([cal.weights, cal.shift_nm])
-    lo, hi = values.min(axis=0), values.max(axis=0)
-    out = ThinPlate(cal.bead_xy, values, float(max(cal.field_shape)))(np.column_stack([x, y]))
-    out = np.clip(out, lo - EXTRAPOLATE * (hi - lo), hi + EXTRAPOLATE * (hi - lo))
+    out = clamped_thin_plate(cal.bead_xy, values, float(max(cal.field_shape)), np.column_stack([x, y]))
     return out[:, :-1], out[:, -1]
 
 

@@ -33,6 +33,7 @@ from decode_mem.render.image import (
     check_zoom,
     file_render_settings,
     legend_figure,
+    paste_legend,
     save_image,
 )
 
@@ -150,12 +151,7 @@ def save_merged(rgb: np.ndarray, path: Path, render_pixel: float, legend: list[t
                 rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
             shown = render_pixel / f  # nm per PNG pixel
             bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * shown))
-            tile = _legend(max(1, round(bar / shown)), length_label(bar), legend)
-            th, tw = tile.shape[:2]
-            if th + 12 < rgba.shape[0] and tw + 12 < rgba.shape[1]:
-                region = rgba[-th - 6:-6, 6:6 + tw]
-                alpha = tile[..., 3:4] / 255.0
-                region[..., :3] = (tile[..., :3] * alpha + region[..., :3] * (1 - alpha)).round().astype(np.uint8)
+            paste_legend(rgba, _legend(max(1, round(bar / shown)), length_label(bar), legend))
             imsave(tmp, rgba, format="png", origin="upper")
         else:
             import tifffile

@@ -308,7 +308,7 @@ def legend_scale(shape: tuple[int, ...]) -> float:
     return max(1.0, min(shape[:2]) / LEGEND_SIDE)
 
 
-def _paste(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
+def paste_legend(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
     """Alpha-blend ``tile`` into the lower-left corner of ``rgba`` (both uint8 RGBA); False where it does not fit
     with room to spare (an image under three tiles high or two wide keeps no legend)."""
     th, tw = tile.shape[:2]
@@ -354,7 +354,7 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
                 shown = render_pixel / f  # nm per PNG pixel
                 k = legend_scale(rgba.shape)
                 bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * k * shown))
-                _paste(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), vmax, cmap,
+                paste_legend(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), vmax, cmap,
                                           f"locs per\n{render_pixel:g} nm px", scale=k), margin=round(6 * k))
             imsave(tmp, rgba, format="png", origin="upper")
         else:

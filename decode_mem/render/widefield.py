@@ -68,7 +68,7 @@ def save_widefield(image: np.ndarray, path: str | os.PathLike, *, pixel_size: fl
     from matplotlib.image import imsave  # no pyplot: no global figure state
 
     from decode_mem.render.auto import length_label, nice_length
-    from decode_mem.render.image import _legend_rgba, _paste
+    from decode_mem.render.image import _legend_rgba, paste_legend
 
     lo, hi = display_range(image)
     rgba = colormaps["gray"](np.clip((image - lo) / ((hi - lo) or 1.0), 0.0, 1.0), bytes=True)
@@ -77,7 +77,7 @@ def save_widefield(image: np.ndarray, path: str | os.PathLike, *, pixel_size: fl
         rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
         shown = pixel_size / f  # nm per PNG pixel
         bar = nice_length(rgba.shape[1] * shown / 5)
-        _paste(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), hi, "gray", "mean frame\n[ADU]",
+        paste_legend(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), hi, "gray", "mean frame\n[ADU]",
                                   vmin=lo))
     with atomic_output(path) as tmp:
         imsave(tmp, rgba, format="png", origin="upper")

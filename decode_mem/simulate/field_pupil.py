@@ -83,9 +83,12 @@ class FieldAberrations:
         u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
         r2 = (u * u + v * v) / 2
         k = self.coma / math.sqrt(2)
-        return {"shift": self.defocus_nm * r2 + self.tilt_nm[0] * u + self.tilt_nm[1] * v,
-                "astigmatism": self.astigmatism * r2, "spherical": self.spherical * r2, "coma_x": k * u,
-                "coma_y": k * v}
+        return {"shift": self.shift_nm(u, v), "astigmatism": self.astigmatism * r2, "spherical": self.spherical * r2,
+                "coma_x": k * u, "coma_y": k * v}
+
+    def shift_nm(self, u: Any, v: Any) -> Any:
+        """The focal shift (nm) at field coordinates ``u``, ``v`` (numpy arrays or torch tensors alike)."""
+        return self.defocus_nm * (u * u + v * v) / 2 + self.tilt_nm[0] * u + self.tilt_nm[1] * v
 
 
 def _number(value: Any, name: str) -> float:
@@ -152,8 +155,7 @@ class FieldPupilPSF:
     def focal_shift(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The focal shift (nm) at field positions x, y px."""
         u, v = field_uv(x.double(), y.double(), self.field_shape)
-        a = self.aberrations
-        return (a.defocus_nm * (u * u + v * v) / 2 + a.tilt_nm[0] * u + a.tilt_nm[1] * v).float()
+        return self.aberrations.shift_nm(u, v).float()
 
     def render_spots(self, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                      z: torch.Tensor, photons: torch.Tensor, width: torch.Tensor | None = None,

@@ -81,6 +81,20 @@ class ThinPlate:
         return _kernel(r2) @ a + c[0] + q @ c[1:]
 
 
+def widened_range(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The range interpolated values stay in: each column's range over the beads (``values`` (B, M)) widened by
+    ``EXTRAPOLATE`` of its span on both sides."""
+    lo, hi = values.min(axis=0), values.max(axis=0)
+    return lo - EXTRAPOLATE * (hi - lo), hi + EXTRAPOLATE * (hi - lo)
+
+
+def clamped_thin_plate(points: np.ndarray, values: np.ndarray, scale: float, at: np.ndarray) -> np.ndarray:
+    """``ThinPlate`` through ``values`` (B, M) at ``points`` (B, 2) px, evaluated at ``at`` (N, 2) px and clamped to
+    their ``widened_range``: the interpolation of a field PSF's weights and shifts (module docstring)."""
+    values = np.asarray(values, np.float64).reshape(len(points), -1)
+    return np.clip(ThinPlate(points, values, scale)(at), *widened_range(values))
+
+
 class FieldSplinePSF:
     """A field-dependent spline PSF (module docstring), on the CPU; ``render_spots`` as ``SplinePSF``'s with the
     emitters' field positions; ``at(x, y)`` the single spline at one position."""
@@ -97,9 +111,7 @@ class FieldSplinePSF:
                            for k, c in enumerate(data.components)]
         values = np.column_stack([data.bead_weights, data.bead_shift])
         self.interp = ThinPlate(data.bead_xy, values, float(max(data.field_shape)))
-        lo, hi = values.min(axis=0), values.max(axis=0)
-        span = hi - lo
-        self._low, self._high = lo - EXTRAPOLATE * span, hi + EXTRAPOLATE * span
+        self._low, self._high = widened_range(values)
         h, w = data.field_shape
         self.data = centre if centre is not None else self.at((w - 1) / 2, (h - 1) / 2)
 
