@@ -4,6 +4,7 @@ A read-only home only means a measurement is not remembered."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -33,9 +34,20 @@ def device_name(device: torch.device) -> str:
 
 
 def read_table(path: Path) -> dict[str, Any]:
-    """A remembered table ({} where there is none or it cannot be read)."""
+    """A remembered table ({} where there is none or it cannot be read), a copy the caller may change. Parsed once
+    per version of the file (its inode, size and modification time: tables are replaced whole, ``remember``): a
+    plan looks entries up for every candidate."""
     try:
-        table = json.loads(path.read_text())
+        stat = path.stat()
+    except OSError:
+        return {}
+    return dict(_parsed(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str, inode: int, mtime_ns: int, size: int) -> dict[str, Any]:
+    try:
+        table = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return {}
     return table if isinstance(table, dict) else {}

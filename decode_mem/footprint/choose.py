@@ -37,7 +37,7 @@ import torch
 
 from decode_mem.config import parse_bytes
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.inference import MARGIN, InferencePlan, MiB, plan_for, warm_up
+from decode_mem.footprint.inference import MARGIN, RUNTIME_ENGINES, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, remembered_seconds, time_unit
 from decode_mem.footprint.working_set import remembered_ratio
@@ -231,7 +231,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
                 stopped.add(plan.chunk_size)
             best_at[plan.chunk_size] = max(fps, best_at.get(plan.chunk_size, 0.0))
         rows.append((plan, fps))
-    if device.type == "cpu" and plans[0].network_bytes and \
+    if sizes.probe and probed and plans[0].engine not in RUNTIME_ENGINES and plans[0].network_bytes and \
             remembered_ratio(device, plans[0].amp) != plans[0].measured_ratio:
         # the units just timed measured the working set against the trace (``working_set``): plan again with it
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=baseline_bytes,

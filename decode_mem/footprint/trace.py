@@ -10,6 +10,7 @@ anything real is allocated.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import importlib.util
 import json
@@ -25,6 +26,7 @@ from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from decode_mem.footprint.cache import read_table
 from decode_mem.io.atomic import atomic_output
 from decode_mem.threads import MMAP_THRESHOLD
 
@@ -111,9 +113,15 @@ NETWORK_CODE = ("decode_mem.model", "decode_mem.tiling")  # the packages whose c
 
 def source_fingerprint(packages: tuple[str, ...] | None = None) -> str:
     """A short hash of the Python sources of ``packages``: a remembered trace or timing is reused only by the code
-    that made it (an in-place activation changes the memory of the same architecture). Default: ``NETWORK_CODE``."""
+    that made it (an in-place activation changes the memory of the same architecture). Default: ``NETWORK_CODE``.
+    Hashed once per process (the code a process runs is what it imported; a plan looks it up per candidate)."""
+    return _fingerprint(tuple(packages or NETWORK_CODE))
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint(packages: tuple[str, ...]) -> str:
     digest = hashlib.sha1()
-    for name in packages or NETWORK_CODE:
+    for name in packages:
         spec = importlib.util.find_spec(name)
         folders = list(spec.submodule_search_locations or []) if spec else []
         for folder in map(Path, folders):
@@ -147,7 +155,4 @@ def remembered_trace(net: torch.nn.Module, what: list[Any], trace: Callable[[], 
 
 
 def _read_cache() -> dict[str, Any]:
-    try:
-        return json.loads(trace_cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_table(trace_cache_path())

@@ -107,3 +107,16 @@ def test_the_units_a_run_times_count_in_its_peak_but_not_against_its_budget(net,
     monkeypatch.setattr(choose_module, "remembered_seconds", lambda net, plan, device: 0.1 * plan.batch_size)
     again = choose_module.choose(net, work, SizeRequest(amp="off"), baseline_bytes=200 << 20)
     assert again.plan.probe_bytes == 0 and again.plan.host_bytes == again.plan.blocks_host_bytes
+
+
+def test_a_runtime_engines_plan_with_a_ratio_remembered_is_chosen_once(net, cache, monkeypatch) -> None:
+    """A runtime's plans do not take torch's measured ratio (their working set is ``RUNTIME_WORKING_SET``): with a
+    ratio remembered, choosing for 'openvino' (what 'auto' does after picking it) once recursed until Python's
+    limit, so a first run of infer on a machine failed as soon as its engine was a runtime."""
+    working_set.remember(working_set.working_set_path(), {working_set.ratio_key(CPU, "off"): 1.5})
+    monkeypatch.setattr(choose_module, "time_unit", lambda net, plan, device: 0.1)
+    work = Workload((256, 256), CPU, 16, 2, 32)
+    choice = choose_module.choose(net, work, SizeRequest(amp="off", engine="openvino"), baseline_bytes=200 << 20)
+    assert choice.plan.engine == "openvino" and choice.plan.measured_ratio is None
+    torch_choice = choose_module.choose(net, work, SizeRequest(amp="off"), baseline_bytes=200 << 20)
+    assert torch_choice.plan.measured_ratio == 1.5
