@@ -114,20 +114,25 @@ NETWORK_CODE = ("decode_mem.model", "decode_mem.tiling")  # the packages whose c
 def source_fingerprint(packages: tuple[str, ...] | None = None) -> str:
     """A short hash of the Python sources of ``packages``: a remembered trace or timing is reused only by the code
     that made it (an in-place activation changes the memory of the same architecture). Default: ``NETWORK_CODE``.
-    Hashed once per process (the code a process runs is what it imported; a plan looks it up per candidate)."""
-    return _fingerprint(tuple(packages or NETWORK_CODE))
-
-
-@functools.lru_cache(maxsize=8)
-def _fingerprint(packages: tuple[str, ...]) -> str:
-    digest = hashlib.sha1()
-    for name in packages:
+    The files are hashed again only where one changed (its size or modification time): a plan looks the
+    fingerprint up for every candidate."""
+    files = []
+    for name in packages or NETWORK_CODE:
         spec = importlib.util.find_spec(name)
         folders = list(spec.submodule_search_locations or []) if spec else []
         for folder in map(Path, folders):
             for path in sorted(folder.rglob("*.py")):
-                digest.update(f"{name}/{path.relative_to(folder).as_posix()}".encode())
-                digest.update(path.read_bytes())
+                stat = path.stat()
+                files.append((name, str(folder), path.relative_to(folder).as_posix(), stat.st_mtime_ns, stat.st_size))
+    return _fingerprint(tuple(files))
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint(files: tuple[tuple[str, str, str, int, int], ...]) -> str:
+    digest = hashlib.sha1()
+    for name, folder, relative, _, _ in files:
+        digest.update(f"{name}/{relative}".encode())
+        digest.update((Path(folder) / relative).read_bytes())
     return digest.hexdigest()[:12]
 
 
