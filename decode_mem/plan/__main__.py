@@ -106,12 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  predicted peak host RssAnon: {plan.host_bytes / 2**20:.0f} MiB (baseline {baseline / 2**20:.0f}, "
             f"frame blocks {plan.block_bytes / 2**20:.0f}, staging {plan.staging_bytes / 2**20:.0f}"
             + (f", network {plan.network_host_bytes / 2**20:.0f} with the allocator's slack"
-               + (f"; its working set {plan.measured_ratio:.2f}x its trace, measured here)"
-                  if plan.measured_ratio else ")")
-               + (f"; before the blocks, candidates timed now: {plan.probe_bytes / 2**20:.0f} over the baseline"
-                  if plan.probe_bytes else "")
-               if device.type == "cpu" else ")"),
+               + (f" and its working set measured here, {plan.measured_ratio:.2f}x its trace"
+                  if plan.measured_ratio else "") if device.type == "cpu" else "") + ")",
         ]
+        if device.type == "cpu" and plan.probe_bytes:
+            lines.append(f"  before the blocks, this command timed candidate sizes: up to "
+                         f"{plan.probe_bytes / 2**20:.0f} MiB over the baseline")
         if device.type == "cuda":
             lines.append(f"  predicted peak device memory (allocator): {plan.device_bytes / 2**20:.0f} MiB")
         if choice.budget_bytes:
