@@ -164,8 +164,6 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         p = one.plan
         chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
         plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
-        if plan is not None:
-            plan = dataclasses.replace(plan, probe_bytes=one.plan.probe_bytes)
         if plan is None:
             least = plan_for(net, work, dataclasses.replace(chosen, block=blocks[-1]), prefetch_depth=0,
                              baseline_bytes=baseline_bytes)
@@ -173,7 +171,8 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
                               f"{p.batch_size}) need {least.need_bytes / MiB:.0f} MiB in {streams} streams, more "
                               f"than {usable / MiB:.0f} MiB ({kind}, less {PLAN_HEADROOM:.0%} headroom); smaller "
                               "tiles would cost more than the streams gain: use one stream or raise --memory_limit")
-        return dataclasses.replace(one, plan=plan, reason=f"{one.reason}; the same sizes in {streams} streams")
+        return keep_probes(dataclasses.replace(one, plan=plan, reason=f"{one.reason}; the same sizes in {streams} "
+                                               "streams"), one.plan.probe_bytes)
     h, w = work.frame_shape
     chunks = _chunk_candidates(sizes.chunk_size, max(h, w))
     batches = _batch_candidates(sizes.batch_size, device)
@@ -258,7 +257,15 @@ def _with_probes(choice: SizeChoice, probed: list[InferencePlan], ratio: float |
     if not probed or choice.plan.device != "cpu":
         return choice
     largest = max(dataclasses.replace(p, measured_ratio=ratio or p.measured_ratio).network_host_bytes for p in probed)
-    return dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, probe_bytes=largest))
+    return keep_probes(choice, largest)
+
+
+def keep_probes(choice: SizeChoice, probe_bytes: int) -> SizeChoice:
+    """``choice`` whose plan also counts ``probe_bytes`` of units timed earlier in this process (the larger of them
+    and its own ``probe_bytes``): a choice made again in the same process keeps the timing's peak."""
+    if probe_bytes <= choice.plan.probe_bytes:
+        return choice
+    return dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, probe_bytes=int(probe_bytes)))
 
 
 def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
@@ -290,7 +297,7 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest) -> SizeChoic
     if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes, baseline, work.device):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
                        budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
-        again = dataclasses.replace(again, plan=dataclasses.replace(again.plan, probe_bytes=choice.plan.probe_bytes))
+        again = keep_probes(again, choice.plan.probe_bytes)
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")
     return choice

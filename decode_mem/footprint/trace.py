@@ -14,7 +14,6 @@ import functools
 import hashlib
 import importlib.util
 import json
-import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,8 +25,7 @@ from torch._subclasses.fake_tensor import FakeCopyMode, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from decode_mem.footprint.cache import read_table
-from decode_mem.io.atomic import atomic_output
+from decode_mem.footprint.cache import cache_path, read_table, remember
 from decode_mem.threads import MMAP_THRESHOLD
 
 
@@ -103,9 +101,7 @@ def fake_network(net: torch.nn.Module) -> Iterator[tuple[Any, LiveBytes]]:
 def trace_cache_path() -> Path:
     """Traced working sets, remembered per machine like the timings (``$DECODE_MEM_CACHE``'s folder): a trace
     costs seconds (torch's fake-tensor machinery is imported and the network run on fake tensors), a lookup none."""
-    base = os.environ.get("DECODE_MEM_CACHE")
-    folder = Path(base).parent if base else Path.home() / ".cache" / "decode_mem"
-    return folder / "traced_memory.json"
+    return cache_path().with_name("traced_memory.json")
 
 
 NETWORK_CODE = ("decode_mem.model", "decode_mem.tiling")  # the packages whose code decides a unit's memory and speed
@@ -144,20 +140,9 @@ def remembered_trace(net: torch.nn.Module, what: list[Any], trace: Callable[[], 
     if arch is None:
         return trace()
     key = json.dumps([arch, what, torch.__version__, source_fingerprint()], sort_keys=True, default=str)
-    known = _read_cache()
+    known = read_table(trace_cache_path())
     if key in known:
         return known[key]
     peak = trace()
-    try:
-        known = _read_cache()
-        known[key] = peak
-        trace_cache_path().parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(trace_cache_path()) as tmp:
-            tmp.write_text(json.dumps(known))
-    except OSError:  # a read-only home: plan without remembering
-        pass
+    remember(trace_cache_path(), {key: peak})  # a read-only home: plan without remembering
     return peak
-
-
-def _read_cache() -> dict[str, Any]:
-    return read_table(trace_cache_path())

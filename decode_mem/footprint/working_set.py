@@ -2,12 +2,13 @@
 
 The trace (``footprint.trace``) counts the tensors a unit of work holds; on a CPU the kernels hold more than their
 tensors: oneDNN's scratchpads and reordered weights, bf16 copies, and glibc's heap between calls. How much more
-depends on the CPU and the precision — on a 2-core Xeon with AMX, torch 2.13 in bf16 held 1.3-1.5x its trace at
-512² (``benchmarks/results/formats.md`` missed its plan by up to 27 % with the trace alone), while an AVX2 EPYC in
-fp32 held about 1.0x. So the first unit of work timed at a precision (``speed.time_unit``) also measures its peak
-RssAnon, and the ratio to its trace is remembered per machine, precision and network code; plans made there after
-it (this run's too: ``choose`` plans again) use the largest ratio measured, where it exceeds the default
-(``inference.EMULATED_BF16`` or 1). Where VmHWM cannot be reset, nothing is measured and the default stays.
+depends on the CPU and the precision: on a 2-core Xeon with AMX, torch 2.13 in bf16 held 1.2-1.4x its trace at
+512² (``benchmarks/results/formats.md``: the plan command's line; its runs before this measurement missed their plans
+by up to 27 %), where the planner's factors had been fitted with the trace alone on an AMD EPYC. So every
+unit of work timed on a CPU (``speed.time_unit``) also measures its peak RssAnon, and the ratio to its trace is
+remembered per machine, precision and network code; plans made there after it (this run's too: ``choose`` plans
+again) use the largest ratio measured, where it exceeds the default (``inference.EMULATED_BF16`` or 1). Where VmHWM
+cannot be reset, nothing is measured and the default stays.
 """
 
 from __future__ import annotations

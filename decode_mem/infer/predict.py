@@ -27,7 +27,7 @@ import torch
 
 from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
-from decode_mem.footprint.choose import SizeChoice, choose_here
+from decode_mem.footprint.choose import SizeChoice, choose_here, keep_probes
 from decode_mem.footprint.engines import choose_engine, compiled_dir
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.infer.int8_check import int8_verdict
@@ -152,10 +152,9 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
     if sizes.engine == "auto" and engine.name != "torch":  # planned as torch: again with the runtime's working set
-        probed = plan.probe_bytes  # the torch units timed above peaked in this process too
-        choice = choose_for_stack(net, source.shape, itemsize, dev, dataclasses.replace(sizes, engine=engine.name))
-        choice = dataclasses.replace(choice, plan=dataclasses.replace(
-            choice.plan, probe_bytes=max(choice.plan.probe_bytes, probed)))
+        choice = keep_probes(choose_for_stack(net, source.shape, itemsize, dev,
+                                              dataclasses.replace(sizes, engine=engine.name)),
+                             plan.probe_bytes)  # the torch units timed above peaked in this process too
         plan = choice.plan
     if sizes.engine != "torch":
         choice = dataclasses.replace(choice, reason=f"{choice.reason}; engine {engine.why}", engine=engine.why)

@@ -102,7 +102,7 @@ def iter_rapidstorm(path: str | os.PathLike, unit: float | None = None, chunk_ro
     except (pa.ArrowException, OSError, ValueError) as e:
         if isinstance(e, StackError):
             raise
-        # pyarrow's message quotes rows over several lines: its first
+        # pyarrow's message quotes rows over several lines: exception_line keeps its first
         raise StackError(f"{path}: cannot parse as a rapidSTORM table: {exception_line(e, with_type=False)}") \
             from e
     if empty:

@@ -25,16 +25,18 @@ from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.channels import RGB, dye_colour
 from decode_mem.io.localizations import iter_localizations, run_summary
-from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length, zoom_edge, zoom_square
+from decode_mem.render.auto import PERCENTILE, display_limit, length_label, nice_length
 from decode_mem.render.image import (
     ZOOM_PNG_SIDE,
     FileRender,
     Rendering,
     check_zoom,
+    enlarged,
     file_render_settings,
     legend_figure,
     paste_legend,
     save_image,
+    zoom_region,
 )
 
 
@@ -106,15 +108,10 @@ def render_colours(locs: str | os.PathLike, out: str | os.PathLike, *, render_pi
         save_image(done[k], files[k], render_pixel=render_pixel, percentile=percentile, cmap=cmap)
     legend = [(names[k], colours[k]) for k in colours]
     save_merged(merged, out, render_pixel, legend)
-    zoom_path = None
-    edge = zoom_edge(merged.shape[:2], render_pixel) if zoom == "auto" else zoom
-    if out.suffix.lower() == ".png" and edge is not None:
-        square = zoom_square(sum(done[k] for k in colours), render_pixel, float(edge))  # the merge's dyes
-        if square is not None:
-            r, c, size = square
-            zoom_path = out.with_name(f"{out.stem}_zoom.png")
-            save_merged(merged[r:r + size, c:c + size], zoom_path, render_pixel, legend, min_side=ZOOM_PNG_SIDE)
-    return ColourRender(merged, names, done, files, render_pixel, counts, zoom_path)
+    region = zoom_region(sum(done[k] for k in colours), out, render_pixel, zoom)  # the merge's dyes
+    if region is not None:
+        save_merged(merged[region[0]], region[1], render_pixel, legend, min_side=ZOOM_PNG_SIDE)
+    return ColourRender(merged, names, done, files, render_pixel, counts, None if region is None else region[1])
 
 
 def images_by_dye(locs: str | os.PathLike, how: FileRender, render_pixel: float, dyes: list[int] | None = None
@@ -146,10 +143,7 @@ def save_merged(rgb: np.ndarray, path: Path, render_pixel: float, legend: list[t
 
             rgba = np.concatenate([(rgb * 255).round().astype(np.uint8), np.full((*rgb.shape[:2], 1), 255, np.uint8)],
                                   axis=2)
-            f = max(1, -(-min_side // max(1, min(rgb.shape[:2]))))  # PNG pixels per render pixel, each way
-            if f > 1:
-                rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
-            shown = render_pixel / f  # nm per PNG pixel
+            rgba, shown = enlarged(rgba, render_pixel, min_side)
             bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * shown))
             paste_legend(rgba, _legend(max(1, round(bar / shown)), length_label(bar), legend))
             imsave(tmp, rgba, format="png", origin="upper")

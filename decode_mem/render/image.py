@@ -286,7 +286,6 @@ def _legend_rgba(bar_px: int, bar_label: str, vmax: float, cmap: str, unit: str,
     """A small RGBA tile (uint8): a scale bar of ``bar_px`` pixels over a colour bar from ``vmin`` to ``vmax``;
     ``scale`` enlarges everything but the bar's length (an image of thousands of pixels, seen scaled down, needs
     labels of more than 10 pt to be read)."""
-
     bar = bar_px / scale  # in the tile's own units (pixels at scale 1)
     w, h = max(230, bar + 110), 84  # labels of 10 pt in white: readable on any image
     fig, canvas = legend_figure(w, h, bar, bar_label, top=20, dpi=100 * scale)
@@ -321,6 +320,30 @@ def paste_legend(rgba: np.ndarray, tile: np.ndarray, margin: int = 6) -> bool:
     return True
 
 
+def enlarged(rgba: np.ndarray, render_pixel: float, min_side: int) -> tuple[np.ndarray, float]:
+    """``rgba`` (H, W, 4) with each render pixel repeated to whole PNG pixels, enough for at least ``min_side`` on its
+    shorter side (a small zoom; 0: as it is), and the nm a PNG pixel then shows."""
+    f = max(1, -(-min_side // max(1, min(rgba.shape[:2]))))  # PNG pixels per render pixel, each way
+    if f > 1:
+        rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
+    return rgba, render_pixel / f
+
+
+def zoom_region(image: np.ndarray, out: str | os.PathLike, render_pixel: float, zoom: float | str | None
+                ) -> tuple[tuple[slice, slice], Path] | None:
+    """Where ``<out stem>_zoom.png`` shows: the densest square of ``image`` (render pixels) of ``zoom`` µm
+    ('auto': ``render.auto.zoom_edge``; None: none), and its path; None where there is none (not a PNG, an image too
+    small, a square covering most of it)."""
+    edge = zoom_edge(image.shape, render_pixel) if zoom == "auto" else zoom
+    if Path(out).suffix.lower() != ".png" or edge is None:
+        return None
+    square = zoom_square(image, render_pixel, float(edge))
+    if square is None:
+        return None
+    r, c, size = square
+    return (slice(r, r + size), slice(c, c + size)), Path(out).with_name(f"{Path(out).stem}_zoom.png")
+
+
 def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, percentile: float = PERCENTILE,
                cmap: str = "magma", legend: bool = True, min_side: int = 0) -> None:
     """Write ``.tif``/``.tiff`` (float32, ImageJ, µm calibration) or ``.png`` (colormap from 0 to ``percentile`` of
@@ -347,15 +370,12 @@ def save_image(image: np.ndarray, path: str | Path, *, render_pixel: float, perc
 
             vmax = display_limit(image, percentile)
             rgba = colormaps[cmap](np.clip(image / vmax, 0.0, 1.0), bytes=True)  # what imsave would make
-            f = max(1, -(-min_side // max(1, min(image.shape))))  # PNG pixels per render pixel, each way
-            if f > 1:
-                rgba = np.repeat(np.repeat(rgba, f, axis=0), f, axis=1)
+            rgba, shown = enlarged(rgba, render_pixel, min_side)
             if legend:
-                shown = render_pixel / f  # nm per PNG pixel
                 k = legend_scale(rgba.shape)
                 bar = nice_length(min(rgba.shape[1] * shown / 5, 100 * k * shown))
                 paste_legend(rgba, _legend_rgba(max(1, round(bar / shown)), length_label(bar), vmax, cmap,
-                                          f"locs per\n{render_pixel:g} nm px", scale=k), margin=round(6 * k))
+                                                f"locs per\n{render_pixel:g} nm px", scale=k), margin=round(6 * k))
             imsave(tmp, rgba, format="png", origin="upper")
         else:
             import tifffile
@@ -399,16 +419,11 @@ def render_file(locs: str | os.PathLike, out: str | os.PathLike, *, render_pixel
     rp = rendering.render_pixel
     assert rp is not None
     save_image(image, out, render_pixel=rp, percentile=percentile, cmap=cmap)
-    zoom_path = None
-    edge = zoom_edge(image.shape, rp) if zoom == "auto" else zoom
-    if suffix == ".png" and edge is not None:
-        square = zoom_square(image, rp, float(edge))
-        if square is not None:
-            r, c, size = square
-            zoom_path = Path(out).with_name(f"{Path(out).stem}_zoom.png")
-            save_image(image[r:r + size, c:c + size], zoom_path, render_pixel=rp, percentile=percentile, cmap=cmap,
-                       min_side=ZOOM_PNG_SIDE)
-    return RenderedFile(image, rendering.n, rp, zoom_path)
+    region = zoom_region(image, out, rp, zoom)
+    if region is not None:
+        save_image(image[region[0]], region[1], render_pixel=rp, percentile=percentile, cmap=cmap,
+                   min_side=ZOOM_PNG_SIDE)
+    return RenderedFile(image, rendering.n, rp, None if region is None else region[1])
 
 
 def check_zoom(zoom: float | str | None) -> None:

@@ -11,13 +11,11 @@ import pytest
 import tifffile
 
 from decode_mem.fit.__main__ import main
-from decode_mem.io.field_psf_file import FieldPsfData, write_field_psf
 from decode_mem.model.checkpoint import load_model
 from decode_mem.simulate import SimulationConfig, simulate_movie
-from decode_mem.simulate.field_spline import FieldSplinePSF
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "psf"))
-from psf_helpers import analytic_volume
+from psf_helpers import grid_field_psf
 
 FIELD = (96, 112)
 
@@ -25,17 +23,9 @@ FIELD = (96, 112)
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("fitfield")
-    z = np.arange(-700.0, 701.0, 50.0)
-    mean = analytic_volume(z, 12, 2)
-    g = np.array([0.0, 50.0, 111.0])
-    gx, gy = np.meshgrid(g, np.array([0.0, 45.0, 95.0]))
-    data = FieldPsfData(field_shape=FIELD, mean=mean, components=np.gradient(mean, axis=1)[None],
-                        bead_xy=np.column_stack([gx.ravel(), gy.ravel()]),
-                        bead_weights=np.linspace(-0.3, 0.3, 9)[:, None], bead_shift=np.linspace(-60, 60, 9),
-                        x0=24.0, y0=24.0, z0=14.0, dz=50.0, upsample=2, z_range=(-500.0, 500.0),
-                        shape_range=(-600.0, 600.0), pixel_size=100.0)
     psf = root / "field.h5"
-    write_field_psf(psf, FieldSplinePSF(data).data, data)
+    grid_field_psf(psf, FIELD, np.arange(-700.0, 701.0, 50.0), 12, [0.0, 50.0, 111.0], [0.0, 45.0, 95.0], 60.0,
+                   (-500.0, 500.0), (-600.0, 600.0))
     cfg = SimulationConfig.from_dict({"frame_size": list(FIELD), "density": 0.5, "psf": "spline", "psf_file": str(psf),
                                       "z_range": [-400.0, 400.0], "bg": 40.0, "photons_mean": 4000.0,
                                       "photons_std": 1000.0, "camera": "emccd", "margin": 6.0})

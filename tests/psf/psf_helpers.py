@@ -36,3 +36,23 @@ def analytic_patches(x: np.ndarray, y: np.ndarray, z: np.ndarray, size: int) -> 
     ex = pixel_gauss(cols - x[:, None], sx[:, None])
     ey = pixel_gauss(rows - y[:, None], sy[:, None])
     return ey[:, :, None] * ex[:, None, :]
+
+
+def grid_field_psf(path, field_shape: tuple[int, int], z: np.ndarray, half: int, xs, ys, shift_nm: float,
+                   z_range: tuple[float, float], shape_range: tuple[float, float]):
+    """A field-dependent PSF file (``write_field_psf``) for tests: the analytic astigmatic volume (``half`` px each
+    side, upsample 2) as its mean, its x-gradient as its one component, 3 x 3 beads at ``xs`` x ``ys`` px whose
+    weights run -0.3 .. 0.3 and focal shifts -``shift_nm`` .. ``shift_nm``; returns its ``FieldPsfData``."""
+    from decode_mem.io.field_psf_file import FieldPsfData, write_field_psf
+    from decode_mem.simulate.field_spline import FieldSplinePSF
+
+    mean = analytic_volume(z, half, 2)
+    gx, gy = np.meshgrid(np.asarray(xs, float), np.asarray(ys, float))
+    data = FieldPsfData(field_shape=field_shape, mean=mean, components=np.gradient(mean, axis=1)[None],
+                        bead_xy=np.column_stack([gx.ravel(), gy.ravel()]),
+                        bead_weights=np.linspace(-0.3, 0.3, 9)[:, None],
+                        bead_shift=np.linspace(-shift_nm, shift_nm, 9), x0=2.0 * half, y0=2.0 * half,
+                        z0=float(np.flatnonzero(z == 0)[0]), dz=float(z[1] - z[0]), upsample=2, z_range=z_range,
+                        shape_range=shape_range, pixel_size=100.0)
+    write_field_psf(path, FieldSplinePSF(data).data, data)
+    return data
