@@ -57,6 +57,11 @@ def remember(path: Path, entries: dict[str, Any]) -> None:
     """Add ``entries`` to the table at ``path``, written once (nothing where it cannot be written)."""
     table = read_table(path)
     table.update(entries)
+    rewrite(path, table)
+
+
+def rewrite(path: Path, table: dict[str, Any]) -> None:
+    """Write ``table`` whole at ``path`` (nothing where it cannot be written)."""
     try:
         with atomic_output(path) as tmp:
             tmp.write_text(json.dumps(table, indent=1, sort_keys=True))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import time
@@ -29,6 +30,7 @@ from decode_mem.infer.batch_report import ReportImage, assess_stack, correct_sta
 from decode_mem.infer.config import InferConfig, check_stems, find_stacks, stem_of
 from decode_mem.infer.device_peak import DevicePeak
 from decode_mem.infer.domain import DomainCheck, check_domain, model_psf
+from decode_mem.infer.domain_cache import as_record, domain_key, from_record, remembered_check
 from decode_mem.infer.live_parts import progress_dir, read_manifest, summary_complete
 from decode_mem.infer.observe import InferObserver
 from decode_mem.infer.outputs import StackOutputs, remove_partials, summary_path
@@ -103,8 +105,10 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
                 stack_camera, sources = request.resolve(stack.metadata)
                 key = resume_key(cfg, model_sha, stack_camera, shape, dtype)
                 # a resumed stack's check is its first run's (recorded in its journal): the same frames, checked once
-                domain = (_journal_domain(cfg, stem, key)
-                          or check_domain(stack, stack_camera, model.envelope, psf=psf))
+                # a repeat run on the same file, model and camera reads the check this machine remembers
+                check = functools.partial(check_domain, stack, stack_camera, model.envelope, psf=psf)
+                domain = (_journal_domain(cfg, stem, key) or remembered_check(
+                    domain_key(path, cfg.stack_options, key["camera"], model_sha, shape, dtype), check))
                 file_metadata = stack.metadata
         except Exception as e:  # a bad stack must not stop the batch; the reason is reported
             failures.append(StackFailure(str(path), failure_reason(e)))
@@ -225,7 +229,7 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
     start, damage_before = 0, []
     try:  # a signal from the journal's start on says where the stack stopped and how to continue
         start = outs.begin(job.start > 0, {**job.key, **({"sizes": given} if given else {}),
-                                           "domain": _domain_record(job.domain)})
+                                           "domain": as_record(job.domain)})
         # frames repaired before the resume point (the first run's, from its journal): this run does not read them
         damage_before = [Damage(**d) for d in outs.journal.meta.get("damage", [])] if start and outs.journal else []
         stop, n_kept = start, 0
@@ -445,15 +449,7 @@ def _journal_domain(cfg: InferConfig, stem: str, key: dict[str, Any]) -> DomainC
     meta = (state or {}).get("meta", {})
     if not state or not state.get("parts") or "domain" not in meta or any(meta.get(k) != key[k] for k in key):
         return None
-    d = meta["domain"]
-    return DomainCheck(tuple(d["warnings"]), d["numbers"], bool(d["camera_suspect"]), bool(d["psf_mismatch"]))
-
-
-def _domain_record(domain: DomainCheck) -> dict[str, Any]:
-    """The domain check as the journal keeps it (``_journal_domain`` reads it back)."""
-    return json.loads(json.dumps({"warnings": list(domain.warnings), "numbers": domain.numbers,
-                                  "camera_suspect": domain.camera_suspect, "psf_mismatch": domain.psf_mismatch},
-                                 default=str))
+    return from_record(meta["domain"])
 
 
 def _sizes_kept(sizes: dict[str, Any]) -> dict[str, Any]:
