@@ -1,5 +1,5 @@
-"""Generalization: the shipped generalists (small, and wide where shipped), the old narrow model and tuned Picasso
-on physics the narrow model was not trained on.
+"""Generalization: the shipped generalists (small; wide and the light CPU model where shipped), the old narrow model
+and tuned Picasso on physics the narrow model was not trained on.
 
     python benchmarks/bench_generalize.py            # writes benchmarks/results/generalize.md + .png
 
@@ -7,8 +7,8 @@ Each variant is a simulated movie of a physics spread over the envelope real use
 size, PSF width, photons, background level and shape (cell-like, several-fold brighter in the middle), EMCCD
 and sCMOS (with per-pixel maps), frames that are not multiples of the network's down-sampling factor. The
 narrow model saw only the first variant's physics; the generalists were trained on the ranges of their model
-cards (``pipelines/train_generalist_2d.yaml``; the wide one, 48 features, ``train_generalist_2d_wide.yaml`` on the
-same ranges), never on these movies. decode_mem gets the true camera (what a user
+cards (``pipelines/train_generalist_2d.yaml``; the wide one, 48 features, ``train_generalist_2d_wide.yaml``, and
+the light one, 8 features, ``train_generalist_2d_light.yaml``, on the same ranges), never on these movies. decode_mem gets the true camera (what a user
 knows); Picasso gets the same camera (per-pixel sCMOS maps cannot be given to it) and its box and minimum net
 gradient are tuned for the best Jaccard on a separate movie of the same physics (other seed). Matching within
 250 nm, optimal, every ground-truth emitter counted. All numbers below come from the run that wrote this file.
@@ -47,7 +47,10 @@ VARIANTS = {
                                       "bg_smooth_scale": 40.0, "bg_bleach": 0.5},
 }
 
-LABELS = {"generalist": "small generalist", "wide": "wide generalist", "narrow": "narrow", "picasso": "Picasso"}
+LABELS = {"generalist": "small generalist", "wide": "wide generalist", "light": "light generalist (CPU)",
+          "narrow": "narrow", "picasso": "Picasso"}
+OPTIONAL = ("wide", "light")  # models measured where their file is given and present
+LIGHT_AHEAD = 0.08  # issue 77: the light model is shipped for CPUs only if this far ahead of Picasso everywhere
 
 
 def simulation(params: dict):
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--narrow", default=str(ROOT / "data" / "models" / "narrow_2d.pt"), help="the old narrow model")
     p.add_argument("--wide", default=str(ROOT / "data" / "models" / "default_2d_wide.pt"),
                    help="the wide generalist (48 features; '' or a missing file: skipped)")
+    p.add_argument("--light", default=str(ROOT / "data" / "models" / "default_2d_light.pt"),
+                   help="the light CPU generalist (8 features; '' or a missing file: skipped)")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--out", default=str(RESULTS / "generalize.md"))
     p.add_argument("--only", help="run only variants whose name contains this text")
@@ -114,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             camera = Camera.from_dict(load_yaml(cam_yaml, section="camera"), base_dir=cam_yaml.parent)
             row = {"name": name, "params": params, "n_gt": len(movies["test"][1]), "pixel_size": px,
                    "camera": camera.kind + (" + maps" if camera.has_maps else "")}
-            models = {"generalist": args.model, "wide": args.wide, "narrow": args.narrow}
-            for key, model in ((k, m) for k, m in models.items() if k != "wide" or (m and Path(m).is_file())):
+            models = {"generalist": args.model, "wide": args.wide, "light": args.light, "narrow": args.narrow}
+            for key, model in ((k, m) for k, m in models.items() if k not in OPTIONAL or (m and Path(m).is_file())):
                 table, seconds = run_decode(movies["test"][0], Path(model), camera)
                 row[key] = evaluate(table, movies["test"][1], pixel_size=px).as_dict()
                 row[f"{key}_s"] = seconds
@@ -127,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             pic = row.get("picasso", {})
             print(f"{name}: generalist J={row['generalist']['jaccard']:.3f} RMSE={row['generalist']['rmse_lat']:.1f} "
-                  + (f"| wide J={row['wide']['jaccard']:.3f} RMSE={row['wide']['rmse_lat']:.1f} " if "wide" in row
-                     else "")
+                  + "".join(f"| {k} J={row[k]['jaccard']:.3f} RMSE={row[k]['rmse_lat']:.1f} " for k in OPTIONAL
+                            if k in row)
                   + f"| narrow J={row['narrow']['jaccard']:.3f} | Picasso J={pic.get('jaccard', float('nan')):.3f} "
                   f"RMSE={pic.get('rmse_lat', float('nan')):.1f}", flush=True)
     write_report(Path(args.out), rows, args, python, time.perf_counter() - t_all)
@@ -146,7 +151,7 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
 
     envelope = load_model(args.model).envelope
     lines = [
-        "# Generalization: generalist (small and wide) vs narrow model vs tuned Picasso",
+        "# Generalization: generalists (small, wide, light) vs narrow model vs tuned Picasso",
         "",
         f"Command: `{command_line()}`; "
         f"{total / 60:.1f} min in all.",
@@ -161,8 +166,8 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        for key in ("generalist", "wide", "narrow", "picasso"):
-            if key == "wide" and key not in r:
+        for key in ("generalist", "wide", "light", "narrow", "picasso"):
+            if key in OPTIONAL and key not in r:
                 continue
             if key not in r:
                 lines.append(f"| {r['name']} | | {r['n_gt']} | Picasso | not measured (no picassosr) | | | | | |")
@@ -202,6 +207,15 @@ def write_report(out: Path, rows: list[dict], args: argparse.Namespace, python: 
         lines.append(f"- Wide model's lateral RMSE below the small generalist's: {len(sharper_wide)} of {len(wide)} "
                      "variants" + (f" (not: {', '.join(r['name'] for r in wide if r['name'] not in sharper_wide)})"
                                    if len(sharper_wide) < len(wide) else "") + ".")
+    light = [r for r in with_pic if "light" in r]
+    if light:
+        ahead_light = {r["name"]: r["light"]["jaccard"] - r["picasso"]["jaccard"] for r in light}
+        kept = [n for n, m in ahead_light.items() if m >= LIGHT_AHEAD]
+        lines.append(f"- Light model ahead of tuned Picasso by ≥ {LIGHT_AHEAD} Jaccard: {len(kept)} of {len(light)} "
+                     "variants (light minus Picasso: " + ", ".join(f"{n} {m:+.3f}" for n, m in ahead_light.items())
+                     + "); light minus small generalist: "
+                     + ", ".join(f"{r['name']} {r['light']['jaccard'] - r['generalist']['jaccard']:+.3f}"
+                                 for r in light) + ".")
     if ref is not None:
         d = ref["generalist"]["jaccard"] - ref["narrow"]["jaccard"]
         lines.append(f"- On the narrow model's own physics the generalist's Jaccard is {d:+.3f} from the narrow "
@@ -223,8 +237,9 @@ def _plot(rows: list[dict], path: Path) -> None:
     fig = Figure(figsize=(12, 7))
     ax_j, ax_r = fig.subplots(2, 1, sharex=True)
     x = np.arange(len(rows))
-    series = [(k, c) for k, c in (("generalist", "C0"), ("wide", "C9"), ("narrow", "C7"), ("picasso", "C3"))
-              if k != "wide" or any("wide" in r for r in rows)]
+    series = [(k, c) for k, c in (("generalist", "C0"), ("wide", "C9"), ("light", "C2"), ("narrow", "C7"),
+                                  ("picasso", "C3"))
+              if k not in OPTIONAL or any(k in r for r in rows)]
     width = 0.8 / len(series)
     for k, (key, color) in enumerate(series):
         jac = [r[key]["jaccard"] if key in r else np.nan for r in rows]
