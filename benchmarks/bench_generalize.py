@@ -1,22 +1,24 @@
 """Generalization: the shipped generalists (small; wide and the light CPU model where shipped), the old narrow model
 and tuned Picasso on physics the narrow model was not trained on.
 
-    python benchmarks/bench_generalize.py            # writes benchmarks/results/generalize.md + .png
+    python benchmarks/bench_generalize.py            # writes benchmarks/results/generalize.md + .png + .json
 
 Each variant is a simulated movie of a physics spread over the envelope real users image (DESIGN.md §8): pixel
 size, PSF width, photons, background level and shape (cell-like, several-fold brighter in the middle), EMCCD
 and sCMOS (with per-pixel maps), frames that are not multiples of the network's down-sampling factor. The
 narrow model saw only the first variant's physics; the generalists were trained on the ranges of their model
 cards (``pipelines/train_generalist_2d.yaml``; the wide one, 48 features, ``train_generalist_2d_wide.yaml``, and
-the light one, 8 features, ``train_generalist_2d_light.yaml``, on the same ranges), never on these movies. decode_mem gets the true camera (what a user
-knows); Picasso gets the same camera (per-pixel sCMOS maps cannot be given to it) and its box and minimum net
-gradient are tuned for the best Jaccard on a separate movie of the same physics (other seed). Matching within
-250 nm, optimal, every ground-truth emitter counted. All numbers below come from the run that wrote this file.
+the light one, 8 features, ``train_generalist_2d_light.yaml``, on the same ranges), never on these movies.
+decode_mem gets the true camera (what a user knows); Picasso gets the same camera (per-pixel sCMOS maps cannot be
+given to it) and its box and minimum net gradient are tuned for the best Jaccard on a separate movie of the same
+physics (other seed). Matching within 250 nm, optimal, every ground-truth emitter counted. All numbers below come
+from the run that wrote this file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -89,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--out", default=str(RESULTS / "generalize.md"))
     p.add_argument("--only", help="run only variants whose name contains this text")
+    p.add_argument("--render", help="draw the figure again from a run's JSON (beside its report) and stop")
     args = p.parse_args(argv)
+    if args.render:
+        _plot(json.loads(Path(args.render).read_text())["rows"], Path(args.render).with_suffix(".png"))
+        return 0
 
     import torch
 
@@ -137,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                   + f"| narrow J={row['narrow']['jaccard']:.3f} | Picasso J={pic.get('jaccard', float('nan')):.3f} "
                   f"RMSE={pic.get('rmse_lat', float('nan')):.1f}", flush=True)
     write_report(Path(args.out), rows, args, python, time.perf_counter() - t_all)
+    from decode_mem.io.atomic import atomic_output
+
+    with atomic_output(Path(args.out).with_suffix(".json")) as tmp:  # the rows, for --render
+        tmp.write_text(json.dumps({"rows": rows}, indent=1, default=str))
     return 0
 
 
@@ -248,10 +258,10 @@ def _plot(rows: list[dict], path: Path) -> None:
         ax_j.bar(x + offset, jac, width, label=LABELS[key], color=color)
         ax_r.bar(x + offset, rmse, width, label=LABELS[key], color=color)
     ax_j.set(ylabel="Jaccard", ylim=(0, 1))
-    ax_j.set_title("physics the narrow model was not trained on", loc="left")
+    ax_j.set_title("physics the narrow model was not trained on", loc="left", pad=24)  # the legend between
     ax_r.set(ylabel="lateral RMSE (nm)")
     ax_r.set_xticks(x, [r["name"] for r in rows], rotation=25, ha="right", fontsize=8)
-    ax_j.legend(ncol=len(series), loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)  # above the bars
+    ax_j.legend(ncol=len(series), loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9)
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
