@@ -13,10 +13,11 @@
    this script is given one; everything else the defaults: ``--engine auto``, sizes and amp auto, CSV and
    report.html), with a cache of its own (``DECODE_MEM_CACHE``). A first run per frame size, on a 6-frame movie,
    makes what a machine makes once (the planner's and the engines' timings, the int8 build and its check) and is
-   reported apart; every timed run is a repeat run. Per run: frames/s of the whole process, its CPU seconds (user +
-   system), the frame loop (``<stem>.json``'s ``wall_s``: writers opened to closed, the plan and engine set-up
-   included) and the **fixed cost** = the whole process − that loop; the engine ``auto`` chose; Jaccard and lateral
-   RMSE of the CSV against the truth (250 nm).
+   reported apart; every timed run is a repeat run on the machine, and from its second run on a movie a repeat run
+   on that movie (its domain check remembered, ``infer.domain_cache``: the fixed-cost goal is read from those).
+   Per run: frames/s of the whole process, its CPU seconds (user + system), the frame loop (``<stem>.json``'s
+   ``wall_s``: writers opened to closed, the plan and engine set-up included) and the **fixed cost** = the whole
+   process − that loop; the engine ``auto`` chose; Jaccard and lateral RMSE of the CSV against the truth (250 nm).
 3. **Picasso at its best** (``picasso_runner``, its own interpreter): identify + ``localize.fit_spots_gauss``'s LQ
    fit on every core, the movie already in memory; box and minimum net gradient tuned for Jaccard on the tuning
    movie of the same density (``bench_throughput.tune_picasso_settings``), the same settings at 2048². decode_mem
@@ -391,11 +392,15 @@ def report(rec: dict, out: Path) -> None:
         lines.append(f"- decode_mem {model_label(rec)} within {GOAL_WITHIN} Jaccard of "
                      f"`{Path(rec['compare_model']).name}` at 256², "
                      f"1/µm²: {dj:+.3f}: {'met' if dj >= -GOAL_WITHIN else 'not met'}.")
-    fixed = [r["fixed_s"] for row in rec["rows"] if row["side"] == 256 for r in row["decode_mem"]]
+    # a repeat run: the same movie again (its domain check is remembered: infer.domain_cache); each movie's first
+    # timed run checks it, on a machine whose planner and engine caches the 6-frame first run made
+    fixed = [r["fixed_s"] for row in rec["rows"] if row["side"] == 256 for r in row["decode_mem"][1:]]
+    first = [row["decode_mem"][0]["fixed_s"] for row in rec["rows"] if row["side"] == 256 and row["decode_mem"]]
     if fixed:
-        lines.append(f"- Fixed cost of a repeat run at 256² (whole process − loop): {min(fixed):.2f} to "
-                     f"{max(fixed):.2f} s wall (goal < {GOAL_FIXED_S:g} s): "
-                     f"{'met' if max(fixed) < GOAL_FIXED_S else 'not met'}.")
+        lines.append(f"- Fixed cost of a repeat run at 256² (whole process − loop; the second and later runs of a "
+                     f"movie): {min(fixed):.2f} to {max(fixed):.2f} s wall (goal < {GOAL_FIXED_S:g} s): "
+                     f"{'met' if max(fixed) < GOAL_FIXED_S else 'not met'}. The first run of each movie, which "
+                     f"checks the movie against the model's domain: {min(first):.2f} to {max(first):.2f} s.")
     if tl:
         over = tl["process_wall_s"] / tl["network_s"] - 1
         lines.append(f"- No idle stage: the whole command {100 * over:.0f} % above the network alone (goal ≤ "
