@@ -43,6 +43,7 @@ def test_fused_equals_two_step(psf: SplinePSF, with_width: bool) -> None:
     size = psf.patch_size
     plain, col0, row0 = psf.patches(x, y, z, size, w, fused=False)
     fused, col1, row1 = psf.patches(x, y, z, size, w, fused=True)
+    assert not spline_module.fused_kernel().failed  # the compiled kernel computed them, not the fallback
     assert torch.equal(col0, col1) and torch.equal(row0, row1)
     assert plain.abs().max() > 0.01  # real spots, not an all-zero comparison
     torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-7)
