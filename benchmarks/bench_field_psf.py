@@ -138,7 +138,7 @@ def run_psf(args: list[str], log: Path) -> str:
     return log.read_text()
 
 
-def fit_case(movie: Path, psf: Path, out: Path, steps: int, seed: int, camera) -> dict:
+def fit_case(movie: Path, psf: Path, out: Path, steps: int, seed: int, camera, threads: int = 1) -> dict:
     """``fit --psf`` (the library call) with a fixed number of training steps; fit.json is the record."""
     from decode_mem.fit import FitConfig, fit_movies
 
@@ -146,7 +146,7 @@ def fit_case(movie: Path, psf: Path, out: Path, steps: int, seed: int, camera) -
         return json.loads((out / "fit.json").read_text())
     t0 = time.perf_counter()
     fit_movies(FitConfig(movies=(str(movie),), out=str(out), camera=camera, psf=str(psf), budget_minutes=600.0,
-                         threads=1, train_steps=steps, val_windows=64, seed=seed, device="cpu"))
+                         threads=threads, train_steps=steps, val_windows=64, seed=seed, device="cpu"))
     record = json.loads((out / "fit.json").read_text())
     record["bench_seconds"] = time.perf_counter() - t0
     (out / "fit.json").write_text(json.dumps(record, indent=2))
@@ -293,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", required=True, help="folder for the stacks, PSFs, models (kept: a rerun continues)")
     p.add_argument("--steps", type=int, default=3000, help="training steps of each model (default 3000)")
     p.add_argument("--frames", type=int, default=12, help="frames of each movie")
+    p.add_argument("--train-threads", type=int, default=1,
+                   help="torch threads of each model's training (default 1; a rerun may change it between models: "
+                        "the steps are the same, their seconds are not)")
     p.add_argument("--picasso-python", help="interpreter with picassosr (see picasso_runner.py)")
     p.add_argument("--quick", action="store_true", help="a 256² field, 20 steps: checks the script, no result")
     p.add_argument("--out", default=str(RESULTS / "field_psf.md"))
@@ -347,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                              ("single", case_a / "movie.tif", case_a / "psf_centre.h5"),
                              ("field B", work / "B" / "movie.tif", work / "B" / "psf_field.h5")):
         folder = work / "fits" / name.replace(" ", "_")
-        fits[name] = fit_case(movie, psf, folder, args.steps, seed=7, camera=camera)
+        fits[name] = fit_case(movie, psf, folder, args.steps, seed=7, camera=camera, threads=args.train_threads)
         print(f"{name}: trained and localized ({(time.perf_counter() - t_all) / 60:.1f} min so far)", flush=True)
     result["fits"] = {k: {kk: v.get(kk) for kk in ("train_steps", "validation", "train_minutes", "bench_seconds")}
                       for k, v in fits.items()}
