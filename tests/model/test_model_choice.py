@@ -60,7 +60,8 @@ def test_infer_records_the_choice_in_the_stack_json(tmp_path: Path) -> None:
     assert summary["model_choice"]["path"] == str(SHIPPED_MODEL) and "CPU" in summary["model_choice"]["why"]
 
 
-@pytest.mark.parametrize("path", [SHIPPED_MODEL, SHIPPED_WIDE_MODEL], ids=["small", "wide"])
+@pytest.mark.parametrize("path", [SHIPPED_MODEL, SHIPPED_WIDE_MODEL, SHIPPED_MODEL.with_name("default_2d_light.pt")],
+                         ids=["small", "wide", "light"])
 def test_each_shipped_model_loads_and_localizes_the_sample_stack(path: Path) -> None:
     from decode_mem.infer.predict import predict_stack
 
