@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from decode_mem.footprint.request import SizeRequest, Workload
-from decode_mem.footprint.trace import fake_network, remembered_trace
+from decode_mem.footprint.trace import fake_network, remember_receptive_field, remembered_trace
 from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
@@ -234,6 +234,7 @@ def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off
     sizes add. (The first fake-tensor trace costs memory too, but only where a trace is not remembered yet:
     ``choose_sizes_here`` reads the baseline again after planning.)"""
     device = torch.device(device)
+    remember_receptive_field(net)  # the probe once per machine and network code, not once per process
     side = 64
     config = tile_config(SizeRequest(chunk_size=side, batch_size=1, amp=amp), Workload((side, side), device, 0),
                          block=1)

@@ -132,6 +132,13 @@ def _fingerprint(files: tuple[tuple[str, str, str, int, int], ...]) -> str:
     return digest.hexdigest()[:12]
 
 
+def remember_receptive_field(net: torch.nn.Module) -> None:
+    """Have ``net`` take the receptive field remembered for its architecture and code (``remembered_trace``), measured
+    and remembered where none is: the probe runs once per machine, architecture and version of the network code."""
+    if hasattr(net, "assume_receptive_field"):
+        net.assume_receptive_field(remembered_trace(net, ["receptive_field"], lambda: int(net.receptive_field())))
+
+
 def remembered_trace(net: torch.nn.Module, what: list[Any], trace: Callable[[], Any]) -> Any:
     """``trace()`` (traced peaks in bytes, JSON), remembered under the network's architecture, ``what`` was traced,
     torch's version and the network code's ``source_fingerprint``. A network without a ``config.to_dict()`` is

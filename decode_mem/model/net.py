@@ -94,6 +94,7 @@ class DecodeNet(nn.Module):
         super().__init__()
         cfg = config if config is not None else ModelConfig()
         self.config = cfg
+        self._known_receptive_field: int | None = None  # ``assume_receptive_field``
         unet_kw = dict(features=cfg.features, depth=cfg.depth, activation=cfg.activation, upsample=cfg.upsample)
         self.frame_unet = UNet2d(cfg.input_channels, cfg.inter_features, **unet_kw)
         self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features, cfg.inter_features, **unet_kw)
@@ -137,9 +138,21 @@ class DecodeNet(nn.Module):
 
         An output pixel at (r, c) depends only on input pixels (any of the 3 frames) within
         ``max(|dr|, |dc|) <= receptive_field()``, whatever the pixel's position modulo the down-sampling
-        factor. Measured by an impulse response (see ``measure_receptive_field``); cached per architecture.
+        factor. Measured by an impulse response (see ``measure_receptive_field``); cached per architecture, or
+        the radius given to ``assume_receptive_field``.
         """
+        if self._known_receptive_field is not None:
+            return self._known_receptive_field
         return measure_receptive_field(self.config, "total")
+
+    def assume_receptive_field(self, radius: int) -> None:
+        """Take ``radius`` as ``receptive_field()`` instead of measuring it: a radius this architecture's code
+        measured before (``footprint.trace.remember_receptive_field`` keeps it with the code's fingerprint), so a
+        process skips the probe (a fraction of a second of a short run's fixed cost)."""
+        radius = int(radius)
+        if radius <= 0:
+            raise ValueError(f"a receptive field is a positive radius in px, got {radius}")
+        self._known_receptive_field = radius
 
     def frame_unet_receptive_field(self) -> int:
         """Receptive-field radius in px of ``frame_features`` alone."""
