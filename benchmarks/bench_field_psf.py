@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     result["metrics"], result["maps"] = metrics, maps
     result["speed"] = speed({"field-dependent": work / "fits" / "field_A" / "model.pt", "single PSF": single_model},
                             case_a / "movie.tif", work, repeats=1 if args.quick else 2)
-    machine = machine_line(1, load_start=load_start, at=at)
+    threads = f"1 torch thread localizing, {args.train_threads} training"
+    machine = machine_line(threads, load_start=load_start, at=at)
     write_report(Path(args.out), result, args, machine, time.perf_counter() - t_all, command_line(),
                  picasso_version(python) if python else "Picasso not found: its rows are missing")
     return 0

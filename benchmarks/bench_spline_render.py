@@ -5,8 +5,9 @@ two-step path (gather, then a batched product), per call, as training renders it
 
 A 3-D astigmatic pupil PSF (``simulate.pupil.pupil_spline``, 100 nm pixels, ±700 nm) as a spline; its emitters at
 random sub-pixel positions and z, with and without a per-emitter width (what ``psf_sigma_jitter`` makes training
-render); ``SplinePSF.patches`` timed with ``fused`` False and True, each the least of ``--repeats`` calls after a
-first one (the fused kernel's first call compiles: timed apart). The largest difference between the two paths'
+render); ``SplinePSF.patches`` and ``SplinePSF.render_spots`` (training's call: patches added into 16 frames of 64²
+px, in chunks) timed with ``fused`` False and True, each the least of ``--repeats`` calls after a first one (the
+fused kernel's first call compiles: timed apart). The largest difference between the two paths'
 patches is reported beside the patches' largest value.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+FRAMES = 16  # render_spots' canvas: frames of 64² px the emitters fall in
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -32,29 +34,45 @@ def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     psf = SplinePSF(pupil_spline(PupilConfig(), (-700.0, 700.0), 100.0))
     size = psf.patch_size
+    rows = [row for n in (int(v) for v in args.emitters.split(",")) for row in emitter_rows(psf, n, args.repeats)]
+    return {"patch_size": size, "threads": args.threads, "rows": rows}
+
+
+def emitter_rows(psf, n: int, repeats: int) -> list[dict]:
+    """The rows of ``n`` emitters: each call and each kind of monomials, unfused and fused."""
+    import torch
+
     rows = []
-    for n in (int(v) for v in args.emitters.split(",")):
-        g = torch.Generator().manual_seed(n)
-        x, y = torch.rand(n, generator=g) * 60, torch.rand(n, generator=g) * 60
-        z = (torch.rand(n, generator=g) - 0.5) * 1400
-        width = 1 + 0.1 * torch.randn(n, generator=g)
+    g = torch.Generator().manual_seed(n)
+    x, y = torch.rand(n, generator=g) * 60, torch.rand(n, generator=g) * 60
+    z = (torch.rand(n, generator=g) - 0.5) * 1400
+    width = 1 + 0.1 * torch.randn(n, generator=g)
+    frame = torch.randint(0, FRAMES, (n,), generator=g)
+    photons = torch.full((n,), 1000.0)
+
+    def patches(w, fused):
+        return psf.patches(x, y, z, psf.patch_size, w, fused=fused)[0]
+
+    def render_spots(w, fused):  # training's call: a batch of frames, chunked inside
+        return psf.render_spots(torch.zeros(FRAMES, 64, 64), frame, x, y, z, photons, w, fused=fused)
+
+    for call_name, call in (("patches", patches), ("render_spots", render_spots)):
         for label, w in (("one width", None), ("a width per emitter", width)):
-            row = {"emitters": n, "pixels": n * size * size, "path": label}
+            row = {"emitters": n, "pixels": n * psf.patch_size ** 2, "call": call_name, "path": label}
             out = {}
             for fused in (False, True):
                 t = time.perf_counter()
-                out[fused] = psf.patches(x, y, z, size, w, fused=fused)[0]
+                out[fused] = call(w, fused)
                 first = time.perf_counter() - t
-                call = functools.partial(psf.patches, x, y, z, size, w, fused=fused)
-                best = min(_timed(call) for _ in range(args.repeats))
+                best = min(_timed(functools.partial(call, w, fused)) for _ in range(repeats))
                 row["fused" if fused else "unfused"] = {"first_s": first, "best_s": best}
             row["max_difference"] = float((out[True] - out[False]).abs().max())
             row["max_value"] = float(out[False].abs().max())
             row["speedup"] = row["unfused"]["best_s"] / row["fused"]["best_s"]
             rows.append(row)
-            print(f"{n} emitters, {label}: unfused {row['unfused']['best_s'] * 1e3:.1f} ms, fused "
+            print(f"{n} emitters, {call_name}, {label}: unfused {row['unfused']['best_s'] * 1e3:.1f} ms, fused "
                   f"{row['fused']['best_s'] * 1e3:.1f} ms ({row['speedup']:.1f}x)", flush=True)
-    return {"patch_size": size, "threads": args.threads, "rows": rows}
+    return rows
 
 
 def _timed(call) -> float:
@@ -70,10 +88,11 @@ def report(rec: dict, out: Path) -> None:
              f"`{rec['command']}`, {rec['minutes']:.1f} min", "", f"Machine: {rec['machine']}", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
              f"Patch {rec['patch_size']}×{rec['patch_size']} px; {rec['threads']} torch thread(s).", "",
-             "| emitters | pixels | monomials | unfused ms | fused ms | speed-up | fused first call s (compiling) "
-             "| largest difference / largest value |", "|---|---|---|---|---|---|---|---|"]
+             "| call | emitters | pixels | monomials | unfused ms | fused ms | speed-up | fused first call s "
+             "(compiling) | largest difference / largest value |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rec["rows"]:
-        lines.append(f"| {r['emitters']} | {r['pixels']} | {r['path']} | {r['unfused']['best_s'] * 1e3:.1f} "
+        lines.append(f"| {r.get('call', 'patches')} | {r['emitters']} | {r['pixels']} | {r['path']} | "
+                     f"{r['unfused']['best_s'] * 1e3:.1f} "
                      f"| {r['fused']['best_s'] * 1e3:.1f} | {r['speedup']:.1f}x | {r['fused']['first_s']:.2f} "
                      f"| {r['max_difference']:.1e} / {r['max_value']:.3g} |")
     with atomic_output(out) as tmp:

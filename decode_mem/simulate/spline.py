@@ -3,7 +3,8 @@
 An emitter's patch is ``size × size`` px around its centre pixel. All its pixels share the same fractional
 position inside their spline voxel, so the 64 monomials ``w^i·v^j·u^k`` are computed once per emitter and the
 patch is one gather of the voxels' coefficients and one product: ``(n, size, size, 64) · (n, 64)``. Emitters go
-in chunks that bound the gathered coefficients to ~16 MB. Pixels outside the spline get 0; z outside the
+in chunks that bound the gathered coefficients to ~16 MB (the fused kernel below keeps no gathered copy: its chunks
+hold ``_FUSED_CHUNK_PIXELS`` pixels). Pixels outside the spline get 0; z outside the
 spline's voxels is clamped to its first or last z plane (the simulation config keeps z inside the valid range).
 
 The gather and the product are one kernel through ``torch.compile`` on a CPU where a call renders at least
@@ -22,7 +23,8 @@ import torch
 
 from decode_mem.io.psf_file import SplineData
 
-_CHUNK_ELEMENTS = 1 << 22  # gathered coefficients per chunk (float32: 16 MB)
+_CHUNK_ELEMENTS = 1 << 22  # gathered coefficients per chunk of the two-step path (float32: 16 MB)
+_FUSED_CHUNK_PIXELS = 1 << 22  # pixels per chunk of the fused path (no gathered copy: ~16 bytes a pixel)
 FUSED_MIN_PIXELS = 1 << 18  # a CPU call rendering at least this many pixels gathers and multiplies in one kernel
 
 
@@ -154,15 +156,13 @@ class SplinePSF:
         pu = fu.unsqueeze(-1) ** powers  # (N, 1, size|1, 4)
         n = x.shape[0]
         values = (fused_kernel()(self.coeff.view(-1, 64), index, pz, pv.reshape(n, -1, 4), pu.reshape(n, -1, 4))
-                  if use_fused(self.coeff.device, n * size * size, fused) else None)
-        if values is not None:  # the fused kernel computed them
-            pass
-        elif scale is None:  # one set of monomials per emitter: a batched matrix-vector product
+                  if use_fused(self.coeff.device, n * size * size, fused) else None)  # None: the two steps below
+        if values is None and scale is None:  # one set of monomials per emitter: a batched matrix-vector product
             # monomial w^i v^j u^k at index 16i + 4j + k
             mono = (pz[:, None, None, :, None, None] * pv[..., None, :, None] * pu[..., None, None, :])
             gathered = self.coeff.view(-1, 64).index_select(0, index.reshape(-1)).view(n, size * size, 64)
             values = torch.bmm(gathered, mono.reshape(n, 64, 1)).view(n, size, size)
-        else:  # per row and column monomials: z (shared by the patch) first, then rows, then columns
+        elif values is None:  # per row and column monomials: z (shared by the patch) first, then rows, then columns
             gathered = self._z_last.index_select(0, index.reshape(-1)).view(n, size * size * 16, 4)
             by_row_col = torch.bmm(gathered, pz[:, :, None]).view(n, size, size, 4, 4)  # (.., v power, u power)
             by_col = (by_row_col * pv[:, :, :, None, :].transpose(-1, -2)).sum(-2)  # (N, size, size, 4)
@@ -214,8 +214,9 @@ class SplinePSF:
 
     def render_spots(self, canvas: torch.Tensor, frame: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                      z: torch.Tensor, photons: torch.Tensor, width: torch.Tensor | None = None,
-                     size: int | None = None) -> torch.Tensor:
-        """Add spline spots into ``canvas`` (T, H, W) in place and return it (``psf.render_spots`` semantics)."""
+                     size: int | None = None, fused: bool | None = None) -> torch.Tensor:
+        """Add spline spots into ``canvas`` (T, H, W) in place and return it (``psf.render_spots`` semantics);
+        ``fused``: as ``patches``, decided once for the whole call (None: ``use_fused`` of all its pixels)."""
         if canvas.dim() != 3:
             raise ValueError(f"render_spots: canvas must be (T, H, W), got shape {tuple(canvas.shape)}")
         n = frame.numel()
@@ -223,10 +224,13 @@ class SplinePSF:
             return canvas
         psf = self.to(canvas.device)
         size = psf.patch_size if size is None else size
-        step = max(1, _CHUNK_ELEMENTS // (size * size * 64))
+        fused = use_fused(psf.coeff.device, n * size * size, fused)
+        # chunks bound the two-step path's gathered coefficients; the fused kernel keeps none, so it takes larger ones
+        step = max(1, (_FUSED_CHUNK_PIXELS if fused else _CHUNK_ELEMENTS // 64) // (size * size))
         for s in range(0, n, step):
             sl = slice(s, min(n, s + step))
-            patches, col0, row0 = psf.patches(x[sl], y[sl], z[sl], size, None if width is None else width[sl])
+            patches, col0, row0 = psf.patches(x[sl], y[sl], z[sl], size, None if width is None else width[sl],
+                                              fused=fused)
             scatter_patches(canvas, frame[sl], patches * photons[sl].to(patches.dtype)[:, None, None], col0, row0)
         return canvas
 

@@ -74,3 +74,26 @@ def test_only_large_cpu_calls_fuse_by_default() -> None:
     assert not use_fused(cpu, FUSED_MIN_PIXELS - 1, None)
     assert not use_fused(torch.device("cuda", 0), 10 * FUSED_MIN_PIXELS, None)
     assert use_fused(cpu, 1, True) and not use_fused(cpu, 10 * FUSED_MIN_PIXELS, False)
+
+
+def test_render_spots_takes_the_fused_kernel_for_a_large_call(psf: SplinePSF, monkeypatch) -> None:
+    """A call of at least ``FUSED_MIN_PIXELS`` pixels in all goes through the fused kernel (its chunks are not cut
+    below the threshold) and renders the two-step path's frames."""
+    n = FUSED_MIN_PIXELS // psf.patch_size ** 2 + 50
+    x, y, z, width = _emitters(n, seed=3)
+    frame = torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(1))
+    photons = torch.full((n,), 1000.0)
+    calls: list[int] = []
+    real = spline_module.fused_kernel()
+
+    def counted(*args):
+        calls.append(args[1].shape[0])
+        return real(*args)
+
+    monkeypatch.setattr(spline_module, "fused_kernel", lambda: counted)
+    fused = psf.render_spots(torch.zeros(4, 32, 32), frame, x, y, z, photons, width)
+    assert sum(calls) == n  # every emitter through the fused kernel
+    monkeypatch.undo()
+    plain = psf.render_spots(torch.zeros(4, 32, 32), frame, x, y, z, photons, width, fused=False)
+    assert plain.sum() > 1000.0
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-3)
