@@ -21,8 +21,8 @@ ROOT = HERE.parent
 RESULTS = HERE / "results"
 
 # Reports that describe code which has changed since they were made; re-run them before quoting their numbers.
-FASTER_SPLINE = ("`fit --psf` trains within a time budget, and spline rendering is 4-7x faster per call since "
-                 "9429cf5 (spline_render.md); a budget holds more steps now: rerun before quoting them")
+FASTER_SPLINE = ("`fit --psf` trains within a time budget, and its spline rendering is 1.5-3x faster since "
+                 "3417376 (spline_render.md); a budget holds more steps now: rerun before quoting them")
 STALE: dict[str, str] = {name: FASTER_SPLINE for name in ("3d.md", "3d_budget_check.md", "3d_crowding_check.md",
                                                          "3d_schedule.md")}
 # Helpers that measure nothing themselves: what they are for.

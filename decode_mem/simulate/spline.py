@@ -9,8 +9,9 @@ spline's voxels is clamped to its first or last z plane (the simulation config k
 
 The gather and the product are one kernel through ``torch.compile`` on a CPU where a call renders at least
 ``FUSED_MIN_PIXELS`` pixels (training batches): torch's gather copies 64 floats per pixel before the product reads
-them again, and the fused loop is 4-7x faster per call (benchmarks/results/spline_render.md; the same numbers to
-float rounding, ``tests/simulate/test_spline_fused.py``). Smaller calls, other devices, or a compiler that fails
+them again: the fused loop renders a training batch 1.5-3x faster than the two-step path in its small chunks,
+and one large call 5-9x faster (benchmarks/results/spline_render.md; the same numbers to float rounding,
+``tests/simulate/test_spline_fused.py``). Smaller calls, other devices, or a compiler that fails
 (once: said in a warning) take the two-step path.
 """
 
