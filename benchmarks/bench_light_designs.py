@@ -1,0 +1,196 @@
+"""Light network designs for CPUs (issue 77): arithmetic per frame against the speed OpenVINO gives it.
+
+    python benchmarks/bench_light_designs.py      # ~3 min: writes benchmarks/results/light_designs.md + .json + .png
+
+Does a cheaper convolution buy width within a quarter of the small model's arithmetic? Each design is a
+``DecodeNet`` of ``depth`` 2 (untrained: dense convolutions take the same time whatever their weights) whose two
+U-Nets use either the standard block (two 3x3 convolutions, ``model.unet.ConvBlock``) or a depthwise-separable one
+defined here (each 3x3 convolution a per-channel 3x3 and a 1x1 across channels; not in the library). FLOPs are
+torch's FLOP counter over one streamed 256² frame (its frame features, then the temporal part), as
+``tests/model/test_light_model.py`` counts them. Speed: the network alone as a long stream computes it (features
+of 16 new frames, then 16 windows' temporal part, whole 256² frames), compiled by OpenVINO for this CPU with the
+threads given, in bf16 where the CPU has native bf16 (what ``--engine auto`` took for the shipped models on such
+CPUs) and in fp32; the best of ``--repeats`` calls after a first one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SIDE, FRAMES = 256, 16
+# (label, features, per-frame features, depthwise-separable): the shipped small and light models, then the rest
+DESIGNS = (("small (shipped)", 16, 16, False), ("light (shipped)", 8, 6, False), ("standard 8/8", 8, 8, False),
+           ("standard 12/8", 12, 8, False), ("separable 16/12", 16, 12, True), ("separable 16/16", 16, 16, True),
+           ("separable 24/16", 24, 16, True), ("separable 32/16", 32, 16, True))
+
+
+def separable_block():
+    """The depthwise-separable counterpart of ``model.unet.ConvBlock``."""
+    from torch import nn
+
+    from decode_mem.model.unet import make_activation
+
+    class SeparableBlock(nn.Sequential):
+        def __init__(self, cin: int, cout: int, activation: str) -> None:
+            super().__init__(nn.Conv2d(cin, cin, 3, padding=1, groups=cin), nn.Conv2d(cin, cout, 1),
+                             make_activation(activation),
+                             nn.Conv2d(cout, cout, 3, padding=1, groups=cout), nn.Conv2d(cout, cout, 1),
+                             make_activation(activation))
+
+    return SeparableBlock
+
+
+def build(features: int, inter: int, separable: bool):
+    from unittest import mock
+
+    from decode_mem.model import unet
+    from decode_mem.model.config import ModelConfig
+    from decode_mem.model.net import DecodeNet
+
+    block = separable_block() if separable else unet.ConvBlock
+    with mock.patch.object(unet, "ConvBlock", block):
+        return DecodeNet(ModelConfig(depth=2, features=features, inter_features=inter)).eval()
+
+
+def flops_per_frame(net) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.zeros(1, net.config.input_channels, SIDE, SIDE)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        f = net.frame_features(x)
+        net.temporal(f, f, f)
+    return int(counter.get_total_flops())
+
+
+def frames_per_s(net, precision: str, threads: int, repeats: int) -> tuple[float, str]:
+    """Network-only frames/s of a long stream (see the module docstring) and the precision OpenVINO compiled."""
+    import torch
+
+    from decode_mem.model.engine import load_engine
+
+    engine = load_engine("openvino", net, threads=threads, precision=precision)
+    x = torch.randn(FRAMES + 2, net.config.input_channels, SIDE, SIDE, generator=torch.Generator().manual_seed(0))
+    feats = engine.frame_features(x)
+    windows = feats[:FRAMES], feats[1:FRAMES + 1], feats[2:]
+    engine.temporal(*windows)  # the first calls compile for these shapes
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        engine.frame_features(x[2:])
+        engine.temporal(*windows)
+        best = min(best, time.perf_counter() - t)
+    return FRAMES / best, engine.precision
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    base = None
+    rows = []
+    for label, features, inter, separable in DESIGNS:
+        net = build(features, inter, separable)
+        flops = flops_per_frame(net)
+        base = base or flops
+        row = {"design": label, "features": features, "inter_features": inter, "separable": separable,
+               "gflop_per_frame": flops / 1e9, "flop_ratio": flops / base,
+               "parameters": sum(p.numel() for p in net.parameters())}
+        for precision in ("bf16", "fp32"):
+            fps, compiled = frames_per_s(net, precision, args.threads, args.repeats)
+            row[precision] = {"frames_per_s": fps, "compiled": compiled}
+        rows.append(row)
+        print(f"{label}: {row['flop_ratio']:.3f} of the small model's FLOPs, bf16 {row['bf16']['frames_per_s']:.1f} "
+              f"frames/s ({row['bf16']['compiled']}), fp32 {row['fp32']['frames_per_s']:.1f}", flush=True)
+    for row in rows:
+        for precision in ("bf16", "fp32"):
+            row[precision]["speed_ratio"] = row[precision]["frames_per_s"] / rows[0][precision]["frames_per_s"]
+    return {"threads": args.threads, "repeats": args.repeats, "rows": rows}
+
+
+def figure(rec: dict, out: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    precision = "bf16" if any(r["bf16"]["compiled"] == "bf16" for r in rec["rows"]) else "fp32"
+    for separable, marker, name in ((False, "o", "standard 3x3"), (True, "s", "depthwise-separable")):
+        rows = [r for r in rec["rows"] if r["separable"] == separable]
+        ax.scatter([r["flop_ratio"] for r in rows], [r[precision]["frames_per_s"] for r in rows], marker=marker,
+                   s=50, label=name)
+        for r in rows:
+            ax.annotate(r["design"].replace(" (shipped)", "*"), (r["flop_ratio"], r[precision]["frames_per_s"]),
+                        textcoords="offset points", xytext=(5, 4), fontsize="small")
+    ax.axvline(0.25, color="k", linestyle=":", linewidth=1.0, label="a quarter of the small model (issue 77)")
+    ax.set_xlabel("FLOPs per 256² frame ÷ the small model's")
+    ax.set_ylabel(f"network frames/s (OpenVINO {precision}, {rec['threads']} threads)")
+    ax.set_xlim(0, None)
+    ax.set_ylim(0, None)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    ax.set_title("arithmetic is not time on a CPU: * shipped", loc="left", fontsize="medium")
+    fig.savefig(out, dpi=110)
+
+
+def _rates(rec: dict, separable: bool) -> str:
+    rates = [r["gflop_per_frame"] * r["bf16"]["frames_per_s"] for r in rec["rows"] if r["separable"] == separable]
+    return f"{min(rates):.0f}-{max(rates):.0f}" if rates else "n/a"
+
+
+def report(rec: dict, out: Path) -> None:
+    from decode_mem.io.atomic import atomic_output
+
+    lines = ["# Light network designs for CPUs: arithmetic against speed", "",
+             f"`{rec['command']}`, {rec['minutes']:.1f} min", "", f"Machine: {rec['machine']}", "",
+             __doc__.split("\n\n", 2)[2].strip(), "",
+             "| design | features / per-frame | parameters | GFLOP per 256² frame | ÷ small's | OpenVINO bf16 frames/s "
+             "(compiled) | ÷ small's | fp32 frames/s | ÷ small's |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rec["rows"]:
+        lines.append(f"| {r['design']} | {r['features']} / {r['inter_features']} | {r['parameters']} | "
+                     f"{r['gflop_per_frame']:.2f} | {r['flop_ratio']:.3f} | {r['bf16']['frames_per_s']:.1f} "
+                     f"({r['bf16']['compiled']}) | {r['bf16']['speed_ratio']:.2f}x | {r['fp32']['frames_per_s']:.1f} | "
+                     f"{r['fp32']['speed_ratio']:.2f}x |")
+    light = next(r for r in rec["rows"] if r["design"].startswith("light"))
+    quarter = [r for r in rec["rows"] if r["separable"] and r["flop_ratio"] <= 0.25]
+    faster = [r for r in quarter if r["bf16"]["frames_per_s"] > light["bf16"]["frames_per_s"]]
+    lines += ["", "## What it says", "",
+              f"- Separable designs within a quarter of the small model's arithmetic: "
+              f"{', '.join(r['design'] for r in quarter) or 'none'}; faster than the shipped light model in bf16: "
+              f"{', '.join(r['design'] for r in faster) or 'none'}.",
+              f"- Arithmetic rate in bf16 (GFLOP per frame × frames/s): standard designs "
+              f"{_rates(rec, False)}, separable designs {_rates(rec, True)} GFLOP/s.",
+              "", f"![light designs]({out.with_suffix('.png').name})"]
+    with atomic_output(out) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+    with atomic_output(out.with_suffix(".json")) as tmp:
+        tmp.write_text(json.dumps(rec, indent=1))
+    figure(rec, out.with_suffix(".png"))
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2, help="OpenVINO / torch threads (default 2)")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--out", default=str(RESULTS / "light_designs.md"))
+    args = ap.parse_args()
+    from command_line import command_line
+    from machine import commit, load_average, machine_line
+
+    at, load0, t0 = commit(), load_average(), time.perf_counter()
+    rec = measure(args)
+    rec["command"] = command_line()
+    rec["minutes"] = (time.perf_counter() - t0) / 60
+    rec["machine"] = machine_line(args.threads, load_start=load0, at=at)
+    report(rec, Path(args.out))
+
+
+if __name__ == "__main__":
+    main()
