@@ -13,6 +13,7 @@ import platform
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,14 +52,28 @@ def export_model(run_dir: Path, out_stem: Path, *, densities: Sequence[float] = 
                         pixel_size=eval_sim.camera.pixel_size)
 
     reference = SimulationConfig(frame_size=frame_size)  # EMCCD, σ 1 px, 100 nm px, 5000 ± 1500 photons, bg 100
-    rows = [(density, score(replace(reference, density=float(density)))) for density in densities]
+    gap = reference_gap(sim, net.config)
+    rows = [] if gap else [(density, score(replace(reference, density=float(density)))) for density in densities]
     own = score(replace(sim, frame_size=frame_size))  # the model's own training simulation, ranges and all
     card = _card(out_stem.name, src, train_cfg, step, *_train_time(run_dir), train_state.get("hardware", "unknown"),
-                 rows, own, state["meta"].get("envelope"), n_eval, frame_size, _base_steps(train_cfg.get("init_from")))
+                 rows, own, state["meta"].get("envelope"), n_eval, frame_size, _base_steps(train_cfg.get("init_from")),
+                 gap)
     card_path = out_stem.with_suffix(".md")
     with atomic_output(card_path) as tmp:
         tmp.write_text(card)
     return model_path, card_path
+
+
+def reference_gap(simulation: SimulationConfig, model_config: Any) -> str | None:
+    """Why the card's reference physics (a 2-D Gaussian PSF) says nothing of a model, or None where it does: a model
+    trained on another PSF model (a 3-D spline or pupil PSF) or on a PSF that changes across the field would be scored
+    on spots it was never meant to read (a field model also without its place in the field)."""
+    if getattr(model_config, "field_shape", None) is not None:
+        return "its PSF changes across the field; the reference is one 2-D Gaussian PSF"
+    if simulation.psf != "gauss2d":
+        kind = "3-D model" if getattr(model_config, "use_z", False) else "model"
+        return f"a {kind} trained on a {simulation.psf} PSF; the reference is a 2-D Gaussian PSF"
+    return None
 
 
 def _base_steps(init_from: str | None) -> int | None:
@@ -125,7 +140,8 @@ def envelope_table(envelope: dict | None) -> list[str]:
 
 
 def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: int, trained_on: str, rows: list,
-          own: dict, envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None) -> str:
+          own: dict, envelope: dict | None, n_eval: int, frame_size: tuple[int, int], base_steps: int | None,
+          gap: str | None = None) -> str:
     """The card a microscopist reads top down: what data the model covers, how well it does, then how it was made."""
     table = ["| density (/µm²) | Jaccard | recall | precision | RMSE lateral (nm) |", "|---|---|---|---|---|"]
     for density, m in rows:
@@ -148,11 +164,9 @@ def _card(name: str, src: Path, cfg: dict, step: int, seconds: float, logged: in
         "",
         "Post-processing defaults (`PostprocessConfig()`); matching within 250 nm (SMLM challenge 2016).",
         "",
-        "Reference physics (EMCCD, PSF σ 1 px, 100 nm pixels, 5000 ± 1500 photons, background 100 photons/px — "
-        "what the earlier narrow model was trained on) at three densities:",
-        "",
-        *table,
-        "",
+        *(["Reference physics (EMCCD, PSF σ 1 px, 100 nm pixels, 5000 ± 1500 photons, background 100 photons/px — "
+           "what the earlier narrow model was trained on) at three densities:", "", *table, ""] if not gap else
+          [f"Reference physics (a 2-D Gaussian PSF on an EMCCD): not evaluated: {gap}.", ""]),
         f"Its own training simulation (every range of the envelope, drawn per window): Jaccard {own['jaccard']:.3f}, "
         f"recall {own['recall']:.3f}, precision {own['precision']:.3f}, lateral RMSE {own['rmse_lat']:.1f} nm "
         "(pixels converted at the camera's nominal pixel size).",

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from decode_mem.export.card import DENSITIES
+from decode_mem.export.card import DENSITIES, reference_gap
 from decode_mem.io.stack import open_stack
 from decode_mem.model.loss import DecodeLoss, LossConfig
 from decode_mem.simulate.config import SimulationConfig
@@ -130,8 +130,8 @@ def localize_seconds(net: torch.nn.Module, movies: tuple[str, ...], camera: Any,
 def evaluate_seconds(net: torch.nn.Module, simulation: SimulationConfig, device: torch.device, *,
                      validation_windows: int, card_windows: int) -> float:
     """Predicted seconds of validation (``validation_windows`` already simulated at the simulation's frame size)
-    and of the model card (``card_windows`` per evaluation at ``CARD_FRAME``, one evaluation per reference density
-    and one on the model's own simulation, each simulated and scored)."""
+    and of the model card (``card_windows`` per evaluation at ``CARD_FRAME``, ``card_evaluations`` of them, each
+    simulated and scored)."""
     t0 = time.perf_counter()
     probe = simulate_samples(replace(simulation, frame_size=CARD_FRAME), PROBE_WINDOWS, seed=PROBE_SEED)
     simulate_s = time.perf_counter() - t0
@@ -141,7 +141,13 @@ def evaluate_seconds(net: torch.nn.Module, simulation: SimulationConfig, device:
     net.to(device)
     area = simulation.frame_size[0] * simulation.frame_size[1] / (CARD_FRAME[0] * CARD_FRAME[1])
     return (validation_windows * val_s / PROBE_WINDOWS * area
-            + card_windows * (len(DENSITIES) + 1) * (simulate_s + card_s) / PROBE_WINDOWS)
+            + card_windows * card_evaluations(simulation, net.config) * (simulate_s + card_s) / PROBE_WINDOWS)
+
+
+def card_evaluations(simulation: SimulationConfig, model_config: Any) -> int:
+    """Evaluations the model card makes: one per reference density where the reference applies, and the model's own
+    simulation (``export.card``)."""
+    return (0 if reference_gap(simulation, model_config) else len(DENSITIES)) + 1
 
 
 def _validate_seconds(net: torch.nn.Module, windows: dict[str, torch.Tensor], simulation: SimulationConfig,
