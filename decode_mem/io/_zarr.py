@@ -121,13 +121,34 @@ def stored_positions(array: Any) -> np.ndarray:
 
 class MissingChunks:
     """``Source.holes`` of a zarr array: the pixels of a read that lie in chunks (shards) missing from the store.
-    What was looked up is remembered (a set of grid positions, a few bytes each), so a chunk is asked about once."""
+    A read is checked against the listing the open made (``survey``; 8 bytes per stored chunk), so a store that holds
+    every chunk a read needs is not asked again; a chunk the listing lacks is looked up in the store (one stat on a
+    local disk, a round trip on a remote one: it may have been written since) and remembered, a few bytes each."""
 
     def __init__(self, array: Any) -> None:
         self.array = array
         self.grid = storage_grid(array)
         self.known: dict[tuple[int, ...], bool] = {}
         self._survey: dict[tuple, tuple[int, int]] = {}
+        self._listing: tuple[np.ndarray, np.ndarray, tuple[int, ...]] | None = None  # positions, codes, extent
+
+    def listed(self) -> np.ndarray:
+        """The grid positions the store held when first listed (``stored_positions``, once per open)."""
+        if self._listing is None:
+            positions = stored_positions(self.array)
+            extent = tuple(int(v) + 1 for v in positions.max(axis=0)) if len(positions) else (0,) * positions.shape[1]
+            codes = np.sort(np.ravel_multi_index(positions.T, extent)) if len(positions) else np.zeros(0, np.int64)
+            self._listing = positions, codes, extent
+        return self._listing[0]
+
+    def _in_listing(self, coords: tuple[int, ...]) -> bool:
+        self.listed()
+        _, codes, extent = self._listing
+        if not len(codes) or any(c >= e for c, e in zip(coords, extent, strict=True)):
+            return False
+        code = np.ravel_multi_index(coords, extent)
+        i = int(np.searchsorted(codes, code))
+        return i < len(codes) and int(codes[i]) == code
 
     def survey(self, layout: Any, n_frames: int) -> tuple[int, int]:
         """``(frames, damaged)`` from one listing of the store: ``frames`` up to the end of the last time-chunk
@@ -139,7 +160,7 @@ class MissingChunks:
         return self._survey[key]
 
     def _count(self, layout: Any, n_frames: int) -> tuple[int, int]:
-        positions = stored_positions(self.array)
+        positions = self.listed()
         for axis, index in layout.fixed:  # the chunks of the channel / z / series read
             positions = positions[positions[:, axis] == index // self.grid[axis]]
         per_frame = -(-self.array.shape[layout.y] // self.grid[layout.y]) * \
@@ -183,6 +204,8 @@ class MissingChunks:
                 for cx in range(x0 // grid[layout.x], (max(x1, x0 + 1) - 1) // grid[layout.x] + 1):
                     coords[layout.y], coords[layout.x] = cy, cx
                     key = tuple(coords)
+                    if self._in_listing(key):
+                        continue
                     if key not in self.known:
                         if len(self.known) >= KNOWN_CHUNKS:  # bounded: a chunk asked about again costs one stat
                             self.known.clear()

@@ -240,3 +240,26 @@ def test_a_compressed_tiff_gives_every_frame_and_when_cut_its_complete_ones(tmp_
             assert [d.frame for d in stack.damage.records] == [n]
             (line,) = stack.notes()
             assert f"the stack ends with frame {n - 1}, the last complete one" in line
+
+
+def test_a_zarr_read_asks_the_store_only_about_chunks_its_listing_lacks(tmp_path, monkeypatch):
+    """The open lists the store once; reads check that listing (a remote store's round trip per chunk otherwise):
+    a complete part is asked nothing, a missing chunk once, and a chunk written after the open is found."""
+    import decode_mem.io._zarr as zarr_backend
+
+    frames = movie(8, 16, 16)
+    path = tmp_path / "m.zarr"
+    zarr_with_missing_chunks(path, frames, (2, 8, 16), [(1, 0, 0), (3, 1, 0)])
+    asked = []
+    real = zarr_backend.chunk_exists
+    monkeypatch.setattr(zarr_backend, "chunk_exists", lambda array, coords: asked.append(coords) or real(array, coords))
+    with open_stack(path, max_damage=MORE) as stack:
+        np.testing.assert_array_equal(stack[4:6], frames[4:6])  # every chunk listed
+        assert asked == []
+        stack[2:4]
+        stack[0:4]
+        assert asked == [(1, 0, 0)]  # the missing one, once
+        assert [d.frame for d in stack.damage.records] == [2, 3]
+        zarr.open_array(str(path), mode="r+")[6:8] = frames[6:8]  # the writer catches up after the open
+        np.testing.assert_array_equal(stack[6:8], frames[6:8])  # found by asking the store
+        assert asked == [(1, 0, 0), (3, 1, 0)] and [d.frame for d in stack.damage.records] == [2, 3]
