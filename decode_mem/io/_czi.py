@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray
 from decode_mem.io.metadata import MovieMetadata, camera_identity, finite_number
@@ -63,7 +63,7 @@ def _open_reader(path: Path) -> Any:
         reader = pyczi.CziReader(str(path))
         box = {k: (int(a), int(n)) for k, (a, n) in reader.total_bounding_box.items()}
     except Exception as e:
-        raise StackError(f"{path}: not a readable CZI file ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: not a readable CZI file ({exception_line(e)})") from e
     planes = math.prod(n for k, (_, n) in box.items() if k not in "XY")
     if any(n < 1 for _, n in box.values()) or planes > subblocks:  # every plane needs a subblock of its own
         reader.close()

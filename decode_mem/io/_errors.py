@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from decode_mem.errors import DecodeMemError, StackError
+from decode_mem.errors import DecodeMemError, StackError, exception_line
 
 LOW_LEVEL = (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, EOFError, RuntimeError,
              NotImplementedError, zlib.error, zipfile.BadZipFile, UnicodeDecodeError, OverflowError)
@@ -24,4 +24,4 @@ def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
     except DecodeMemError:
         raise
     except LOW_LEVEL as e:
-        raise StackError(f"{path}: cannot be read as {what}: {type(e).__name__}: {e}") from e
+        raise StackError(f"{path}: cannot be read as {what}: {exception_line(e)}") from e

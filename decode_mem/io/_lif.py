@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray, crop
 from decode_mem.io.damage import Damage
@@ -31,7 +31,7 @@ def _open_file(path: Path) -> Any:
     try:
         return LifFile(str(path))
     except Exception as e:
-        raise StackError(f"{path}: not a readable Leica LIF file ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: not a readable Leica LIF file ({exception_line(e)})") from e
 
 
 def open_source(path: Path, series: int | None, channel: int | None = None, z: int | None = None) -> Source:
@@ -49,7 +49,7 @@ def open_source(path: Path, series: int | None, channel: int | None = None, z: i
     try:
         image = lif.get_image(pick)
     except Exception as e:
-        raise StackError(f"{path}: image {pick} of the LIF file cannot be read ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: image {pick} of the LIF file cannot be read ({exception_line(e)})") from e
     if image.display_dims != (1, 2):
         raise StackError(f"{path}: image {pick} is not an X-Y image (its planes span dimensions "
                          f"{image.display_dims}); decode_mem reads X-Y planes")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray, crop
 from decode_mem.io.metadata import MovieMetadata, camera_identity
@@ -35,7 +35,7 @@ def _open_file(path: Path) -> Any:
         f = nd2.ND2File(path)
         sizes = dict(f.sizes)
     except Exception as e:
-        raise StackError(f"{path}: not a readable ND2 file ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: not a readable ND2 file ({exception_line(e)})") from e
     if not sizes or any(int(n) < 0 for n in sizes.values()):
         f.close()
         raise StackError(f"{path}: the ND2 file states no image dimensions ({sizes})")

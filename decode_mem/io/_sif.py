@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import EmptyStackError, StackError
+from decode_mem.errors import EmptyStackError, StackError, exception_line
 from decode_mem.io._layout import Source
 from decode_mem.io.damage import Damage
 from decode_mem.io.metadata import MovieMetadata, camera_identity, finite_number
@@ -67,7 +67,7 @@ def _header(path: Path) -> tuple[tuple[int, int], int, dict[str, Any], int]:
     try:
         _tile, size, n_frames, info = _open(fh)
     except Exception as e:
-        raise StackError(f"{path}: not a readable Andor SIF file ({type(e).__name__}: {e})") from e
+        raise StackError(f"{path}: not a readable Andor SIF file ({exception_line(e)})") from e
     finally:
         fh.close()
     width, height = (int(v) for v in size)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decode_mem.errors import EmptyStackError, StackError
+from decode_mem.errors import EmptyStackError, StackError, exception_line
 from decode_mem.io._layout import Source
 from decode_mem.io.damage import Damage
 
@@ -90,7 +90,7 @@ def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int
             if cut is not None:
                 log.clear()
                 return cut
-            raise StackError(f"{path}: cannot read the TIFF structure ({type(e).__name__}: {e})") from e
+            raise StackError(f"{path}: cannot read the TIFF structure ({exception_line(e)})") from e
         if source.damage:  # a cut file: tifffile's complaints are about the cut, which the damage record says
             log.clear()
     return source

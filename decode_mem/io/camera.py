@@ -11,7 +11,7 @@ import numpy as np
 
 from decode_mem.config import camera_field_problem as field_problem
 from decode_mem.config import check_keys
-from decode_mem.errors import ConfigError
+from decode_mem.errors import ConfigError, exception_line
 
 MAP_FIELDS = ("offset_map", "e_per_adu_map", "variance_map")
 NUMBERS = ("e_per_adu", "em_gain", "qe", "read_noise", "pixel_size", "baseline")
@@ -197,7 +197,7 @@ def _read_map(path: str, shape: tuple[int, int]) -> np.ndarray:
     except ConfigError:
         raise
     except Exception as e:
-        raise ConfigError(f"{p}: cannot read camera map ({type(e).__name__}: {e})") from e
+        raise ConfigError(f"{p}: cannot read camera map ({exception_line(e)})") from e
     array = np.asarray(array, dtype=np.float64)
     if array.ndim == 3 and array.shape[0] == 1:
         array = array[0]

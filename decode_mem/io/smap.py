@@ -31,7 +31,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from decode_mem.errors import ConfigError, DecodeMemError, StackError
+from decode_mem.errors import ConfigError, DecodeMemError, StackError, exception_line
 from decode_mem.io import _matlab
 from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
@@ -135,7 +135,7 @@ class _SmapFile:
             raise
         except LOW_LEVEL as e:
             self.close()
-            raise StackError(f"{self.path}: not a readable SMAP file: {type(e).__name__}: {e}") from e
+            raise StackError(f"{self.path}: not a readable SMAP file: {exception_line(e)}") from e
 
     def _open_h5(self) -> None:
         self._h5 = h5py.File(self.path, "r")

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from decode_mem.errors import ConfigError, DecodeMemError, StackError
+from decode_mem.errors import ConfigError, DecodeMemError, StackError, exception_line
 from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
@@ -178,7 +178,7 @@ class _SmlmFile:
             raise
         except LOW_LEVEL as e:
             self.zf.close()
-            raise StackError(f"{self.path}: unreadable manifest.json: {type(e).__name__}: {e}") from e
+            raise StackError(f"{self.path}: unreadable manifest.json: {exception_line(e)}") from e
 
     def own(self) -> dict[str, Any]:
         own = self.manifest.get("decode_mem")

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import EmptyStackError, StackError
+from decode_mem.errors import EmptyStackError, StackError, exception_line
 from decode_mem.io._layout import Layout, Source, resolve_layout
 from decode_mem.io.blocks import edge_blocks
 from decode_mem.io.damage import Damage, DamageLog, check_budget, check_share, finite_median, repair_frames
@@ -260,7 +260,7 @@ class Stack(AbstractContextManager):
                 data = src.array[layout.index(t, ys, xs)]
         except Exception as e:
             raise StackError(f"{self.path}: cannot read frame(s) {_frames_str(frames)}: "
-                             f"{type(e).__name__}: {e}") from e
+                             f"{exception_line(e)}") from e
         data = layout.to_tyx(data, t)
         # a memmap view must be copied (and its byte order made native); zarr already returned fresh memory
         out = np.array(data, dtype=self._dtype, order="C") if src.mapped else np.ascontiguousarray(data, self._dtype)
@@ -380,7 +380,7 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as e:
-            raise StackError(f"{path}: unreadable .npy file ({type(e).__name__}: {e})") from e
+            raise StackError(f"{path}: unreadable .npy file ({exception_line(e)})") from e
         return Source(array, None, "npy", mapped=True)
     if not head:
         raise StackError(f"{path}: empty file (0 bytes)")

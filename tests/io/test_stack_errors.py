@@ -224,3 +224,19 @@ def test_series_only_where_there_are_series(tmp_path) -> None:
             open_stack(path, series=1)
     with open_stack(frames) as stack:
         assert stack.shape == (3, 8, 8)
+
+
+def test_a_library_error_of_several_lines_is_said_in_one(tmp_path, monkeypatch) -> None:
+    """A reader's error quotes the library's message, which can run over several lines (stack frames, quoted
+    bytes): the error stays one line, its first."""
+    path = tmp_path / "m.npy"
+    np.save(path, np.zeros((2, 4, 4), np.uint16))
+
+    def load(*args, **kwargs):
+        raise ValueError("header is broken\n  File 'format.py', line 612\n    d = safe_eval(header_str)")
+
+    monkeypatch.setattr(np, "load", load)
+    with pytest.raises(StackError) as err:
+        open_stack(path)
+    assert "\n" not in str(err.value)
+    assert str(err.value).endswith("unreadable .npy file (ValueError: header is broken)")
