@@ -23,8 +23,13 @@ RESULTS = HERE / "results"
 # Reports that describe code which has changed since they were made; re-run them before quoting their numbers.
 FASTER_SPLINE = ("`fit --psf` trains within a time budget, and its spline rendering is 1.5-3x faster since "
                  "3417376 (spline_render.md); a budget holds more steps now: rerun before quoting them")
+SPREAD_CUMULANTS = ("the pixels' cumulants behind `fit --psf`'s matched density and photons come from frames spread "
+                    "over the movie since the commit that added calibrate.cumulants.light_cumulants (consecutive "
+                    "frames read them low: tests/calibrate/test_light_cumulants.py); rerun before quoting its "
+                    "estimates and fits")
 STALE: dict[str, str] = {name: FASTER_SPLINE for name in ("3d.md", "3d_budget_check.md", "3d_crowding_check.md",
                                                          "3d_schedule.md")}
+STALE["crowding.md"] = SPREAD_CUMULANTS
 # Helpers that measure nothing themselves: what they are for.
 HELPERS = {"command_line.py", "machine.py", "picasso_runner.py", "plan_bytes.py", "report_files.py",
            "make_index.py"}

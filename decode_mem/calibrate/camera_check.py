@@ -12,6 +12,7 @@ point where it meets the read noise checks the baseline separately.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -33,9 +34,11 @@ def expected_slope(camera: Camera) -> float:
     return (2.0 if camera.kind == "emccd" else 1.0) / camera.qe
 
 
-def read_variance(camera: Camera) -> float:
-    """Read noise plus ADU rounding, in photons² (scalar camera settings)."""
-    return camera.read_variance_photons + 1.0 / (12.0 * camera.adu_per_photon**2)
+def read_variance(camera: Camera, maps: Any = None) -> float:
+    """Read noise plus ADU rounding, in photons²: the camera's scalar settings, or the mean over the pixels of its
+    per-pixel ``maps`` (``Camera.load_maps``, or a crop of them) where given."""
+    read = camera.read_variance_photons if maps is None else float(np.mean(camera.read_variance(maps)))
+    return read + 1.0 / (12.0 * camera.adu_per_photon**2)
 
 
 @dataclass(frozen=True)

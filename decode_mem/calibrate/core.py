@@ -29,7 +29,7 @@ from decode_mem.calibrate.background import (
 )
 from decode_mem.calibrate.blinking import link, on_time
 from decode_mem.calibrate.camera_check import check_camera, expected_slope, read_variance
-from decode_mem.calibrate.cumulants import CumulantStats
+from decode_mem.calibrate.cumulants import LIGHT_FRAMES, light_cumulants
 from decode_mem.calibrate.noise import SpatialNoiseStats, choose
 from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
 from decode_mem.calibrate.spots import concat, find_candidates, gaussian_model, isolated, localize_block, windows
@@ -69,7 +69,8 @@ def sample_runs(n_frames: int, frames: int = DEFAULT_FRAMES, run: int = RUN_FRAM
 
 def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = DEFAULT_FRAMES, seed: int = 0,
                     camera_sources: Mapping[str, str] | None = None, metadata: MovieMetadata | None = None,
-                    pilot_frames: int = PILOT_FRAMES, sweeps: int = SWEEPS) -> Calibration:
+                    pilot_frames: int = PILOT_FRAMES, sweeps: int = SWEEPS,
+                    light_frames: int = LIGHT_FRAMES) -> Calibration:
     """Measure PSF width, background, photons, density and on-time of ``movie`` (a path, a ``Stack`` or a
     (T, H, W) array of camera counts) from at most ``frames`` frames (fewer for frames so large that
     ``frames`` of them exceed ``PIXEL_BUDGET`` pixels; at least 8).
@@ -78,7 +79,9 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
     ``camera_sources``/``metadata`` record where a given camera's fields came from. ``seed`` fixes the
     bootstrap of the uncertainties. ``pilot_frames`` (frames that give the first PSF width) and ``sweeps``
     (refits of every spot with its neighbours' light removed) trade precision for time: a quick check (the
-    ``infer`` domain check) takes fewer.
+    ``infer`` domain check) takes fewer. ``light_frames``: frames spread over the movie whose pixels' cumulants
+    give the emitters' light for a crowded or 3-D movie (``cumulants.light_cumulants``, read apart from the
+    others; 0: not measured).
     """
     is_path = isinstance(movie, (str, os.PathLike))
     if camera is None:
@@ -98,6 +101,7 @@ def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = D
         if len(stack.shape) != 3:
             raise StackError(f"{name}: expected a (T, H, W) movie, got shape {tuple(stack.shape)}")
         result = _measure(stack, camera, frames, pilot_frames, sweeps)
+        result["light"] = light_cumulants(stack, camera, frames=light_frames) if light_frames else None
     return _summarize(result, name=str(name), camera=camera, sources=sources, metadata=metadata, seed=seed)
 
 
@@ -123,7 +127,7 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
     block = max(3, min(MAX_BLOCK_FRAMES, BLOCK_PIXELS // (h * w)))
     runs = [(b0, min(b0 + block, t1)) for t0, t1 in _coalesce(sample_runs(n_frames, frames))
             for b0 in range(t0, t1, block)]
-    quiet, spatial, cumulants = QuietStats((h, w)), SpatialNoiseStats((h, w)), CumulantStats()
+    quiet, spatial = QuietStats((h, w)), SpatialNoiseStats((h, w))
     rows: list[dict[str, np.ndarray]] = []
     sampled, zero_frames, below, pixels = [], 0, 0, 0
     sigma = radius = None
@@ -155,7 +159,6 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
                            radius=max(2, math.ceil(3 * sigma)))
         quiet.add(photons, ~masked)
         spatial.add(photons, ~masked)
-        cumulants.add(photons)
         c, f = loc.cands, loc.fits
         iso = isolated(c, concat(c, faint), ISOLATION * sigma)
         inner = (c.row >= radius) & (c.row < h - radius) & (c.col >= radius) & (c.col < w - radius)
@@ -174,12 +177,11 @@ def _measure(stack: Any, camera: Camera, frames: int, pilot_frames: int = PILOT_
             _add_profile(profile, profile_n, loc.residual, c.select(sel), f, sel, radius)
     table = {k: np.concatenate([r[k] for r in rows]) if rows else np.zeros(0) for k in
              ("frame", "x", "y", "photons", "bg", "sigma", "ok", "psf", "photometry")}
-    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "spatial": spatial, "cumulants": cumulants,
+    return {"shape": (n_frames, h, w), "table": table, "quiet": quiet, "spatial": spatial,
             "sampled": np.asarray(sampled, dtype=np.int64),
             "zero_frames": zero_frames, "below": below / pixels if pixels else float("nan"),
             "frames_sampled": sum(t1 - t0 for t0, t1 in runs), "profile": (profile, profile_n), "radius": radius or 0,
-            "read_var": float(np.mean(camera.read_variance(maps))) + 1 / (12 * camera.adu_per_photon**2)
-            if maps is not None else read_variance(camera)}
+            "read_var": read_variance(camera, maps)}
 
 
 def _coalesce(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -262,7 +264,7 @@ def _summarize(m: dict[str, Any], *, name: str, camera: Camera, sources: dict[st
         "density_per_um2": Estimate(float(density), None if density_se is None else float(density_se)),
         "on_time_frames": Estimate(on.frames, on.se),
     }
-    light = m["cumulants"].result(camera)
+    light = m["light"]
     if light is not None:  # the emitters' light beyond the camera's noise (``cumulants``), for ``crowding``
         estimates.update({"pixel_light_photons": Estimate(light.mean),
                           "emitter_light_variance": Estimate(light.variance, light.variance_se),

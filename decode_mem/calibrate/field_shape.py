@@ -50,7 +50,7 @@ def check_field_shape(stack: Any, camera: Camera, psf: Any, z_range: tuple[float
         sample = np.asarray(stack[0:n, rows, cols])
         t0 = time.perf_counter()
         try:
-            cal = calibrate_movie(sample, camera, frames=n, pilot_frames=pilot_frames, sweeps=sweeps)
+            cal = calibrate_movie(sample, camera, frames=n, pilot_frames=pilot_frames, sweeps=sweeps, light_frames=0)
         except (DecodeMemError, ValueError, np.linalg.LinAlgError) as e:
             out[region] = {"note": f"not checked: {e}"}
             continue

@@ -126,7 +126,7 @@ def check_domain(stack: Any, camera: Camera, envelope: dict[str, Any], *, frames
     t0 = time.perf_counter()
     try:
         calibration = calibrate_movie(sample, camera, frames=n, pilot_frames=DOMAIN_PILOT_FRAMES,
-                                      sweeps=DOMAIN_SWEEPS)
+                                      sweeps=DOMAIN_SWEEPS, light_frames=0)  # the pixels' cumulants: not used here
     except (DecodeMemError, ValueError, np.linalg.LinAlgError) as e:  # too few spots to measure, ...
         numbers["calibration"] = f"not measured: {e}"
         if below > 0.5:
