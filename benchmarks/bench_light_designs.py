@@ -6,8 +6,8 @@ Does a cheaper convolution buy width within a quarter of the small model's arith
 ``DecodeNet`` of ``depth`` 2 (untrained: dense convolutions take the same time whatever their weights) whose two
 U-Nets use either the standard block (two 3x3 convolutions, ``model.unet.ConvBlock``) or a depthwise-separable one
 defined here (each 3x3 convolution a per-channel 3x3 and a 1x1 across channels; not in the library). FLOPs are
-torch's FLOP counter over one streamed 256² frame (its frame features, then the temporal part), as
-``tests/model/test_light_model.py`` counts them. Speed: the network alone as a long stream computes it (features
+``model.flops.stream_flops`` over one streamed 256² frame (its frame features, then the temporal part),
+as ``tests/model/test_light_model.py`` counts them. Speed: the network alone as a long stream computes it (features
 of 16 new frames, then 16 windows' temporal part, whole 256² frames), compiled by OpenVINO for this CPU with the
 threads given, in bf16 where the CPU has native bf16 (what ``--engine auto`` took for the shipped models on such
 CPUs) and in fp32; the best of ``--repeats`` calls after a first one.
@@ -57,17 +57,6 @@ def build(features: int, inter: int, separable: bool):
         return DecodeNet(ModelConfig(depth=2, features=features, inter_features=inter)).eval()
 
 
-def flops_per_frame(net) -> int:
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    x = torch.zeros(1, net.config.input_channels, SIDE, SIDE)
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        f = net.frame_features(x)
-        net.temporal(f, f, f)
-    return int(counter.get_total_flops())
-
-
 def frames_per_s(net, precision: str, threads: int, repeats: int) -> tuple[float, str]:
     """Network-only frames/s of a long stream (see the module docstring) and the precision OpenVINO compiled."""
     import torch
@@ -91,12 +80,14 @@ def frames_per_s(net, precision: str, threads: int, repeats: int) -> tuple[float
 def measure(args: argparse.Namespace) -> dict:
     import torch
 
+    from decode_mem.model.flops import stream_flops
+
     torch.set_num_threads(args.threads)
     base = None
     rows = []
     for label, features, inter, separable in DESIGNS:
         net = build(features, inter, separable)
-        flops = flops_per_frame(net)
+        flops = stream_flops(net, SIDE)
         base = base or flops
         row = {"design": label, "features": features, "inter_features": inter, "separable": separable,
                "gflop_per_frame": flops / 1e9, "flop_ratio": flops / base,

@@ -61,5 +61,4 @@ def exception_line(e: BaseException, *, with_type: bool = True, limit: int | Non
 def failure_reason(e: BaseException) -> str:
     """Why an input failed, for a run's list of failures: decode_mem's own message as it is, another error with its
     type's name first."""
-    text = str(e)
-    return text if type(e).__module__.startswith("decode_mem") else f"{type(e).__name__}: {text}"
+    return str(e) if type(e).__module__.startswith("decode_mem") else exception_line(e)

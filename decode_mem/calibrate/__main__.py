@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--out", required=True, help="calibration YAML to write")
     add(p, "--png", help="also draw the calibration figure here")
     add(p, "--frames", type=int, default=200,
-        help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames)")
+        help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames); the "
+             "pixel statistics of crowded and 3-D movies read 64 single frames more")
     add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties, an integer (default 0)")
     cam = p.add_argument_group("camera")
     add(cam, "--camera", help=CAMERA_HELP)

@@ -32,13 +32,12 @@ from decode_mem.calibrate.camera_check import check_camera, expected_slope, read
 from decode_mem.calibrate.cumulants import LIGHT_FRAMES, light_cumulants
 from decode_mem.calibrate.noise import SpatialNoiseStats, choose
 from decode_mem.calibrate.result import Calibration, Diagnostics, Estimate
+from decode_mem.calibrate.sampling import DEFAULT_FRAMES, sample_runs
 from decode_mem.calibrate.spots import concat, find_candidates, gaussian_model, isolated, localize_block, windows
 from decode_mem.errors import StackError
 from decode_mem.io.camera import Camera
 from decode_mem.io.metadata import MovieMetadata, read_metadata, resolve_camera
 
-DEFAULT_FRAMES = 200
-RUN_FRAMES = 20
 THRESHOLD = 5.0  # detection: smoothed peak over the smoothed noise
 MASK_THRESHOLD = 3.0  # spots masked out of the background statistics: down to this
 SIGMA_START = 1.2  # px: detection filter and first guess before the PSF is measured
@@ -54,34 +53,21 @@ MAX_BLOCK_FRAMES = 100  # frames processed at once (fewer, larger fit batches: l
 BOOTSTRAP_MAX = 20_000
 
 
-def sample_runs(n_frames: int, frames: int = DEFAULT_FRAMES, run: int = RUN_FRAMES) -> list[tuple[int, int]]:
-    """Runs ``(t0, t1)`` of up to ``run`` consecutive frames, ``frames`` in all, spread evenly over the movie
-    (all frames, cut into runs, when the movie has no more than ``frames``)."""
-    if frames < 1:
-        raise ValueError(f"frames must be >= 1, got {frames}")
-    if n_frames <= frames:
-        return [(t, min(t + run, n_frames)) for t in range(0, n_frames, run)]
-    run = min(run, frames)
-    n_runs = math.ceil(frames / run)
-    starts = np.unique(np.round(np.linspace(0, n_frames - run, n_runs)).astype(int))
-    return [(int(t), int(t) + run) for t in starts]
-
-
 def calibrate_movie(movie: Any, camera: Camera | None = None, *, frames: int = DEFAULT_FRAMES, seed: int = 0,
                     camera_sources: Mapping[str, str] | None = None, metadata: MovieMetadata | None = None,
                     pilot_frames: int = PILOT_FRAMES, sweeps: int = SWEEPS,
                     light_frames: int = LIGHT_FRAMES) -> Calibration:
     """Measure PSF width, background, photons, density and on-time of ``movie`` (a path, a ``Stack`` or a
     (T, H, W) array of camera counts) from at most ``frames`` frames (fewer for frames so large that
-    ``frames`` of them exceed ``PIXEL_BUDGET`` pixels; at least 8).
+    ``frames`` of them exceed ``PIXEL_BUDGET`` pixels; at least 8), and the pixels' cumulants from
+    ``light_frames`` more, single frames spread over the movie.
 
     ``camera``: None reads the file's metadata and fills the rest with defaults (``resolve_camera``);
     ``camera_sources``/``metadata`` record where a given camera's fields came from. ``seed`` fixes the
     bootstrap of the uncertainties. ``pilot_frames`` (frames that give the first PSF width) and ``sweeps``
     (refits of every spot with its neighbours' light removed) trade precision for time: a quick check (the
-    ``infer`` domain check) takes fewer. ``light_frames``: frames spread over the movie whose pixels' cumulants
-    give the emitters' light for a crowded or 3-D movie (``cumulants.light_cumulants``, read apart from the
-    others; 0: not measured).
+    ``infer`` domain check) takes fewer. ``light_frames``: how many (``cumulants.light_cumulants``: the
+    emitters' light for a crowded or 3-D movie; 0: not measured).
     """
     is_path = isinstance(movie, (str, os.PathLike))
     if camera is None:

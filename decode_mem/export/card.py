@@ -2,8 +2,8 @@
 
 ``python -m decode_mem.export runs/default_2d --out data/models/default_2d`` writes
 ``default_2d.pt`` and ``default_2d.md``: the card opens with what a microscopist looks for, the data the model
-covers (its envelope) and how well it does (validation at several densities), then how it was made (steps, time,
-hardware, config).
+covers (its envelope) and how well it does (validation at several densities of a reference physics where it applies,
+and on its own training simulation), then how it was made (steps, time, hardware, config).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def reference_gap(simulation: SimulationConfig, model_config: Any) -> str | None
         return "its PSF changes across the field; the reference is one 2-D Gaussian PSF"
     if simulation.psf != "gauss2d":
         kind = "3-D model" if getattr(model_config, "use_z", False) else "model"
-        return f"a {kind} trained on a {simulation.psf} PSF; the reference is a 2-D Gaussian PSF"
+        return f"a {kind} trained on the PSF '{simulation.psf}'; the reference is a 2-D Gaussian PSF"
     return None
 
 

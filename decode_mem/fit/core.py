@@ -107,7 +107,8 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
 
     # 1. calibrate
     progress("calibrate", {"movie": cfg.movies[0]})
-    calibration = calibrate_movie(cfg.movies[0], cfg.camera, frames=cfg.calib_frames, seed=cfg.seed)
+    calibration = calibrate_movie(cfg.movies[0], cfg.camera, frames=cfg.calib_frames, seed=cfg.seed,
+                                  **({} if cfg.psf else {"light_frames": 0}))  # the pixels' cumulants: 3-D only
     out.mkdir(parents=True, exist_ok=True)  # after the movie was read: a bad movie leaves no folder behind
     camera: Camera = calibration.camera
     gaps = covers(calibration, base.envelope)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from decode_mem.errors import exception_line
 from decode_mem.io.atomic import partial_path, remove_path
 from decode_mem.model.config import CHANNEL_INDEX
 from decode_mem.tiling import Tile
@@ -51,7 +52,7 @@ class ProbabilityMap:
                 array = zarr.open_array(store=str(tmp), mode="r+")
             except Exception as e:
                 raise FileNotFoundError(f"{tmp}: the probability map of the frames before {self.offset} cannot "
-                                        f"be resumed ({type(e).__name__}: {e}); run without --resume") from e
+                                        f"be resumed ({exception_line(e)}); run without --resume") from e
             if tuple(array.shape) != self.shape or tuple(array.chunks) != (self.block, *self.shape[1:]):
                 raise ValueError(f"{tmp}: a probability map of another shape or block {array.shape}")
             self._array = array

@@ -87,7 +87,7 @@ def _source(reader: Any, box: dict[str, tuple[int, int]], path: Path, series: in
     try:
         scenes = dict(sorted(reader.scenes_bounding_rectangle.items()))
     except ValueError as e:  # pylibCZIrw: metadata naming more scenes than the subblocks have bounding boxes
-        raise StackError(f"{path}: the CZI's scenes cannot be read ({e})") from e
+        raise StackError(f"{path}: the CZI's scenes cannot be read ({exception_line(e, with_type=False)})") from e
     if len(scenes) > 1 and series is None:
         names = [f"scene {k}" for k in scenes]
         raise StackError(f"{path}: the CZI file holds {len(scenes)} scenes; pass series= to pick one "

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.errors import EmptyStackError, StackError
+from decode_mem.errors import EmptyStackError, StackError, exception_line
 from decode_mem.io._layout import Source, entries_text
 from decode_mem.io._planes import PlaneArray
 from decode_mem.io.damage import Damage
@@ -183,7 +183,7 @@ def open_source(path: Path, series: int | None, channel: int | None = None, z: i
     try:
         index.update()
     except OSError as e:
-        raise StackError(f"{path}: cannot read {NDTIFF_INDEX} ({e})") from e
+        raise StackError(f"{path}: cannot read {NDTIFF_INDEX} ({exception_line(e, with_type=False)})") from e
     sel = Selection(index, path, series)
     shapes = {index.shape[i] for i in range(len(index.axes)) if sel.key(index.axes[i]) is not None}
     if len(shapes) != 1:

@@ -76,7 +76,7 @@ def open_tiff(path: Path, series: int | None, channel: int | None = None, z: int
             if cut is not None:
                 log.clear()
                 return cut
-            raise StackError(f"{path}: not a readable TIFF file ({e})") from e
+            raise StackError(f"{path}: not a readable TIFF file ({exception_line(e, with_type=False)})") from e
         try:
             source = _open_series(tif, path, series, log, channel, z)
         except Exception as e:

@@ -206,11 +206,13 @@ class MissingChunks:
                     key = tuple(coords)
                     if self._in_listing(key):
                         continue
-                    if key not in self.known:
+                    exists = self.known.get(key)
+                    if exists is None:
+                        exists = chunk_exists(self.array, key)
                         if len(self.known) >= KNOWN_CHUNKS:  # bounded: a chunk asked about again costs one stat
-                            self.known.clear()
-                        self.known[key] = chunk_exists(self.array, key)
-                    if self.known[key]:
+                            self.known = {}  # a new table: a read in another thread keeps the one it looked at
+                        self.known[key] = exists
+                    if exists:
                         continue
                     missing += 1
                     if mask is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from decode_mem.config import yaml_problem
 from decode_mem.errors import ConfigError
 
 TABLE_FILE = "camera_table.yaml"
@@ -153,7 +154,7 @@ def load_table(path: str | Path | None = None) -> CameraTable:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML: {e}") from e
+        raise ConfigError(f"{where}: not valid YAML: {yaml_problem(e)}") from e
     if not isinstance(raw, dict) or set(raw) != {"settings", "cameras"}:
         raise ConfigError(f"{where}: expected the two top-level keys 'settings' and 'cameras'")
     settings = _check_settings(raw["settings"], where)

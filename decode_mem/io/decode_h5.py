@@ -32,7 +32,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from decode_mem.errors import ConfigError, StackError
+from decode_mem.errors import ConfigError, StackError, exception_line
 from decode_mem.io._errors import LOW_LEVEL, reading
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
@@ -64,7 +64,7 @@ def _open(path: str | os.PathLike) -> h5py.File:
     try:
         f = h5py.File(path, "r")
     except LOW_LEVEL as e:
-        raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
+        raise StackError(f"{path}: not a readable HDF5 file: {exception_line(e, with_type=False)}") from e
     try:
         with reading(path, "a DECODE emitter set"):
             laid_out = isinstance(f.get("data/xyz"), h5py.Dataset) and isinstance(f.get("meta"), h5py.Group)
@@ -93,7 +93,7 @@ def _meta(f: h5py.File, path: Path) -> dict[str, Any]:
         px = None if px is None else np.atleast_1d(np.asarray(px, np.float64)).ravel()
         own = f.attrs.get("decode_mem_pixel_size")
     except (TypeError, ValueError) as e:
-        raise StackError(f"{path}: unreadable DECODE metadata: {e}") from e
+        raise StackError(f"{path}: unreadable DECODE metadata: {exception_line(e, with_type=False)}") from e
     if unit not in ("px", "nm"):
         raise StackError(f"{path}: DECODE xy_unit {unit!r} (expected 'px' or 'nm')")
     camera_xy: tuple[float, float] | None = None

@@ -14,7 +14,7 @@ from types import TracebackType
 
 import numpy as np
 
-from decode_mem.errors import StackError
+from decode_mem.errors import StackError, exception_line
 from decode_mem.io.atomic import atomic_output
 
 DRIFT_COLUMNS = ("frame", "dx [nm]", "dy [nm]")
@@ -70,7 +70,7 @@ def read_drift_csv(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     except OSError as e:
         raise StackError(f"{path}: cannot read the drift table ({e.strerror or e})") from None
     except ValueError as e:
-        raise StackError(f"{path}: bad drift table ({e})") from None
+        raise StackError(f"{path}: bad drift table ({exception_line(e, with_type=False)})") from None
     return data[:, 0].astype(np.int64) - 1, data[:, 1:3]
 
 

@@ -153,7 +153,7 @@ def _open(path: str | os.PathLike) -> pq.ParquetFile:
         # (iterating a 10^7-row file peaked at 624 MiB RssAnon with it, 300 MiB without, and was no faster)
         return pq.ParquetFile(path, pre_buffer=False)
     except (pa.ArrowException, OSError) as e:
-        raise StackError(f"{path}: not a readable parquet file: {e}") from e
+        raise StackError(f"{path}: not a readable parquet file: {exception_line(e, with_type=False)}") from e
 
 
 def parquet_meta(path: str | os.PathLike) -> dict[str, Any]:

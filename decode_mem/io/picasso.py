@@ -273,7 +273,7 @@ def picasso_columns(path: str | os.PathLike) -> tuple[str, ...]:
             ds = f.get("locs")
             return tuple(ds.dtype.names or ()) if isinstance(ds, h5py.Dataset) else ()
     except OSError as e:
-        raise StackError(f"{path}: not a readable HDF5 file: {e}") from e
+        raise StackError(f"{path}: not a readable HDF5 file: {exception_line(e, with_type=False)}") from e
 
 
 def iter_picasso(path: str | os.PathLike, chunk_rows: int = 1 << 20) -> Iterator[EmitterTable]:

@@ -48,13 +48,13 @@ def header_fields(path: str | os.PathLike) -> list[tuple[str, str]]:
         with open(path, "rb") as fh:
             line = fh.readline(MAX_HEADER).decode("utf-8", "replace").strip()
     except OSError as e:
-        raise StackError(f"{path}: cannot be read: {e}") from e
+        raise StackError(f"{path}: cannot be read: {exception_line(e, with_type=False)}") from e
     if not line.startswith(MAGIC):
         raise StackError(f"{path}: not a rapidSTORM table (no '# <localizations' header line)")
     try:
         root = ET.fromstring(line[1:].strip())
     except ET.ParseError as e:
-        raise StackError(f"{path}: rapidSTORM header is not valid XML: {e}") from e
+        raise StackError(f"{path}: rapidSTORM header is not valid XML: {exception_line(e, with_type=False)}") from e
     if root.find("localizations") is not None:
         raise StackError(f"{path}: a rapidSTORM track file (localizations within localizations); decode_mem reads "
                          f"rapidSTORM's localization tables")

@@ -119,7 +119,7 @@ class _SmapFile:
         try:
             self.version = _matlab.mat_version(self.path)
         except OSError as e:
-            raise StackError(f"{self.path}: cannot be read: {e}") from e
+            raise StackError(f"{self.path}: cannot be read: {exception_line(e, with_type=False)}") from e
         self._h5: h5py.File | None = None
         self._v5: dict[str, np.ndarray] = {}
         self._info: dict[str, Any] = {}
@@ -161,7 +161,7 @@ class _SmapFile:
         try:
             _matlab.check_v5(self.path, limit=4 * V5_MAX_BYTES)  # scipy's parser trusts what it reads: checked first
         except _matlab.V5Error as e:
-            raise StackError(f"{self.path}: not a readable MATLAB v7 file: {e}") from e
+            raise StackError(f"{self.path}: not a readable MATLAB v7 file: {exception_line(e, with_type=False)}") from e
         try:
             data = loadmat(self.path, squeeze_me=True, struct_as_record=False, variable_names=["saveloc"])
         except Exception as e:  # scipy's parser on damaged bytes raises what it meets (UnboundLocalError too)

@@ -148,7 +148,7 @@ def _manifest(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     except KeyError:
         raise StackError(f"{path}: no manifest.json in the zip (not a .smlm file)") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise StackError(f"{path}: manifest.json is not valid JSON: {e}") from e
+        raise StackError(f"{path}: manifest.json is not valid JSON: {exception_line(e, with_type=False)}") from e
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
         raise StackError(f"{path}: manifest.json lists no files")
     return manifest
@@ -162,7 +162,7 @@ class _SmlmFile:
         try:
             self.zf = zipfile.ZipFile(self.path)
         except LOW_LEVEL as e:
-            raise StackError(f"{self.path}: not a zip archive (.smlm): {e}") from e
+            raise StackError(f"{self.path}: not a zip archive (.smlm): {exception_line(e, with_type=False)}") from e
         try:
             self.manifest = _manifest(self.zf, self.path)
             self.tables = [_Table(self.path, self.manifest, f) for f in self.manifest["files"]
@@ -211,7 +211,8 @@ class _SmlmFile:
                     yield np.frombuffer(data, table.dtype)
                     left -= k
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
-            raise StackError(f"{self.path}: {table.name} cannot be read from the zip: {e}") from e
+            raise StackError(f"{self.path}: {table.name} cannot be read from the zip: "
+                             f"{exception_line(e, with_type=False)}") from e
 
     def frame_base(self, table: _Table) -> int:
         """0 or 1: where the table's frames count from (module docstring)."""

@@ -361,7 +361,7 @@ def _open_source(path: Path, *, series: int | None, key: str | None, channel: in
         with open(path, "rb") as fh:
             head = fh.read(HEAD_BYTES)
     except OSError as e:
-        raise StackError(f"{path}: cannot read the file ({e})") from e
+        raise StackError(f"{path}: cannot read the file ({exception_line(e, with_type=False)})") from e
     vendor = sniff(head)
     if vendor is not None:
         if key is not None:

@@ -123,13 +123,13 @@ def read_header(path: str | os.PathLike) -> list[str]:
         with open(path, "rb") as fh:
             line = fh.readline(MAX_HEADER).decode("utf-8-sig", "replace")
     except OSError as e:
-        raise StackError(f"{path}: cannot be read: {e}") from e
+        raise StackError(f"{path}: cannot be read: {exception_line(e, with_type=False)}") from e
     try:
         header = next(csv.reader([line]), [])
         if len(header) == 1 and "," in header[0]:
             header = next(csv.reader([header[0]]), [])
     except csv.Error as e:
-        raise StackError(f"{path}: the CSV header cannot be parsed: {e}") from e
+        raise StackError(f"{path}: the CSV header cannot be parsed: {exception_line(e, with_type=False)}") from e
     return [h.strip().strip('"').strip() for h in header]
 
 

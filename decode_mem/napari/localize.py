@@ -32,7 +32,7 @@ from magicgui.widgets import (
 )
 from qtpy.QtCore import QObject, Signal
 
-from decode_mem.errors import DecodeMemError, Stopped
+from decode_mem.errors import DecodeMemError, Stopped, exception_line
 from decode_mem.infer.observe import InferObserver
 from decode_mem.napari.layers import Opened, open_localizations
 
@@ -114,7 +114,7 @@ def error_line(error: BaseException) -> str:
     """One line for the user: decode_mem's own message, else the exception's type and message."""
     if isinstance(error, (DecodeMemError, Stopped)):
         return str(error)
-    return f"{type(error).__name__}: {error}"
+    return exception_line(error)
 
 
 class LocalizeWidget(Container):

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import torch
 
-from decode_mem.errors import DecodeMemError
+from decode_mem.errors import DecodeMemError, exception_line
 from decode_mem.tiling.grid import TileGrid
 
 T = TypeVar("T")
@@ -58,7 +58,7 @@ class BackOff:
             except RuntimeError as e:  # torch.OutOfMemoryError is one
                 if not is_oom(e):
                     raise
-                failure = f"{type(e).__name__}: {e}"
+                failure = exception_line(e)
             # here, outside the except block, the failed attempt's traceback and tensors are gone
             retries += 1
             self.shrink(t0, retries, failure)

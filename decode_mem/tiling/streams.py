@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 import numpy as np
 import torch
 
+from decode_mem.errors import exception_line
 from decode_mem.tiling.backoff import BackOff, is_oom
 from decode_mem.tiling.blocks import BlockResult
 
@@ -44,7 +45,7 @@ def run_streams(blocks: Blocks, n_frames: int, streams: int, backoff: BackOff,
         except RuntimeError as e:
             if not is_oom(e):
                 raise
-            failure = f"{type(e).__name__}: {e}"
+            failure = exception_line(e)
         wait([f for *_, f in pending])  # no block may be running while the sizes change
         if sizes != backoff.sizes():  # it failed with sizes an earlier block's back-off has already shrunk
             return redo(t0, frames, 0)

@@ -9,7 +9,8 @@ import functools
 import numpy as np
 import pytest
 
-from decode_mem.calibrate.cumulants import central_square, light_cumulants, spread_frames
+from decode_mem.calibrate.cumulants import light_cumulants, spread_pixels
+from decode_mem.calibrate.sampling import sample_runs
 from decode_mem.io.camera import preset
 from decode_mem.simulate import SimulationConfig, simulate_movie
 
@@ -47,9 +48,27 @@ def test_a_background_that_fades_over_the_movie_does_not_count() -> None:
     assert faded.third == pytest.approx(steady.third, rel=0.03)
 
 
+def test_blank_frames_are_left_out() -> None:
+    adu, camera = movie()
+    blanked = adu.copy()
+    blanked[::10] = 0  # frames a camera or a reader left empty
+    whole, holed = light_cumulants(adu[1::10], camera, frames=24), light_cumulants(blanked, camera, frames=FRAMES)
+    kept = light_cumulants(np.delete(adu, np.s_[::10], axis=0), camera, frames=FRAMES)
+    assert holed == kept and whole is not None
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 9, 11, 13])
+def test_few_frames_still_give_groups_of_three(n: int) -> None:
+    adu, camera = movie()
+    light = light_cumulants(adu[:n], camera)
+    assert light is not None and np.isfinite(light.variance) and np.isfinite(light.third)
+    assert (light.variance_se is None) == (n < 6)
+
+
 def test_which_frames_and_pixels() -> None:
-    assert spread_frames(10_000, 5).tolist() == [0, 2500, 5000, 7499, 9999]
-    assert spread_frames(3, 256).tolist() == [0, 1, 2]
-    assert central_square(1024, 2048, 1 << 16) == (slice(384, 640), slice(896, 1152))
-    assert central_square(64, 64, 1 << 16) == (slice(0, 64), slice(0, 64))
+    assert [t for t, _ in sample_runs(10_000, 5, run=1)] == [0, 2500, 5000, 7499, 9999]
+    assert [t for t, _ in sample_runs(3, 64, run=1)] == [0, 1, 2]
+    rows, cols = spread_pixels(1024, 2048, 1 << 16)  # 4 x 4 squares of 64² px over the field
+    assert len(rows) == len(cols) == 256 and rows[0] == 96 and rows[-1] == 927 and cols[0] == 224
+    assert np.array_equal(spread_pixels(64, 300, 1 << 16)[0], np.arange(64))
     assert light_cumulants(np.zeros((2, 8, 8), np.uint16), preset("emccd")) is None  # two frames: no third cumulant

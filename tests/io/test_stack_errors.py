@@ -240,3 +240,10 @@ def test_a_library_error_of_several_lines_is_said_in_one(tmp_path, monkeypatch) 
         open_stack(path)
     assert "\n" not in str(err.value)
     assert str(err.value).endswith("unreadable .npy file (ValueError: header is broken)")
+
+
+def test_a_failed_inputs_reason_is_one_line() -> None:
+    from decode_mem.errors import failure_reason
+
+    assert failure_reason(ValueError("cannot parse\n  row 7: 'x,,'")) == "ValueError: cannot parse"
+    assert failure_reason(StackError("m.tif: empty file (0 bytes)")) == "m.tif: empty file (0 bytes)"

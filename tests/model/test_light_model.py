@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
-from torch.utils.flop_counter import FlopCounterMode
 
 from decode_mem.model.checkpoint import SHIPPED_MODEL, load_checkpoint
 from decode_mem.model.config import ModelConfig
+from decode_mem.model.flops import stream_flops
 from decode_mem.model.net import DecodeNet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,12 +25,7 @@ def _recipe_config() -> ModelConfig:
 
 def flops_per_frame(config: ModelConfig, side: int = 256) -> int:
     """FLOPs of one streamed frame: its frame features, then the temporal part on three frames' features."""
-    net = DecodeNet(config).eval()
-    x = torch.zeros(1, config.input_channels, side, side)
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        f = net.frame_features(x)
-        net.temporal(f, f, f)
-    return int(counter.get_total_flops())
+    return stream_flops(DecodeNet(config).eval(), side)
 
 
 def test_the_light_recipe_needs_at_most_a_quarter_of_the_small_models_arithmetic() -> None:
