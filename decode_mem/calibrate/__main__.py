@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from decode_mem.calibrate.cumulants import LIGHT_FRAMES
 from decode_mem.cli import CAMERA_FLAG_HELP, CAMERA_HELP, MOVIES_READ, add, new_parser, run
 from decode_mem.io.camera import CAMERA_FLAGS
 
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--png", help="also draw the calibration figure here")
     add(p, "--frames", type=int, default=200,
         help="frames to sample at most, in runs spread over the movie (200; fewer for very large frames); the "
-             "pixel statistics of crowded and 3-D movies read 64 single frames more")
+             f"pixels' statistics for crowded and 3-D fits read {LIGHT_FRAMES} single frames more")
     add(p, "--seed", type=int, default=0, help="seed of the bootstrap uncertainties, an integer (default 0)")
     cam = p.add_argument_group("camera")
     add(cam, "--camera", help=CAMERA_HELP)

@@ -86,7 +86,7 @@ def light_cumulants(stack: Any, camera: Camera, *, frames: int = LIGHT_FRAMES,
     maps = camera.load_maps((h, w))
     if maps is not None:
         maps = PixelMaps(maps.baseline[cut], maps.e_per_adu[cut], maps.read_noise[cut])
-    kept = []  # each frame's photons less its level, and the level
+    taken = 0  # frames used (blank and flat ones are not)
     sums = np.zeros((LIGHT_GROUPS, 3, len(rows), len(cols)))  # per pixel: sums of x, x², x³
     count, level = np.zeros(LIGHT_GROUPS), np.zeros(LIGHT_GROUPS)
     for t0, _ in sample_runs(n, frames, run=1):
@@ -94,8 +94,8 @@ def light_cumulants(stack: Any, camera: Camera, *, frames: int = LIGHT_FRAMES,
         if adu.size == 0 or adu.min() == adu.max():
             continue
         photons = np.asarray(camera.to_photons(adu, maps), dtype=np.float64)
-        g = len(kept) % LIGHT_GROUPS
-        kept.append(t0)
+        g = taken % LIGHT_GROUPS
+        taken += 1
         mean = float(photons.mean())
         x = photons - mean
         square = x * x
@@ -105,7 +105,7 @@ def light_cumulants(stack: Any, camera: Camera, *, frames: int = LIGHT_FRAMES,
         count[g] += 1
         level[g] += mean
     # frames went round-robin into the groups; too few for all of them: pairs, or all, pooled (each >= MIN_BLOCK)
-    groups = next((g for g in (LIGHT_GROUPS, 2, 1) if len(kept) >= g * MIN_BLOCK), 0)
+    groups = next((g for g in (LIGHT_GROUPS, 2, 1) if taken >= g * MIN_BLOCK), 0)
     if groups < 1:
         return None
     if groups < LIGHT_GROUPS:

@@ -37,6 +37,7 @@ import torch
 
 from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
 from decode_mem.calibrate.crowding import CrowdedPhysics, crowded_estimates, crowded_physics
+from decode_mem.calibrate.cumulants import LIGHT_FRAMES
 from decode_mem.calibrate.match import simulation_from_estimates
 from decode_mem.config import check_output_folder, resolve_device
 from decode_mem.errors import ConfigError, Stopped
@@ -108,7 +109,7 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     # 1. calibrate
     progress("calibrate", {"movie": cfg.movies[0]})
     calibration = calibrate_movie(cfg.movies[0], cfg.camera, frames=cfg.calib_frames, seed=cfg.seed,
-                                  **({} if cfg.psf else {"light_frames": 0}))  # the pixels' cumulants: 3-D only
+                                  light_frames=LIGHT_FRAMES if cfg.psf else 0)  # the pixels' cumulants: 3-D only
     out.mkdir(parents=True, exist_ok=True)  # after the movie was read: a bad movie leaves no folder behind
     camera: Camera = calibration.camera
     gaps = covers(calibration, base.envelope)
