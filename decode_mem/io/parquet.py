@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from decode_mem.errors import ConfigError, StackError, exception_line
-from decode_mem.io.arrow_numpy import column_numpy
+from decode_mem.io.arrow_numpy import arrow_column, column_numpy
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.table import EmitterTable
@@ -90,7 +90,7 @@ class ParquetWriter:
             return
         cols = thunderstorm_columns(table, self.pixel_size, self.extras, self._next_id, three_d=self.three_d)
         cols.update(more)
-        arrays = [pa.array(np.asarray(cols[f.name]), type=f.type) for f in self.schema]
+        arrays = [arrow_column(np.asarray(cols[f.name]), f.type) for f in self.schema]
         self._buffer.append(pa.Table.from_arrays(arrays, schema=self.schema))
         self._next_id += n
         self._buffered += n

@@ -141,18 +141,27 @@ def test_columns_are_read_as_pyarrow_gives_them_offset_and_nulls_included() -> N
     assert list(_numpy(text)) == ["a", "b"]
 
 
-def test_reading_a_parquet_file_does_not_import_pandas(tmp_path) -> None:
-    """pyarrow's ``to_numpy`` imports pandas on first use (~0.4 s); a resumed run reads its journal's parquet
-    parts, so reading must not."""
+def test_writing_and_reading_a_parquet_file_do_not_import_pandas(tmp_path) -> None:
+    """pyarrow imports pandas the first time it converts to or from numpy (~1 s of CPU); every infer run writes its
+    journal's parquet parts and a resumed run reads them, so neither may. The values written over numpy's buffers
+    come back bit for bit (NaN included)."""
     import subprocess
     import sys
 
-    write_parquet(table(50), tmp_path / "l.parquet", pixel_size=PX)
-    code = ("import sys; from decode_mem.io.parquet import read_parquet; "
-            f"t = read_parquet({str(tmp_path / 'l.parquet')!r}); print(len(t), 'pandas' in sys.modules)")
+    t = table(50, prob=np.linspace(0, 1, 50))
+    t["prob"][3] = np.nan
+    path = tmp_path / "l.parquet"
+    code = ("import sys, numpy as np; from decode_mem.io.parquet import write_parquet, read_parquet; "
+            f"t = read_parquet({str(tmp_path / 'in.parquet')!r}); "
+            f"write_parquet(t, {str(path)!r}, pixel_size={PX}); print(len(t), 'pandas' in sys.modules)")
+    write_parquet(t, tmp_path / "in.parquet", pixel_size=PX)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["50", "False"]
+    back = read_parquet(path)
+    for name in ("frame", "x", "y", "photons", "prob"):
+        np.testing.assert_array_equal(np.asarray(back[name]), np.asarray(read_parquet(tmp_path / "in.parquet")[name]),
+                                      err_msg=name)
 
 
 def test_floats_are_byte_stream_split_and_whole_numbers_delta_coded_exactly(tmp_path) -> None:
