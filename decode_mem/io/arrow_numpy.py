@@ -27,7 +27,8 @@ def arrow_column(values: np.ndarray, type_: pa.DataType) -> pa.Array:
     type's, so the array must not change while the column lives) for the number types, without the pandas import
     ``pa.array`` makes; other types through ``pa.array``."""
     dtype = _NUMPY_TYPES.get(type_)
-    if dtype is None:
+    values = np.asarray(values)
+    if dtype is None or not np.can_cast(values.dtype, dtype, "safe"):  # pyarrow checks what could lose values
         return pa.array(values, type=type_)
     a = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
     return pa.Array.from_buffers(type_, len(a), [None, pa.py_buffer(a)])

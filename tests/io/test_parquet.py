@@ -183,3 +183,20 @@ def test_floats_are_byte_stream_split_and_whole_numbers_delta_coded_exactly(tmp_
     written = thunderstorm_columns(t, PX, ("prob", "sigma_x", "sigma_y"))
     for header, values in written.items():
         np.testing.assert_array_equal(np.asarray(raw[header]), values, err_msg=header)
+
+
+def test_arrow_columns_over_numpy_buffers_lose_no_values() -> None:
+    """``arrow_column``: numbers that fit the column's type go over their buffer, exactly; a float that a whole-number
+    column would truncate is refused by pyarrow's own check, never cut silently."""
+    import pyarrow as pa
+
+    from decode_mem.io.arrow_numpy import arrow_column
+
+    ints = np.array([1, 2, 2**40], np.int64)
+    assert arrow_column(ints, pa.int64()).to_pylist() == [1, 2, 2**40]
+    assert arrow_column(np.array([3, 4], np.int32), pa.int64()).to_pylist() == [3, 4]
+    floats = np.array([0.1, np.nan, -np.inf], np.float32)
+    back = np.asarray(arrow_column(floats, pa.float64()).to_pylist(), np.float64)
+    np.testing.assert_array_equal(back, floats.astype(np.float64))
+    with pytest.raises(pa.ArrowInvalid, match="truncated"):
+        arrow_column(np.array([1.5]), pa.int64())
