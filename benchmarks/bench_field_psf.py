@@ -60,7 +60,6 @@ MOVIE = {"density": 0.5, "photons_mean": 5000.0, "photons_std": 1500.0, "bg": 50
 Z_MOVIE = (-400.0, 400.0)
 REGIONS = ("centre", "top-left", "top-right", "bottom-left", "bottom-right")
 MAP_BINS = 8
-TOLERANCE_LAT = 250.0  # nm: evaluate's lateral tolerance (the matching's)
 GOAL_AXIAL = 1.25  # field-dependent: corners' axial RMSE within this times the centre's
 GOAL_SINGLE = 2.0  # ... where the single-PSF model's corners are worse than this times its centre's
 GOAL_JACCARD = 0.03
@@ -183,20 +182,20 @@ def by_region(pred, gt, frame: int) -> dict[str, dict]:
     corners = [r for r in REGIONS if r != "centre"]
     pc, gc = np.logical_or.reduce([pm[r] for r in corners]), np.logical_or.reduce([gm[r] for r in corners])
     out["corners"] = evaluate(pred.select(pc), gt.select(gc), pixel_size=PIXEL).as_dict()
-    split = split_pairs(pred, gt)
+    split = split_pairs(pred, gt, out["centre"]["tolerance_lat"])  # the matching's own tolerance
     for r in REGIONS:
         out[r]["split_pairs"] = int(split[pm[r]].sum())
     out["corners"]["split_pairs"] = int(split[pc].sum())
     return out
 
 
-def split_pairs(pred, gt) -> np.ndarray:
-    """Per localization: whether it is the first of a pair in its frame closer than the lateral tolerance that
-    has at most one true emitter within the tolerance of either (one emitter read as two: the second is a false
-    positive the matching cannot pair)."""
+def split_pairs(pred, gt, tolerance_nm: float) -> np.ndarray:
+    """Per localization: whether it is the first of a pair in its frame closer than ``tolerance_nm`` (the
+    matching's lateral tolerance) that has at most one true emitter within it of either (one emitter read as two:
+    the second is a false positive the matching cannot pair)."""
     from scipy.spatial import cKDTree
 
-    radius = TOLERANCE_LAT / PIXEL
+    radius = tolerance_nm / PIXEL
     first = np.zeros(len(pred), bool)
     for f in np.unique(pred["frame"]):
         mine = np.flatnonzero(pred["frame"] == f)
@@ -243,9 +242,11 @@ def crlb_by_region(pattern: str, frame: int, camera) -> dict[str, dict[str, floa
     photons, bg, read = MOVIE["photons_mean"], MOVIE["bg"], camera.read_variance_photons
     side, mid = 25, 12.0
 
+    def one(v: float) -> torch.Tensor:
+        return torch.tensor([float(v)])
+
     def mean(dx: float, dy: float, z: float, fx: float, fy: float) -> np.ndarray:
         canvas = torch.zeros((1, side, side))
-        one = lambda v: torch.tensor([float(v)])  # noqa: E731
         psf.render_spots(canvas, torch.tensor([0]), one(mid + dx), one(mid + dy), one(z), one(photons),
                          fx=one(fx).double(), fy=one(fy).double())
         return canvas[0].double().numpy() + bg
