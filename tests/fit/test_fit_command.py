@@ -11,6 +11,7 @@ import pytest
 import tifffile
 
 from decode_mem.fit.__main__ import main
+from decode_mem.fit.budget import MIN_TRAIN_SHARE
 from decode_mem.model.checkpoint import SHIPPED_MODEL
 from decode_mem.simulate import SimulationConfig, simulate_movie
 
@@ -38,8 +39,9 @@ def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, t
     budget = report["budget"]
     assert budget["budget_s"] == 24.0
     predicted = budget["predicted_localize_s"] + budget["predicted_evaluate_s"]
-    assert budget["train_s"] == pytest.approx(24.0 - budget["spent_before_training_s"] - predicted
-                                              - budget["margin_s"], abs=0.15)
+    left = 24.0 - budget["spent_before_training_s"] - predicted - budget["margin_s"]
+    # a slow machine's set-up can leave less than the least training share: then training gets that share, said
+    assert budget["train_s"] == pytest.approx(max(MIN_TRAIN_SHARE * 24.0, left), abs=0.15)
     assert 60 * report["train_minutes"] < budget["train_s"] + 5  # training stopped at its share
     assert budget["after_training_s"] < 3 * predicted + 3  # the prediction is of the right size
     assert budget["total_s"] < 1.5 * budget["budget_s"]  # was budget + everything around training
