@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from decode_mem.calibrate import calibrate_movie, covers, plot_calibration, save_calibration
@@ -176,10 +177,15 @@ def _check_field(cfg) -> None:
 
 def matched_3d(estimates: dict[str, float], camera: Camera, psf: str) -> SimulationConfig:
     """The matched simulation of a 3-D movie: ``simulation_from_estimates`` with the PSF file's spline over its
-    valid z range (the measured 2-D width does not apply: the file sets the width at every z)."""
+    valid z range (the measured 2-D width does not apply: the file sets the width at every z); a PSF that changes
+    across the field: z targets from the focal plane at each emitter's place (``z_reference``)."""
+    from decode_mem.io.field_psf_file import field_header
+
     section = simulation_from_estimates(estimates, camera)
     section.pop("psf_sigma_range", None)
     section.update(psf="spline", psf_file=str(psf), z_range=list(valid_z(psf)))
+    if field_header(psf) is not None:  # the network reads z from the focal plane where each spot is
+        section["z_reference"] = "focal_plane"
     return SimulationConfig.from_dict(section)
 
 
@@ -192,6 +198,18 @@ def valid_z(psf: str) -> tuple[float, float]:
     return tuple(field["z_range"] if field is not None else psf_header(psf)["z_range"])
 
 
+def target_z_scale(matched: SimulationConfig) -> float:
+    """The 3-D model's ``z_scale``: 1.2x the largest |z| it is trained to read, the z range's or (z from the focal
+    plane where the PSF changes across the field) that range less the PSF's focal shifts."""
+    reach = max(abs(v) for v in matched.z_range)
+    if matched.z_reference == "focal_plane":
+        from decode_mem.simulate.field_spline import widened_range
+
+        low, high = widened_range(np.asarray(matched.field_psf().field.bead_shift, np.float64)[:, None])
+        reach = max(abs(matched.z_range[0] - float(high[0])), abs(matched.z_range[1] - float(low[0])))
+    return reach * 1.2
+
+
 def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
               on_step: Callable[[int, dict], object] | None, started: float) -> FitReport:
     """A 3-D model from scratch on the PSF file for the budget (resumable), validated on held-out windows."""
@@ -201,14 +219,15 @@ def _train_3d(cfg, calibration: Any, camera: Camera, progress: Progress,
     estimates = {k: e.value for k, e in calibration.estimates.items()}
     physics, record = _crowded_physics(estimates, calibration.camera_check.ok, camera, cfg.psf)
     matched = matched_3d(crowded_estimates(estimates, physics), camera, cfg.psf)
-    z_scale = max(abs(v) for v in matched.z_range) * 1.2
-    model_cfg = ModelConfig(use_z=True, z_scale=z_scale, field_shape=matched.field_shape)  # knows the field
+    model_cfg = ModelConfig(use_z=True, z_scale=target_z_scale(matched), field_shape=matched.field_shape,
+                            z_reference=matched.z_reference)  # knows the field and where its z is read from
     device = resolve_device(cfg.device)
     val = simulate_samples(matched, cfg.val_windows, seed=VAL_SEED)
     fixed = cfg.train_steps is not None  # a fixed amount of training (benchmarks), else the budget's time
     # the budget's split times localization and evaluation: nothing to split when the steps are fixed
-    split = None if fixed else _split(cfg, started, DecodeNet(model_cfg), camera, matched, device, cfg.val_windows,
-                                      progress)
+    # the network is timed bare (no PSF to make its z absolute): where z is read from changes nothing timed
+    split = None if fixed else _split(cfg, started, DecodeNet(replace(model_cfg, z_reference="absolute")), camera,
+                                      matched, device, cfg.val_windows, progress)
     run_dir = cfg.out_dir / "training"
     train_cfg = TrainConfig(out=str(run_dir), steps=cfg.train_steps if fixed else 1_000_000,
                             batch_size=FINE_TUNE_BATCH, accumulation_steps=1, lr=1e-3, lr_step=2_000, lr_gamma=0.8,

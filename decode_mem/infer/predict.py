@@ -129,6 +129,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
     as it is to the planner (``choose_for_stack``), whose plan gives the executor its ``TileConfig``."""
     _check_streams(sizes.streams, _device(getattr(model, "net", model), device), prob_map, compile)  # model untouched
     net, cam, dev = _prepare(model, camera, device, channels_last)
+    to_absolute = focal_plane_to_absolute(model, net)
     source = as_source(stack)
     _, h, w = source.shape
     field = getattr(getattr(net, "config", None), "field_shape", None)
@@ -179,9 +180,31 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
                     prob_map.flush(result.t0, result.n_frames)
                 if on_block is not None:
                     on_block(result)
-                yield block_emitters(result.results, postprocess, (h, w))
+                table = block_emitters(result.results, postprocess, (h, w))
+                yield table if to_absolute is None else to_absolute(table)
 
     return stream()
+
+
+def focal_plane_to_absolute(model: Any, net: Any) -> Callable[[EmitterTable], EmitterTable] | None:
+    """For a network that reads z from the focal plane at each spot's place (``ModelConfig.z_reference``
+    'focal_plane'): what makes its tables' z absolute, adding the PSF's focal shift at each localization's place
+    (the interpolation the training used, ``simulate.field_spline``); None for other networks. Such a network needs
+    its ``TrainedModel``, whose PSF holds the shifts: given bare, a ConfigError before any work."""
+    if getattr(getattr(net, "config", None), "z_reference", "absolute") != "focal_plane":
+        return None
+    field = getattr(model, "psf_field", None)
+    if field is None:
+        raise ConfigError("this model reads z from the focal plane at each spot's place in the field: give the "
+                          "trained model (load_model), whose PSF holds the focal shifts, not its bare network")
+    from decode_mem.simulate.field_spline import clamped_thin_plate
+
+    def to_absolute(table: EmitterTable) -> EmitterTable:
+        at = np.column_stack([table["x"], table["y"]]).astype(np.float64)
+        shift = clamped_thin_plate(field.bead_xy, field.bead_shift[:, None], float(max(field.field_shape)), at)[:, 0]
+        return EmitterTable({**table.columns, "z": table["z"] + shift.astype(table["z"].dtype)})
+
+    return to_absolute
 
 
 def resolve_compile(compile: bool | str, device: torch.device, streams: int, n_frames: int, plan: Any) -> bool | str:

@@ -8,6 +8,7 @@ from typing import Any
 from decode_mem.config import check_choice, check_keys, check_number
 from decode_mem.errors import ConfigError
 from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES
+from decode_mem.simulate.config import Z_REFERENCES
 
 OUTPUT_CHANNELS: tuple[str, ...] = (
     "p_logit",
@@ -63,6 +64,10 @@ class ModelConfig:
     field_shape           (H, W) px of the field a PSF that changes across it was calibrated over (a 3-D model of
                           such a PSF), else None: two more input channels carry each pixel's place in that
                           field (``DecodeNet.field_coordinates``), so the network knows which PSF it looks at.
+    z_reference           what the ``z`` output is measured from: "absolute", or "focal_plane" (a model of a PSF
+                          that changes across the field, trained with ``SimulationConfig.z_reference`` the same:
+                          z from the focal plane at the spot's place; ``infer.predict`` adds the PSF's focal
+                          shift there, so localizations are absolute).
     """
 
     depth: int = 2
@@ -84,6 +89,7 @@ class ModelConfig:
     grad_checkpointing: bool = False
     use_z: bool = True
     field_shape: tuple[int, int] | None = None
+    z_reference: str = "absolute"
 
     def __post_init__(self) -> None:
         for name in ("depth", "features", "inter_features"):
@@ -113,6 +119,10 @@ class ModelConfig:
             if self.input_transform != "anscombe":
                 raise ConfigError("model.field_shape needs input_transform 'anscombe'")
             object.__setattr__(self, "field_shape", (int(shape[0]), int(shape[1])))
+        check_choice("model.z_reference", self.z_reference, Z_REFERENCES)
+        if self.z_reference == "focal_plane" and (self.field_shape is None or not self.use_z):
+            raise ConfigError("model.z_reference 'focal_plane' is for a 3-D model of a PSF that changes across the "
+                              "field (use_z and field_shape)")
 
     @staticmethod
     def legacy_sigma_photons_eps(params: dict[str, Any]) -> float:

@@ -26,6 +26,7 @@ BG_MODES = ("uniform", "smooth", "cell", "mixed")
 RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
 CAMERA_KINDS = ("emccd", "scmos")
+Z_REFERENCES = ("absolute", "focal_plane")  # what a training target's z is measured from (``z_reference``)
 
 
 def _pair(value: Any, name: str, cast: type = float) -> tuple:
@@ -172,6 +173,12 @@ class SimulationConfig:
       ``density`` is not used (``decode_mem.simulate.structures``). Training windows stay uniform.
     - ``drift_nm``: movies only; a smooth stage drift of about this many nm every ``drift_frames`` frames,
       applied to every emitter and recorded in the ground truth (``decode_mem.simulate.stage_drift``).
+    - ``z_reference``: what the z of a training window's emitters (``"em"``) is measured from: 'absolute' (the
+      emitter's z), or 'focal_plane' (a PSF that changes across the field only: z minus the focal shift at the
+      emitter's place in the field, ``field_psf().focal_shift``). A network trained so reads z from the focal plane
+      where each spot is, which the PSF file knows exactly, instead of learning the shift from the field
+      coordinates; inference adds the shift back (``ModelConfig.z_reference``). Movies' ground truth stays
+      absolute.
     """
 
     frame_size: tuple[int, int] = (64, 64)
@@ -211,6 +218,7 @@ class SimulationConfig:
     structure: StructureConfig = field(default_factory=StructureConfig)
     drift_nm: float = 0.0
     drift_frames: float = 1000.0
+    z_reference: str = "absolute"
 
     def __post_init__(self) -> None:
         def fix(name: str, value: Any) -> None:
@@ -287,6 +295,10 @@ class SimulationConfig:
         if self.pupil_field is not None and self.psf != "pupil":
             raise ConfigError(f"simulation.pupil_field is for psf 'pupil', not {self.psf!r}")
         self._check_psf_file()
+        check_choice("simulation.z_reference", self.z_reference, Z_REFERENCES)
+        if self.z_reference == "focal_plane" and self.field_shape is None:
+            raise ConfigError("simulation.z_reference 'focal_plane' is for a PSF that changes across the field "
+                              "(a psf_file made from beads over the field, or pupil_field)")
         if self.margin < 0:
             raise ConfigError(f"simulation.margin must be >= 0 px, got {self.margin!r}")
         if self.max_emitters is not None:

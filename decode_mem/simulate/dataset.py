@@ -6,7 +6,8 @@ batch axis B, which is also what ``DataLoader``'s default collate makes of the s
 - ``"frames"``: float32 (3, H, W) — frames t−1, t, t+1: noisy camera counts converted back to photons
   with ``config.camera.to_photons`` (the network input);
 - ``"em"``: float32 (K, 4) — the emitters of the middle frame t with their centre inside the frame, columns
-  ``x_px, y_px, z_nm, photons`` (photons emitted in frame t), brightest first, zero-padded to
+  ``x_px, y_px, z_nm, photons`` (photons emitted in frame t; z from the focal plane at the emitter's place with
+  ``config.z_reference`` 'focal_plane', ``target_z``), brightest first, zero-padded to
   ``K = config.k_max``. If a frame has more than K emitters, the K brightest are kept and a
   RuntimeWarning is issued (the automatic K makes this practically impossible);
 - ``"mask"``: bool (K,) — which rows of ``em`` are real;
@@ -111,9 +112,18 @@ def simulate_windows(config: SimulationConfig, batch_size: int, generator: torch
         mid, pos = mid.select(keep), pos[keep]
     em = torch.zeros((b, k, 4), device=dev)
     mask = torch.zeros((b, k), dtype=torch.bool, device=dev)
-    em[mid.movie, pos] = torch.stack([mid.x, mid.y, mid.z, mid.photons], dim=1)
+    em[mid.movie, pos] = torch.stack([mid.x, mid.y, target_z(config, mid, origin), mid.photons], dim=1)
     mask[mid.movie, pos] = True
     return WindowBatch(frames, adu, expected, bg, read_var, em, mask, rows, physics, origin)
+
+
+def target_z(config: SimulationConfig, rows: FrameRows, origin: torch.Tensor | None) -> torch.Tensor:
+    """The z (nm) a network is trained to read for these emitters (``config.z_reference``): their own, or that less
+    the focal shift at their place in the field (window ``origin`` + position in the window)."""
+    if config.z_reference != "focal_plane":
+        return rows.z
+    shift = config.field_psf().focal_shift(rows.x + origin[rows.movie, 1], rows.y + origin[rows.movie, 0])
+    return rows.z - shift.to(rows.z.device, rows.z.dtype)
 
 
 def window_origins(config: SimulationConfig, batch_size: int, generator: torch.Generator) -> torch.Tensor | None:

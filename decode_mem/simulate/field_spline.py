@@ -137,6 +137,10 @@ class FieldSplinePSF:
         v = torch.minimum(torch.maximum(v, low), high).float()
         return v[:, :-1], v[:, -1]
 
+    def focal_shift(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The focal shift (nm) at field positions x, y px (``weights``' shift; ``FieldPupilPSF.focal_shift``)."""
+        return self.weights(x, y)[1]
+
     def weights_np(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``weights`` in numpy (float64)."""
         v = np.clip(self.interp(np.column_stack([np.ravel(x), np.ravel(y)])), self._low, self._high)
