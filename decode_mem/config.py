@@ -17,6 +17,7 @@ import yaml
 from decode_mem.errors import ConfigError
 
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision everywhere (decode_mem.model.precision)
+Z_REFERENCES = ("absolute", "focal_plane")  # what a z is measured from (SimulationConfig / ModelConfig.z_reference)
 CONFIG_VERSION = 1  # the `version` key of every decode_mem YAML (optional; a newer version is refused)
 
 

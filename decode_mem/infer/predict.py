@@ -199,7 +199,7 @@ def focal_plane_to_absolute(model: Any, net: Any) -> Callable[[EmitterTable], Em
                           "trained model (load_model), whose PSF holds the focal shifts, not its bare network")
     from decode_mem.simulate.field_spline import clamped_thin_plate
 
-    def to_absolute(table: EmitterTable) -> EmitterTable:
+    def to_absolute(table: EmitterTable) -> EmitterTable:  # the beads' small system, solved again per block
         at = np.column_stack([table["x"], table["y"]]).astype(np.float64)
         shift = clamped_thin_plate(field.bead_xy, field.bead_shift[:, None], float(max(field.field_shape)), at)[:, 0]
         return EmitterTable({**table.columns, "z": table["z"] + shift.astype(table["z"].dtype)})

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from decode_mem.config import check_choice, check_keys, check_number
+from decode_mem.config import Z_REFERENCES, check_choice, check_keys, check_number
 from decode_mem.errors import ConfigError
 from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES
-from decode_mem.simulate.config import Z_REFERENCES
 
 OUTPUT_CHANNELS: tuple[str, ...] = (
     "p_logit",

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from decode_mem.config import check_choice, check_keys
+from decode_mem.config import Z_REFERENCES, check_choice, check_keys
 from decode_mem.errors import ConfigError
 from decode_mem.io.camera import Camera
 from decode_mem.simulate import derived
@@ -26,7 +26,6 @@ BG_MODES = ("uniform", "smooth", "cell", "mixed")
 RANGE_DISTS = ("uniform", "loguniform")  # how a (low, high) range is drawn
 PHOTON_DISTS = ("normal", "lognormal", "uniform", "loguniform")
 CAMERA_KINDS = ("emccd", "scmos")
-Z_REFERENCES = ("absolute", "focal_plane")  # what a training target's z is measured from (``z_reference``)
 
 
 def _pair(value: Any, name: str, cast: type = float) -> tuple:
