@@ -200,8 +200,8 @@ def timeline(movie: Path, out: Path, env: dict, model: str | None, work: Path) -
     rec_path = work / "timeline.json"
     argv = infer_cmd(movie, out, model)[3:]
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--timeline-child", json.dumps(argv), str(rec_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-X", "importtime", __file__, "--timeline-child", json.dumps(argv),
+                           str(rec_path)], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode:
         raise SystemExit(f"timeline run failed:\n{done.stderr[-3000:]}")
@@ -216,8 +216,17 @@ def timeline(movie: Path, out: Path, env: dict, model: str | None, work: Path) -
     for stage, _, a, b in recs:
         totals[stage] = totals.get(stage, 0.0) + (b - a)
     return {"records": recs, "process_wall_s": wall, "inside_s": got["end"], "loop_s": summary["wall_s"],
+            "torch_import_s": torch_import_seconds(done.stderr),
             "frames": summary["frames"], "first_block_s": first, "last_block_s": last, "totals": totals,
             "network_s": totals.get("network", 0.0), "engine": (summary.get("sizes") or {}).get("engine")}
+
+
+def torch_import_seconds(importtime: str) -> float | None:
+    """Seconds the process spent importing ``torch`` (its cumulative time in ``python -X importtime``'s lines on
+    stderr, wherever in the tree it was first imported); None where it was not imported."""
+    times = [int(parts[1]) for line in importtime.splitlines() if line.startswith("import time:")
+             and len(parts := line[len("import time:"):].split("|")) == 3 and parts[2].strip() == "torch"]
+    return max(times) / 1e6 if times else None
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -376,8 +385,11 @@ def report(rec: dict, out: Path) -> None:
                 lines.append(f"| {stage} | {', '.join(sorted({r[1] for r in calls}))} | {t[stage]:.2f} | "
                              f"{len(calls)} |")
         span = tl["last_block_s"] - tl["first_block_s"]
+        torch_s = tl.get("torch_import_s")
         lines += ["", f"Whole command ÷ network alone: {tl['process_wall_s'] / tl['network_s']:.2f}; the blocks' "
-                  f"span ÷ network alone: {span / tl['network_s']:.2f}."]
+                  f"span ÷ network alone: {span / tl['network_s']:.2f}. Of the imports, torch's own: "
+                  + (f"{torch_s:.2f} s" if torch_s is not None else "n/a (not imported)")
+                  + " (`python -X importtime`, which this run was started with)."]
     lines += ["", "## Goals (issue 77)", ""]
     if goal and goal["picasso"]:
         d, p = best(goal["decode_mem"]), best(goal["picasso"])
