@@ -39,7 +39,7 @@ from decode_mem.config import parse_bytes
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.inference import MARGIN, RUNTIME_ENGINES, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
-from decode_mem.footprint.speed import frames_per_second, remembered_seconds, time_unit
+from decode_mem.footprint.speed import frames_per_second, measure_working_set, remembered_seconds, time_unit
 from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
@@ -148,8 +148,15 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     automatic = sizes.automatic
     blocks = BLOCKS if sizes.block == "auto" else (int(sizes.block),)
     if not automatic and sizes.memory_limit is None:  # the user's sizes, nothing to check them against
-        plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes,
-                        trace=isinstance(net, torch.nn.Module))  # duck-typed: geometry
+        trace = isinstance(net, torch.nn.Module)  # duck-typed: geometry
+        plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
+        if sizes.probe and trace and plan.measured_ratio is None and plan.engine not in RUNTIME_ENGINES and \
+                device.type == "cpu" and measure_working_set(net, plan, device) is not None:
+            # nothing timed at this precision and thread count on this machine yet: the trace alone missed the
+            # kernels' working set by 1.25-1.31x (benchmarks/results/field_psf.md); one unit of these sizes
+            # measures it (remembered), and its peak in this process is the run's too
+            again = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
+            return _with_probes(SizeChoice(again, 0, "none", "as given"), [again], again.measured_ratio)
         return SizeChoice(plan, 0, "none", "as given")
     budget_base = baseline_bytes if budget_baseline_bytes is None else budget_baseline_bytes
     budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=budget_base)

@@ -46,12 +46,8 @@ def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -
     the one most of a block's units are: with features reused, ``batch_size`` new frames and two carried. On a CPU a
     whole unit (no features carried: what the plan traced) first measures the working set against the trace
     (``working_set``)."""
+    measure_working_set(net, plan, device)
     ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device)
-    if device.type == "cpu" and plan.network_bytes:
-        with torch.inference_mode():
-            measure_ratio(functools.partial(ex.run_unit, plan.unit_shape[1] - 2), plan.network_bytes, device,
-                          plan.amp)
-        release_free_heap()
     unit = ex.unit(plan.unit_shape[1] - 2, carried=True)  # a block's steady state: two frames' features carried
     for _ in range(CUDA_WARM_UP if device.type == "cuda" else 1):  # warm-up: oneDNN / cuDNN choose kernels
         unit()
@@ -67,6 +63,21 @@ def time_unit(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -
     release_free_heap()  # the unit's freed working set would otherwise stay in RssAnon for the run (``heap``)
     remember(cache_path(), {unit_key(net, plan, device): seconds})
     return seconds
+
+
+def measure_working_set(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float | None:
+    """On a CPU: one whole unit of ``plan`` (no features carried: what its trace counts) run once, its working set
+    against the trace measured and remembered (``working_set.measure_ratio``); the ratio, or None elsewhere or where
+    it cannot be measured."""
+    if device.type != "cpu" or not plan.network_bytes:
+        return None
+    ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device)
+    with torch.inference_mode():
+        ratio = measure_ratio(functools.partial(ex.run_unit, plan.unit_shape[1] - 2), plan.network_bytes, device,
+                              plan.amp)
+    del ex
+    release_free_heap()  # the unit's freed working set would otherwise stay in RssAnon for the run (``heap``)
+    return ratio
 
 
 def frames_per_second(plan: InferencePlan, seconds_per_unit: float) -> float:

@@ -120,3 +120,35 @@ def test_a_runtime_engines_plan_with_a_ratio_remembered_is_chosen_once(net, cach
     assert choice.plan.engine == "openvino" and choice.plan.measured_ratio is None
     torch_choice = choose_module.choose(net, work, SizeRequest(amp="off"), baseline_bytes=200 << 20)
     assert torch_choice.plan.measured_ratio == 1.5
+
+
+def test_given_sizes_measure_the_ratio_once_where_none_is_remembered(net, cache, monkeypatch) -> None:
+    """The user's sizes are not timed, so a fresh machine once planned them with the trace alone (1.25-1.31x under
+    their peaks in field_psf.md): with nothing remembered one unit of them measures the working set, the plan uses it
+    and counts that unit in its peak; with a ratio remembered nothing is run."""
+    measured = []
+
+    def measure_working_set(net, plan, device):
+        measured.append(plan)
+        working_set.remember(working_set.working_set_path(), {working_set.ratio_key(device, plan.amp): 3.0})
+        return 3.0
+
+    monkeypatch.setattr(choose_module, "measure_working_set", measure_working_set)
+    work = Workload((256, 256), CPU, 16, 2, 32)
+    sizes = SizeRequest(chunk_size=128, batch_size=2, amp="off")
+    choice = choose_module.choose(net, work, sizes, baseline_bytes=200 << 20)
+    assert len(measured) == 1 and (measured[0].chunk_size, measured[0].batch_size) == (128, 2)
+    assert choice.reason == "as given" and choice.plan.measured_ratio == 3.0
+    assert choice.plan.probe_bytes == choice.plan.network_host_bytes  # the unit measured here peaked in this process
+    again = choose_module.choose(net, work, sizes, baseline_bytes=200 << 20)
+    assert len(measured) == 1 and again.plan.measured_ratio == 3.0  # remembered: not measured again
+    assert choose_module.choose(net, work, dataclasses.replace(sizes, engine="openvino")).plan.measured_ratio is None
+    assert len(measured) == 1  # a runtime's working set is not torch's: nothing to measure for it
+
+
+@pytest.mark.skipif(not reset_vm_hwm(), reason="VmHWM cannot be reset here: nothing is measured")
+def test_given_sizes_on_a_fresh_machine_plan_with_a_measured_ratio(net, cache) -> None:
+    work = Workload((256, 256), CPU, 16, 2, 32)
+    choice = choose_module.choose(net, work, SizeRequest(chunk_size=256, batch_size=2, amp="off"))
+    ratio = working_set.remembered_ratio(CPU, "off")
+    assert ratio is not None and choice.plan.measured_ratio == ratio
