@@ -152,9 +152,9 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
         if sizes.probe and trace and plan.measured_ratio is None and plan.engine not in RUNTIME_ENGINES and \
                 device.type == "cpu" and measure_working_set(net, plan, device) is not None:
-            # nothing timed at this precision and thread count on this machine yet: the trace alone missed the
-            # kernels' working set by 1.25-1.31x (benchmarks/results/field_psf.md); one unit of these sizes
-            # measures it (remembered), and its peak in this process is the run's too
+            # nothing timed at this precision and thread count on this machine yet: plans from the trace alone
+            # were 1.25-1.31x under the field benchmark's peaks (field_psf.md at 8685dd2; docs/developers.md); one
+            # unit of these sizes measures it (remembered), and its peak in this process is the run's too
             again = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
             return _with_probes(SizeChoice(again, 0, "none", "as given"), [again], again.measured_ratio)
         return SizeChoice(plan, 0, "none", "as given")

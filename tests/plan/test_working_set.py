@@ -124,8 +124,8 @@ def test_a_runtime_engines_plan_with_a_ratio_remembered_is_chosen_once(net, cach
 
 def test_given_sizes_measure_the_ratio_once_where_none_is_remembered(net, cache, monkeypatch) -> None:
     """The user's sizes are not timed, so a fresh machine once planned them with the trace alone (1.25-1.31x under
-    their peaks in field_psf.md): with nothing remembered one unit of them measures the working set, the plan uses it
-    and counts that unit in its peak; with a ratio remembered nothing is run."""
+    their peaks in field_psf.md at 8685dd2): with nothing remembered one unit of them measures the working set, the
+    plan uses it and counts that unit in its peak; with a ratio remembered nothing is run."""
     measured = []
 
     def measure_working_set(net, plan, device):
