@@ -154,7 +154,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         compile = False
     if sizes.engine == "auto" and engine.name != "torch":  # planned as torch: again with the runtime's working set
         choice = keep_probes(choose_for_stack(net, source.shape, itemsize, dev,
-                                              dataclasses.replace(sizes, engine=engine.name)),
+                                              dataclasses.replace(sizes, engine=engine.name), warmed=True),
                              plan.probe_bytes)  # the torch units timed above peaked in this process too
         plan = choice.plan
     if sizes.engine != "torch":
@@ -271,11 +271,12 @@ def process_large_image(
 
 
 def choose_for_stack(net: Any, shape: tuple[int, int, int], itemsize: int, device: torch.device, sizes: SizeRequest, *,
-                     margin: int = MARGIN) -> SizeChoice:
+                     margin: int = MARGIN, warmed: bool = False) -> SizeChoice:
     """``decode_mem.footprint.choose_here`` for a ``(T, H, W)`` stack of ``itemsize``-byte pixels on ``device``;
-    ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps)."""
+    ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps); ``warmed``:
+    planned once already in this process (its warm-up is not paid twice)."""
     n, h, w = shape
-    return choose_here(net, Workload((int(h), int(w)), device, margin, itemsize, n), sizes)
+    return choose_here(net, Workload((int(h), int(w)), device, margin, itemsize, n), sizes, warmed=warmed)
 
 
 def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: Any) -> None:

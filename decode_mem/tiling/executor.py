@@ -22,6 +22,7 @@ network work of one block.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -101,6 +102,9 @@ class TiledExecutor:
         self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
         if engine is not None and engine.name != "torch":  # a CPU runtime: not compiled by torch
             self._frame_features, self._temporal = engine.frame_features, engine.temporal
+            if getattr(engine, "lends_outputs", False):  # no copy of its outputs: each is used before the next call
+                self._frame_features = functools.partial(engine.frame_features, borrow=True)
+                self._temporal = functools.partial(engine.temporal, borrow=True)
         elif config.compiled_dir and config.compile is True and self.device.type == "cpu":  # kept on disk
             folder = Path(config.compiled_dir) / f"torch-{torch.__version__}-{network_digest(net)}"
             self._frame_features = Precompiled(net.frame_features, folder, "frame_features")
@@ -145,7 +149,8 @@ class TiledExecutor:
         """Yield one ``BlockResult`` per block of ``source``, in frame order.
 
         ``consume(tile, frames, output)`` gets the global 0-based frame indices of a run and the exact network
-        output ``(len(frames), 10, *keep)`` of the tile's ``keep`` region, on the executor's device. After an
+        output ``(len(frames), 10, *keep)`` of the tile's ``keep`` region, on the executor's device; it may be a
+        runtime's own buffer, valid during the call only (what ``consume`` keeps, it copies). After an
         out-of-memory back-off it is called again for the tiles of the block being redone. Host memory: the
         block being computed, ``prefetch_depth`` blocks read ahead and one being read, plus one unit's staging.
         """
@@ -334,7 +339,7 @@ class TiledExecutor:
             if carried and self.config.reuse_features:  # as a block's units carry them: computed under autocast
                 with autocast(self.device, self._amp), self._cudnn():
                     carry = self._frame_features(x[:, :2].flatten(0, 1).contiguous(memory_format=self._format))
-                carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]), x[:, 2:]
+                carry, x = carry.view(x.shape[0], 2, *carry.shape[1:]).clone(), x[:, 2:]  # not a runtime's buffer
 
         def compute() -> torch.Tensor:
             with torch.inference_mode():

@@ -245,3 +245,49 @@ def test_a_runtime_follows_the_plans_amp(shipped_model, monkeypatch) -> None:
     assert asked == ["bf16"] and choice.why.endswith(f", {choice.engine.precision}")
     with pytest.raises(ConfigError, match="precision"):
         engines.load_engine("openvino", net, threads=1, precision="int8")
+
+
+def test_openvino_lends_its_buffers_to_the_executor_and_the_outputs_are_those_of_copies(shipped_model,
+                                                                                         sample_frames) -> None:
+    """The executor takes OpenVINO's outputs without a copy (``borrow``): the next call overwrites them, so the
+    features it carries and the outputs it hands out must be used or copied first. Same outputs, bit for bit, as
+    the engine copying every output; several blocks and tiles, features carried between runs."""
+    _needs("openvino")
+    model = load_model(str(shipped_model))
+    eng = engines.load_engine("openvino", model.net, threads=1)
+    frames = np.tile(sample_frames[:9], (1, 2, 2)).astype(np.float32)
+    x = torch.zeros(2, model.net.config.input_channels, 32, 32)
+    first = eng.frame_features(x, borrow=True)
+    second = eng.frame_features(x + 1.0, borrow=True)
+    assert first.data_ptr() == second.data_ptr()  # one buffer: what makes a borrowed output short-lived
+    assert eng.frame_features(x).data_ptr() != eng.frame_features(x).data_ptr()  # copies by default
+
+    class Copying:  # the same engine without lending its buffers
+        name, precision = eng.name, eng.precision
+        frame_features, temporal = eng.frame_features, eng.temporal
+
+    lent = executor_outputs(model, frames, eng)
+    copied = executor_outputs(model, frames, Copying())
+    assert lent.keys() == copied.keys() and len(lent) >= 4 * 9
+    assert all(torch.equal(lent[k], copied[k]) for k in lent)
+
+
+def test_an_auto_plan_that_takes_a_runtime_warms_the_network_up_once(monkeypatch, tmp_path, shipped_model,
+                                                                     sample_frames) -> None:
+    """'auto' plans as torch, chooses the engine, then plans again for the runtime: the once-per-process warm-up
+    of the torch network (0.15 s of a repeat run's fixed cost on the 2-core AMX Xeon) is not paid twice."""
+    _needs("openvino")
+    from decode_mem.footprint import choose
+
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
+    monkeypatch.setattr(engine_choice, "time_engines",  # openvino the fastest
+                        lambda net, plan, device, found, *a: {n: 0.5 if n == "openvino" else 1.0 for n in found})
+    warmed = []
+    real = choose.warm_up
+    monkeypatch.setattr(choose, "warm_up", lambda *a, **k: warmed.append(a) or real(*a, **k))
+    trained = load_model(str(shipped_model))
+    plans = []
+    next(predict_stack(sample_frames[:4], trained.net, chunk_size=64, batch_size=2, amp="off", device="cpu",
+                       engine="auto", camera=trained.camera, on_plan=plans.append))
+    assert "openvino" in plans[0].engine and "torch" not in plans[0].engine.split(",")[0], plans[0].engine
+    assert len(warmed) == 1
