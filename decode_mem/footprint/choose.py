@@ -292,8 +292,9 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     """``choose`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
     run pays first; ``warmed``: this process already did, for this network, device and amp), and again after
     planning, which can leave memory behind that the run keeps (the first fake-tensor trace imports torch's
-    compiler stack; timed units hand their freed heap back, ``heap``). Where that pushes automatic sizes past the budget's headroom, they are chosen again from the memory the process
-    holds now, among the settings already timed."""
+    compiler stack; timed units hand their freed heap back, ``heap``). Where that pushes automatic sizes past the
+    budget's headroom, they are chosen again from the memory the process holds now, among the settings already
+    timed."""
     if not warmed:
         warm_up(net, work.device, sizes.amp)
     baseline = rss_anon_bytes()
