@@ -28,7 +28,9 @@ only when their plan exceeds the budget itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ from decode_mem.errors import ConfigError
 from decode_mem.footprint.inference import MARGIN, RUNTIME_ENGINES, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, measure_working_set, remembered_seconds, time_unit
+from decode_mem.footprint.trace import remember_receptive_field
 from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.memory import read_host_memory
 from decode_mem.model.net import DecodeNet
@@ -133,13 +136,14 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
 
 
 def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes: int = 0,
-           budget_baseline_bytes: int | None = None) -> SizeChoice:
+           budget_baseline_bytes: int | None = None, before_probe: Callable[[], Any] | None = None) -> SizeChoice:
     """Resolve ``sizes``' ``'auto'`` chunk and batch (given integers are kept; 'whole': the frame's longer side)
     for ``work``.
 
     ``baseline_bytes``: the RssAnon the process holds before the run (the default host budget is counted above it,
     or above ``budget_baseline_bytes`` where given); ``sizes.streams``: blocks computed at once on a CPU (memory is
-    planned for all of them; 'auto' gives each the sizes it would choose for one stream). Raises ConfigError when
+    planned for all of them; 'auto' gives each the sizes it would choose for one stream); ``before_probe``: called
+    before the network is run to measure it (``choose_here``'s warm-up where it waits for one). Raises ConfigError when
     even the smallest candidate (or the given sizes, or one stream's sizes in every stream) cannot fit the budget.
     """
     device = work.device
@@ -151,7 +155,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         trace = isinstance(net, torch.nn.Module)  # duck-typed: geometry
         plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
         if sizes.probe and trace and plan.measured_ratio is None and plan.engine not in RUNTIME_ENGINES and \
-                device.type == "cpu" and measure_working_set(net, plan, device) is not None:
+                device.type == "cpu" and _probing(before_probe) and measure_working_set(net, plan, device) is not None:
             # nothing timed at this precision and thread count on this machine yet: plans from the trace alone
             # were 1.25-1.31x under the field benchmark's peaks (field_psf.md at 8685dd2; docs/developers.md); one
             # unit of these sizes measures it (remembered), and its peak in this process is the run's too
@@ -167,7 +171,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles
         # (not 256) to fit both (that file was not kept)
         one = choose(net, work, dataclasses.replace(sizes, streams=1), baseline_bytes=baseline_bytes,
-                     budget_baseline_bytes=budget_baseline_bytes)
+                     budget_baseline_bytes=budget_baseline_bytes, before_probe=before_probe)
         p = one.plan
         chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
         plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
@@ -225,6 +229,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     for plan in plans:
         seconds = remembered_seconds(net, plan, device)
         if seconds is None and sizes.probe and spent < allowance and plan.chunk_size not in stopped:
+            _probing(before_probe)
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
@@ -256,6 +261,13 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
                    "predicted_mib": round(p.need_bytes / MiB, 1),
                    "frames_per_s": None if s is None else round(s, 3)} for p, s in rows) + tuple(skipped)
     return _with_probes(SizeChoice(best, budget, kind, reason, table), probed)
+
+
+def _probing(before_probe: Callable[[], Any] | None) -> bool:
+    """``before_probe()`` where there is one; True (a condition's term)."""
+    if before_probe is not None:
+        before_probe()
+    return True
 
 
 def _with_probes(choice: SizeChoice, probed: list[InferencePlan], ratio: float | None = None) -> SizeChoice:
@@ -294,11 +306,19 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     planning, which can leave memory behind that the run keeps (the first fake-tensor trace imports torch's
     compiler stack; timed units hand their freed heap back, ``heap``). Where that pushes automatic sizes past the
     budget's headroom, they are chosen again from the memory the process holds now, among the settings already
-    timed."""
-    if not warmed:
-        warm_up(net, work.device, sizes.amp)
+    timed.
+
+    On a CPU with an engine other than torch ('auto' or a runtime) the torch network may never run: it is warmed up
+    only before the planner runs it to measure it (a repeat run, everything remembered: not at all, 0.2 s of the
+    2-core AMX Xeon's set-up). 'auto' that then takes torch plans again with the warm-up (``infer.predict``)."""
+    warm = functools.cache(functools.partial(warm_up, net, work.device, sizes.amp))  # once
+    wait = not warmed and work.device.type == "cpu" and sizes.engine != "torch"
+    if wait:
+        remember_receptive_field(net)  # what the warm-up does first, and the tiles need
+    elif not warmed:
+        warm()
     baseline = rss_anon_bytes()
-    choice = choose(net, work, sizes, baseline_bytes=baseline)
+    choice = choose(net, work, sizes, baseline_bytes=baseline, before_probe=warm if wait else None)
     after = rss_anon_bytes()
     if after <= baseline:
         return choice

@@ -152,9 +152,12 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
-    if sizes.engine == "auto" and engine.name != "torch":  # planned as torch: again with the runtime's working set
+    if sizes.engine == "auto" and (engine.name != "torch" or dev.type == "cpu"):
+        # planned as torch: again with the runtime's working set, or, torch taken on a CPU, after the torch network's
+        # warm-up, which 'auto' leaves until it is known to be needed (``choose_here``)
         choice = keep_probes(choose_for_stack(net, source.shape, itemsize, dev,
-                                              dataclasses.replace(sizes, engine=engine.name), warmed=True),
+                                              dataclasses.replace(sizes, engine=engine.name),
+                                              warmed=engine.name != "torch"),
                              plan.probe_bytes)  # the torch units timed above peaked in this process too
         plan = choice.plan
     if sizes.engine != "torch":
