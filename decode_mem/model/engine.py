@@ -319,7 +319,7 @@ class OpenVINOInt8Engine(OpenVINOEngine):
         """The corrected, activated output: a new tensor whatever ``borrow`` says (the raw one is borrowed)."""
         raw = super().temporal(f_prev, f_mid, f_next, borrow=True)
         a, b = (self.correction[:, i].view(1, -1, 1, 1) for i in (0, 1))
-        return self.net.activate(torch.addcmul(b, raw, a))
+        return self.net.activate(torch.addcmul(b, raw, a), in_place=True)  # the sum is a tensor of its own
 
 
 def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:

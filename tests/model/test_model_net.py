@@ -414,3 +414,17 @@ def test_shipped_model_photon_sigma_is_below_the_legacy_floor_on_dim_spots() -> 
     sigma = out[:, CHANNEL_INDEX["sigma_photons"]][spots]
     assert spots.sum() >= 10
     assert float(sigma.median()) < 150.0 and float(sigma.max()) < 300.0 and float(sigma.min()) > 10.0
+
+
+@pytest.mark.parametrize("use_z, bg_param", [(False, "sqrt"), (True, "linear"), (True, "sqrt")])
+def test_activate_in_place_gives_the_same_numbers_bit_for_bit(use_z, bg_param) -> None:
+    """The int8 engine activates its corrected output in place (half the time): the same floats as the out-of-place
+    activation training and every other engine use, and over the tensor it was given."""
+    net = DecodeNet(ModelConfig.tiny(use_z=use_z, bg_param=bg_param)).eval()
+    raw = torch.randn(3, 10, 17, 19, generator=torch.Generator().manual_seed(1)) * 4.0
+    expected = net.activate(raw.clone())
+    given = raw.clone()
+    got = net.activate(given, in_place=True)
+    assert got.data_ptr() == given.data_ptr() and torch.equal(got, expected)
+    needs_grad = raw.clone().requires_grad_()
+    assert torch.equal(net.activate(needs_grad, in_place=True), expected) and torch.equal(needs_grad, raw)  # kept
