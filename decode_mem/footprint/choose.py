@@ -309,8 +309,8 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     timed.
 
     On a CPU with an engine other than torch ('auto' or a runtime) the torch network may never run: it is warmed up
-    only before the planner runs it to measure it (a repeat run, everything remembered: not at all, 0.2 s of the
-    2-core AMX Xeon's set-up). 'auto' that then takes torch plans again with the warm-up (``infer.predict``)."""
+    only before the planner runs it to measure it (a repeat run, everything remembered: not at all; 0.2 s of CPU
+    on the 2-core AMX Xeon). 'auto' that then takes torch plans again with the warm-up (``infer.predict``)."""
     warm = functools.cache(functools.partial(warm_up, net, work.device, sizes.amp))  # once
     wait = not warmed and work.device.type == "cpu" and sizes.engine != "torch"
     if wait:
