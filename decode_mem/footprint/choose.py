@@ -155,12 +155,14 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         trace = isinstance(net, torch.nn.Module)  # duck-typed: geometry
         plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
         if sizes.probe and trace and plan.measured_ratio is None and plan.engine not in RUNTIME_ENGINES and \
-                device.type == "cpu" and _probing(before_probe) and measure_working_set(net, plan, device) is not None:
+                device.type == "cpu":
             # nothing timed at this precision and thread count on this machine yet: plans from the trace alone
             # were 1.25-1.31x under the field benchmark's peaks (field_psf.md at 8685dd2; docs/developers.md); one
             # unit of these sizes measures it (remembered), and its peak in this process is the run's too
-            again = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
-            return _with_probes(SizeChoice(again, 0, "none", "as given"), [again], again.measured_ratio)
+            _before(before_probe)
+            if measure_working_set(net, plan, device) is not None:
+                again = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
+                return _with_probes(SizeChoice(again, 0, "none", "as given"), [again], again.measured_ratio)
         return SizeChoice(plan, 0, "none", "as given")
     budget_base = baseline_bytes if budget_baseline_bytes is None else budget_baseline_bytes
     budget, kind = memory_budget(device, sizes.memory_limit, modest=automatic, baseline_bytes=budget_base)
@@ -229,7 +231,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     for plan in plans:
         seconds = remembered_seconds(net, plan, device)
         if seconds is None and sizes.probe and spent < allowance and plan.chunk_size not in stopped:
-            _probing(before_probe)
+            _before(before_probe)
             t0 = time.perf_counter()
             seconds = time_unit(net, plan, device)
             spent += time.perf_counter() - t0
@@ -263,11 +265,10 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     return _with_probes(SizeChoice(best, budget, kind, reason, table), probed)
 
 
-def _probing(before_probe: Callable[[], Any] | None) -> bool:
-    """``before_probe()`` where there is one; True (a condition's term)."""
+def _before(before_probe: Callable[[], Any] | None) -> None:
+    """``before_probe()`` where there is one: just before the planner runs the network."""
     if before_probe is not None:
         before_probe()
-    return True
 
 
 def _with_probes(choice: SizeChoice, probed: list[InferencePlan], ratio: float | None = None) -> SizeChoice:
