@@ -4,7 +4,8 @@ Candidates are planned first (``plan_inference``: no memory is touched); those o
 so are smaller tiles that do more than ``1 / (1 - TIE)`` times the network work per frame (halos included) of
 larger tiles that fit at the same batch: at one batch, time per frame grows with that work (and smaller tiles pay
 more per-call overhead besides), so they cannot come within ``TIE`` of the best; they are neither traced nor
-timed. The rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered),
+timed. The rest are timed briefly on the real device (``speed``: a unit timed once on a machine is remembered;
+with a CPU runtime, by that runtime: ``engines.time_engine_unit``),
 the largest tiles first, until ``PROBE_BUDGET_S`` of timing is spent (on a CPU also at most ``PROBE_SHARE`` of
 the stack's run; on CUDA every batch of a tile size is timed, smallest first, until one is slower than the best by
 more than ``TIE``: there the batch sets the speed several-fold — the first H200 run, whose probing the share cut
@@ -39,6 +40,7 @@ import torch
 
 from decode_mem.config import parse_bytes
 from decode_mem.errors import ConfigError
+from decode_mem.footprint.engines import remembered_engine_seconds, time_engine_unit
 from decode_mem.footprint.inference import MARGIN, RUNTIME_ENGINES, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, measure_working_set, remembered_seconds, time_unit
@@ -136,14 +138,17 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
 
 
 def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes: int = 0,
-           budget_baseline_bytes: int | None = None, before_probe: Callable[[], Any] | None = None) -> SizeChoice:
+           budget_baseline_bytes: int | None = None, before_probe: Callable[[], Any] | None = None,
+           engine: Any = None) -> SizeChoice:
     """Resolve ``sizes``' ``'auto'`` chunk and batch (given integers are kept; 'whole': the frame's longer side)
     for ``work``.
 
     ``baseline_bytes``: the RssAnon the process holds before the run (the default host budget is counted above it,
     or above ``budget_baseline_bytes`` where given); ``sizes.streams``: blocks computed at once on a CPU (memory is
     planned for all of them; 'auto' gives each the sizes it would choose for one stream); ``before_probe``: called
-    before the network is run to measure it (``choose_here``'s warm-up where it waits for one). Raises ConfigError when
+    before the network is run to measure it (``choose_here``'s warm-up where it waits for one); ``engine``: the
+    loaded CPU runtime that will compute the network (None: torch), with which the candidates are timed (its best
+    batch is not torch's: 4 against 2 for int8 at 256² on the 2-core AMX Xeon). Raises ConfigError when
     even the smallest candidate (or the given sizes, or one stream's sizes in every stream) cannot fit the budget.
     """
     device = work.device
@@ -173,7 +178,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles
         # (not 256) to fit both (that file was not kept)
         one = choose(net, work, dataclasses.replace(sizes, streams=1), baseline_bytes=baseline_bytes,
-                     budget_baseline_bytes=budget_baseline_bytes, before_probe=before_probe)
+                     budget_baseline_bytes=budget_baseline_bytes, before_probe=before_probe, engine=engine)
         p = one.plan
         chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
         plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
@@ -229,11 +234,15 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     best_at: dict[int, float] = {}  # CUDA: the best frames/s timed so far at each tile size
     stopped: set[int] = set()  # CUDA: tile sizes whose throughput stopped growing with the batch
     for plan in plans:
-        seconds = remembered_seconds(net, plan, device)
+        seconds = remembered_seconds(net, plan, device) if engine is None else \
+            remembered_engine_seconds(net, plan, device, engine)
         if seconds is None and sizes.probe and spent < allowance and plan.chunk_size not in stopped:
-            _before(before_probe)
             t0 = time.perf_counter()
-            seconds = time_unit(net, plan, device)
+            if engine is None:
+                _before(before_probe)
+                seconds = time_unit(net, plan, device)
+            else:  # the runtime computes the network: torch's warm-up is not needed for it
+                seconds = time_engine_unit(net, plan, device, engine)
             spent += time.perf_counter() - t0
             probed.append(plan)
         fps = None if seconds is None else frames_per_second(plan, seconds)
@@ -301,7 +310,8 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_siz
                                               engine=engine))
 
 
-def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: bool = False) -> SizeChoice:
+def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: bool = False,
+                engine: Any = None) -> SizeChoice:
     """``choose`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
     run pays first; ``warmed``: this process already did, for this network, device and amp), and again after
     planning, which can leave memory behind that the run keeps (the first fake-tensor trace imports torch's
@@ -311,7 +321,8 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
 
     On a CPU with an engine other than torch ('auto' or a runtime) the torch network may never run: it is warmed up
     only before the planner runs it to measure it (a repeat run, everything remembered: not at all; 0.2 s of CPU
-    on the 2-core AMX Xeon). 'auto' that then takes torch plans again with the warm-up (``infer.predict``)."""
+    on the 2-core AMX Xeon). 'auto' that then takes torch plans again with the warm-up (``infer.predict``).
+    ``engine``: the loaded runtime that will compute the network, which times the candidates (``choose``)."""
     warm = functools.cache(functools.partial(warm_up, net, work.device, sizes.amp))  # once
     wait = not warmed and work.device.type == "cpu" and sizes.engine != "torch"
     if wait:
@@ -319,14 +330,14 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     elif not warmed:
         warm()
     baseline = rss_anon_bytes()
-    choice = choose(net, work, sizes, baseline_bytes=baseline, before_probe=warm if wait else None)
+    choice = choose(net, work, sizes, baseline_bytes=baseline, before_probe=warm if wait else None, engine=engine)
     after = rss_anon_bytes()
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
     if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes, baseline, work.device):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
-                       budget_baseline_bytes=baseline)  # what planning left behind is the run's to pay
+                       budget_baseline_bytes=baseline, engine=engine)  # what planning left behind is the run's
         again = keep_probes(again, choice.plan.probe_bytes)
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")

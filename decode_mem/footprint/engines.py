@@ -19,7 +19,8 @@ is a ConfigError, and ``'auto'`` is torch.
 
 Memory: a runtime keeps each compiled sub-network's working memory between calls (torch reuses one freed pool
 for both), so the plan counts ``footprint.inference.RUNTIME_WORKING_SET`` times torch's traced bytes for it; an
-``'auto'`` that picks a runtime plans again with it (``tests/plan``: measured peaks within their plan + 15 %).
+``'auto'`` that picks a runtime plans again with it (``tests/plan``: measured peaks within their plan + 15 %), its
+candidate sizes timed with the runtime (``time_engine_unit``: a runtime's best batch is not torch's).
 """
 
 from __future__ import annotations
@@ -122,6 +123,22 @@ def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: d
     del units
     release_free_heap()
     return least
+
+
+def remembered_engine_seconds(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float | None:
+    """Seconds per unit of work of ``plan`` with the loaded runtime ``engine`` timed before on this machine (by
+    ``time_engine_unit``, or by ``choose_engine`` at that plan), or None."""
+    value = _load().get(engine_key(net, plan, device, engine.name, engine.threads))
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def time_engine_unit(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float:
+    """Seconds per unit of work of ``plan`` with the loaded runtime ``engine`` (its least over ``time_engines``'
+    rounds), measured now and remembered in ``engines.json``: the planner times its candidate sizes with the engine
+    that will compute them (``footprint.choose``), whose best batch is not torch's."""
+    seconds = time_engines(net, plan, device, {engine.name: engine})[engine.name]
+    _remember({engine_key(net, plan, device, engine.name, engine.threads): seconds})
+    return seconds
 
 
 def runtime_precision(plan: InferencePlan | None) -> str:

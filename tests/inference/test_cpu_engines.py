@@ -169,10 +169,13 @@ def test_infer_refuses_a_missing_runtime_before_any_work(monkeypatch, tmp_path, 
     assert not (tmp_path / "o").exists()
 
 
-def test_the_plan_counts_a_runtimes_working_set(shipped_model) -> None:
+def test_the_plan_counts_a_runtimes_working_set(shipped_model, monkeypatch, tmp_path) -> None:
     from decode_mem.footprint.inference import INT8_WORKING_SET, RUNTIME_WORKING_SET, plan_for
     from decode_mem.footprint.request import Workload
 
+    # a cache of its own: a working-set ratio another test process remembers meanwhile would change torch's plan
+    # only (one failure in a run of the suite with two workers)
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
     net = load_model(str(shipped_model)).net
     work = Workload((128, 128), torch.device("cpu"), 0, 2, 8)
     plans = {e: plan_for(net, work, request.SizeRequest(chunk_size=128, batch_size=2, block=4, amp="off", engine=e))
@@ -302,3 +305,41 @@ def test_auto_warms_the_torch_network_up_only_where_it_runs(fastest, monkeypatch
             assert events[:2] == ["warm", "measure"] and events.count("warm") <= 1 + (fastest == "torch"), events
         else:  # everything remembered: the network is warmed up only where torch will run it
             assert events == (["warm"] if fastest == "torch" else []), events
+
+
+def test_auto_sizes_are_timed_with_the_runtime_that_computes_them(monkeypatch, tmp_path, shipped_model,
+                                                                  sample_frames) -> None:
+    """A runtime's best batch is not torch's (int8 at 256² on the 2-core AMX Xeon: 4 against torch's 2, the whole
+    command 8 % faster): once 'auto' has taken a runtime, the candidate sizes are timed with it, remembered beside
+    the engine timings, and a repeat run times nothing; the runtime asked for by name takes them too."""
+    _needs("openvino")
+    from decode_mem.footprint import choose
+
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
+    per_unit = {"torch": {1: 0.01, 2: 0.03, 4: 0.09},  # seconds per unit: torch fastest per frame at batch 1,
+                "openvino": {1: 0.005, 2: 0.006, 4: 0.008}}  # the runtime at batch 4
+    timed: list[tuple[str, int]] = []
+
+    def time_engines(net, plan, device, found, *a):
+        timed.extend((n, plan.batch_size) for n in found)
+        return {n: per_unit.get(n, {1: 1.0, 2: 1.0, 4: 1.0})[plan.batch_size] for n in found}
+
+    monkeypatch.setattr(engine_choice, "time_engines", time_engines)
+    monkeypatch.setattr(choose, "time_unit", lambda net, plan, device: per_unit["torch"][plan.batch_size])
+    trained = load_model(str(shipped_model))
+    frames = np.tile(sample_frames[:4], (1, 2, 2))  # 128² frames: every batch fits one tile
+    plans = []
+    for engine in ("torch", "auto", "auto", "openvino"):
+        timed.clear()
+        next(predict_stack(frames, trained.net, amp="off", device="cpu", engine=engine, camera=trained.camera,
+                           on_plan=plans.append))
+        if engine == "torch":
+            assert plans[-1].plan.batch_size == 1 and not timed
+        elif len(plans) == 2:  # the first auto run: the engines at torch's sizes, then the runtime's candidates
+            assert plans[-1].plan.batch_size == 4 and "openvino" in plans[-1].engine.split(",")[0]
+            assert {b for n, b in timed if n == "openvino"} == {1, 2, 4}
+            assert not any(n == "torch" for n, b in timed if b != 1)  # torch timed only at its own sizes
+            table = json.loads((tmp_path / "engines.json").read_text())
+            assert sum("|openvino" in k for k in table) == 3
+        else:  # a repeat run, or the runtime by name: every timing remembered
+            assert plans[-1].plan.batch_size == 4 and not timed
