@@ -139,14 +139,14 @@ def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: in
 
 def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes: int = 0,
            budget_baseline_bytes: int | None = None, before_probe: Callable[[], Any] | None = None,
-           engine: Any = None) -> SizeChoice:
+           runtime: Any = None) -> SizeChoice:
     """Resolve ``sizes``' ``'auto'`` chunk and batch (given integers are kept; 'whole': the frame's longer side)
     for ``work``.
 
     ``baseline_bytes``: the RssAnon the process holds before the run (the default host budget is counted above it,
     or above ``budget_baseline_bytes`` where given); ``sizes.streams``: blocks computed at once on a CPU (memory is
     planned for all of them; 'auto' gives each the sizes it would choose for one stream); ``before_probe``: called
-    before the network is run to measure it (``choose_here``'s warm-up where it waits for one); ``engine``: the
+    before the network is run to measure it (``choose_here``'s warm-up where it waits for one); ``runtime``: the
     loaded CPU runtime that will compute the network (None: torch), with which the candidates are timed (its best
     batch is not torch's: 4 against 2 for int8 at 256² on the 2-core AMX Xeon). Raises ConfigError when
     even the smallest candidate (or the given sizes, or one stream's sizes in every stream) cannot fit the budget.
@@ -178,7 +178,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
         # run of the same benchmark and code just before it, <stem>.json showed that auto had picked 128-px tiles
         # (not 256) to fit both (that file was not kept)
         one = choose(net, work, dataclasses.replace(sizes, streams=1), baseline_bytes=baseline_bytes,
-                     budget_baseline_bytes=budget_baseline_bytes, before_probe=before_probe, engine=engine)
+                     budget_baseline_bytes=budget_baseline_bytes, before_probe=before_probe, runtime=runtime)
         p = one.plan
         chosen = dataclasses.replace(sizes, chunk_size=p.chunk_size, batch_size=p.batch_size)
         plan = _fitting_plan(net, work, chosen, usable, baseline_bytes, blocks)
@@ -234,15 +234,15 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     best_at: dict[int, float] = {}  # CUDA: the best frames/s timed so far at each tile size
     stopped: set[int] = set()  # CUDA: tile sizes whose throughput stopped growing with the batch
     for plan in plans:
-        seconds = remembered_seconds(net, plan, device) if engine is None else \
-            remembered_engine_seconds(net, plan, device, engine)
+        seconds = remembered_seconds(net, plan, device) if runtime is None else \
+            remembered_engine_seconds(net, plan, device, runtime)
         if seconds is None and sizes.probe and spent < allowance and plan.chunk_size not in stopped:
             t0 = time.perf_counter()
-            if engine is None:
+            if runtime is None:
                 _before(before_probe)
                 seconds = time_unit(net, plan, device)
             else:  # the runtime computes the network: torch's warm-up is not needed for it
-                seconds = time_engine_unit(net, plan, device, engine)
+                seconds = time_engine_unit(net, plan, device, runtime)
             spent += time.perf_counter() - t0
             probed.append(plan)
         fps = None if seconds is None else frames_per_second(plan, seconds)
@@ -301,17 +301,18 @@ def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_siz
                       batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
                       device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                       n_frames: int | None = None, probe: bool = True, margin: int = MARGIN,
-                      streams: int = 1, engine: str = "torch") -> SizeChoice:
-    """``choose_sizes`` for a run in this process: the keyword form of ``choose_here``."""
+                      streams: int = 1, engine: str = "torch", runtime: Any = None) -> SizeChoice:
+    """``choose_sizes`` for a run in this process: the keyword form of ``choose_here`` (``runtime``: the loaded
+    runtime ``engine`` names, which times the candidates)."""
     h, w = frame_shape
     work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
     return choose_here(net, work, SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                                               memory_limit=memory_limit, streams=streams, probe=probe,
-                                              engine=engine))
+                                              engine=engine), runtime=runtime)
 
 
 def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: bool = False,
-                engine: Any = None) -> SizeChoice:
+                runtime: Any = None) -> SizeChoice:
     """``choose`` for a run in this process, its baseline measured here: after ``warm_up`` (what every
     run pays first; ``warmed``: this process already did, for this network, device and amp), and again after
     planning, which can leave memory behind that the run keeps (the first fake-tensor trace imports torch's
@@ -322,7 +323,7 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     On a CPU with an engine other than torch ('auto' or a runtime) the torch network may never run: it is warmed up
     only before the planner runs it to measure it (a repeat run, everything remembered: not at all; 0.2 s of CPU
     on the 2-core AMX Xeon). 'auto' that then takes torch plans again with the warm-up (``infer.predict``).
-    ``engine``: the loaded runtime that will compute the network, which times the candidates (``choose``)."""
+    ``runtime``: the loaded CPU runtime that will compute the network, which times the candidates (``choose``)."""
     warm = functools.cache(functools.partial(warm_up, net, work.device, sizes.amp))  # once
     wait = not warmed and work.device.type == "cpu" and sizes.engine != "torch"
     if wait:
@@ -330,14 +331,15 @@ def choose_here(net: DecodeNet, work: Workload, sizes: SizeRequest, *, warmed: b
     elif not warmed:
         warm()
     baseline = rss_anon_bytes()
-    choice = choose(net, work, sizes, baseline_bytes=baseline, before_probe=warm if wait else None, engine=engine)
+    choice = choose(net, work, sizes, baseline_bytes=baseline, before_probe=warm if wait else None,
+                    runtime=runtime)
     after = rss_anon_bytes()
     if after <= baseline:
         return choice
     choice = dataclasses.replace(choice, plan=dataclasses.replace(choice.plan, baseline_bytes=after))
     if sizes.automatic and choice.plan.need_bytes > with_headroom(choice.budget_bytes, baseline, work.device):
         again = choose(net, work, dataclasses.replace(sizes, probe=False), baseline_bytes=after,
-                       budget_baseline_bytes=baseline, engine=engine)  # what planning left behind is the run's
+                       budget_baseline_bytes=baseline, runtime=runtime)  # what planning left behind is the run's
         again = keep_probes(again, choice.plan.probe_bytes)
         choice = dataclasses.replace(again, reason=f"{again.reason}; chosen again after planning left "
                                                    f"{(after - baseline) / MiB:.0f} MiB behind")

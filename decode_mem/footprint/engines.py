@@ -4,7 +4,8 @@
 missing or fails is an ``EngineUnavailable``: exit 2 on the command line). ``'auto'`` on a CPU times the plan's
 unit of work (a block's steady state: ``batch_size`` new frames, two carried) with torch and with each installed
 runtime, taking turns, each its least time (``time_engines``: a shared machine's load only adds time), and takes the
-fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch. It considers the
+fastest, a runtime only where it is ``AUTO_MARGIN`` faster than torch (among runtimes within ``ENGINE_TIE`` of the
+fastest, the one with the least working set: ``preferred``). It considers the
 runtimes whose results equal torch's (``model.engine.RUNTIMES``) and int8 (``model.int8``, whose outputs differ
 slightly) only where the caller hands it a verdict of int8's check against fp32 that passed (``int8``:
 ``infer.int8_check``, kept beside the quantized model); a failed verdict is said in the reason. Timings known from
@@ -202,6 +203,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
     keys = {r: engine_key(net, plan, device, r, n) for r in ("torch", *present)}
     known = _load()
     seconds = {r: float(known[k]) for r, k in keys.items() if isinstance(known.get(k), (int, float))}
+
     def beats_torch(r: str) -> bool:  # within the timing noise of a shared machine torch is kept
         return seconds[r] <= seconds["torch"] / AUTO_MARGIN
 

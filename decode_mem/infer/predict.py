@@ -152,14 +152,15 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
-    if engine.name != "torch" or (sizes.engine == "auto" and dev.type == "cpu"):
+    if (engine.name != "torch" and sizes.automatic) or (sizes.engine == "auto" and dev.type == "cpu"):
         # planned again: a runtime's automatic sizes by its own timings (its best batch is not torch's), 'auto's
         # with the runtime's working set; torch taken by 'auto' on a CPU, after the torch network's warm-up, which
-        # 'auto' leaves until it is known to be needed (``choose_here``)
+        # 'auto' leaves until it is known to be needed (``choose_here``). A runtime asked for by name with given
+        # sizes keeps its first plan, made before the runtime was loaded into the baseline
         choice = keep_probes(choose_for_stack(net, source.shape, itemsize, dev,
                                               dataclasses.replace(sizes, engine=engine.name),
                                               warmed=engine.name != "torch",
-                                              engine=engine.engine if engine.name != "torch" else None),
+                                              runtime=engine.engine if engine.name != "torch" else None),
                              plan.probe_bytes)  # the torch units timed above peaked in this process too
         plan = choice.plan
     if sizes.engine != "torch":
@@ -276,14 +277,14 @@ def process_large_image(
 
 
 def choose_for_stack(net: Any, shape: tuple[int, int, int], itemsize: int, device: torch.device, sizes: SizeRequest, *,
-                     margin: int = MARGIN, warmed: bool = False, engine: Any = None) -> SizeChoice:
+                     margin: int = MARGIN, warmed: bool = False, runtime: Any = None) -> SizeChoice:
     """``decode_mem.footprint.choose_here`` for a ``(T, H, W)`` stack of ``itemsize``-byte pixels on ``device``;
     ``margin``: the executor's (``MARGIN`` for localization, 0 for ``process_large_image``'s raw maps); ``warmed``:
-    planned once already in this process (its warm-up is not paid twice); ``engine``: the loaded runtime that
-    will compute the network, which times the candidate sizes."""
+    planned once already in this process (its warm-up is not paid twice); ``runtime``: the loaded CPU runtime
+    that will compute the network, which times the candidate sizes."""
     n, h, w = shape
     return choose_here(net, Workload((int(h), int(w)), device, margin, itemsize, n), sizes, warmed=warmed,
-                       engine=engine)
+                       runtime=runtime)
 
 
 def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: Any) -> None:

@@ -73,11 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(plan_training_here(args))
             return
         import numpy as np
+        import torch
 
         import decode_mem.infer.runner  # noqa: F401 - what an infer process holds: its baseline is measured below
         from decode_mem.config import parse_bytes, resolve_device
         from decode_mem.errors import ConfigError
         from decode_mem.footprint.choose import choose_sizes_here
+        from decode_mem.footprint.engines import choose_engine, remembered_engine_seconds
         from decode_mem.footprint.speed import frames_per_second, remembered_seconds
         from decode_mem.model.checkpoint import load_model
 
@@ -87,13 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = load_model(args.model, device=device)  # None: the shipped model
         itemsize = np.dtype(args.dtype or "uint16").itemsize
         chunk_size = "auto" if args.chunk_size is None else args.chunk_size
-        choice = choose_sizes_here(model.net, tuple(args.frame), chunk_size=chunk_size, batch_size=args.batch_size,
-                                   amp=args.amp or "auto", device=device, itemsize=itemsize,
-                                   memory_limit=parse_bytes(args.memory_limit), n_frames=args.frames,
-                                   probe=not args.no_probe, streams=args.streams, engine=args.engine)
+        sizes = {"chunk_size": chunk_size, "batch_size": args.batch_size, "amp": args.amp or "auto", "device": device,
+                 "itemsize": itemsize, "memory_limit": parse_bytes(args.memory_limit), "n_frames": args.frames,
+                 "probe": not args.no_probe, "streams": args.streams, "engine": args.engine}
+        choice = choose_sizes_here(model.net, tuple(args.frame), **sizes)
+        runtime = None
+        if args.engine not in ("torch", "auto") and not args.no_probe:  # a runtime by name times its sizes, as infer
+            threads = max(1, torch.get_num_threads() // args.streams)
+            runtime = choose_engine(args.engine, model.net, choice.plan, device, threads,
+                                    simulation=getattr(model, "simulation", None)).engine
+            choice = choose_sizes_here(model.net, tuple(args.frame), **sizes, runtime=runtime)
         plan = choice.plan
         baseline = plan.baseline_bytes
-        seconds = remembered_seconds(model.net, plan, device)
+        seconds = remembered_seconds(model.net, plan, device) if runtime is None else \
+            remembered_engine_seconds(model.net, plan, device, runtime)
         speed = "not measured on this machine yet" if seconds is None else \
             f"{frames_per_second(plan, seconds):.2f} frames/s of network work (measured here before)"
         lines = [

@@ -343,3 +343,21 @@ def test_auto_sizes_are_timed_with_the_runtime_that_computes_them(monkeypatch, t
             assert sum("|openvino" in k for k in table) == 3
         else:  # a repeat run, or the runtime by name: every timing remembered
             assert plans[-1].plan.batch_size == 4 and not timed
+
+
+def test_the_plan_command_times_a_runtime_by_name_as_infer_does(monkeypatch, tmp_path, capsys) -> None:
+    """``python -m decode_mem.plan --engine openvino`` chooses the sizes infer would: timed with the runtime."""
+    _needs("openvino")
+    from decode_mem.footprint import choose
+    from decode_mem.plan.__main__ import main
+
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
+    monkeypatch.setattr(engine_choice, "time_engines",
+                        lambda net, plan, device, found, *a: {n: {1: 0.005, 2: 0.006, 4: 0.008}[plan.batch_size]
+                                                              for n in found})
+    monkeypatch.setattr(choose, "time_unit", lambda net, plan, device: {1: 0.01, 2: 0.03, 4: 0.09}[plan.batch_size])
+    for engine, batch in (("torch", 1), ("openvino", 4)):
+        assert main(["--frame", "128", "128", "--amp", "off", "--engine", engine]) == 0
+        out = capsys.readouterr().out
+        assert f"batch_size {batch}," in out, out
+    assert "engine openvino" in out and "measured here before" in out, out  # the runtime's own timing, remembered
