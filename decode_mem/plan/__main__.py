@@ -94,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "probe": not args.no_probe, "streams": args.streams, "engine": args.engine}
         choice = choose_sizes_here(model.net, tuple(args.frame), **sizes)
         runtime = None
-        if args.engine not in ("torch", "auto") and not args.no_probe:  # a runtime by name times its sizes, as infer
+        automatic = "auto" in (chunk_size, args.batch_size)
+        if args.engine not in ("torch", "auto") and automatic and not args.no_probe:  # as infer: a runtime by name
+            # times the sizes it chooses; given sizes keep the plan made before the runtime was loaded
             threads = max(1, torch.get_num_threads() // args.streams)
             runtime = choose_engine(args.engine, model.net, choice.plan, device, threads,
                                     simulation=getattr(model, "simulation", None)).engine

@@ -141,10 +141,11 @@ def test_auto_does_not_consider_int8_without_a_check(verified, monkeypatch) -> N
     assert choice.name == "openvino" and not asked and INT8 not in loaded
 
 
-@pytest.mark.parametrize(("int8_s", "want", "tie"), [(0.51, INT8, True), (0.56, "openvino", False),
-                                                    (0.40, INT8, False), (0.95, "openvino", False)])
-def test_auto_takes_the_least_memory_among_runtimes_within_five_percent(verified, monkeypatch, int8_s, want,
-                                                                         tie) -> None:
+@pytest.mark.parametrize(("openvino_s", "int8_s", "want", "tie"), [
+    (0.5, 0.51, INT8, True), (0.5, 0.56, "openvino", False), (0.5, 0.40, INT8, False),
+    (0.88, 0.92, "openvino", False)])  # int8 within 5 % of OpenVINO but not 10 % faster than torch: not taken
+def test_auto_takes_the_least_memory_among_runtimes_within_five_percent(verified, monkeypatch, openvino_s, int8_s,
+                                                                         want, tie) -> None:
     """Units are timed at torch's sizes: OpenVINO in bf16 and int8 came within 2 % of each other at 2048² while int8's
     whole command was 1.2x faster there; among runtimes within ``ENGINE_TIE`` of the fastest, 'auto' takes int8 (the
     smaller working set) and says so; a runtime more than that faster, or torch's margin, still decides."""
@@ -158,14 +159,12 @@ def test_auto_takes_the_least_memory_among_runtimes_within_five_percent(verified
     monkeypatch.setattr(engine_choice, "installed", lambda name: True)
     monkeypatch.setattr(engine_choice, "load_engine", lambda name, *a, **k: loaded.append(name) or Fake(name))
     monkeypatch.setattr(engine_choice, "engine_key", lambda net, plan, dev, name, n: name)
-    monkeypatch.setattr(engine_choice, "_load", lambda: {"torch": 1.0, "openvino": 0.5, "onnxruntime": 0.8,
+    monkeypatch.setattr(engine_choice, "_load", lambda: {"torch": 1.0, "openvino": openvino_s, "onnxruntime": 0.95,
                                                          INT8: int8_s})
     choice = engine_choice.choose_engine("auto", model.net, plan=None, device=torch.device("cpu"), threads=1,
                                          int8_check=lambda *a: verified[1])
     assert choice.name == want and set(loaded) <= {want}  # every timing remembered: only the one taken is loaded
     assert ("within 5% of the fastest per unit of work" in choice.why) == tie, choice.why
-    if int8_s == 0.95:  # int8 not 10 % faster than torch: not taken, whatever its memory
-        assert "the fastest per unit of work" in choice.why
 
 
 def test_the_command_runs_auto_by_default_says_its_choice_once_and_its_first_check(
