@@ -123,6 +123,28 @@ def test_numpy_tensor_and_3d_inputs_agree() -> None:
     _assert_tables_equal(a, c)
 
 
+@pytest.mark.parametrize("frames, offset, core", [
+    (0, (0, 0), None),
+    ([7, 3, 11], (64, -16), (slice(1, 27), slice(1, 39))),
+    (5, (8, 8), (slice(3, 3), slice(0, 40))),  # an empty core
+])
+@pytest.mark.parametrize("cfg", [CFG, PostprocessConfig(threshold=0.0005, raw_threshold=0.0, split_threshold=0.3,
+                                                        clamp=False)])
+def test_candidates_of_an_array_are_the_tensors_rows_bit_for_bit(frames, offset, core, cfg) -> None:
+    """A CPU runtime's output is a numpy array, detected with numpy (``TiledExecutor.arrays``): the same rows as
+    torch's operations give for it as a tensor, every bit (logits, channels, frame, row, column), in the same
+    order, with and without the float32 prefilter (a threshold below its margin: no prefilter)."""
+    rng = np.random.default_rng(3)
+    out = np.stack([_seam_output(seed, 28, 40) for seed in range(3)])
+    out[:, CH["p_logit"], 5:9, 5:9] = _logit(rng.uniform(0.55, 0.95, (3, 4, 4)))  # a crowd: maxima and splits
+    out[:, CH["photons"]] = rng.normal(1000, 300, out[:, 0].shape).astype(np.float32)
+    rows = detect_candidates(out, frames, config=cfg, offset=offset, core=core)
+    ref = detect_candidates(torch.from_numpy(out), frames, config=cfg, offset=offset, core=core).numpy()
+    assert isinstance(rows, np.ndarray) and rows.dtype == np.float32
+    assert rows.shape == ref.shape and ((core is not None and core[0].stop == 3) or len(ref) > 20)
+    np.testing.assert_array_equal(rows.view(np.int32), ref.view(np.int32))
+
+
 def test_two_emitters_two_pixels_apart_are_both_found() -> None:
     pair = [{"x": 10.0, "y": 10.2, "photons": 100.0}, {"x": 12.0, "y": 9.9, "photons": 200.0}]
     pair = [{**e, "z": 0.0, "bg": 0.0, "sigma_x": 0.1, "sigma_y": 0.1, "sigma_z": 1.0, "sigma_photons": 1.0}

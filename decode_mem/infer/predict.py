@@ -221,11 +221,14 @@ def resolve_compile(compile: bool | str, device: torch.device, streams: int, n_f
     return device.type == "cpu" and streams == 1 and n_frames * plan.work_px_per_frame >= COMPILE_MIN_WORK
 
 
-def block_emitters(candidates: Sequence[torch.Tensor], postprocess: PostprocessConfig,
+def block_emitters(candidates: Sequence[torch.Tensor | np.ndarray], postprocess: PostprocessConfig,
                    frame_shape: tuple[int, int]) -> EmitterTable:
-    """One block's table from its tiles' ``detect_candidates`` rows (on the device): one copy to the host,
-    whole-array work there, rows in frame order (within a frame tile by tile)."""
-    rows = torch.cat(list(candidates)).cpu() if candidates else torch.zeros((0, CANDIDATE_WIDTH))
+    """One block's table from its tiles' ``detect_candidates`` rows (on the device, or arrays): one copy to the
+    host, whole-array work there, rows in frame order (within a frame tile by tile)."""
+    if candidates and isinstance(candidates[0], np.ndarray):
+        rows = np.concatenate(list(candidates))
+    else:
+        rows = torch.cat(list(candidates)).cpu() if candidates else torch.zeros((0, CANDIDATE_WIDTH))
     return candidates_to_emitters(rows, config=postprocess, frame_shape=frame_shape).sorted_by_frame()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.special import expit
 
 from decode_mem.errors import exception_line
 from decode_mem.io.atomic import partial_path, remove_path
@@ -67,7 +68,11 @@ class ProbabilityMap:
     def add(self, tile: Tile, frames: np.ndarray, output: torch.Tensor) -> None:
         """The core of one tile's output ``(len(frames), 10, *keep)`` for frames ``frames`` (global, 0-based)."""
         cy, cx = tile.core_in_keep
-        p = torch.sigmoid(output[:, CHANNEL_INDEX["p_logit"], cy, cx].float()).cpu().numpy()
+        logit = output[:, CHANNEL_INDEX["p_logit"], cy, cx]
+        if isinstance(logit, np.ndarray):  # a CPU runtime's output
+            p = expit(logit.astype(np.float32))
+        else:
+            p = torch.sigmoid(logit.float()).cpu().numpy()
         if self._t0 is None:
             self._t0 = int(frames[0])
         rows = np.asarray(frames) - self._t0

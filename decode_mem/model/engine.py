@@ -2,7 +2,9 @@
 
 ``DecodeNet.frame_features`` (once per tile and frame) and ``DecodeNet.temporal`` (once per window) are the whole
 network work of inference; the executor normalizes, cuts tiles, reuses features and stitches around them. An
-engine runs those two, torch tensors in and out, so the executor's work order and exact stitching stay as they are:
+engine runs those two, torch tensors in and out (a runtime also numpy arrays, ``takes_arrays``: the executor's work
+around it is then done on arrays, ``model.arrays``), so the executor's work order and exact stitching stay as they
+are:
 
 * ``torch``: the modules themselves (what ``amp`` and ``torch.compile`` act on);
 * ``openvino``: both sub-networks converted with ``openvino.convert_model`` (dynamic batch and tile size),
@@ -176,9 +178,16 @@ def _examples(net: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     return torch.zeros(2, c, side, side), tuple(torch.zeros(2, f, side, side) for _ in range(3))
 
 
-def _numpy(x: torch.Tensor) -> np.ndarray:
+def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
     """A float32, C-contiguous (NCHW) CPU array of ``x`` (no copy where it is one already)."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x, dtype=np.float32)
     return x.detach().to("cpu", torch.float32).contiguous().numpy()
+
+
+def _like(given: torch.Tensor | np.ndarray, out: np.ndarray) -> torch.Tensor | np.ndarray:
+    """A runtime's output ``out`` as the caller gave its input: an array for an array, else a tensor (no copy)."""
+    return out if isinstance(given, np.ndarray) else torch.from_numpy(out)
 
 
 class OpenVINOEngine:
@@ -192,6 +201,7 @@ class OpenVINOEngine:
 
     name = "openvino"
     lends_outputs = True  # ``borrow=True`` is understood: outputs in OpenVINO's own buffers (the executor's hot path)
+    takes_arrays = True  # numpy arrays in, numpy arrays out (tensors in, tensors out): the executor works on arrays
 
     def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1,
                  precision: str = "fp32") -> None:
@@ -236,19 +246,19 @@ class OpenVINOEngine:
             req = self._local.requests = (self._ff.create_infer_request(), self._tp.create_infer_request())
         return req
 
-    def frame_features(self, x: torch.Tensor, *, borrow: bool = False) -> torch.Tensor:
+    def frame_features(self, x: torch.Tensor | np.ndarray, *, borrow: bool = False) -> torch.Tensor | np.ndarray:
         """``borrow``: the output is the infer request's own buffer, not a copy, valid until this thread's next call
         of ``frame_features`` (the copies took ~6 % of the network's time in a 256² run on the 2-core AMX Xeon,
         docs/developers.md)."""
         out = self._requests()[0].infer({0: _numpy(x)}, share_inputs=True, share_outputs=borrow)
-        return torch.from_numpy(out[0])
+        return _like(x, out[0])
 
-    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor, *,
-                 borrow: bool = False) -> torch.Tensor:
+    def temporal(self, f_prev: torch.Tensor | np.ndarray, f_mid: torch.Tensor | np.ndarray,
+                 f_next: torch.Tensor | np.ndarray, *, borrow: bool = False) -> torch.Tensor | np.ndarray:
         """``borrow``: as ``frame_features``'s, until this thread's next call of ``temporal``."""
         out = self._requests()[1].infer({i: _numpy(t) for i, t in enumerate((f_prev, f_mid, f_next))},
                                         share_inputs=True, share_outputs=borrow)
-        return torch.from_numpy(out[0])
+        return _like(f_prev, out[0])
 
 
 def physics_key(simulation: dict[str, Any]) -> str:
@@ -313,10 +323,16 @@ class OpenVINOInt8Engine(OpenVINOEngine):
         self.float_precision, self.precision = self.precision, "int8"  # of the layers kept in float; of the engine
         self.correction = torch.from_numpy(np.asarray(coef, dtype=np.float32))  # (10, 2): a, b per channel
 
-    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor, *,
-                 borrow: bool = False) -> torch.Tensor:
-        """The corrected, activated output: a new tensor whatever ``borrow`` says (the raw one is borrowed)."""
+    def temporal(self, f_prev: torch.Tensor | np.ndarray, f_mid: torch.Tensor | np.ndarray,
+                 f_next: torch.Tensor | np.ndarray, *, borrow: bool = False) -> torch.Tensor | np.ndarray:
+        """The corrected, activated output: a new tensor (an array for arrays: ``model.arrays``) whatever ``borrow``
+        says (the raw one is borrowed)."""
         raw = super().temporal(f_prev, f_mid, f_next, borrow=True)
+        if isinstance(raw, np.ndarray):
+            from decode_mem.model.arrays import activate_in_place
+
+            a, b = (self.correction[:, i].numpy().reshape(1, -1, 1, 1) for i in (0, 1))
+            return activate_in_place(self.net.config, raw * a + b)  # the sum is an array of its own
         a, b = (self.correction[:, i].view(1, -1, 1, 1) for i in (0, 1))
         return self.net.activate(torch.addcmul(b, raw, a), in_place=True)  # the sum is a tensor of its own
 
@@ -357,6 +373,7 @@ class OnnxRuntimeEngine:
     ``streams`` is not used: a session serves calls from several threads at once, on its one intra-op pool."""
 
     name = "onnxruntime"
+    takes_arrays = True  # as OpenVINOEngine's
 
     def __init__(self, net: Any, threads: int, cache_dir: Path | None = None, streams: int = 1,
                  precision: str = "fp32") -> None:
@@ -388,12 +405,13 @@ class OnnxRuntimeEngine:
         self._ff = ort.InferenceSession(models[0], opts, providers=providers)
         self._tp = ort.InferenceSession(models[1], opts, providers=providers)
 
-    def frame_features(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(self._ff.run(None, {"x": _numpy(x)})[0])
+    def frame_features(self, x: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        return _like(x, self._ff.run(None, {"x": _numpy(x)})[0])
 
-    def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
+    def temporal(self, f_prev: torch.Tensor | np.ndarray, f_mid: torch.Tensor | np.ndarray,
+                 f_next: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
         feeds = {k: _numpy(t) for k, t in zip("abc", (f_prev, f_mid, f_next), strict=True)}
-        return torch.from_numpy(self._tp.run(None, feeds)[0])
+        return _like(f_prev, self._tp.run(None, feeds)[0])
 
 
 Engine = TorchEngine | OpenVINOEngine | OnnxRuntimeEngine

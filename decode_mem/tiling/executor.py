@@ -33,6 +33,7 @@ import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.prefetch import prefetch
+from decode_mem.model import arrays as model_arrays
 from decode_mem.model.engine import network_digest
 from decode_mem.model.precision import autocast, resolve_amp
 from decode_mem.tiling.backoff import BackOff
@@ -82,7 +83,9 @@ class TiledExecutor:
     from the whole frame, before it is cut into tiles. The network is used as it is (eval mode, on ``device``).
     ``engine`` (``decode_mem.model.engine``, CPU only): a runtime that computes ``frame_features`` and ``temporal``
     instead of the modules (in the engine's own precision; the executor's autocast and ``compile`` then act on
-    nothing); the rest is unchanged.
+    nothing). A runtime that takes numpy arrays (``takes_arrays``) gets them: the levels, staging, normalization
+    and stitching around it are then done on arrays (``model.arrays``; ``arrays`` says so, and ``consume`` gets
+    arrays), except for a model whose PSF changes across the field, whose run keeps tensors.
     """
 
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
@@ -91,10 +94,14 @@ class TiledExecutor:
         self.device = torch.device(device)
         self.shape = (int(shape[0]), int(shape[1]))
         self.factor = int(net.downsample_factor)
-        self._maps = None  # per-pixel camera maps on the device, grown to the padded frame
+        self.arrays = (bool(getattr(engine, "takes_arrays", False)) and self.device.type == "cpu"
+                       and getattr(getattr(net, "config", None), "field_shape", None) is None)
+        self._maps = None  # per-pixel camera maps on the device (arrays: numpy), grown to the padded frame
         if camera is not None and getattr(camera, "has_maps", False):
             padded = tuple(-(-v // self.factor) * self.factor for v in self.shape)
-            self._maps = camera.load_maps(self.shape).padded(padded).to_torch(self.device)
+            self._maps = camera.load_maps(self.shape).padded(padded)
+            if not self.arrays:
+                self._maps = self._maps.to_torch(self.device)
         self.receptive_field = int(net.receptive_field())
         self._amp = resolve_amp(config.amp, self.device)
         self._format = torch.channels_last if config.channels_last else torch.contiguous_format
@@ -183,18 +190,23 @@ class TiledExecutor:
         return self.backoff.retry(lambda tries: self._attempt(t0, frames, consume, tries, start), t0, retries)
 
     # ------------------------------------------------------------------ one block
-    def frame_levels(self, frames: np.ndarray) -> torch.Tensor:
-        """Each frame's level (``DecodeNet.normalize``) from its whole raw frame: ``(len(frames),)`` on the device.
+    def frame_levels(self, frames: np.ndarray) -> torch.Tensor | np.ndarray:
+        """Each frame's level (``DecodeNet.normalize``) from its whole raw frame: ``(len(frames),)`` on the device
+        (an array where the executor works on ``arrays``).
 
         Read on the sub-grid ``level_stride`` picks, converted to photons like the tiles, so the level of a
         frame does not depend on how it is tiled.
         """
         h, w = self.shape
         s = int(self.net.level_stride(h, w))
-        sample = torch.from_numpy(np.ascontiguousarray(frames[:, ::s, ::s])).to(self.device)
+        sample = np.ascontiguousarray(frames[:, ::s, ::s])
+        if not self.arrays:
+            sample = torch.from_numpy(sample).to(self.device)
         if self.camera is not None:
             maps = None if self._maps is None else self._maps.crop(slice(0, h, s), slice(0, w, s))
             sample = self.camera.to_photons(sample, maps)
+        if self.arrays:
+            return model_arrays.level_from_sample(self.net.config, sample)
         return self.net.level_from_sample(sample.float()).to(self.device)
 
     def _run_block(self, frames: np.ndarray, t0: int, consume: Consume) -> list[Any]:
@@ -211,7 +223,7 @@ class TiledExecutor:
             staged = prefetch(staged, depth=1)
         results, carry = [], None
         try:
-            with torch.inference_mode():
+            with self._no_grad():
                 for (group_tiles, r0, r1), host in zip(units, staged, strict=True):
                     f0, f1 = self._frames_needed(r0, r1)
                     x = self._to_device(host, group_tiles, levels[f0:f1])
@@ -233,17 +245,25 @@ class TiledExecutor:
         carried = 2 if (self.config.reuse_features and r0 > 0) else 0
         return r0 + carried, r1 + 2
 
-    def _stage(self, frames: np.ndarray, tiles: Sequence[Tile], r0: int, r1: int) -> torch.Tensor:
-        """Host tensor ``(len(tiles), nf, Ly, Lx)`` float32 of the tiles' read regions (pinned on CUDA).
+    def _no_grad(self) -> contextlib.AbstractContextManager:
+        """Torch's inference mode around a block's network work; nothing where the executor works on arrays."""
+        return contextlib.nullcontext() if self.arrays else torch.inference_mode()
+
+    def _stage(self, frames: np.ndarray, tiles: Sequence[Tile], r0: int, r1: int) -> torch.Tensor | np.ndarray:
+        """Host tensor ``(len(tiles), nf, Ly, Lx)`` float32 of the tiles' read regions (pinned on CUDA; an array
+        where the executor works on ``arrays``).
 
         Pixels of the padded frame beyond the real frame are left at 0 here and set to 0 again after
         normalization (0 in normalized units is what the whole-frame pass pads with).
         """
         f0, f1 = self._frames_needed(r0, r1)
         ly, lx = self.grid.tile_shape
-        host = torch.zeros((len(tiles), f1 - f0, ly, lx), dtype=torch.float32,
-                           pin_memory=self.device.type == "cuda")
-        buf = host.numpy()
+        if self.arrays:
+            host = buf = np.zeros((len(tiles), f1 - f0, ly, lx), np.float32)
+        else:
+            host = torch.zeros((len(tiles), f1 - f0, ly, lx), dtype=torch.float32,
+                               pin_memory=self.device.type == "cuda")
+            buf = host.numpy()
         h, w = self.shape
         for i, tile in enumerate(tiles):
             ry, rx = tile.read
@@ -254,6 +274,32 @@ class TiledExecutor:
     def _to_device(self, host: torch.Tensor, tiles: Sequence[Tile], levels: torch.Tensor) -> torch.Tensor:
         """Photons (camera), normalized with the frames' ``levels`` (nf,), padded-frame pixels zeroed:
         ``(len(tiles), nf, C, Ly, Lx)``."""
+        x = (self._normalized_array if self.arrays else self._normalized_tensor)(host, tiles, levels)
+        h, w = self.shape
+        for i, tile in enumerate(tiles):
+            ry, rx = tile.read
+            if ry.stop > h:
+                x[i, ..., h - ry.start:, :] = 0
+            if rx.stop > w:
+                x[i, ..., w - rx.start:] = 0
+        return x
+
+    def _normalized_array(self, host: np.ndarray, tiles: Sequence[Tile], levels: np.ndarray) -> np.ndarray:
+        """``_to_device``'s photons and normalization on arrays (``model.arrays``)."""
+        cfg = self.net.config
+        if self._maps is not None:  # each tile converts with its own pixels' calibration
+            parts = []
+            for i, tile in enumerate(tiles):
+                maps = self._maps.crop(*tile.read)
+                parts.append(model_arrays.normalize(cfg, self.camera.to_photons(host[i], maps), levels,
+                                                    self.camera.read_variance(maps)))
+            return np.stack(parts)
+        if self.camera is None:
+            return model_arrays.normalize(cfg, host, levels[None])
+        return model_arrays.normalize(cfg, self.camera.to_photons(host), levels[None], self.camera.read_variance())
+
+    def _normalized_tensor(self, host: torch.Tensor, tiles: Sequence[Tile], levels: torch.Tensor) -> torch.Tensor:
+        """``_to_device``'s photons and normalization on the executor's device (``DecodeNet.normalize``)."""
         x = host.to(self.device, non_blocking=True)
         # a model of a PSF that changes across the field reads each tile's place in the whole frame
         origins = None
@@ -275,17 +321,12 @@ class TiledExecutor:
                 x = self.camera.to_photons(x)
                 read_var = self.camera.read_variance()
             x = self.net.normalize(x, levels[None], read_var, **place)
-        h, w = self.shape
-        for i, tile in enumerate(tiles):
-            ry, rx = tile.read
-            if ry.stop > h:
-                x[i, ..., h - ry.start:, :] = 0
-            if rx.stop > w:
-                x[i, ..., w - rx.start:] = 0
         return x
 
     def _compute(self, x: torch.Tensor, k: int, carry: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
+        if self.arrays:
+            return self._compute_arrays(x, k, carry)
         g, nf, c, ly, lx = x.shape
         with autocast(self.device, self._amp), self._cudnn():
             if self.config.reuse_features:
@@ -304,6 +345,25 @@ class TiledExecutor:
             del feats
             out = self._temporal(*win)
         return out.view(g, k, *out.shape[1:]), carry
+
+    def _compute_arrays(self, x: np.ndarray, k: int, carry: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``_compute`` on arrays (the runtime takes and returns them): the same windows, features and carry."""
+        g, nf, c, ly, lx = x.shape
+        if self.config.reuse_features:
+            feats = self._frame_features(np.ascontiguousarray(x.reshape(g * nf, c, ly, lx)))
+            feats = feats.reshape(g, nf, *feats.shape[1:])
+            if carry is not None:
+                feats = np.concatenate([carry, feats], axis=1)
+            win = [np.ascontiguousarray(feats[:, j:j + k].reshape(g * k, *feats.shape[2:])) for j in range(3)]
+            carry = feats[:, k:k + 2].copy()  # not a view of the runtime's buffer, which its next call reuses
+        else:  # the DECODE way: each window's three frames go through the frame U-Net again
+            windows = np.stack([x[:, j:j + k] for j in range(3)], axis=2)  # (g, k, 3, C, Ly, Lx)
+            feats = self._frame_features(np.ascontiguousarray(windows.reshape(g * k * 3, c, ly, lx)))
+            feats = feats.reshape(g * k, 3, *feats.shape[1:])
+            win = [np.ascontiguousarray(feats[:, j]) for j in range(3)]
+        del feats
+        out = self._temporal(*win)
+        return out.reshape(g, k, *out.shape[1:]), carry
 
     def _cudnn(self) -> contextlib.AbstractContextManager:
         """cuDNN's autotuning on for this executor's network calls on CUDA (``TileConfig.cudnn_benchmark``), put
@@ -330,6 +390,8 @@ class TiledExecutor:
         k = self.batch_size if windows is None else int(windows)
         run = max(1, min(k, self.batch_size))
         group = self._group(run)
+        if self.arrays:
+            return self._unit_arrays(run, group, data, carried)
         if data is None:
             data = torch.zeros((group, run + 2, *self.grid.tile_shape), device=self.device)
         levels = torch.zeros(data.shape[1], device=self.device)
@@ -344,6 +406,22 @@ class TiledExecutor:
         def compute() -> torch.Tensor:
             with torch.inference_mode():
                 return self._compute(x, run, carry)[0]
+
+        return compute
+
+    def _unit_arrays(self, run: int, group: int, data: Any, carried: bool) -> Callable[[], np.ndarray]:
+        """``unit`` where the executor works on arrays (``data``: a tensor or an array)."""
+        if data is None:
+            data = np.zeros((group, run + 2, *self.grid.tile_shape), np.float32)
+        data = data.numpy() if hasattr(data, "numpy") else np.asarray(data, np.float32)
+        x = model_arrays.normalize(self.net.config, data, np.zeros((1, data.shape[1]), np.float32))
+        carry = None
+        if carried and self.config.reuse_features:  # as a block's units carry them
+            carry = self._frame_features(np.ascontiguousarray(x[:, :2].reshape(-1, *x.shape[2:])))
+            carry, x = carry.reshape(x.shape[0], 2, *carry.shape[1:]).copy(), x[:, 2:]  # not a runtime's buffer
+
+        def compute() -> np.ndarray:
+            return self._compute(x, run, carry)[0]
 
         return compute
 

@@ -41,8 +41,10 @@ class WarningLines(InferObserver):
 
 
 def executor_outputs(model, frames: np.ndarray, engine=None) -> dict:
-    """Every (tile, frame) output of the tiled executor with ``engine`` (None: torch): 32² tile cores, two windows
-    per call (features carried)."""
+    """Every (tile, frame) output of the tiled executor with ``engine`` (None: torch) as a tensor: 32² tile cores, two
+    windows per call (features carried)."""
+    import torch
+
     from decode_mem.tiling import ArrayStack, TiledExecutor
     from decode_mem.tiling.config import TileConfig
 
@@ -51,8 +53,9 @@ def executor_outputs(model, frames: np.ndarray, engine=None) -> dict:
     out = {}
 
     def consume(tile, ids, output):
-        for i, f in enumerate(ids):
-            out[(tile.index, int(f))] = output[i].float().clone()
+        for i, f in enumerate(ids):  # a runtime that takes arrays gives arrays (``TiledExecutor.arrays``)
+            o = output[i]
+            out[(tile.index, int(f))] = torch.tensor(o) if isinstance(o, np.ndarray) else o.float().clone()
 
     for _ in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
         pass

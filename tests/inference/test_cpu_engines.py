@@ -6,6 +6,7 @@ saying so, where it is not installed (CI installs it: ``.ci/run``). int8: ``test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -20,10 +21,13 @@ from decode_mem.errors import ConfigError
 from decode_mem.footprint import engines as engine_choice
 from decode_mem.footprint import request
 from decode_mem.infer import predict_stack
+from decode_mem.infer.predict import block_emitters
 from decode_mem.io.table import EmitterTable
 from decode_mem.model import engine as engines
 from decode_mem.model.checkpoint import load_model
-from decode_mem.postprocess import PostprocessConfig
+from decode_mem.postprocess import PostprocessConfig, detect_candidates
+from decode_mem.tiling import ArrayStack, TiledExecutor
+from decode_mem.tiling.config import TileConfig
 
 
 def _needs(name: str) -> None:
@@ -52,6 +56,51 @@ def test_predict_stack_with_a_runtime_finds_the_torch_emitters(name, shipped_mod
         runs[engine] = EmitterTable.concat(predict_stack(sample_frames[:6], model, chunk_size=64, batch_size=2,
                                                          amp="off", device="cpu", engine=engine))
     assert_same_emitters(runs["torch"], runs[name], PostprocessConfig().threshold)
+
+
+@pytest.mark.parametrize("maps", [False, True])
+def test_a_runtime_that_takes_arrays_localizes_as_with_tensors(maps, monkeypatch, tmp_path, shipped_model,
+                                                               sample_frames) -> None:
+    """OpenVINO takes and returns numpy arrays: the executor's levels, staging, normalization (an sCMOS camera's
+    per-pixel maps too), stitching and detection are then done on arrays (``TiledExecutor.arrays``,
+    ``model.arrays``), without torch tensors. Its outputs equal the tensor path's with the same runtime within
+    float32 rounding of the input (torch's square root is not numpy's), and the two find the same emitters."""
+    _needs("openvino")
+    model = load_model(str(shipped_model))
+    frames = np.tile(sample_frames[:7], (1, 2, 2))  # raw ADU, 128²: several tiles
+    camera = model.camera
+    if maps:
+        rng = np.random.default_rng(5)
+        h, w = frames.shape[1:]
+        for name, a in (("offset", rng.uniform(90, 110, (h, w))), ("gain", rng.uniform(0.4, 0.6, (h, w))),
+                        ("var", rng.gamma(2.0, 2.0, (h, w)))):
+            np.save(tmp_path / f"{name}.npy", a.astype(np.float32))
+        camera = dataclasses.replace(camera, offset_map=str(tmp_path / "offset.npy"),
+                                     e_per_adu_map=str(tmp_path / "gain.npy"), variance_map=str(tmp_path / "var.npy"))
+    eng = engines.load_engine("openvino", model.net.eval(), threads=1)
+    config = TileConfig(chunk_size=32, batch_size=2)
+
+    def run() -> tuple[dict, EmitterTable, bool]:
+        ex = TiledExecutor(model.net, frames.shape[1:], config, camera=camera, engine=eng)
+        outputs, rows = {}, []
+
+        def consume(tile, ids, output):
+            for i, f in enumerate(ids):
+                outputs[(tile.index, int(f))] = np.array(output[i], dtype=np.float32)
+            return detect_candidates(output, ids, config=PostprocessConfig(), offset=tile.offset,
+                                     core=tile.core_in_keep)
+
+        for block in ex.run(ArrayStack(frames), consume, prefetch_depth=0):
+            rows.extend(block.results)
+        return outputs, block_emitters(rows, PostprocessConfig(), frames.shape[1:]), ex.arrays
+
+    arrays, found, on_arrays = run()
+    monkeypatch.setattr(type(eng), "takes_arrays", False)
+    tensors, ref, on_tensors = run()
+    assert on_arrays and not on_tensors and arrays.keys() == tensors.keys() and len(arrays) % 7 == 0
+    diff = np.stack([np.abs(arrays[k] - tensors[k]).max(axis=(1, 2)) for k in arrays]).max(axis=0)
+    assert (diff <= np.asarray(engines.ENGINE_ATOL)).all(), f"max abs difference per channel {diff.tolist()}"
+    assert_same_emitters(ref, found, PostprocessConfig().threshold)
 
 
 def test_openvino_honours_the_thread_count(shipped_model) -> None:
@@ -267,7 +316,7 @@ def test_openvino_lends_its_buffers_to_the_executor_and_the_outputs_are_those_of
     assert copies[0].data_ptr() != copies[1].data_ptr()  # copies by default
 
     class Copying:  # the same engine without lending its buffers
-        name, precision = eng.name, eng.precision
+        name, precision, takes_arrays = eng.name, eng.precision, eng.takes_arrays
         frame_features, temporal = eng.frame_features, eng.temporal
 
     lent = executor_outputs(model, frames, eng)
