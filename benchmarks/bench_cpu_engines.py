@@ -173,7 +173,8 @@ def network(sides: list[int], threads: list[int], repeats: int,
                 gen = torch.Generator().manual_seed(0)
                 data = torch.poisson(torch.full((group, batch + 2, *ex.grid.tile_shape), 20.0), generator=gen)
                 units[name] = (ex.unit(batch, data=data, carried=True), batch * group / len(ex.grid), ex)
-                outs[name] = units[name][0]().float()  # warm-up, and the output compared
+                out = units[name][0]()  # warm-up, and the output compared (a runtime's: an array of its own buffer)
+                outs[name] = torch.tensor(out) if isinstance(out, np.ndarray) else out.float()
             with FlopCounterMode(display=False) as counter:  # the unit's arithmetic, the same for every engine
                 units["torch"][0]()
             flops = counter.get_total_flops()

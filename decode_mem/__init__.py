@@ -5,8 +5,9 @@ before it, a job's CLI (``__main__``) included, and no two packages import each 
 reads this list). Each job is a package with its CLI in ``__main__`` (``python -m decode_mem.<job>``)::
 
     errors, config, cli, threads, _lazy   exceptions, YAML settings and checks, the CLI conventions
-    io, memory      open_stack (TIFF memmap / zarr / npy, lazy), Camera (+ sCMOS maps), localization files;
-                    MemoryTracker and readings: an observer of every stage
+    io, memory, torch_facts   open_stack (TIFF memmap / zarr / npy, lazy), Camera (+ sCMOS maps), localization
+                    files; MemoryTracker and readings: an observer of every stage; torch's version, build and threads
+                    without importing it
     simulate        per-movie physics, blinking emitters, PSFs, backgrounds, camera noise, training windows
     model           DecodeNet, its loss, checkpoints with the training envelope, precision
     calibrate, psf, register   the physics of a movie measured from its frames (and whether a model covers

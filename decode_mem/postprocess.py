@@ -46,16 +46,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from scipy.special import expit
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.table import EmitterTable
-from decode_mem.model.net import OUTPUT_CHANNELS
+from decode_mem.model.config import OUTPUT_CHANNELS
+
+if TYPE_CHECKING:
+    import torch
 
 MARGIN = 1
 """Px of exact output needed around a tile's core for its detections to equal the whole frame's."""
@@ -118,6 +119,8 @@ def _logit(p: float) -> float:
 
 
 def _as_tensor(output: torch.Tensor | np.ndarray) -> torch.Tensor:
+    import torch
+
     if isinstance(output, torch.Tensor):
         out = output.detach()
         return out if out.dtype == torch.float32 else out.float()
@@ -177,6 +180,9 @@ def detect_candidates(
     copied to the host at once for :func:`candidates_to_emitters`."""
     if isinstance(output, np.ndarray):
         return _detect_in_array(output, frames, config, offset, core)
+    import torch
+    import torch.nn.functional as F
+
     out = _batch(_as_tensor(output))
     n, _, h, w = out.shape
     frames_arr, (cy0, cy1, cx0, cx1), empty = _layout(out, frames, core)
@@ -288,7 +294,7 @@ def candidates_to_emitters(candidates: torch.Tensor | np.ndarray, *, config: Pos
                            frame_shape: tuple[int, int] | None = None) -> EmitterTable:
     """Steps 4-5 on the host: rows of :func:`detect_candidates` (a host tensor or array) -> emitters.
     ``frame_shape`` as in :func:`output_to_emitters`."""
-    rows = candidates.numpy() if isinstance(candidates, torch.Tensor) else np.asarray(candidates, np.float32)
+    rows = candidates.numpy() if hasattr(candidates, "numpy") else np.asarray(candidates, np.float32)  # a tensor
     if rows.ndim != 2 or rows.shape[1] != CANDIDATE_WIDTH or rows.dtype != np.float32:
         raise ValueError(f"candidates must be float32 rows of {CANDIDATE_WIDTH}, got {rows.dtype} {rows.shape}")
     cross_l = rows[:, :_N_CROSS].astype(np.float64)

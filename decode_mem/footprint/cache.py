@@ -1,69 +1,27 @@
-"""Where measurements made on this machine are remembered: one folder (``$DECODE_MEM_CACHE``'s, or
-``~/.cache/decode_mem``) of small JSON tables keyed by what was measured and on what machine, written atomically.
-A read-only home only means a measurement is not remembered."""
+"""The planner's remembered measurements (``io.remembered``: one folder of small JSON tables) and the machine as
+their keys name it."""
 
 from __future__ import annotations
 
-import functools
-import json
-import os
 import platform
-from pathlib import Path
 from typing import Any
 
-import torch
+from decode_mem.io.remembered import cache_path, read_table, remember, rewrite
+from decode_mem.torch_facts import torch_threads
 
-from decode_mem.io.atomic import atomic_output
-
-
-def cache_path() -> Path:
-    """The timings table; the other tables lie beside it."""
-    return Path(os.environ.get("DECODE_MEM_CACHE") or Path.home() / ".cache" / "decode_mem" / "throughput.json")
+__all__ = ["cache_path", "device_name", "read_table", "remember", "rewrite"]
 
 
-def device_name(device: torch.device) -> str:
-    """The machine as the tables key it: the GPU's name, or the CPU model and torch's threads."""
+def device_name(device: Any) -> str:
+    """The machine as the tables key it: the GPU's name, or the CPU model and torch's threads (``torch_facts``: a
+    run that does not load torch keys its tables as one that does)."""
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.get_device_name(device)
     try:
         with open("/proc/cpuinfo") as fh:
             model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
     except OSError:
         model = ""
-    return f"{model or platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
-
-
-def read_table(path: Path) -> dict[str, Any]:
-    """A remembered table ({} where there is none or it cannot be read), a copy the caller may change. Parsed once
-    per version of the file (its inode, size and modification time: tables are replaced whole, ``remember``): a
-    plan looks entries up for every candidate."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return {}
-    return dict(_parsed(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
-
-
-@functools.lru_cache(maxsize=16)
-def _parsed(path: str, inode: int, mtime_ns: int, size: int) -> dict[str, Any]:
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return table if isinstance(table, dict) else {}
-
-
-def remember(path: Path, entries: dict[str, Any]) -> None:
-    """Add ``entries`` to the table at ``path``, written once (nothing where it cannot be written)."""
-    table = read_table(path)
-    table.update(entries)
-    rewrite(path, table)
-
-
-def rewrite(path: Path, table: dict[str, Any]) -> None:
-    """Write ``table`` whole at ``path`` (nothing where it cannot be written)."""
-    try:
-        with atomic_output(path) as tmp:
-            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    except OSError:  # a read-only home: the measurement is still used, just not remembered
-        pass
+    return f"{model or platform.processor() or platform.machine()} x{torch_threads()} threads"

@@ -33,21 +33,24 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
-import torch
 
 from decode_mem.config import parse_bytes
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.engines import remembered_engine_seconds, time_engine_unit
+from decode_mem.footprint.fingerprint import remember_receptive_field
 from decode_mem.footprint.inference import MARGIN, RUNTIME_ENGINES, InferencePlan, MiB, plan_for, warm_up
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.footprint.speed import frames_per_second, measure_working_set, remembered_seconds, time_unit
-from decode_mem.footprint.trace import remember_receptive_field
 from decode_mem.footprint.working_set import remembered_ratio
 from decode_mem.memory import read_host_memory
-from decode_mem.model.net import DecodeNet
+from decode_mem.model.trained import is_network
+from decode_mem.torch_facts import as_device
+
+if TYPE_CHECKING:
+    from decode_mem.model.net import DecodeNet
 
 DEFAULT_HOST_ALLOWANCE = 768 << 20  # bytes of RssAnon a run may add above its process's baseline (docstring): 1 GiB
 # less 256 MiB, about what a CPU process holds after importing torch and the shipped model (244 MiB measured with
@@ -63,7 +66,7 @@ TIE = 0.05  # candidates within 5 % of the best throughput count as equally fast
 PLAN_HEADROOM = 0.12  # of the budget, kept free by automatic choices for the planner's error (module docstring)
 
 
-def with_headroom(budget: int, baseline: int = 0, device: torch.device | None = None) -> int:
+def with_headroom(budget: int, baseline: int = 0, device: Any = None) -> int:
     """What sizes chosen automatically may plan for: ``budget`` less ``PLAN_HEADROOM`` of its part above
     ``baseline`` (host memory the process already holds, measured: the planner's error is in what the run adds).
     On a CUDA ``device`` the budget is device memory, which the host baseline is no part of."""
@@ -94,7 +97,7 @@ class SizeChoice:
         return out if self.compile is None else {**out, "compile": self.compile}
 
 
-def memory_budget(device: torch.device, memory_limit: int | None, *, modest: bool = True,
+def memory_budget(device: Any, memory_limit: int | None, *, modest: bool = True,
                   baseline_bytes: int = 0) -> tuple[int, str]:
     """(bytes, description): ``memory_limit`` if given (the whole process); else, for sizes chosen automatically
     (``modest``), the default of the module docstring — on a CPU ``baseline_bytes`` (the process's RssAnon before
@@ -104,6 +107,8 @@ def memory_budget(device: torch.device, memory_limit: int | None, *, modest: boo
         what = "device" if device.type == "cuda" else "host RssAnon"
         return int(memory_limit), f"--memory_limit {memory_limit / MiB:.0f} MiB ({what})"
     if device.type == "cuda":
+        import torch
+
         free, _ = torch.cuda.mem_get_info(device)
         fraction = DEVICE_FRACTION if modest else 1.0
         return int(fraction * free), f"{fraction:.0%} of the free device memory"
@@ -124,14 +129,14 @@ def host_allowance() -> int:
 
 def choose_sizes(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
                  batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
-                 device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
+                 device: Any = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                  baseline_bytes: int = 0, n_frames: int | None = None, probe: bool = True,
                  margin: int = MARGIN, streams: int = 1, budget_baseline_bytes: int | None = None) -> SizeChoice:
     """Resolve ``'auto'`` chunk and batch sizes (given integers are kept) for frames of ``frame_shape``: the keyword
     form of ``choose`` (``margin``, ``n_frames``, ``itemsize``, ``device``: the ``Workload``; the others but the
     baselines: the ``SizeRequest``)."""
     h, w = frame_shape
-    work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
+    work = Workload((int(h), int(w)), as_device(device), margin, itemsize, n_frames)
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                         memory_limit=memory_limit, streams=streams, probe=probe)
     return choose(net, work, sizes, baseline_bytes=baseline_bytes, budget_baseline_bytes=budget_baseline_bytes)
@@ -157,7 +162,7 @@ def choose(net: DecodeNet, work: Workload, sizes: SizeRequest, *, baseline_bytes
     automatic = sizes.automatic
     blocks = BLOCKS if sizes.block == "auto" else (int(sizes.block),)
     if not automatic and sizes.memory_limit is None:  # the user's sizes, nothing to check them against
-        trace = isinstance(net, torch.nn.Module)  # duck-typed: geometry
+        trace = is_network(net)  # duck-typed: geometry
         plan = plan_for(net, work, sizes, baseline_bytes=baseline_bytes, trace=trace)
         if sizes.probe and trace and plan.measured_ratio is None and plan.engine not in RUNTIME_ENGINES and \
                 device.type == "cpu":
@@ -299,13 +304,13 @@ def keep_probes(choice: SizeChoice, probe_bytes: int) -> SizeChoice:
 
 def choose_sizes_here(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: int | str = "auto",
                       batch_size: int | str = "auto", block: int | str = "auto", amp: str | None = "off",
-                      device: str | torch.device = "cpu", itemsize: int = 2, memory_limit: int | None = None,
+                      device: Any = "cpu", itemsize: int = 2, memory_limit: int | None = None,
                       n_frames: int | None = None, probe: bool = True, margin: int = MARGIN,
                       streams: int = 1, engine: str = "torch", runtime: Any = None) -> SizeChoice:
     """``choose_sizes`` for a run in this process: the keyword form of ``choose_here`` (``runtime``: the loaded
     runtime ``engine`` names, which times the candidates)."""
     h, w = frame_shape
-    work = Workload((int(h), int(w)), torch.device(device), margin, itemsize, n_frames)
+    work = Workload((int(h), int(w)), as_device(device), margin, itemsize, n_frames)
     return choose_here(net, work, SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp,
                                               memory_limit=memory_limit, streams=streams, probe=probe,
                                               engine=engine), runtime=runtime)
@@ -358,7 +363,7 @@ def _chunk_candidates(chunk_size: int | str, largest: int) -> list[int]:
     return sorted(set(out))
 
 
-def _batch_candidates(batch_size: int | str, device: torch.device) -> list[int]:
+def _batch_candidates(batch_size: int | str, device: Any) -> list[int]:
     if batch_size != "auto":
         return [int(batch_size)]
     return list(BATCHES["cuda" if device.type == "cuda" else "cpu"])

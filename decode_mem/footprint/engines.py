@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
+import numpy as np
 
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.cache import cache_path, read_table, remember
@@ -50,6 +50,7 @@ from decode_mem.model.engine import (
     runtime_version,
 )
 from decode_mem.tiling import TiledExecutor
+from decode_mem.torch_facts import torch_threads
 
 AUTO_MARGIN = 1.1  # 'auto' takes a runtime only where it is at least this much faster than torch per unit
 AUTO_ROUNDS = 5  # 'auto' times the engines taking turns for at least this many rounds (``time_engines``)
@@ -84,7 +85,7 @@ def compiled_dir() -> Path:
     return cache_path().with_name("compiled")
 
 
-def engine_key(net: Any, plan: InferencePlan, device: torch.device, name: str, threads: int) -> str:
+def engine_key(net: Any, plan: InferencePlan, device: Any, name: str, threads: int) -> str:
     streams = f" in {plan.streams} streams" if plan.streams > 1 else ""
     return f"{unit_key(net, plan, device)}|{runtime_version(name)} x{threads}{streams}"
 
@@ -98,7 +99,7 @@ def _remember(timed: dict[str, float]) -> None:
     remember(engines_path(), timed)
 
 
-def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: dict[str, Any],
+def time_engines(net: Any, plan: InferencePlan, device: Any, engines: dict[str, Any],
                  rounds: int = AUTO_ROUNDS) -> dict[str, float]:
     """Seconds per unit of work of ``plan`` (a block's steady state, as ``speed.time_unit``) with each of ``engines``
     (name -> engine; ``TorchEngine`` for torch): the engines take turns, one unit each, for at least ``rounds``
@@ -106,13 +107,13 @@ def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: d
     and hits the engines alike while they take turns: the least time is what the engine does on this CPU (timed
     one after the other for 0.3 s each, on a loaded 2-core machine OpenVINO's mean came out 4x its quiet time and
     torch's not, and auto took torch)."""
-    gen = torch.Generator().manual_seed(0)  # noise, not zeros: no runtime takes a short cut on constant input
     tiles, frames = plan.unit_shape
-    data = torch.poisson(torch.full((tiles, frames, *plan.tile_shape), 20.0), generator=gen)  # every engine's input
+    # noise, not zeros: no runtime takes a short cut on constant input; every engine's input
+    data = np.random.default_rng(0).poisson(20.0, (tiles, frames, *plan.tile_shape)).astype(np.float32)
     units = {}
     for name, engine in engines.items():
         ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device, engine=engine)
-        units[name] = ex.unit(frames - 2, data=data, carried=True)
+        units[name] = ex.unit(frames - 2, data=data if ex.arrays else _tensor(data), carried=True)
         units[name]()  # warm-up: kernels chosen, buffers made
     least = dict.fromkeys(units, float("inf"))
     t_end, n = time.perf_counter() + UNIT_SECONDS * len(units), 0
@@ -127,14 +128,21 @@ def time_engines(net: Any, plan: InferencePlan, device: torch.device, engines: d
     return least
 
 
-def remembered_engine_seconds(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float | None:
+def _tensor(data: np.ndarray) -> Any:
+    """``data`` as a torch tensor (the torch network's input; the same memory)."""
+    import torch
+
+    return torch.from_numpy(data)
+
+
+def remembered_engine_seconds(net: Any, plan: InferencePlan, device: Any, engine: Any) -> float | None:
     """Seconds per unit of work of ``plan`` with the loaded runtime ``engine`` timed before on this machine (by
     ``time_engine_unit``, or by ``choose_engine`` at that plan), or None."""
     value = _load().get(engine_key(net, plan, device, engine.name, engine.threads))
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def time_engine_unit(net: Any, plan: InferencePlan, device: torch.device, engine: Any) -> float:
+def time_engine_unit(net: Any, plan: InferencePlan, device: Any, engine: Any) -> float:
     """Seconds per unit of work of ``plan`` with the loaded runtime ``engine`` (its least over ``time_engines``'
     rounds), measured now and remembered in ``engines.json``: the planner times its candidate sizes with the engine
     that will compute them (``footprint.choose``), whose best batch is not torch's."""
@@ -163,7 +171,7 @@ def runtime_precision(plan: InferencePlan | None) -> str:
     return "bf16" if plan is not None and plan.amp == "bf16" else "fp32"
 
 
-def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device,
+def choose_engine(name: str, net: Any, plan: InferencePlan, device: Any,
                   threads: int | None = None, simulation: dict[str, Any] | None = None,
                   int8_check: Callable[[int, int, str], Any] | None = None) -> EngineChoice:
     """The engine ``name`` asks for (see the module docstring) for ``plan`` on ``device`` with ``threads``
@@ -177,7 +185,7 @@ def choose_engine(name: str, net: Any, plan: InferencePlan, device: torch.device
         return EngineChoice(TorchEngine(net), "torch" if name == "torch" else f"auto: torch on {device.type}")
     if device.type != "cpu":
         raise ConfigError(f"engine {name}: a CPU runtime; on {device} use engine torch or auto")
-    n = int(threads) if threads else torch.get_num_threads()
+    n = int(threads) if threads else torch_threads()
     streams = plan.streams if plan is not None else 1  # threads calling the engine at once
     precision = runtime_precision(plan)
     if name != "auto":

@@ -40,18 +40,22 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
+from decode_mem.footprint.fingerprint import remember_receptive_field, remembered_trace
 from decode_mem.footprint.request import SizeRequest, Workload
-from decode_mem.footprint.trace import fake_network, remember_receptive_field, remembered_trace
 from decode_mem.footprint.working_set import remembered_ratio
-from decode_mem.model.net import DecodeNet
-from decode_mem.model.precision import dtype_name, emulated_bf16, resolve_amp
+from decode_mem.model.precision import amp_name, emulated_bf16
+from decode_mem.model.trained import real_network
 from decode_mem.postprocess import MARGIN
 from decode_mem.threads import MMAP_THRESHOLD
 from decode_mem.tiling import TileConfig, TiledExecutor, block_length
+from decode_mem.torch_facts import HOST, as_device
+
+if TYPE_CHECKING:
+    import torch
+
+    from decode_mem.model.net import DecodeNet
 
 MiB = float(2**20)
 ALLOCATOR_SLACK = 2 * MMAP_THRESHOLD  # two freed blocks at glibc's largest mmap threshold (docstring)
@@ -119,7 +123,7 @@ class InferencePlan:
         """The network's work in host memory: on a CPU its traced working set and the allocator's slack."""
         if self.device != "cpu":
             return 0
-        factor = max(EMULATED_BF16 if emulated_bf16(self.amp, torch.device("cpu")) else 1.0, self.measured_ratio or 0.0)
+        factor = max(EMULATED_BF16 if emulated_bf16(self.amp, HOST) else 1.0, self.measured_ratio or 0.0)
         if self.engine in RUNTIME_ENGINES:  # each sub-network with its own buffers (OpenVINO in bf16 with amp bf16)
             factor = INT8_WORKING_SET if self.engine == "openvino-int8" else RUNTIME_WORKING_SET
         per_stream = int(factor * (self.network_bytes or 0)) + ALLOCATOR_SLACK
@@ -179,7 +183,7 @@ def plan_inference(net: DecodeNet, frame_shape: tuple[int, int], *, chunk_size: 
     on a CPU (each adds a block and a network working set; always one on CUDA).
     """
     h, w = (int(v) for v in frame_shape)
-    work = Workload((h, w), torch.device(device), margin, itemsize, n_frames)
+    work = Workload((h, w), as_device(device), margin, itemsize, n_frames)
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=block, amp=amp, streams=streams)
     return plan_for(net, work, sizes, prefetch_depth=prefetch_depth, baseline_bytes=baseline_bytes, trace=trace)
 
@@ -233,7 +237,9 @@ def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off
     run, so a baseline measured after this call contains them and the plan's other terms are what the run's
     sizes add. (The first fake-tensor trace costs memory too, but only where a trace is not remembered yet:
     ``choose_sizes_here`` reads the baseline again after planning.)"""
-    device = torch.device(device)
+    import torch
+
+    device = torch.device(str(device))
     remember_receptive_field(net)  # the probe once per machine and network code, not once per process
     side = 64
     config = tile_config(SizeRequest(chunk_size=side, batch_size=1, amp=amp), Workload((side, side), device, 0),
@@ -244,14 +250,15 @@ def warm_up(net: Any, device: str | torch.device = "cpu", amp: str | None = "off
 
 def executor_amp(amp: str | None, device: torch.device) -> str:
     """The executor's name for ``amp`` on ``device`` ('auto' resolved): 'off', 'bf16' or 'fp16'."""
-    dtype = resolve_amp(amp, device)
-    return dtype_name(dtype) if dtype is not None else "off"
+    return amp_name(amp, device) or "off"
 
 
 def _traced_peak(net: DecodeNet, shape: tuple[int, int], config: TileConfig, device: torch.device, run: int) -> int:
     """Peak bytes of live tensors while ``run_unit(run)`` executes, traced with fake tensors (remembered)."""
     def trace() -> int:
-        with fake_network(net) as (fake, counter):
+        from decode_mem.footprint.trace import fake_network
+
+        with fake_network(real_network(net)) as (fake, counter):
             TiledExecutor(fake, shape, config, device=device).run_unit(run)
             return int(counter.peak)
 

@@ -12,30 +12,33 @@ from __future__ import annotations
 
 import functools
 import time
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from decode_mem.footprint.cache import cache_path, device_name, read_table, remember
+from decode_mem.footprint.fingerprint import source_fingerprint
 from decode_mem.footprint.heap import release_free_heap
 from decode_mem.footprint.inference import InferencePlan
-from decode_mem.footprint.trace import source_fingerprint
 from decode_mem.footprint.working_set import measure_ratio
 from decode_mem.tiling import TiledExecutor
+from decode_mem.torch_facts import torch_version
+
+if TYPE_CHECKING:
+    import torch
 
 UNIT_SECONDS = 0.3  # time units for at least this long after one warm-up unit
 CUDA_UNIT_SECONDS = 0.05  # on CUDA (units of milliseconds), after ``CUDA_WARM_UP`` units
 CUDA_WARM_UP = 3  # the first calls at a shape: cuDNN's autotuning (``TileConfig.cudnn_benchmark``), lazy kernels
 
 
-def unit_key(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> str:
+def unit_key(net: Any, plan: InferencePlan, device: Any) -> str:
     cfg = net.config
     arch = f"d{cfg.depth}f{cfg.features}i{cfg.inter_features}{cfg.activation}{cfg.upsample}{cfg.input_transform}"
     tiles, frames = plan.unit_shape
-    return (f"{device_name(device)}|torch {torch.__version__}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
+    return (f"{device_name(device)}|torch {torch_version()}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
             f"{tiles}x{frames}|{plan.amp}|carried|code {source_fingerprint()}")
 
 
-def remembered_seconds(net: torch.nn.Module, plan: InferencePlan, device: torch.device) -> float | None:
+def remembered_seconds(net: Any, plan: InferencePlan, device: Any) -> float | None:
     """Seconds per unit of this plan measured before on this machine, or None."""
     value = read_table(cache_path()).get(unit_key(net, plan, device))
     return float(value) if isinstance(value, (int, float)) else None
@@ -71,6 +74,8 @@ def measure_working_set(net: torch.nn.Module, plan: InferencePlan, device: torch
     it cannot be measured."""
     if device.type != "cpu" or not plan.network_bytes:
         return None
+    import torch
+
     ex = TiledExecutor(net, plan.frame_shape, plan.tiles, device=device)
     with torch.inference_mode():
         ratio = measure_ratio(functools.partial(ex.run_unit, plan.unit_shape[1] - 2), plan.network_bytes, device,
@@ -88,4 +93,6 @@ def frames_per_second(plan: InferencePlan, seconds_per_unit: float) -> float:
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.synchronize(device)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
+from typing import Any
 
 from decode_mem.footprint.cache import cache_path, device_name, read_table, remember
-from decode_mem.footprint.trace import source_fingerprint
+from decode_mem.footprint.fingerprint import source_fingerprint
 from decode_mem.memory import measure_phase
+from decode_mem.torch_facts import torch_version
 
 MiB = float(2**20)
 
@@ -29,11 +29,11 @@ def working_set_path() -> Path:
     return cache_path().with_name("working_set.json")
 
 
-def ratio_key(device: torch.device, amp: str) -> str:
-    return f"{device_name(device)}|torch {torch.__version__}|{amp}|code {source_fingerprint()}"
+def ratio_key(device: Any, amp: str) -> str:
+    return f"{device_name(device)}|torch {torch_version()}|{amp}|code {source_fingerprint()}"
 
 
-def remembered_ratio(device: torch.device, amp: str) -> float | None:
+def remembered_ratio(device: Any, amp: str) -> float | None:
     """The largest working set / trace ratio measured on this machine at ``amp`` (the executor's name), or None."""
     if device.type != "cpu":
         return None
@@ -41,7 +41,7 @@ def remembered_ratio(device: torch.device, amp: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def measure_ratio(run: Callable[[], object], traced_bytes: int, device: torch.device, amp: str) -> float | None:
+def measure_ratio(run: Callable[[], object], traced_bytes: int, device: Any, amp: str) -> float | None:
     """Run ``run`` (one unit of work, not carried: what the trace counts) with VmHWM reset; its peak RssAnon above
     the start over ``traced_bytes``, remembered where it is the largest so far. None where it cannot be measured."""
     if device.type != "cpu" or traced_bytes <= 0:

@@ -35,6 +35,7 @@ from decode_mem.cli import (
 from decode_mem.config import AMP_CHOICES, resolve_device
 from decode_mem.footprint.request import ENGINE_CHOICES
 from decode_mem.io.camera import CAMERA_FLAGS
+from decode_mem.torch_facts import device_type
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +157,8 @@ def config_from_args(args: argparse.Namespace):  # -> InferConfig (imported lazi
 
     camera = args.camera  # a preset or a YAML, resolved per stack with what the file states (io.metadata)
     overrides = {k: getattr(args, k) for k in CAMERA_FLAGS if getattr(args, k) is not None}
-    device = str(resolve_device(args.device))  # CUDA asked for but absent: an error before any work
+    # CUDA asked for but absent: an error before any work (torch is not imported where its build has no CUDA)
+    device = "cpu" if device_type(args.device) == "cpu" else str(resolve_device(args.device))
     extra = {} if args.frames_per_task is None else {"frames_per_task": args.frames_per_task}
     from decode_mem.errors import ConfigError
 

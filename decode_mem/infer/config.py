@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from decode_mem.config import AMP_CHOICES, check_choice, resolve_device
+from decode_mem.config import AMP_CHOICES, check_choice
 from decode_mem.errors import ConfigError, StackError
 from decode_mem.footprint.request import SizeRequest, missing_runtime
 from decode_mem.io.camera import Camera, camera_fields
 from decode_mem.io.formats import is_ndtiff
 from decode_mem.model.choice import ModelChoice, choose_model
+from decode_mem.torch_facts import device_type
 
 FORMATS = ("csv", "picasso", "parquet", "smap", "smlm", "decode")  # io.localizations.WRITTEN
 SUFFIXES = {"csv": (".csv",), "picasso": (".hdf5", ".yaml"), "parquet": (".parquet",), "smap": ("_sml.mat",),
@@ -214,7 +215,7 @@ class InferConfig:
         """The model this run uses and why: ``model``, else the shipped one for the device (``model.choice``)."""
         if self.model is not None:
             return choose_model(self.model, "")
-        return choose_model(None, resolve_device(self.device).type)
+        return choose_model(None, device_type(self.device))
 
     @property
     def stack_options(self) -> dict[str, Any]:

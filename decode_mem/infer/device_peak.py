@@ -23,10 +23,10 @@ class DevicePeak:
         self._start = 0
 
     def start(self) -> DevicePeak:
-        import torch
-
         self._index = cuda_in_use()
         if self._index is not None:
+            import torch
+
             torch.cuda.synchronize(self._index)
             torch.cuda.reset_peak_memory_stats(self._index)
             self._start = int(torch.cuda.memory_allocated(self._index))

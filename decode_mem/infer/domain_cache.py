@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from decode_mem.footprint.cache import cache_path, read_table, rewrite
-from decode_mem.footprint.trace import source_fingerprint
+from decode_mem.footprint.fingerprint import source_fingerprint
 from decode_mem.infer.domain import DomainCheck
 
 KEEP = 64  # checks remembered (the oldest go first)

@@ -204,11 +204,10 @@ def kept_verdict(net: Any, simulation: dict[str, Any] | None, precision: str) ->
 def int8_checked(net: Any, simulation: dict[str, Any], amp: str | None) -> bool:
     """Whether a run with ``amp`` on a CPU finds a verdict kept for ``net`` and ``simulation`` (else its 'auto'
     checks int8 before its first block)."""
-    import torch
+    from decode_mem.model.precision import amp_name
+    from decode_mem.torch_facts import HOST
 
-    from decode_mem.model.precision import resolve_amp
-
-    precision = "bf16" if resolve_amp(amp, torch.device("cpu")) == torch.bfloat16 else "fp32"
+    precision = "bf16" if amp_name(amp, HOST) == "bf16" else "fp32"
     return kept_verdict(net, simulation, precision) is not None
 
 

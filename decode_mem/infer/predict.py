@@ -16,27 +16,26 @@ returns the full output map of one image or window, for inspection and for calle
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
 
-from decode_mem.config import resolve_device
 from decode_mem.errors import ConfigError
 from decode_mem.footprint.choose import SizeChoice, choose_here, keep_probes
 from decode_mem.footprint.engines import choose_engine, compiled_dir
+from decode_mem.footprint.inference import RUNTIME_ENGINES
 from decode_mem.footprint.request import SizeRequest, Workload
 from decode_mem.infer.int8_check import int8_verdict
 from decode_mem.infer.probmap import ProbabilityMap
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
-from decode_mem.model.checkpoint import TrainedModel
-from decode_mem.model.net import DecodeNet
 from decode_mem.model.precision import emulated_bf16
+from decode_mem.model.trained import KnownNetwork, TrainedModel
 from decode_mem.postprocess import (
     CANDIDATE_WIDTH,
     MARGIN,
@@ -46,6 +45,12 @@ from decode_mem.postprocess import (
 )
 from decode_mem.threads import cpu_threads
 from decode_mem.tiling import ArrayStack, BlockResult, FrameSource, Tile, TiledExecutor, as_source
+from decode_mem.torch_facts import run_device, torch_threads
+
+if TYPE_CHECKING:
+    import torch
+
+    from decode_mem.model.net import DecodeNet
 
 Size = int | Literal["auto"]
 Chunk = int | Literal["auto", "whole"]
@@ -138,13 +143,17 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
                           "and it localizes movies of that whole field only (the camera's full frame the beads were "
                           "recorded on)")
     itemsize = np.dtype(getattr(source, "dtype", np.float32)).itemsize
-    choice = choose_for_stack(net, source.shape, itemsize, dev, sizes)
+    # a runtime asked for by name plans its automatic sizes again with its own timings (below): torch's are not
+    # timed for it (nor torch imported, where a run keeps none: ``torch_facts``)
+    by_name = sizes.engine in RUNTIME_ENGINES and sizes.automatic
+    choice = choose_for_stack(net, source.shape, itemsize, dev, dataclasses.replace(sizes, probe=False) if by_name
+                              else sizes)
     plan = choice.plan
     if emulated_bf16(plan.amp, dev):
         warnings.warn("amp bf16 on a CPU without native bf16 (no AVX-512 BF16 or AMX) is slower than fp32 and "
                       "needs more memory (benchmarks/results/throughput.md, memory_table.md); use amp 'auto' or "
                       "'off' on this machine", stacklevel=2)
-    per_stream = max(1, (threads or torch.get_num_threads()) // sizes.streams)
+    per_stream = max(1, (threads or torch_threads()) // sizes.streams)
     simulation = getattr(model, "simulation", None)
     engine = choose_engine(sizes.engine, net, plan, dev, per_stream, simulation=simulation,
                            int8_check=functools.partial(int8_verdict, net, simulation) if simulation else None)
@@ -152,6 +161,8 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         warnings.warn(f"engine {engine.why}", stacklevel=2)
     if engine.name != "torch":  # the runtime computes the network: nothing for torch.compile to do
         compile = False
+    elif isinstance(net, KnownNetwork):  # torch computes it: the network itself, loaded now (``model.trained``)
+        net = _prepared(net.loaded(), dev, channels_last)
     if (engine.name != "torch" and sizes.automatic) or (sizes.engine == "auto" and dev.type == "cpu"):
         # planned again: a runtime's automatic sizes by its own timings (its best batch is not torch's), 'auto's
         # with the runtime's working set; torch taken by 'auto' on a CPU, after the torch network's warm-up, which
@@ -180,7 +191,7 @@ def predict_with(stack: FrameSource | np.ndarray | torch.Tensor, model: DecodeNe
         return detect_candidates(output, frames, config=postprocess, offset=tile.offset, core=tile.core_in_keep)
 
     def stream() -> Iterator[EmitterTable]:
-        with cpu_threads(threads):
+        with contextlib.nullcontext() if executor.arrays else cpu_threads(threads):  # a runtime's threads are its own
             for result in executor.run(source, consume, prefetch_depth=plan.prefetch_depth):
                 if prob_map is not None:
                     prob_map.flush(result.t0, result.n_frames)
@@ -225,10 +236,14 @@ def block_emitters(candidates: Sequence[torch.Tensor | np.ndarray], postprocess:
                    frame_shape: tuple[int, int]) -> EmitterTable:
     """One block's table from its tiles' ``detect_candidates`` rows (on the device, or arrays): one copy to the
     host, whole-array work there, rows in frame order (within a frame tile by tile)."""
-    if candidates and isinstance(candidates[0], np.ndarray):
+    if not candidates:
+        rows = np.zeros((0, CANDIDATE_WIDTH), np.float32)
+    elif isinstance(candidates[0], np.ndarray):
         rows = np.concatenate(list(candidates))
     else:
-        rows = torch.cat(list(candidates)).cpu() if candidates else torch.zeros((0, CANDIDATE_WIDTH))
+        import torch
+
+        rows = torch.cat(list(candidates)).cpu()
     return candidates_to_emitters(rows, config=postprocess, frame_shape=frame_shape).sorted_by_frame()
 
 
@@ -251,7 +266,7 @@ def process_large_image(
     Equal to ``net(window[None])[0]`` up to float rounding; only this map is ever full-frame sized.
     ``amp``, ``threads``: as for ``predict_stack``.
     """
-    is_tensor = isinstance(frames, torch.Tensor)
+    is_tensor = hasattr(frames, "detach")  # a torch tensor
     image = frames.detach().cpu().numpy() if is_tensor else np.asarray(frames)
     if image.ndim == 2:
         source: FrameSource = ArrayStack(image[None])
@@ -261,6 +276,8 @@ def process_large_image(
         raise ConfigError(f"process_large_image: expected an (H, W) image or a (3, H, W) window, got "
                           f"shape {image.shape}")
     net, cam, dev = _prepare(model, camera, device)
+    if isinstance(net, KnownNetwork):  # torch computes it
+        net = _prepared(net.loaded(), dev, True)
     h, w = image.shape[-2:]
     sizes = SizeRequest(chunk_size=chunk_size, batch_size=batch_size, block=1, amp=amp, memory_limit=memory_limit)
     config = choose_for_stack(net, (1, h, w), image.dtype.itemsize, dev, sizes, margin=0).plan.executor_config()
@@ -276,7 +293,11 @@ def process_large_image(
     with cpu_threads(threads):
         for _ in executor.run(source, consume, prefetch_depth=0):
             pass
-    return torch.from_numpy(out[0]) if is_tensor else out[0]
+    if is_tensor:
+        import torch
+
+        return torch.from_numpy(out[0])
+    return out[0]
 
 
 def choose_for_stack(net: Any, shape: tuple[int, int, int], itemsize: int, device: torch.device, sizes: SizeRequest, *,
@@ -307,24 +328,34 @@ def _check_streams(streams: Any, device: torch.device, prob_map: Any, compile: A
 
 def _prepare(model: DecodeNet | TrainedModel, camera: Camera | None,
              device: str | torch.device | None, channels_last: bool = True) -> tuple[Any, Camera | None, torch.device]:
-    """(network in eval mode on the device, camera or None, device)."""
+    """(network in eval mode on the device, camera or None, device); a ``KnownNetwork`` as it is (loaded and
+    prepared only where torch computes it: ``predict_with``)."""
     net = getattr(model, "net", model)
     if camera is None:
         camera = getattr(model, "camera", None)
     device = _device(net, device)
-    net.to(device)  # modules move in place; the object passed in stays the one used (wrappers too)
-    if isinstance(net, torch.nn.Module):  # channels-last weights: the executor feeds channels-last tensors
+    return (net if isinstance(net, KnownNetwork) else _prepared(net, device, channels_last)), camera, device
+
+
+def _prepared(net: Any, device: Any, channels_last: bool) -> Any:
+    """``net`` moved to ``device`` in eval mode, its weights channels-last for a torch module (the executor feeds
+    channels-last tensors)."""
+    import torch
+
+    net.to(str(device))  # modules move in place; the object passed in stays the one used (wrappers too)
+    if isinstance(net, torch.nn.Module):
         net.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
     net.eval()
-    return net, camera, device
+    return net
 
 
-def _device(net: Any, device: str | torch.device | None) -> torch.device:
-    """``device`` resolved; None: where ``net``'s parameters are (CPU without any)."""
+def _device(net: Any, device: str | torch.device | None) -> Any:
+    """``device`` resolved (``torch_facts.run_device``); None: where ``net``'s parameters are (CPU without any, and
+    for a ``KnownNetwork``, which is loaded on the CPU)."""
     if device is None:
-        param = next(iter(net.parameters()), None)
-        device = param.device if param is not None else torch.device("cpu")
-    return resolve_device(device)
+        param = None if isinstance(net, KnownNetwork) else next(iter(net.parameters()), None)
+        device = param.device if param is not None else "cpu"
+    return run_device(device)
 
 
 class _Window:

@@ -15,7 +15,6 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
-import torch
 from scipy.special import expit
 
 from decode_mem.errors import exception_line
@@ -65,13 +64,15 @@ class ProbabilityMap:
                                         attributes={"decode_mem": "detection probability sigmoid(p_logit)"})
         return self
 
-    def add(self, tile: Tile, frames: np.ndarray, output: torch.Tensor) -> None:
+    def add(self, tile: Tile, frames: np.ndarray, output: Any) -> None:
         """The core of one tile's output ``(len(frames), 10, *keep)`` for frames ``frames`` (global, 0-based)."""
         cy, cx = tile.core_in_keep
         logit = output[:, CHANNEL_INDEX["p_logit"], cy, cx]
         if isinstance(logit, np.ndarray):  # a CPU runtime's output
             p = expit(logit.astype(np.float32))
         else:
+            import torch
+
             p = torch.sigmoid(logit.float()).cpu().numpy()
         if self._t0 is None:
             self._t0 = int(frames[0])

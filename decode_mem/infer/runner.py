@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -45,7 +44,9 @@ from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
+from decode_mem.model.trained import file_sha256
 from decode_mem.tiling import CPU_BLOCK_PIXELS, block_length
+from decode_mem.torch_facts import device_type
 
 
 def run_inference(cfg: InferConfig, observer: InferObserver | None = None, command: str | None = None) -> InferReport:
@@ -90,7 +91,7 @@ def run_inference(cfg: InferConfig, observer: InferObserver | None = None, comma
     jobs: list[StackJob] = []
     psf = model_psf(model)  # a 3-D model's PSF: the domain check fits the spots with it
     model_sha = file_sha256(model_path)
-    on_cpu = resolve_device(cfg.device or "auto").type == "cpu"
+    on_cpu = device_type(cfg.device or "auto") == "cpu"
     for path in found.stacks:  # plan: headers only, so that a bad stack is known before the work starts
         stem = stem_of(path)
         done = summary_path(cfg.out, stem)
@@ -413,12 +414,6 @@ def resume_key(cfg: InferConfig, model_sha: str, camera: Any, shape: tuple[int, 
             "shape": [int(v) for v in shape], "dtype": str(dtype)}
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file (the model's: a resumed run must use the very same weights)."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _resume_point(cfg: InferConfig, stem: str, key: dict[str, Any],
                   settings: EngineSettings) -> tuple[int, EngineSettings]:
     """``(first frame to compute, settings)`` of a stack: with ``--resume`` after the journal a stopped or killed
@@ -494,7 +489,7 @@ def _say_choices(cfg: InferConfig, model: Any, obs: InferObserver) -> None:
         if not int8_kept(model.net, converted_dir(), model.simulation):
             obs.message(f"engine openvino-int8: quantizing the network to int8 for this machine and model before the "
                         f"first block (once: later runs read it from {converted_dir()} and start sooner)")
-    if cfg.engine == "auto" and model.simulation and resolve_device(cfg.device or "auto").type == "cpu":
+    if cfg.engine == "auto" and model.simulation and device_type(cfg.device or "auto") == "cpu":
         from decode_mem.footprint.engines import converted_dir
         from decode_mem.infer.int8_check import int8_checked
         from decode_mem.model.engine import QUANTIZED, installed, int8_kept

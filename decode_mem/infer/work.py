@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from decode_mem.errors import CheckpointError
 from decode_mem.footprint.choose import SizeChoice
 from decode_mem.footprint.request import SizeRequest
@@ -26,9 +24,10 @@ from decode_mem.infer.ranges import FrameRange
 from decode_mem.io.camera import Camera
 from decode_mem.io.table import EmitterTable
 from decode_mem.memory import read_host_memory
-from decode_mem.model.checkpoint import TrainedModel, load_model
+from decode_mem.model.trained import TrainedModel, file_sha256, remember_model, remembered_model
 from decode_mem.postprocess import PostprocessConfig
 from decode_mem.tiling import BlockResult
+from decode_mem.torch_facts import device_type
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,9 @@ class RangeResult:
 
 
 def cached_model(path: str, device: str | None) -> TrainedModel:
-    """The model at ``path``, loaded once per process (reloaded if the file changes)."""
+    """The model at ``path``, loaded once per process (reloaded if the file changes). On a CPU, the model as a run on
+    this machine kept it where one did (``model.trained``: a ``KnownNetwork`` in place of the network, loaded only
+    where torch computes it), else loaded and kept."""
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"{p}: no such checkpoint file")
@@ -81,11 +82,30 @@ def cached_model(path: str, device: str | None) -> TrainedModel:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str, mtime_ns: int, device: str) -> TrainedModel:
-    return load_model(path, device=device)
+    sha = file_sha256(path) if device_type(device) == "cpu" else None
+    known = remembered_model(Path(path), sha, _network) if sha else None
+    if known is not None:
+        return known
+    from decode_mem.model.checkpoint import load_model
+
+    model = load_model(path, device=device)
+    if sha is None:
+        return model
+    remember_model(model, sha)
+    return model
+
+
+def _network(path: Path) -> Any:
+    """The network of the checkpoint at ``path``, loaded on the CPU (a ``KnownNetwork``'s, where torch needs it)."""
+    from decode_mem.model.checkpoint import load_model
+
+    return load_model(path).net
 
 
 def warm_up(model: str, device: str | None, threads: int) -> int:
     """Run on each dask worker at start: set torch threads, load the model into the cache; returns the pid."""
+    import torch
+
     torch.set_num_threads(threads)
     cached_model(model, device)
     return os.getpid()

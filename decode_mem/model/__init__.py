@@ -13,10 +13,32 @@
 Imports ``decode_mem.io`` (camera) and ``decode_mem.simulate`` (the envelope of a training config) from below.
 """
 
-from decode_mem.model.config import CHANNEL_INDEX, CONTEXT_FRAMES, N_OUTPUT_CHANNELS, OUTPUT_CHANNELS, ModelConfig
-from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
-from decode_mem.model.net import DecodeNet, measure_receptive_field
-from decode_mem.model.unet import UNet2d
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from decode_mem._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from decode_mem.model.config import (
+        CHANNEL_INDEX,
+        CONTEXT_FRAMES,
+        N_OUTPUT_CHANNELS,
+        OUTPUT_CHANNELS,
+        ModelConfig,
+    )
+    from decode_mem.model.loss import DecodeLoss, LossConfig, LossTerms, decode_loss
+    from decode_mem.model.net import DecodeNet, measure_receptive_field
+    from decode_mem.model.unet import UNet2d
+
+# imported on first use: the torch-free modules (``config``, ``arrays``, ``choice``) without torch (``torch_facts``)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(("CHANNEL_INDEX", "CONTEXT_FRAMES", "N_OUTPUT_CHANNELS", "OUTPUT_CHANNELS", "ModelConfig"),
+                    "config"),
+    **dict.fromkeys(("DecodeLoss", "LossConfig", "LossTerms", "decode_loss"), "loss"),
+    **dict.fromkeys(("DecodeNet", "measure_receptive_field"), "net"),
+    "UNet2d": "unet",
+})
 
 __all__ = [
     "CHANNEL_INDEX",

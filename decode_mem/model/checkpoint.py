@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,42 +21,16 @@ from decode_mem.errors import CheckpointError, ConfigError, exception_line
 from decode_mem.io.atomic import atomic_output
 from decode_mem.io.camera import Camera
 from decode_mem.io.psf_file import SplineData
+from decode_mem.model.choice import SHIPPED_MODEL
 from decode_mem.model.net import DecodeNet, ModelConfig
+from decode_mem.model.trained import TrainedModel
 
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
-"""The shipped default model: a generalist for common 2D setups (its card: ``default_2d.md`` beside it)."""
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 REQUIRED_KEYS = ("format_version", "model_config", "model", "meta")
 # model_config keys added after format 1, with the values that reproduce a format-1 network
 FORMAT_1_MODEL = {"input_transform": "linear", "bg_param": "linear"}
 PSF_FIELDS = ("x0", "y0", "z0", "dz", "pixel_size", "source", "upsample")
-
-
-@dataclass(frozen=True)
-class TrainedModel:
-    """A network with the metadata inference needs: camera (pixel size), simulation settings (PSF), RF,
-    and the ``envelope`` of physics it was trained on (``SimulationConfig.envelope``); ``psf``: the spline PSF it
-    was trained on (models of a PSF file), else None; ``psf_field``: how that PSF changes across the field (a
-    ``io.field_psf_file.FieldPsfData``; ``psf`` is then the PSF at the field's centre), else None."""
-
-    net: DecodeNet
-    camera: Camera
-    simulation: dict[str, Any]
-    receptive_field: int
-    step: int
-    path: Path
-    envelope: dict[str, Any]
-    psf: SplineData | None = None
-    psf_field: Any = None
-
-    @property
-    def pixel_size(self) -> float:
-        return self.camera.pixel_size
-
-    @property
-    def config(self) -> ModelConfig:
-        return self.net.config
 
 
 def save_checkpoint(path: str | os.PathLike, *, net: DecodeNet, camera: Camera, simulation: dict[str, Any],

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from decode_mem.model.checkpoint import SHIPPED_MODEL
-
+SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "data" / "models" / "default_2d.pt"
+"""The shipped default model: a generalist for common 2D setups (its card: ``default_2d.md`` beside it)."""
 SHIPPED_WIDE_MODEL = SHIPPED_MODEL.with_name("default_2d_wide.pt")
 """The shipped wide generalist (same envelope as ``SHIPPED_MODEL``, 48 features), chosen on a GPU when present."""
 

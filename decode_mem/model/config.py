@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from decode_mem.config import Z_REFERENCES, check_choice, check_keys, check_number
 from decode_mem.errors import ConfigError
-from decode_mem.model.unet import ACTIVATIONS, UPSAMPLE_MODES
+
+ACTIVATION_NAMES = ("elu", "relu", "leaky_relu", "silu", "gelu")
+"""The activations ``unet.ACTIVATIONS`` makes, by name (here without torch: a config is read without it)."""
+UPSAMPLE_MODES = ("nearest", "transpose")
 
 OUTPUT_CHANNELS: tuple[str, ...] = (
     "p_logit",
@@ -35,6 +39,11 @@ LEVEL_SAMPLES = 4096  # frame_level reads about this many pixels of a frame (a f
 LEVEL_UNIT = 20.0  # the level channel: level / LEVEL_UNIT (levels run from ~3 to ~200)
 
 
+def level_stride(height: int, width: int) -> int:
+    """Stride of the sub-grid a frame's level is read on: about ``LEVEL_SAMPLES`` pixels of an H x W frame."""
+    return max(1, math.isqrt(height * width // LEVEL_SAMPLES))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Hyper-parameters of ``DecodeNet``; frozen, serializable with ``to_dict`` / ``from_dict``.
@@ -42,7 +51,7 @@ class ModelConfig:
     depth, features       U-Net levels (max-pool factor 2 each) and channels of the first level (doubles per
                           level); both U-Nets use the same values (DECODE: 2 and 48).
     inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
-    activation            one of ``decode_mem.model.unet.ACTIVATIONS`` ("elu", "relu", "leaky_relu", ...).
+    activation            one of ``ACTIVATION_NAMES`` ("elu", "relu", "leaky_relu", ...).
     upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
     input_transform       "anscombe" (variance-stabilized, level-subtracted frames + a read-noise channel) or
                           "linear" (``(x - offset) / scale``, one channel); see the module docstring.
@@ -98,7 +107,7 @@ class ModelConfig:
         for name in ("features", "inter_features"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)!r}")
-        for name, choices in (("activation", sorted(ACTIVATIONS)), ("upsample", UPSAMPLE_MODES),
+        for name, choices in (("activation", sorted(ACTIVATION_NAMES)), ("upsample", UPSAMPLE_MODES),
                               ("input_transform", INPUT_TRANSFORMS), ("bg_param", BG_PARAMS)):
             check_choice(f"model.{name}", getattr(self, name), choices)
         for name in ("input_scale", "photon_scale", "z_scale", "bg_scale", "sigma_max", "sigma_eps",

@@ -33,20 +33,20 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import io
 import os
 import shutil
 import tempfile
 import threading
-import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from decode_mem.errors import ConfigError, exception_line
+from decode_mem.torch_facts import torch_threads, torch_version
+
+if TYPE_CHECKING:
+    import torch
 
 RUNTIMES = ("openvino", "onnxruntime")  # the same results as torch: what 'auto' always chooses among
 QUANTIZED = ("openvino-int8",)  # close to them, not equal (``model.int8``): by name, or by 'auto' where verified
@@ -58,6 +58,8 @@ EXTRA_HINT = "pip install -e \".[cpu]\""
 # largest difference from torch's fp32 output allowed per output channel (OUTPUT_CHANNELS order), in its units:
 # float summation order only (measured 1e-5 .. 8e-3 on the shipped model; photons ~1e3, sigma_z in nm)
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16"}  # engine precision -> OpenVINO's INFERENCE_PRECISION_HINT
+INT8_FILES = ("frame_features.xml", "frame_features.bin", "temporal_raw.xml", "temporal_raw.bin", "correction.json")
+"""What 'openvino-int8' keeps of a quantized network (``model.int8`` writes them): both models and the correction."""
 ENGINE_ATOL = (1e-3, 2e-2, 1e-4, 1e-4, 1e-2, 5e-2, 1e-4, 1e-4, 1e-2, 1e-3)
 
 
@@ -75,7 +77,7 @@ def installed(name: str) -> bool:
 def runtime_version(name: str) -> str:
     """``<name> <version>`` of an engine's runtime (torch's for ``torch``)."""
     if name == "torch":
-        return f"torch {torch.__version__}"
+        return f"torch {torch_version()}"
     if name in QUANTIZED:
         return f"{name} " + "+".join(runtime_version(m).replace(" ", "-") for m in RUNTIME_MODULES[name])
     try:
@@ -86,7 +88,11 @@ def runtime_version(name: str) -> str:
 
 def network_digest(net: Any) -> str:
     """A short hash of what a converted network depends on: the model code (``decode_mem/model``), the
-    config and every weight (in standard layout, so channels-last weights hash the same)."""
+    config and every weight (in standard layout, so channels-last weights hash the same); a ``KnownNetwork``'s
+    kept one (``model.trained``: the weights are not loaded)."""
+    kept = getattr(net, "digest", None)
+    if isinstance(kept, str):
+        return kept
     h = hashlib.sha256()
     for src in sorted(Path(__file__).parent.glob("*.py")):
         h.update(src.read_bytes())
@@ -148,46 +154,22 @@ class TorchEngine:
         return self.net.temporal(f_prev, f_mid, f_next)
 
 
-class _FrameFeatures(nn.Module):
-    def __init__(self, net: Any) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net.frame_features(x)
-
-
-class _Temporal(nn.Module):
-    def __init__(self, net: Any) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
-        return self.net.temporal(f_prev, f_mid, f_next)
-
-
-class _TemporalRaw(_Temporal):
-    def forward(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
-        return self.net.temporal_raw(f_prev, f_mid, f_next)
-
-
-def _examples(net: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Small example inputs of both sub-networks (a side the down-sampling divides) on the CPU."""
-    side = 4 * int(net.downsample_factor)
-    c, f = int(net.config.input_channels), int(net.config.inter_features)
-    return torch.zeros(2, c, side, side), tuple(torch.zeros(2, f, side, side) for _ in range(3))
-
-
 def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
     """A float32, C-contiguous (NCHW) CPU array of ``x`` (no copy where it is one already)."""
     if isinstance(x, np.ndarray):
         return np.ascontiguousarray(x, dtype=np.float32)
+    import torch
+
     return x.detach().to("cpu", torch.float32).contiguous().numpy()
 
 
 def _like(given: torch.Tensor | np.ndarray, out: np.ndarray) -> torch.Tensor | np.ndarray:
     """A runtime's output ``out`` as the caller gave its input: an array for an array, else a tensor (no copy)."""
-    return out if isinstance(given, np.ndarray) else torch.from_numpy(out)
+    if isinstance(given, np.ndarray):
+        return out
+    import torch
+
+    return torch.from_numpy(out)
 
 
 class OpenVINOEngine:
@@ -210,6 +192,8 @@ class OpenVINOEngine:
         self.net = net
 
         def write(folder: Path) -> None:
+            from decode_mem.model.convert import openvino_models
+
             for model, stem in zip(openvino_models(net), ("frame_features", "temporal"), strict=True):
                 ov.save_model(model, str(folder / f"{stem}.xml"), compress_to_fp16=False)  # fp32 weights as they are
 
@@ -219,6 +203,8 @@ class OpenVINOEngine:
         if folder is not None:
             ff, tp = core.read_model(str(folder / "frame_features.xml")), core.read_model(str(folder / "temporal.xml"))
         else:
+            from decode_mem.model.convert import openvino_models
+
             ff, tp = openvino_models(net)
         self._compile(core, ff, tp, threads, streams, precision, folder)
 
@@ -278,10 +264,8 @@ def int8_kept(net: Any, cache_dir: str | os.PathLike, simulation: dict[str, Any]
     """Whether 'openvino-int8' finds ``net`` quantized for ``simulation`` in ``cache_dir`` (an earlier run on this
     machine made it); where not, its first run quantizes the network before the first block (NNCF, in a child
     process) and later runs read the files."""
-    from decode_mem.model import int8
-
     folder = int8_folder(cache_dir, net, simulation)
-    return all((folder / f).is_file() for f in int8.FILES)
+    return all((folder / f).is_file() for f in INT8_FILES)
 
 
 class OpenVINOInt8Engine(OpenVINOEngine):
@@ -299,17 +283,17 @@ class OpenVINOInt8Engine(OpenVINOEngine):
 
         import openvino as ov
 
-        from decode_mem.model import int8
-
         if not simulation:
             raise ConfigError(f"engine {self.name}: the model has no training physics to calibrate int8 on")
         self.net = net
         core = ov.Core()
 
         def write(folder: Path) -> None:
+            from decode_mem.model import int8
+
             int8.write_in_child(net, simulation, folder, threads)
 
-        folder = _cached(cache_dir, self.name, net, int8.FILES, write, extra=physics_key(simulation))
+        folder = _cached(cache_dir, self.name, net, INT8_FILES, write, extra=physics_key(simulation))
         with tempfile.TemporaryDirectory(prefix="decode_mem_int8_") as tmp:
             if folder is None:  # no cache: made for this run only
                 write(Path(tmp))
@@ -321,7 +305,7 @@ class OpenVINOInt8Engine(OpenVINOEngine):
             self._compile(core, ff, tp, threads, streams, precision, folder)
         self.folder = folder  # where its files are kept (None: made for this run only)
         self.float_precision, self.precision = self.precision, "int8"  # of the layers kept in float; of the engine
-        self.correction = torch.from_numpy(np.asarray(coef, dtype=np.float32))  # (10, 2): a, b per channel
+        self.correction = np.asarray(coef, dtype=np.float32)  # (10, 2): a, b per channel
 
     def temporal(self, f_prev: torch.Tensor | np.ndarray, f_mid: torch.Tensor | np.ndarray,
                  f_next: torch.Tensor | np.ndarray, *, borrow: bool = False) -> torch.Tensor | np.ndarray:
@@ -331,40 +315,12 @@ class OpenVINOInt8Engine(OpenVINOEngine):
         if isinstance(raw, np.ndarray):
             from decode_mem.model.arrays import activate_in_place
 
-            a, b = (self.correction[:, i].numpy().reshape(1, -1, 1, 1) for i in (0, 1))
+            a, b = (self.correction[:, i].reshape(1, -1, 1, 1) for i in (0, 1))
             return activate_in_place(self.net.config, raw * a + b)  # the sum is an array of its own
-        a, b = (self.correction[:, i].view(1, -1, 1, 1) for i in (0, 1))
+        import torch
+
+        a, b = (torch.from_numpy(self.correction[:, i].reshape(1, -1, 1, 1)) for i in (0, 1))
         return self.net.activate(torch.addcmul(b, raw, a), in_place=True)  # the sum is a tensor of its own
-
-
-def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
-    """Both sub-networks as OpenVINO models with dynamic batch and tile size (``raw``: the temporal part without
-    its output activations, ``DecodeNet.temporal_raw``)."""
-    import openvino as ov
-
-    x, feats = _examples(net)
-    c, f = x.shape[1], feats[0].shape[1]
-    with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
-        warnings.simplefilter("ignore")
-        # share_weights=False: models that own copies of the weights. Sharing torch's memory, destroying a model
-        # freed torch tensors from OpenVINO's destructor and could deadlock on the GIL (a hang in the suite's
-        # auto-engine test, 2026-12-06: py-spy showed ov::Model::~Model -> THPVariable_clear waiting)
-        ff = ov.convert_model(_FrameFeatures(net).eval(), example_input=x, input=[ov.PartialShape([-1, c, -1, -1])],
-                              share_weights=False)
-        tp = ov.convert_model((_TemporalRaw if raw else _Temporal)(net).eval(), example_input=feats,
-                              input=[ov.PartialShape([-1, f, -1, -1])] * 3, share_weights=False)
-    return ff, tp
-
-
-def _onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str]) -> bytes:
-    """``module`` exported to ONNX (opset 17) with dynamic batch and tile size, as bytes."""
-    buf = io.BytesIO()
-    axes = {name: {0: "n", 2: "h", 3: "w"} for name in (*inputs, "out")}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module.eval(), example, buf, input_names=inputs, output_names=["out"], dynamic_axes=axes,
-                          opset_version=17, dynamo=False)
-    return buf.getvalue()
 
 
 class OnnxRuntimeEngine:
@@ -382,10 +338,12 @@ class OnnxRuntimeEngine:
         self.precision = "fp32"  # the CPU provider's kernels: fp32 whatever is asked
 
         self.net, self.threads = net, int(threads)
-        x, feats = _examples(net)
 
         def export() -> tuple[bytes, bytes]:
-            return (_onnx_bytes(_FrameFeatures(net), (x,), ["x"]), _onnx_bytes(_Temporal(net), feats, ["a", "b", "c"]))
+            from decode_mem.model.convert import FrameFeatures, Temporal, examples, onnx_bytes
+
+            x, feats = examples(net)
+            return (onnx_bytes(FrameFeatures(net), (x,), ["x"]), onnx_bytes(Temporal(net), feats, ["a", "b", "c"]))
 
         def write(folder: Path) -> None:
             for data, stem in zip(export(), ("frame_features", "temporal"), strict=True):
@@ -436,7 +394,7 @@ def load_engine(name: str, net: Any, threads: int | None = None, cache_dir: str 
         needs = RUNTIME_MODULES[name]
         missing = " and ".join(m for m in needs if importlib.util.find_spec(m) is None) or " and ".join(needs)
         raise EngineUnavailable(f"engine {name}: {missing} not installed ({EXTRA_HINT})")
-    n = int(threads) if threads else torch.get_num_threads()
+    n = int(threads) if threads else torch_threads()
     folder = None if cache_dir is None else Path(cache_dir)
     if name in QUANTIZED and not simulation:
         raise ConfigError(f"engine {name}: the model has no training physics to calibrate int8 on (a checkpoint's "

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from decode_mem.model.config import CHANNEL_INDEX, N_OUTPUT_CHANNELS
+from decode_mem.model.engine import INT8_FILES
 
 CALIBRATION_WINDOWS = 64  # simulated 3-frame windows (more changed neither the biases nor the noise measured)
 CALIBRATION_SIDE = 64  # px
@@ -127,7 +128,7 @@ def raw_outputs(net: Any, windows: torch.Tensor, frame_call: Any = None, tempora
         return torch.from_numpy(temporal_call([f[:, j].contiguous().numpy() for j in range(3)]))
 
 
-FILES = ("frame_features.xml", "frame_features.bin", "temporal_raw.xml", "temporal_raw.bin", "correction.json")
+FILES = INT8_FILES  # what it writes (the engine reads them)
 
 
 def write_quantized(net: Any, simulation: dict[str, Any], folder: Path, threads: int) -> None:
@@ -135,7 +136,7 @@ def write_quantized(net: Any, simulation: dict[str, Any], folder: Path, threads:
     the correction (``{"a": [...], "b": [...]}``, per output channel)."""
     import openvino as ov
 
-    from decode_mem.model.engine import openvino_models
+    from decode_mem.model.convert import openvino_models
 
     windows = calibration_windows(net, simulation)
     q_ff, q_tp = quantize(*openvino_models(net, raw=True), net, windows)

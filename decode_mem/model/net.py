@@ -61,11 +61,11 @@ from decode_mem.model.config import (
     CHANNEL_INDEX,
     CONTEXT_FRAMES,
     HEAD_CHANNELS,
-    LEVEL_SAMPLES,
     LEVEL_UNIT,
     N_OUTPUT_CHANNELS,
     OUTPUT_CHANNELS,
     ModelConfig,
+    level_stride,
 )
 from decode_mem.model.receptive_field import impulse_radius, probe_of
 from decode_mem.model.unet import UNet2d, make_activation
@@ -165,7 +165,7 @@ class DecodeNet(nn.Module):
     # ------------------------------------------------------------------ parts
     def level_stride(self, height: int, width: int) -> int:
         """Stride of the sub-grid ``frame_level`` reads: about ``LEVEL_SAMPLES`` pixels of an H x W frame."""
-        return max(1, math.isqrt(height * width // LEVEL_SAMPLES))
+        return level_stride(height, width)
 
     def level_from_sample(self, photons: torch.Tensor) -> torch.Tensor:
         """Level of frames from their sub-grid ``(..., h, w)`` in photons -> ``(...)``: median of the transform."""

@@ -20,6 +20,7 @@ from torch import nn
 
 from decode_mem.config import check_choice
 from decode_mem.errors import ConfigError
+from decode_mem.model.config import UPSAMPLE_MODES
 
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {  # in place where possible: every activation follows a conv
     "elu": lambda: nn.ELU(inplace=True),        # whose output nothing else reads (autograd keeps the result)
@@ -27,8 +28,7 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {  # in place where possible: 
     "leaky_relu": lambda: nn.LeakyReLU(0.01, inplace=True),
     "silu": nn.SiLU,
     "gelu": nn.GELU,
-}
-UPSAMPLE_MODES = ("nearest", "transpose")
+}  # ``ACTIVATION_NAMES``, the torch-free list ``ModelConfig`` checks a name against, names the same (a test)
 
 
 def make_activation(name: str) -> nn.Module:

@@ -9,10 +9,9 @@ summation order.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable
-from typing import TypeVar
-
-import torch
+from typing import Any, TypeVar
 
 from decode_mem.errors import DecodeMemError, exception_line
 from decode_mem.tiling.grid import TileGrid
@@ -26,7 +25,8 @@ class DeviceMemoryError(DecodeMemError, MemoryError):
 
 def is_oom(exc: BaseException) -> bool:
     """CUDA / accelerator OOM, or the CPU allocator failing."""
-    return isinstance(exc, torch.OutOfMemoryError) or (
+    torch = sys.modules.get("torch")  # not loaded: none of its errors can have been raised
+    return (torch is not None and isinstance(exc, torch.OutOfMemoryError)) or (
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
@@ -39,7 +39,7 @@ class BackOff:
     """
 
     def __init__(self, grid_for: Callable[[int], TileGrid], chunk_size: int, batch_size: int, *, factor: int,
-                 max_retries: int, device: torch.device) -> None:
+                 max_retries: int, device: Any) -> None:
         self.grid_for, self.factor, self.max_retries, self.device = grid_for, factor, max_retries, device
         self.chunk_size, self.batch_size = int(chunk_size), int(batch_size)
         self.grid = grid_for(self.chunk_size)
@@ -68,6 +68,8 @@ class BackOff:
         block or when nothing can shrink. ``t0``: the block's first frame, for the messages."""
         gc.collect()  # frames of the failed attempt may sit in reference cycles
         if self.device.type == "cuda":
+            import torch
+
             torch.cuda.empty_cache()  # once, after an OOM: hand the failed attempt's blocks back
         before = f"batch {self.batch_size}, tiles {self.grid.tile_shape[0]}x{self.grid.tile_shape[1]}"
         if retries > self.max_retries:

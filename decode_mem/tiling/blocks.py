@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.blocks import edge_blocks
@@ -61,7 +60,7 @@ class ArrayStack:
     _frames: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        a = self.array.detach().cpu().numpy() if isinstance(self.array, torch.Tensor) else np.asarray(self.array)
+        a = self.array.detach().cpu().numpy() if hasattr(self.array, "detach") else np.asarray(self.array)
         if a.ndim != 3 or 0 in a.shape:
             raise ConfigError(f"frames must be a non-empty (T, H, W) array, got shape {a.shape}")
         self._frames = a

@@ -26,10 +26,9 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.prefetch import prefetch
@@ -40,8 +39,11 @@ from decode_mem.tiling.backoff import BackOff
 from decode_mem.tiling.blocks import BlockResult, FrameSource, block_length
 from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.grid import Tile, TileGrid
-from decode_mem.tiling.precompiled import Precompiled
 from decode_mem.tiling.streams import run_streams
+from decode_mem.torch_facts import HOST, HostDevice, device_type, torch_version
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_CONFIG = TileConfig()  # frozen: one shared default
 
@@ -60,12 +62,14 @@ class TileNetwork(Protocol):
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor: ...
 
 
-Consume = Callable[[Tile, np.ndarray, torch.Tensor], Any]
+Consume = Callable[[Tile, np.ndarray, Any], Any]  # (tile, frames, its output: a tensor, or an array)
 
 
 @contextlib.contextmanager
 def cudnn_benchmark() -> Iterator[None]:
     """``torch.backends.cudnn.benchmark`` on inside, as it was after (only that flag: TF32 and the rest stay)."""
+    import torch
+
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = True
     try:
@@ -91,11 +95,13 @@ class TiledExecutor:
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
                  device: torch.device | str = "cpu", camera: Any = None, engine: Any = None) -> None:
         self.net, self.config, self.camera = net, config, camera
-        self.device = torch.device(device)
+        on_cpu = (device.type if hasattr(device, "type") else device_type(device)) == "cpu"
         self.shape = (int(shape[0]), int(shape[1]))
         self.factor = int(net.downsample_factor)
-        self.arrays = (bool(getattr(engine, "takes_arrays", False)) and self.device.type == "cpu"
+        self.arrays = (bool(getattr(engine, "takes_arrays", False)) and on_cpu
                        and getattr(getattr(net, "config", None), "field_shape", None) is None)
+        self._device = device  # ``device``: torch's, made where a tensor needs it (planning knows the type only)
+        self._kind = HOST if on_cpu else self.device  # what ``device.type`` asks of it, without torch on a CPU
         self._maps = None  # per-pixel camera maps on the device (arrays: numpy), grown to the padded frame
         if camera is not None and getattr(camera, "has_maps", False):
             padded = tuple(-(-v // self.factor) * self.factor for v in self.shape)
@@ -103,25 +109,58 @@ class TiledExecutor:
             if not self.arrays:
                 self._maps = self._maps.to_torch(self.device)
         self.receptive_field = int(net.receptive_field())
-        self._amp = resolve_amp(config.amp, self.device)
-        self._format = torch.channels_last if config.channels_last else torch.contiguous_format
-        self._frame_features, self._temporal = net.frame_features, net.temporal
         self.engine = engine  # a ``model.engine`` back end for the two sub-networks (None: the modules, torch)
         if engine is not None and engine.name != "torch":  # a CPU runtime: not compiled by torch
             self._frame_features, self._temporal = engine.frame_features, engine.temporal
             if getattr(engine, "lends_outputs", False):  # no copy of its outputs: each is used before the next call
                 self._frame_features = functools.partial(engine.frame_features, borrow=True)
                 self._temporal = functools.partial(engine.temporal, borrow=True)
-        elif config.compiled_dir and config.compile is True and self.device.type == "cpu":  # kept on disk
-            folder = Path(config.compiled_dir) / f"torch-{torch.__version__}-{network_digest(net)}"
+        elif config.compiled_dir and config.compile is True and on_cpu:  # kept on disk
+            from decode_mem.tiling.precompiled import Precompiled
+
+            folder = Path(config.compiled_dir) / f"torch-{torch_version()}-{network_digest(net)}"
             self._frame_features = Precompiled(net.frame_features, folder, "frame_features")
             self._temporal = Precompiled(net.temporal, folder, "temporal")
         elif config.compile:  # one graph per input shape: a block's first run (k + 2 frames) and the carried runs
+            import torch
+
             mode = self.config.compile if isinstance(self.config.compile, str) else None
             self._frame_features = torch.compile(net.frame_features, dynamic=False, mode=mode)
             self._temporal = torch.compile(net.temporal, dynamic=False, mode=mode)
+        # else the network's own methods (``_frame_features``, ``_temporal``), looked up when first called: an
+        # executor made for its geometry (the planner's) does not load a network that stands in for the real one
         self.backoff = BackOff(self._grid, config.chunk_size, config.batch_size, factor=self.factor,
-                               max_retries=config.max_retries, device=self.device)
+                               max_retries=config.max_retries, device=self._kind)
+
+    @functools.cached_property
+    def _frame_features(self) -> Callable[..., Any]:
+        return self.net.frame_features
+
+    @functools.cached_property
+    def _temporal(self) -> Callable[..., Any]:
+        return self.net.temporal
+
+    @functools.cached_property
+    def device(self) -> Any:
+        """Where the network runs: torch's device (``HOST``, torch's CPU as named without torch, where the executor
+        works on ``arrays``)."""
+        if self.arrays:
+            return HOST
+        import torch
+
+        return torch.device("cpu" if isinstance(self._device, HostDevice) else self._device)
+
+    @functools.cached_property
+    def _amp(self) -> Any:
+        """The autocast dtype (None: fp32; a runtime computes in its own precision)."""
+        return None if self.arrays else resolve_amp(self.config.amp, self.device)
+
+    @functools.cached_property
+    def _format(self) -> Any:
+        """The memory format of the network's inputs (torch's)."""
+        import torch
+
+        return torch.channels_last if self.config.channels_last else torch.contiguous_format
 
     @property
     def grid(self) -> TileGrid:
@@ -168,7 +207,7 @@ class TiledExecutor:
         blocks = source.blocks(self.block_length(itemsize, source.shape[0]), context=1)
         if prefetch_depth:
             blocks = prefetch(blocks, depth=prefetch_depth, cancel=getattr(source, "stop_waiting", None))
-        if self.config.streams > 1 and self.device.type == "cpu":
+        if self.config.streams > 1 and self._kind.type == "cpu":
             yield from run_streams(blocks, source.shape[0], self.config.streams, self.backoff,
                                    lambda t0, frames: self._attempt(t0, frames, consume),
                                    lambda t0, frames, retries: self._block(t0, frames, consume, retries))
@@ -201,6 +240,8 @@ class TiledExecutor:
         s = int(self.net.level_stride(h, w))
         sample = np.ascontiguousarray(frames[:, ::s, ::s])
         if not self.arrays:
+            import torch
+
             sample = torch.from_numpy(sample).to(self.device)
         if self.camera is not None:
             maps = None if self._maps is None else self._maps.crop(slice(0, h, s), slice(0, w, s))
@@ -219,7 +260,7 @@ class TiledExecutor:
         units = [(tiles[g0:g0 + group], r0, min(r0 + run, n)) for g0 in range(0, len(tiles), group)
                  for r0 in range(0, n, run)]
         staged = (self._stage(frames, *unit) for unit in units)
-        if self.device.type == "cuda":  # gather + pin the next unit on the host while the device computes
+        if self._kind.type == "cuda":  # gather + pin the next unit on the host while the device computes
             staged = prefetch(staged, depth=1)
         results, carry = [], None
         try:
@@ -247,7 +288,11 @@ class TiledExecutor:
 
     def _no_grad(self) -> contextlib.AbstractContextManager:
         """Torch's inference mode around a block's network work; nothing where the executor works on arrays."""
-        return contextlib.nullcontext() if self.arrays else torch.inference_mode()
+        if self.arrays:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.inference_mode()
 
     def _stage(self, frames: np.ndarray, tiles: Sequence[Tile], r0: int, r1: int) -> torch.Tensor | np.ndarray:
         """Host tensor ``(len(tiles), nf, Ly, Lx)`` float32 of the tiles' read regions (pinned on CUDA; an array
@@ -261,6 +306,8 @@ class TiledExecutor:
         if self.arrays:
             host = buf = np.zeros((len(tiles), f1 - f0, ly, lx), np.float32)
         else:
+            import torch
+
             host = torch.zeros((len(tiles), f1 - f0, ly, lx), dtype=torch.float32,
                                pin_memory=self.device.type == "cuda")
             buf = host.numpy()
@@ -300,6 +347,8 @@ class TiledExecutor:
 
     def _normalized_tensor(self, host: torch.Tensor, tiles: Sequence[Tile], levels: torch.Tensor) -> torch.Tensor:
         """``_to_device``'s photons and normalization on the executor's device (``DecodeNet.normalize``)."""
+        import torch
+
         x = host.to(self.device, non_blocking=True)
         # a model of a PSF that changes across the field reads each tile's place in the whole frame
         origins = None
@@ -327,6 +376,8 @@ class TiledExecutor:
         """Network output ``(g, k, 10, Ly, Lx)`` for ``k`` windows of ``g`` tiles, and the features to carry."""
         if self.arrays:
             return self._compute_arrays(x, k, carry)
+        import torch
+
         g, nf, c, ly, lx = x.shape
         with autocast(self.device, self._amp), self._cudnn():
             if self.config.reuse_features:
@@ -368,7 +419,7 @@ class TiledExecutor:
     def _cudnn(self) -> contextlib.AbstractContextManager:
         """cuDNN's autotuning on for this executor's network calls on CUDA (``TileConfig.cudnn_benchmark``), put
         back as it was after each call; elsewhere nothing."""
-        if self.device.type != "cuda" or not self.config.cudnn_benchmark:
+        if self._kind.type != "cuda" or not self.config.cudnn_benchmark:
             return contextlib.nullcontext()
         return cudnn_benchmark()
 
@@ -392,6 +443,8 @@ class TiledExecutor:
         group = self._group(run)
         if self.arrays:
             return self._unit_arrays(run, group, data, carried)
+        import torch
+
         if data is None:
             data = torch.zeros((group, run + 2, *self.grid.tile_shape), device=self.device)
         levels = torch.zeros(data.shape[1], device=self.device)

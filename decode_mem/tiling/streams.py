@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
-import torch
 
 from decode_mem.errors import exception_line
 from decode_mem.tiling.backoff import BackOff, is_oom
@@ -34,6 +33,8 @@ def run_streams(blocks: Blocks, n_frames: int, streams: int, backoff: BackOff,
     in one lets the others finish before the sizes shrink; that block is then redone here with back-off (a block
     that failed with sizes already shrunk since is redone without shrinking them again).
     """
+    import torch  # torch's threads are what the streams share (a runtime's too: ``model.engine`` sizes by them)
+
     threads = torch.get_num_threads()
     share = max(1, threads // streams)
     pending: deque[tuple[int, np.ndarray, tuple[int, int], Future]] = deque()

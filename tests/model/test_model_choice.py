@@ -41,7 +41,7 @@ def test_infer_config_chooses_by_its_device(monkeypatch: pytest.MonkeyPatch, tmp
 
     wide = tmp_path / "default_2d_wide.pt"
     wide.write_bytes(b"stand-in")
-    monkeypatch.setattr(infer_config, "resolve_device", lambda name: type("D", (), {"type": "cuda"})())
+    monkeypatch.setattr(infer_config, "device_type", lambda name: "cuda")
     monkeypatch.setattr(infer_config, "choose_model",
                         lambda given, device_type: choose_model(given, device_type, wide=wide))
     cfg = InferConfig(inputs=(str(tmp_path),), out=str(tmp_path / "out"))

@@ -428,3 +428,11 @@ def test_activate_in_place_gives_the_same_numbers_bit_for_bit(use_z, bg_param) -
     assert got.data_ptr() == given.data_ptr() and torch.equal(got, expected)
     needs_grad = raw.clone().requires_grad_()
     assert torch.equal(net.activate(needs_grad, in_place=True), expected) and torch.equal(needs_grad, raw)  # kept
+
+
+def test_the_activation_names_a_config_is_checked_against_are_the_networks() -> None:
+    """``ModelConfig`` checks an activation's name without torch (``config.ACTIVATION_NAMES``): the names the
+    U-Net makes modules of (``unet.ACTIVATIONS``)."""
+    from decode_mem.model import config, unet
+
+    assert tuple(unet.ACTIVATIONS) == config.ACTIVATION_NAMES and unet.UPSAMPLE_MODES is config.UPSAMPLE_MODES

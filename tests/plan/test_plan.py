@@ -14,7 +14,7 @@ import tifffile
 import torch
 
 from decode_mem.errors import ConfigError
-from decode_mem.footprint import LiveBytes, choose_sizes, heap, parse_bytes, plan_inference, trace
+from decode_mem.footprint import LiveBytes, choose_sizes, fingerprint, heap, parse_bytes, plan_inference, trace
 from decode_mem.footprint.choose import PLAN_HEADROOM
 from decode_mem.footprint.request import SizeRequest
 from decode_mem.model import DecodeNet, ModelConfig
@@ -67,7 +67,7 @@ def test_a_remembered_trace_is_not_reused_by_changed_network_code(small: DecodeN
     (package / "__init__.py").write_text("")
     (package / "layers.py").write_text("ACTIVATION = 'elu'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(trace, "NETWORK_CODE", ("netcode",))
+    monkeypatch.setattr(fingerprint, "NETWORK_CODE", ("netcode",))
     monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "cache" / "throughput.json"))
     calls = []
 
@@ -75,10 +75,10 @@ def test_a_remembered_trace_is_not_reused_by_changed_network_code(small: DecodeN
         calls.append(1)
         return 100 * len(calls)
 
-    assert trace.remembered_trace(small, ["unit"], traced) == 100
-    assert trace.remembered_trace(small, ["unit"], traced) == 100 and len(calls) == 1  # remembered
+    assert fingerprint.remembered_trace(small, ["unit"], traced) == 100
+    assert fingerprint.remembered_trace(small, ["unit"], traced) == 100 and len(calls) == 1  # remembered
     (package / "layers.py").write_text("ACTIVATION = 'elu_inplace'\n")
-    assert trace.remembered_trace(small, ["unit"], traced) == 200 and len(calls) == 2  # traced again
+    assert fingerprint.remembered_trace(small, ["unit"], traced) == 200 and len(calls) == 2  # traced again
 
 
 def test_a_whole_run_holds_no_more_tensors_than_its_traced_unit(small: DecodeNet, tmp_path: Path) -> None:
