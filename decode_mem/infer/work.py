@@ -96,10 +96,13 @@ def _load(path: str, mtime_ns: int, device: str) -> TrainedModel:
 
 
 def _network(path: Path) -> Any:
-    """The network of the checkpoint at ``path``, loaded on the CPU (a ``KnownNetwork``'s, where torch needs it)."""
+    """The network of the checkpoint at ``path``, loaded on the CPU with channels-last weights, as ``predict_stack``
+    prepares it by default (a ``KnownNetwork``'s, where torch needs it: the planner may time it before)."""
+    import torch
+
     from decode_mem.model.checkpoint import load_model
 
-    return load_model(path).net
+    return load_model(path).net.to(memory_format=torch.channels_last)
 
 
 def warm_up(model: str, device: str | None, threads: int) -> int:
