@@ -30,6 +30,7 @@ naming why.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -74,8 +75,10 @@ def installed(name: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in RUNTIME_MODULES.get(name, (name,)))
 
 
+@functools.cache
 def runtime_version(name: str) -> str:
-    """``<name> <version>`` of an engine's runtime (torch's for ``torch``)."""
+    """``<name> <version>`` of an engine's runtime (torch's for ``torch``); read once per process (a package's
+    metadata is looked up on disk: 27 lookups took 0.06 s of a repeat run's engine stage)."""
     if name == "torch":
         return f"torch {torch_version()}"
     if name in QUANTIZED:
