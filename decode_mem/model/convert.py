@@ -4,8 +4,11 @@ repeat run that reads the converted files needs no torch."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -49,8 +52,8 @@ def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
 
     x, feats = examples(net)
     c, f = x.shape[1], feats[0].shape[1]
-    with warnings.catch_warnings(), torch.no_grad():  # tracing warns about the shape checks (constants)
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(), torch.no_grad(), _openvino_telemetry_declined():
+        warnings.simplefilter("ignore")  # tracing warns about the shape checks (constants)
         # share_weights=False: models that own copies of the weights. Sharing torch's memory, destroying a model
         # freed torch tensors from OpenVINO's destructor and could deadlock on the GIL (a hang in the suite's
         # auto-engine test, 2026-12-06: py-spy showed ov::Model::~Model -> THPVariable_clear waiting)
@@ -59,6 +62,23 @@ def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
         tp = ov.convert_model((TemporalRaw if raw else Temporal)(net).eval(), example_input=feats,
                               input=[ov.PartialShape([-1, f, -1, -1])] * 3, share_weights=False)
     return ff, tp
+
+
+@contextlib.contextmanager
+def _openvino_telemetry_declined() -> Iterator[None]:
+    """OpenVINO's model conversion declines to send its usage telemetry inside (``openvino_telemetry`` declines where
+    ``CI`` is 'true'; decode_mem converts a network for the user, who did not ask OpenVINO for it). Unasked, it sends
+    from processes it forks out of a thread: in a process with threads a fork can inherit a held lock, and a suite run
+    hung in ``compile_model`` beside such children (2026-12-07, py-spy: ``GA4Backend.send`` -> ``Process.start``)."""
+    before = os.environ.get("CI")
+    os.environ["CI"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CI", None)
+        else:
+            os.environ["CI"] = before
 
 
 def onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str]) -> bytes:
