@@ -40,7 +40,7 @@ from decode_mem.tiling.blocks import BlockResult, FrameSource, block_length
 from decode_mem.tiling.config import TileConfig
 from decode_mem.tiling.grid import Tile, TileGrid
 from decode_mem.tiling.streams import run_streams
-from decode_mem.torch_facts import HOST, HostDevice, device_type, torch_version
+from decode_mem.torch_facts import HOST, HostDevice, torch_version
 
 if TYPE_CHECKING:
     import torch
@@ -95,7 +95,7 @@ class TiledExecutor:
     def __init__(self, net: TileNetwork, shape: tuple[int, int], config: TileConfig = DEFAULT_CONFIG, *,
                  device: torch.device | str = "cpu", camera: Any = None, engine: Any = None) -> None:
         self.net, self.config, self.camera = net, config, camera
-        on_cpu = (device.type if hasattr(device, "type") else device_type(device)) == "cpu"
+        on_cpu = (device.type if hasattr(device, "type") else str(device).split(":")[0]) == "cpu"  # not checked here
         self.shape = (int(shape[0]), int(shape[1]))
         self.factor = int(net.downsample_factor)
         self.arrays = (bool(getattr(engine, "takes_arrays", False)) and on_cpu
