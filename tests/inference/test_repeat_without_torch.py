@@ -51,8 +51,10 @@ def test_a_repeat_run_with_a_cpu_runtime_imports_no_torch_and_localizes_the_same
     movie = tmp_path / "movie.tif"
     tifffile.imwrite(movie, tifffile.imread(SAMPLE)[:12])
     env = {**os.environ, "DECODE_MEM_CACHE": str(tmp_path / "cache" / "throughput.json")}
-    first = _run([str(movie), "--out", str(tmp_path / "first"), "--engine", "openvino"], env)
-    again = _run([str(movie), "--out", str(tmp_path / "again"), "--engine", "openvino"], env)
+    # --device cpu: on a machine with a CUDA build of torch, 'auto' asks torch whether a GPU is there
+    args = ["--engine", "openvino", "--device", "cpu"]
+    first = _run([str(movie), "--out", str(tmp_path / "first"), *args], env)
+    again = _run([str(movie), "--out", str(tmp_path / "again"), *args], env)
     assert first["torch"] and not again["torch"]
     a, b = _sorted(tmp_path / "first" / "movie.csv"), _sorted(tmp_path / "again" / "movie.csv")
     assert len(a) > 50 and a.shape == b.shape

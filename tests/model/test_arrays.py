@@ -44,7 +44,8 @@ def test_levels_and_normalized_input_equal_the_networks(transform, read_var) -> 
         np.testing.assert_array_equal(got, want)
         return
     np.testing.assert_allclose(got[..., 0, :, :], want[..., 0, :, :], rtol=0, atol=2 * ulp / net.config.input_scale)
-    np.testing.assert_allclose(got[..., 1, :, :], want[..., 1, :, :], rtol=2e-7, atol=0)
+    # log1p of numpy and of torch, each within an ulp or two of the truth on any CPU's vector code
+    np.testing.assert_allclose(got[..., 1, :, :], want[..., 1, :, :], rtol=4 * np.finfo(np.float32).eps, atol=0)
     np.testing.assert_array_equal(got[..., 2, :, :], want[..., 2, :, :])
     assert np.abs(got[..., 0, :, :] - want[..., 0, :, :]).max() < 1e-5  # and far from a level's worth
 
