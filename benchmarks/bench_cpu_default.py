@@ -15,6 +15,7 @@
    makes what a machine makes once (the planner's and the engines' timings, the int8 build and its check) and is
    reported apart; every timed run is a repeat run on the machine, and from its second run on a movie a repeat run
    on that movie (its domain check remembered, ``infer.domain_cache``: the fixed-cost goal is read from those).
+   decode_mem's bytecode is compiled first (``compile_bytecode``), as an install or a first run leaves it.
    Per run: frames/s of the whole process, its CPU seconds (user + system), the frame loop (``<stem>.json``'s
    ``wall_s``: writers opened to closed, the plan and engine set-up included) and the **fixed cost** = the whole
    process − that loop; the engine ``auto`` chose; Jaccard and lateral RMSE of the CSV against the truth (250 nm).
@@ -95,6 +96,16 @@ def make_movie(path: Path, density: float, side: int, frames: int, seed: int) ->
     gt = path.with_name(path.stem + "_gt.csv")
     simulate_stack(simulation(density, side), frames, path, gt, seed=seed)
     return gt
+
+
+def compile_bytecode() -> str:
+    """Compile this tree's ``decode_mem`` to bytecode (``__pycache__``, git-ignored), as installing the package or
+    its first run leaves it on a user's machine: a repeat run reads it. Where ``PYTHONDONTWRITEBYTECODE`` is set
+    (this project's sandboxes set it) nothing else writes it, and every run would compile each module it imports
+    (~0.1 s of a repeat run's start, more in its later imports). Returns what was done, for the report."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "decode_mem")], check=True)
+    said = " (PYTHONDONTWRITEBYTECODE is set here)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    return f"decode_mem compiled to bytecode before the runs, as an install or a first run leaves it{said}"
 
 
 def infer_cmd(movie: Path, out: Path, model: str | None) -> list[str]:
@@ -251,6 +262,7 @@ def measure(args: argparse.Namespace) -> dict:
         work = Path(tmp)
         env = {**os.environ, "DECODE_MEM_CACHE": str(work / "cache" / "throughput.json"),  # a cache of its own
                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}  # this tree
+        rec["bytecode"] = compile_bytecode()
         for side in sides:  # what a machine makes once: planner and engine timings, int8's build and check
             warm = work / f"first_{side}.tif"
             make_movie(warm, 1.0, side, 6, seed=9)
@@ -318,6 +330,7 @@ def report(rec: dict, out: Path) -> None:
         "# A CPU user's speed: decode_mem's default `infer` beside Picasso at its best", "",
         f"`{rec['command']}`, started {rec['started']}, {rec['minutes']:.1f} min in all", "",
         f"Machine: {rec['machine']}.", "", f"CPU kind: {rec['cpu']}.", "",
+        *([f"{rec['bytecode']}.", ""] if rec.get("bytecode") else []),
         "Every time below is stretched by whatever else the machine ran (the load averages above, and each run's "
         "below), and runs of the same command differ; decode_mem and Picasso took turns, and the fastest of each is "
         "kept (all runs: the JSON).", "",

@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import expit
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.table import EmitterTable
+from decode_mem.model.arrays import expit
 from decode_mem.model.config import OUTPUT_CHANNELS
 
 if TYPE_CHECKING:

@@ -43,15 +43,18 @@ def remembered_ratio(device: Any, amp: str) -> float | None:
 
 def measure_ratio(run: Callable[[], object], traced_bytes: int, device: Any, amp: str) -> float | None:
     """Run ``run`` (one unit of work, not carried: what the trace counts) with VmHWM reset; its peak RssAnon above
-    the start over ``traced_bytes``, remembered where it is the largest so far. None where it cannot be measured."""
+    the start over ``traced_bytes``, remembered where it is the largest so far. None where it cannot be measured
+    (VmHWM not reset exactly, or the peak no higher than the start)."""
     if device.type != "cpu" or traced_bytes <= 0:
         return None
     with measure_phase("unit", interval=None, device="cpu") as phase:
         run()
     if not phase.hwm_exact or phase.anon_hwm_mb is None or phase.rss_anon_start_mb is None:
         return None
-    ratio = max(0.0, phase.anon_hwm_mb - phase.rss_anon_start_mb) * MiB / traced_bytes
+    ratio = round((phase.anon_hwm_mb - phase.rss_anon_start_mb) * MiB / traced_bytes, 4)  # as remembered
+    if ratio <= 0:  # the unit fit in memory the heap already held (a long-lived process): nothing measured
+        return None
     known = remembered_ratio(device, amp)
     if known is None or ratio > known:
-        remember(working_set_path(), {ratio_key(device, amp): round(ratio, 4)})
+        remember(working_set_path(), {ratio_key(device, amp): ratio})
     return ratio

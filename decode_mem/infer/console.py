@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the terminal's bars: tqdm.auto would import asyncio for notebooks (~0.04 s)
 
 from decode_mem.cli import progress_bars
 from decode_mem.infer.observe import InferObserver

@@ -15,10 +15,10 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from decode_mem.errors import exception_line
 from decode_mem.io.atomic import partial_path, remove_path
+from decode_mem.model.arrays import expit
 from decode_mem.model.config import CHANNEL_INDEX
 from decode_mem.tiling import Tile
 

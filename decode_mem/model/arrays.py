@@ -13,9 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from decode_mem.model.config import LEVEL_UNIT
+
+
+def expit(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The logistic function ``1 / (1 + exp(-x))`` elementwise, in ``x``'s float precision (``out``: where to write
+    it, ``x`` itself allowed). scipy.special's ``expit`` computes the same formula; importing scipy.special takes
+    ~0.15 s of a run's start, and numpy's exp is faster here. Within 4 float32 ulp of scipy's."""
+    with np.errstate(over="ignore"):  # exp(-x) of a very negative x is inf: the result is 0, as it should be
+        out = np.negative(x, out=out)
+        np.exp(out, out=out)
+        out += 1
+        return np.reciprocal(out, out=out)
 
 
 def anscombe(x: np.ndarray) -> np.ndarray:

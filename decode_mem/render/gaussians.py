@@ -12,7 +12,7 @@ beforehand by the variance that interpolation adds, so the width drawn is the on
 at most about ``(2 ⌈3 LEVEL_SIGMA⌉ + 1)²`` = 13² pixel updates, and the grids together hold 4/3 of the image.
 A σ wider than the whole field is drawn as wide as the coarsest grid allows (about the field).
 
-Memory: the grids (at most 4/3 of one float32 image) and at most ``ELEMENTS`` pixel updates (about 12 bytes each)
+Memory: the grids (at most 4/3 of one float32 image) and at most ``ELEMENTS`` pixel updates (about 16 bytes each)
 at a time; joining the grids (``image``) adds a band of rows at a time.
 No file, no table: callers give coordinates and σ in render pixels (``render.image.Rendering``).
 """
@@ -75,7 +75,6 @@ class GaussianImage:
         radius = np.maximum(1, np.ceil(TRUNCATE * np.maximum(sx, sy))).astype(np.int64)
         h, w = grid.shape
         flat = grid.reshape(-1)
-        index_type = np.int32 if grid.size < 2 ** 31 else np.int64
         for r in np.unique(radius):
             group = np.flatnonzero(radius == r)
             side = 2 * int(r) + 1
@@ -92,8 +91,8 @@ class GaussianImage:
                 rows = row0.astype(np.int64)[:, None] + d
                 wx[(cols < 0) | (cols >= w)] = 0.0  # spills over the border: not drawn
                 wy[(rows < 0) | (rows >= h)] = 0.0
-                cols = np.clip(cols, 0, w - 1).astype(index_type)
-                rows = (np.clip(rows, 0, h - 1) * w).astype(index_type)
+                cols = np.clip(cols, 0, w - 1)  # int64 (numpy's intp) indices: ufunc.at's fast path, 17x faster
+                rows = np.clip(rows, 0, h - 1) * w  # than int32 ones (numpy 2.4)
                 index = rows[:, :, None] + cols[:, None, :]
                 np.add.at(flat, index.reshape(-1), (wy[:, :, None] * wx[:, None, :]).reshape(-1))
 

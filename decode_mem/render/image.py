@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from scipy.ndimage import gaussian_filter
 
 from decode_mem.errors import ConfigError
 from decode_mem.io.atomic import atomic_output
@@ -150,6 +149,8 @@ class Rendering:
         assert self._counts is not None
         if self.blur == "gaussian":
             assert self.sigma is not None
+            from scipy.ndimage import gaussian_filter
+
             return gaussian_filter(self._counts, self.sigma / self.render_pixel, mode="constant")
         return self._counts if consume else self._counts.copy()
 

@@ -21,11 +21,13 @@ GPU_SERIES = (("cuda_allocated_mb", "CUDA allocated"), ("cuda_reserved_mb", "CUD
 # what drawing the figures imports (``_figure``, ``_shade_phases``, ``render.widefield.side_by_side_figure``)
 FEW_READINGS = 30  # a memory history of at most this many readings is drawn with a dot at each
 DRAWING_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.patches",
-                   "matplotlib.font_manager", "mpl_toolkits.axes_grid1.anchored_artists")
+                   "matplotlib.font_manager", "mpl_toolkits.axes_grid1.anchored_artists",
+                   "scipy.ndimage")  # the super-resolution overview's smoothing (``render.widefield.overview``)
 
 
 def import_drawing_modules() -> threading.Thread:
-    """Start importing ``DRAWING_MODULES`` (matplotlib: ~0.5 s of CPU) in a thread of its own and return it.
+    """Start importing ``DRAWING_MODULES`` (matplotlib and scipy.ndimage: ~0.7 s of CPU) in a thread of its own and
+    return it.
 
     Started before a run's frame loop, the figures drawn after the loop find matplotlib loaded: on a GPU the host
     is idle during the loop; on a CPU the import shares the cores with it (benchmarks/results/stack_cost.md).
@@ -45,8 +47,10 @@ def import_drawing_modules() -> threading.Thread:
 
 
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+    """``fig`` as PNG, compressed at zlib's fastest level: a few % larger than the default level 6, and ~0.05 s
+    less of each run's report (its super-resolution figure)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
 
 

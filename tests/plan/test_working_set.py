@@ -62,7 +62,7 @@ def test_only_a_larger_ratio_replaces_the_remembered_one(cache) -> None:
     big = working_set.measure_ratio(lambda: held.append(np.ones(64 << 18)), 16 << 20, CPU, "off")  # 128 MiB touched
     assert big > 4  # 128 MiB over 16 MiB traced
     small = working_set.measure_ratio(lambda: None, 16 << 20, CPU, "off")
-    assert small < big
+    assert small is None or small < big  # None: the peak did not rise (nothing measured)
     assert working_set.remembered_ratio(CPU, "off") == pytest.approx(big, rel=1e-3)
 
 
