@@ -8,6 +8,7 @@ The report's super-resolution image is a ``ReportImage`` filled from the emitter
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,18 +76,22 @@ class ReportImage:
     ``MAX_RENDER_SIDE`` on the longer side). Memory: 4/3 of the image (at most ``MAX_RENDER_SIDE``² float32) and
     the first localizations until the pixel is chosen, whatever the number of localizations.
 
-    Made before the stack's loop, it also starts importing what drawing the report needs (matplotlib) in a
-    thread of its own (``report.figures.import_drawing_modules``): the report after the loop does not wait for it."""
+    Its first block also starts importing what drawing the report needs (matplotlib, scipy.ndimage) in a thread of
+    its own (``report.figures.import_drawing_modules``): the report after the loop does not wait for it, and the
+    engine's set-up before the first block does not share the interpreter with it."""
 
     def __init__(self, shape_px: tuple[int, int], pixel_size: float) -> None:
         from decode_mem.render.image import Rendering
-        from decode_mem.report.figures import import_drawing_modules
 
-        self.imports = import_drawing_modules()
+        self.imports: threading.Thread | None = None  # started by the first block
         self.rendering = Rendering(shape_px=shape_px, pixel_size=pixel_size, max_side=MAX_RENDER_SIDE)
 
     def add(self, table: Any) -> None:
         """Draw one block's emitters (an ``EmitterTable``) into the image."""
+        if self.imports is None:
+            from decode_mem.report.figures import import_drawing_modules
+
+            self.imports = import_drawing_modules()
         self.rendering.add(table)
 
 

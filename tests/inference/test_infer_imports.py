@@ -28,10 +28,13 @@ def test_help_and_the_start_of_a_run_import_none_of_the_later_libraries() -> Non
 
 
 def test_the_report_image_loads_the_plotting_library_in_a_thread_of_its_own() -> None:
-    """Made before the first stack's loop, the report's image starts importing matplotlib (and scipy.ndimage, which
-    smooths the super-resolution overview) beside it, so that the report after the loop does not wait for the import
-    (the run's start itself stays without them, above)."""
-    code = ("from decode_mem.infer.batch_report import ReportImage; image = ReportImage((64, 64), 100.0); "
+    """The report's image starts importing matplotlib (and scipy.ndimage, which smooths the super-resolution
+    overview) with the first block drawn into it, beside the loop, so that the report after the loop does not wait
+    for the import; made before the loop, it imports nothing yet (the engine's set-up runs alone)."""
+    code = ("from decode_mem.infer.batch_report import ReportImage; from decode_mem.io.table import EmitterTable; "
+            "import sys; image = ReportImage((64, 64), 100.0); "
+            "assert image.imports is None and 'matplotlib' not in sys.modules; "
+            "image.add(EmitterTable.empty()); "
             "assert image.imports.name == 'decode_mem-report-imports'; image.imports.join(); "
-            "import sys; assert 'matplotlib.figure' in sys.modules and 'matplotlib.pyplot' not in sys.modules")
+            "assert 'matplotlib.figure' in sys.modules and 'matplotlib.pyplot' not in sys.modules")
     assert _loaded(code) == ["matplotlib", "scipy"]

@@ -69,3 +69,21 @@ def test_a_field_dependent_model_is_not_normalized_here() -> None:
     cfg = dataclasses.replace(net.config, field_shape=(64, 64))
     with pytest.raises(ValueError, match="across the field"):
         model_arrays.normalize(cfg, np.zeros((1, 8, 8), np.float32), np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_expit_is_the_logistic_function_in_the_arrays_precision(dtype) -> None:
+    """numpy's ``expit`` (a run's start without scipy.special): torch's sigmoid within a few ulp of the result, in the
+    input's precision; saturated ends exact without overflow warnings; ``out`` may be the input itself."""
+    x = np.concatenate([np.random.default_rng(3).normal(0, 8, 10000), [-1e4, -100.0, 0.0, 100.0, 1e4, -np.inf,
+                                                                        np.inf]]).astype(dtype)
+    want = torch.sigmoid(torch.from_numpy(x.astype(np.float64))).numpy()
+    with np.errstate(all="raise"):
+        got = model_arrays.expit(x)
+    assert got.dtype == dtype and got is not x
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(got, want, rtol=4 * eps, atol=np.finfo(dtype).tiny)
+    assert got[-7] == 0.0 and got[-1] == 1.0 and got[-2] == 0.0 and got[-5] == 0.5
+    again = x.copy()
+    assert model_arrays.expit(again, out=again) is again
+    np.testing.assert_array_equal(again, got)
