@@ -26,11 +26,12 @@ DRAWING_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg", "matp
 
 
 def import_drawing_modules() -> threading.Thread:
-    """Start importing ``DRAWING_MODULES`` (matplotlib and scipy.ndimage: ~0.7 s of CPU) in a thread of its own and
-    return it.
+    """Start importing ``DRAWING_MODULES`` (matplotlib ~0.4 s, scipy.ndimage ~0.3 s of CPU) in a thread of its own
+    and return it.
 
-    Started before a run's frame loop, the figures drawn after the loop find matplotlib loaded: on a GPU the host
-    is idle during the loop; on a CPU the import shares the cores with it (benchmarks/results/stack_cost.md).
+    Started with a run's first block (``infer.batch_report.ReportImage``), the figures drawn after the loop find
+    them loaded: on a GPU the host is idle during the loop; on a CPU the import shares the cores with it
+    (benchmarks/results/stack_cost.md).
     A module that fails to import here is left alone: drawing imports it again and raises there.
     """
 
