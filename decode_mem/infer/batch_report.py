@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from decode_mem.io.first_frames import FirstFramesMean
 from decode_mem.io.localizations import FORMATS
 from decode_mem.render.auto import MAX_SIDE as MAX_RENDER_SIDE  # px of the report's image: bounded memory
 
@@ -85,6 +86,9 @@ class ReportImage:
 
         self.imports: threading.Thread | None = None  # started by the first block
         self.rendering = Rendering(shape_px=shape_px, pixel_size=pixel_size, max_side=MAX_RENDER_SIDE)
+        # the widefield image: the stack's first frames as the run reads them (``Backend.emitters``), where it reads
+        # them from frame 0 in this process (not resumed, no cluster); else the report reads them again
+        self.widefield = FirstFramesMean(WIDEFIELD_FRAMES)
 
     def add(self, table: Any) -> None:
         """Draw one block's emitters (an ``EmitterTable``) into the image."""
@@ -145,15 +149,19 @@ def _quality(summary: Any, figures: Mapping[str, bytes]) -> Any:
 
 def _images(summary: Any, superres: ReportImage | None, pixel_size: float) -> Any:
     """The first stack's super-resolution image (``superres``; none when it was not kept) beside the mean of its
-    first ``WIDEFIELD_FRAMES`` frames (reading the whole of a huge stack again would double the run's I/O)."""
+    first ``WIDEFIELD_FRAMES`` frames: summed as the run read them, else read again (reading the whole of a huge
+    stack again would double the run's I/O)."""
     from decode_mem.io.stack import open_stack
     from decode_mem.render import mean_frame
     from decode_mem.report import Images
 
-    settings = summary.extra.get("settings", {})  # opened as the run opened it (its series and damage share)
-    with open_stack(summary.stack, series=settings.get("series"), max_damage=settings.get("max_damage")) as stack:
-        frames = min(stack.shape[0], WIDEFIELD_FRAMES)
-        widefield = mean_frame(stack, max_frames=frames)
+    frames = min(int(summary.extra.get("shape", [0])[0]), WIDEFIELD_FRAMES)
+    widefield, summed = superres.widefield.mean() if superres is not None else (None, 0)
+    if widefield is None or summed != frames:  # not summed as the run read them: read again
+        settings = summary.extra.get("settings", {})  # opened as the run opened it (its series and damage share)
+        with open_stack(summary.stack, series=settings.get("series"), max_damage=settings.get("max_damage")) as stack:
+            frames = min(stack.shape[0], WIDEFIELD_FRAMES)
+            widefield = mean_frame(stack, max_frames=frames)
     if superres is None:
         return Images(pixel_size, widefield, n_frames=frames)
     image = superres.rendering.image(consume=True)

@@ -39,6 +39,7 @@ from decode_mem.infer.work import EngineSettings, StackJob, cached_model, stream
 from decode_mem.io.atomic import remove_path
 from decode_mem.io.camera import Camera
 from decode_mem.io.damage import Damage, DamageLog
+from decode_mem.io.first_frames import FirstFramesMean, SummingReads
 from decode_mem.io.metadata import CameraRequest, camera_gaps, camera_text
 from decode_mem.io.provenance import generated_by
 from decode_mem.io.stack import open_stack
@@ -241,7 +242,8 @@ def _one_stack(cfg: InferConfig, backend: _Backend, job: StackJob, writer_option
                     obs.block_done(job.stem, start, None)
                 if obs.stop_requested():  # a Cancel pressed before this stack's first block
                     raise Stopped("stop requested")
-                for table, n_frames, worker_peak, result in backend.emitters(job, peak, sizes, outs.prob_map, start):
+                for table, n_frames, worker_peak, result in backend.emitters(
+                        job, peak, sizes, outs.prob_map, start, first=image.widefield if image is not None else None):
                     # how the frames are cut and computed (a resumed run does the same); a new dict: the writer
                     # thread saves it
                     if stop == start and str(sizes.get("engine", "")).startswith("auto"):
@@ -360,10 +362,12 @@ class _Backend:
         return self._reading.get(stem)
 
     def emitters(self, job: StackJob, peak: _Peak, sizes: dict[str, Any], prob_map: Any = None,
-                 start: int = 0) -> Iterator[tuple[EmitterTable, int, float | None, Any]]:
+                 start: int = 0, first: FirstFramesMean | None = None) -> Iterator[tuple[EmitterTable, int,
+                                                                                        float | None, Any]]:
         """``(table, frames it covers, peak RssAnon of the process that made it, BlockResult or None)`` in frame
         order from frame ``start`` on; ``sizes`` receives the chosen tile/batch sizes and why (in this process;
-        dask workers choose their own)."""
+        dask workers choose their own); ``first`` sums the stack's first frames as they are read, where they are
+        read here from frame 0."""
         if self._dask is not None:
             for table, n_frames, worker_peak in self._dask.emitters(job):
                 yield table, n_frames, worker_peak, None
@@ -392,6 +396,8 @@ class _Backend:
             # a resumed stack: frames start .. T-1, their context the real frames around them (the blocks, hence
             # the emitters, of one pass over the whole stack)
             source = FrameRange(stack, start, job.shape[0]) if start else stack
+            if first is not None and not start:  # the report's widefield image, without reading the frames again
+                source = SummingReads(source, first)
             for table in stream_emitters(source, job.settings, on_block=on_block, on_plan=on_plan,
                                          prob_map=prob_map):
                 result = done.pop() if done else None

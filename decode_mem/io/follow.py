@@ -28,6 +28,7 @@ import numpy as np
 from decode_mem.errors import StackError
 from decode_mem.io.blocks import pad_edges
 from decode_mem.io.damage import DamageLog, finite_median, repair_frames
+from decode_mem.io.first_frames import FirstFramesMean
 
 UNKNOWN_LENGTH = 2**31 - 1  # ``shape[0]`` of a followed stack: its length is not known until it ends
 POLL_S = 0.05
@@ -113,15 +114,14 @@ class FollowedStack:
                  on_wait: Callable[[float | None], None] | None = None) -> None:
         self.growing, self.idle_timeout, self.start = growing, float(idle_timeout), int(start)
         self.widefield_frames = int(widefield_frames)
-        self._sum: np.ndarray | None = None
-        self._summed = 0
+        self._first = FirstFramesMean(self.widefield_frames)  # the widefield image: the first frames read
         self.poll_s, self.clock, self.sleep = poll_s, clock, sleep
         self.available = 0
         self.ended = False
         self._abandoned = threading.Event()  # set by ``stop_waiting``: the reader has gone
         self.ended_by = ""  # 'idle' once the writer was quiet for idle_timeout
         self.arrivals: deque[tuple[int, float]] = deque()  # (frames complete, when first seen), increasing
-        self._lock = threading.Lock()  # the arrivals and the widefield sum, read by another thread
+        self._lock = threading.Lock()  # the arrivals, read by another thread
         self._io = threading.RLock()  # the reader: polled by the engine's prefetch thread and, for the lag, the caller
         self._activity: Any = None
         self._last_change = clock()
@@ -257,23 +257,15 @@ class FollowedStack:
             t1 = min(t0 + length, n)
             lo, hi = max(t0 - context, 0), min(t1 + context, n)
             frames = self.read(lo, hi)
-            self._add_widefield(frames[t0 - lo: t1 - lo])
+            self._first.add(frames[t0 - lo: t1 - lo])
             self.forget_before(max(t1 - context, 0))
             yield t0, pad_edges(frames, t0, t1, lo, hi, context)
             t0 = t1
 
-    def _add_widefield(self, core: np.ndarray) -> None:
-        take = core[: max(0, self.widefield_frames - self._summed)]
-        if len(take):
-            total = take.sum(axis=0, dtype=np.float64)
-            with self._lock:
-                self._sum = total if self._sum is None else self._sum + total
-                self._summed += len(take)
-
     def widefield(self) -> tuple[np.ndarray | None, int]:
         """(mean of the first frames read, how many), or (None, 0) before any."""
-        with self._lock:
-            return (None, 0) if self._sum is None else ((self._sum / self._summed).astype(np.float32), self._summed)
+        mean, n = self._first.mean()
+        return (None, 0) if mean is None else (mean.astype(np.float32), n)
 
     def close(self) -> None:
         with self._io:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from decode_mem.io.atomic import atomic_output
+from decode_mem.io.first_frames import FirstFramesMean
 from decode_mem.io.stack import Stack, open_stack
 from decode_mem.render.auto import binned, zoom_square
 
@@ -40,15 +41,15 @@ def mean_frame(stack: str | os.PathLike | Stack, max_frames: int | None = None) 
             return mean_frame(s, max_frames)
     t, h, w = stack.shape
     n = t if max_frames is None else max(0, min(t, int(max_frames)))
-    total = np.zeros((h, w), np.float64)
-    done = 0
+    first = FirstFramesMean(n)  # the same sums as a run's report makes of the frames it reads
     for _, frames in stack.blocks(max(1, BLOCK_PIXELS // (h * w)), context=0):
-        take = frames[: n - done]
-        total += take.sum(axis=0, dtype=np.float64)
-        done += len(take)
-        if done >= n:
+        if n == 0:
             break
-    return total / max(n, 1)
+        first.add(frames)
+        if first.count >= n:
+            break
+    mean, _ = first.mean()
+    return np.zeros((h, w), np.float64) if mean is None else mean
 
 
 def display_range(image: np.ndarray, low: float = 0.5, high: float = 99.8) -> tuple[float, float]:
