@@ -164,3 +164,22 @@ def test_the_correction_fit_recovers_a_known_map() -> None:
             assert coef[ch] == pytest.approx([1.0, 0.0], abs=1e-6)
         else:
             assert coef[ch] == pytest.approx([float(a[ch]), float(b[ch])], abs=1e-4), ch
+
+
+def test_the_quantizing_child_declines_nncf_and_openvino_telemetry(monkeypatch, tmp_path) -> None:
+    """NNCF and OpenVINO send usage telemetry from a quantization unless ``CI`` is 'true' (``openvino_telemetry``'s
+    ``disable_in_ci``): the child that quantizes for the user runs with it."""
+    import os
+    import subprocess
+
+    seen = {}
+
+    def run(args, **kwargs):
+        seen.update(kwargs)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(int8.subprocess, "run", run)
+    net = torch.nn.Linear(1, 1)
+    net.config = None
+    int8.write_in_child(net, {}, tmp_path, 1)
+    assert seen["env"]["CI"] == "true" and seen["env"].get("PATH") == os.environ.get("PATH")  # the rest as it is
