@@ -330,9 +330,12 @@ def test_cli_plans_a_runtimes_working_set(capsys) -> None:
     assert "--engine: only for inference" in capsys.readouterr().err
 
 
-def test_auto_streams_keep_the_sizes_of_one_stream_or_refuse(small: DecodeNet) -> None:
+def test_auto_streams_keep_the_sizes_of_one_stream_or_refuse(small: DecodeNet, tmp_path, monkeypatch) -> None:
     """Streams get the tiles and batch one stream would get (smaller tiles would cost more than the streams
-    gain), with memory planned for all of them; where those sizes do not fit, a clear error instead."""
+    gain), with memory planned for all of them; where those sizes do not fit, a clear error instead. Planned from
+    the trace alone: a cache of its own (a working-set ratio another test of the worker measured, e.g. 8x, made one
+    stream's sizes too big for two streams in 2 GiB)."""
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "cache" / "throughput.json"))
     one = choose_sizes(small, (512, 512), memory_limit=2**31, probe=False)
     two = choose_sizes(small, (512, 512), memory_limit=2**31, probe=False, streams=2)
     assert (two.plan.chunk_size, two.plan.batch_size) == (one.plan.chunk_size, one.plan.batch_size)
