@@ -74,8 +74,9 @@ class ReportImage:
     """The report's super-resolution image of one stack, drawn from its emitters as they are written: ``add(table)``
     per block. As ``render`` draws a file (``render.image.Rendering``): each localization a Gaussian of its own
     precision, on pixels of about half the median precision of the first localizations (at most
-    ``MAX_RENDER_SIDE`` on the longer side). Memory: 4/3 of the image (at most ``MAX_RENDER_SIDE``² float32) and
-    the first localizations until the pixel is chosen, whatever the number of localizations.
+    ``MAX_RENDER_SIDE`` on the longer side). Memory: 4/3 of the image (at most ``MAX_RENDER_SIDE``² float32), the
+    first localizations until the pixel is chosen, whatever the number of localizations, and the widefield image's
+    sums (one camera frame, 4 or 8 bytes a pixel, and a block's sum while it is added: ``io.first_frames``).
 
     Its first block also starts importing what drawing the report needs (matplotlib, scipy.ndimage) in a thread of
     its own (``report.figures.import_drawing_modules``): the report after the loop does not wait for it, and the

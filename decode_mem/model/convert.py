@@ -64,21 +64,25 @@ def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:
     return ff, tp
 
 
+TELEMETRY_DECLINED = {"CI": "true"}  # the environment in which openvino_telemetry (OpenVINO's, NNCF's) sends nothing
+
+
 @contextlib.contextmanager
 def _openvino_telemetry_declined() -> Iterator[None]:
     """OpenVINO's model conversion declines to send its usage telemetry inside (``openvino_telemetry`` declines where
     ``CI`` is 'true'; decode_mem converts a network for the user, who did not ask OpenVINO for it). Unasked, it sends
     from processes it forks out of a thread: in a process with threads a fork can inherit a held lock, and a suite run
     hung in ``compile_model`` beside such children (2026-12-07, py-spy: ``GA4Backend.send`` -> ``Process.start``)."""
-    before = os.environ.get("CI")
-    os.environ["CI"] = "true"
+    before = {name: os.environ.get(name) for name in TELEMETRY_DECLINED}
+    os.environ.update(TELEMETRY_DECLINED)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("CI", None)
-        else:
-            os.environ["CI"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def onnx_bytes(module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str]) -> bytes:

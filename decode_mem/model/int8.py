@@ -159,10 +159,11 @@ def write_in_child(net: Any, simulation: dict[str, Any], folder: Path, threads: 
     folder = Path(folder)
     torch.save({"config": net.config, "state": {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()},
                 "simulation": simulation, "threads": int(threads)}, folder / "input.pt")
+    from decode_mem.model.convert import TELEMETRY_DECLINED  # NNCF's and OpenVINO's: the user asked for neither
+
     code = "import sys; from decode_mem.model.int8 import _child; _child(sys.argv[1])"
-    # NNCF and OpenVINO decline their usage telemetry where CI is 'true' (``model.convert``): the user asked neither
     done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True,
-                          env={**os.environ, "CI": "true"})
+                          env={**os.environ, **TELEMETRY_DECLINED})
     (folder / "input.pt").unlink(missing_ok=True)
     if done.returncode != 0:
         lines = [line for line in (done.stderr or "").splitlines() if line.strip()]

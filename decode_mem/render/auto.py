@@ -77,7 +77,8 @@ def binned(image: np.ndarray, max_side: int) -> tuple[np.ndarray, int]:
     if f == 1:
         return image, 1
     h, w = (n // f for n in image.shape)
-    # rows first (each sum adds whole contiguous rows), then columns: 6x faster than one sum over axes (1, 3)
+    # rows first (each sum adds whole contiguous rows), then columns: 0.003 s against 0.017 s for one sum over axes
+    # (1, 3) of a 2560² image on the 2-core AMD EPYC (docs/developers.md)
     rows = image[: h * f, : w * f].reshape(h, f, w * f).sum(axis=1, dtype=np.float32)
     return np.add.reduceat(rows, np.arange(0, w * f, f), axis=1), f
 

@@ -42,9 +42,8 @@ def mean_frame(stack: str | os.PathLike | Stack, max_frames: int | None = None) 
     t, h, w = stack.shape
     n = t if max_frames is None else max(0, min(t, int(max_frames)))
     first = FirstFramesMean(n)  # the same sums as a run's report makes of the frames it reads
-    for _, frames in stack.blocks(max(1, BLOCK_PIXELS // (h * w)), context=0):
-        if n == 0:
-            break
+    blocks = stack.blocks(max(1, BLOCK_PIXELS // (h * w)), context=0) if n else ()
+    for _, frames in blocks:
         first.add(frames)
         if first.count >= n:
             break

@@ -48,8 +48,8 @@ def import_drawing_modules() -> threading.Thread:
 
 
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
-    """``fig`` as PNG, compressed at zlib's fastest level: a few % larger than the default level 6, and ~0.05 s
-    less of each run's report (its super-resolution figure)."""
+    """``fig`` as PNG, compressed at zlib's fastest level: 5 % larger than the default level 6, and the report's
+    super-resolution figure in 0.15 s instead of 0.21 s on the 2-core AMD EPYC (docs/developers.md)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
