@@ -17,6 +17,9 @@ Host (RssAnon) = the process's baseline (Python, torch, the model and its optimi
   (A fixed small mmap threshold would make the heap exact, at the price of fresh pages for every tensor.)
 Device (CUDA) = the parameters, the optimizer's terms and the larger working set, the micro-batch's inputs
 included (the CUDA allocator's ``max_memory_allocated`` counts the same tensors).
+A distillation's teacher (``TrainConfig.teacher``) adds, on either, its parameters and its traced forward on a
+micro-batch without gradients (its output is held through the student's step; its working set before it is
+transient, so the sum is an upper bound).
 
 The loss's working set grows with the number of target slots it compares with every pixel: planned as the
 in-frame emitter count that a batch's busiest frame reaches over a long run (mean + ``SLOT_SIGMAS``·sqrt(mean)),
@@ -68,6 +71,8 @@ class TrainingPlan:
     batch_bytes: int  # one simulated whole-frame batch
     val_set_bytes: int
     baseline_bytes: int
+    teacher_bytes: int = 0  # a distillation's teacher: its parameters and its forward on a micro-batch
+
 
     @property
     def optimizer_bytes(self) -> int:
@@ -93,14 +98,14 @@ class TrainingPlan:
     def host_bytes(self) -> int:
         host = self.baseline_bytes + self.data_bytes
         if self.device == "cpu":
-            host += self.optimizer_bytes + self.network_host_bytes + ALLOCATOR_SLACK
+            host += self.optimizer_bytes + self.network_host_bytes + self.teacher_bytes + ALLOCATOR_SLACK
         return host
 
     @property
     def device_bytes(self) -> int:
         if self.device == "cpu":
             return 0
-        return self.parameter_bytes + self.optimizer_bytes + self.network_bytes + self.input_bytes
+        return self.parameter_bytes + self.optimizer_bytes + self.network_bytes + self.input_bytes + self.teacher_bytes
 
     @property
     def need_bytes(self) -> int:
@@ -111,7 +116,8 @@ class TrainingPlan:
         mib = {"predicted_host_mib": self.host_bytes, "predicted_device_mib": self.device_bytes,
                "baseline_mib": self.baseline_bytes, "data_mib": self.data_bytes,
                "optimizer_mib": self.optimizer_bytes, "train_mib": self.train_bytes,
-               "train_heap_mib": self.train_heap_bytes, "validation_mib": self.validation_bytes}
+               "train_heap_mib": self.train_heap_bytes, "validation_mib": self.validation_bytes,
+               "teacher_mib": self.teacher_bytes}
         return {"frame_shape": list(self.frame_shape), "crop_shape": list(self.crop_shape),
                 "batch_size": self.batch_size, "accumulation_steps": self.accumulation_steps,
                 "val_size": self.val_size, "amp": self.amp, "device": self.device, "slots": self.slots,
@@ -129,11 +135,13 @@ def planned_slots(simulation: SimulationConfig, shape: tuple[int, int] | None = 
 
 def plan_training(net: DecodeNet, simulation: SimulationConfig, *, batch_size: int, chunk_size: int | None = None,
                   accumulation_steps: int = 1, val_size: int = 64, amp: str | None = "off",
-                  device: str | torch.device = "cpu", baseline_bytes: int = 0) -> TrainingPlan:
+                  device: str | torch.device = "cpu", baseline_bytes: int = 0,
+                  teacher: DecodeNet | None = None) -> TrainingPlan:
     """Predict the peak memory of ``decode_mem.train`` with these settings (nothing real is allocated).
 
     ``chunk_size``: the training crop side (already aligned), None for whole frames. ``baseline_bytes``: the
-    process's RssAnon with the model and optimizer built, measured by the caller.
+    process's RssAnon with the model and optimizer built, measured by the caller. ``teacher``: a distillation's
+    teacher network (module docstring).
     """
     device = torch.device(device)
     amp_name = executor_amp(amp, device)
@@ -145,19 +153,27 @@ def plan_training(net: DecodeNet, simulation: SimulationConfig, *, batch_size: i
     train, train_heap = _traced(net, loss_fn, (b, *crop), slots, amp_name, device, training=True)
     validation, _ = _traced(net, loss_fn, (min(b, int(val_size)), h, w), val_slots, amp_name, device,
                             training=False)
-    parameters = sum(p.numel() * p.element_size() for p in net.parameters())
+    parameters = _parameter_bytes(net)
+    teacher_bytes = 0
+    if teacher is not None:
+        teacher_bytes = _parameter_bytes(teacher) + _traced(teacher, None, (b, *crop), 0, amp_name, device,
+                                                            training=False)[0]
     per_window = 4 * ((WINDOW + 2) * h * w + simulation.k_max * 4) + simulation.k_max  # frames, bg, read_var, em, mask
     crop_inputs = 4 * b * ((WINDOW + 2) * crop[0] * crop[1] + slots * 4) + b * slots
     return TrainingPlan((h, w), crop, b, int(accumulation_steps), int(val_size), amp_name, device.type, slots,
                         val_slots, int(parameters), train, train_heap, validation, int(crop_inputs), b * per_window,
-                        int(val_size) * per_window, int(baseline_bytes))
+                        int(val_size) * per_window, int(baseline_bytes), int(teacher_bytes))
 
 
-def _traced(net: DecodeNet, loss_fn: DecodeLoss, shape: tuple[int, int, int], slots: int, amp: str,
+def _parameter_bytes(net: DecodeNet) -> int:
+    return int(sum(p.numel() * p.element_size() for p in net.parameters()))
+
+
+def _traced(net: DecodeNet, loss_fn: DecodeLoss | None, shape: tuple[int, int, int], slots: int, amp: str,
             device: torch.device, *, training: bool) -> tuple[int, int]:
     """(peak bytes, peak bytes of heap-sized storages) above the inputs of a training micro-batch (forward,
     loss, backward) or of a validation batch (forward and loss, no gradients), traced on fake tensors
-    (remembered)."""
+    (remembered). Without ``loss_fn``: the forward alone, no gradients (a distillation's teacher)."""
     n, h, w = shape
     if n == 0:
         return 0, 0
@@ -175,12 +191,14 @@ def _traced(net: DecodeNet, loss_fn: DecodeLoss, shape: tuple[int, int, int], sl
             with torch.set_grad_enabled(training):
                 with autocast(device, resolve_amp(amp, device)):
                     output = fake(frames, read_var=read_var, level=level)
-                terms = loss_fn(output, em, mask, bg, compact=False)
-                if training:
-                    terms.total.backward()
+                if loss_fn is not None:
+                    terms = loss_fn(output, em, mask, bg, compact=False)
+                    if training:
+                        terms.total.backward()
             return [int(counter.peak - inputs), int(counter.heap_peak - heap_inputs)]
 
-    what = "training step" if training else "validation batch"  # each remembered as [peak, heap peak]
+    what = "training step" if training else "validation batch" if loss_fn is not None else "forward"
+    # each remembered as [peak, heap peak]
     peak, heap = remembered_trace(net, [what, [n, h, w], slots, amp, device.type], trace)
     return int(peak), int(heap)
 

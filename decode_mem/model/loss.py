@@ -198,6 +198,27 @@ def _loc_nll(
     return -torch.where(mask, log_lik, torch.zeros((), device=out.device)).sum(dim=1)
 
 
+def detection_distillation(output: torch.Tensor, teacher_output: torch.Tensor) -> torch.Tensor:
+    """A teacher network's detections as soft targets: per frame, the sum over pixels of the Bernoulli KL
+    divergence ``KL(p_teacher || p_student)`` of the two detection probabilities, averaged over the frames (0 where
+    the student detects as the teacher does; the teacher gets no gradient).
+
+    Knowledge distillation (Hinton et al., 2015) on the channel that decides what is found: a small network
+    trained on the truth alone trails the larger one in detection (Jaccard), and the teacher's probabilities say
+    how sure a detection can be on each window, which a 0/1 truth does not. Float32, autocast off."""
+    if output.shape != teacher_output.shape:
+        raise ValueError(f"teacher output {tuple(teacher_output.shape)} != student output {tuple(output.shape)}")
+    with torch.autocast(device_type=output.device.type, enabled=False):
+        i = CHANNEL_INDEX["p_logit"]
+        student = output[:, i].float()
+        teacher = teacher_output[:, i].detach().float()
+        p_t = torch.sigmoid(teacher)
+        # KL(Bern(p_t) || Bern(p_s)) from logits: p_t (log p_t - log p_s) + (1 - p_t)(log(1-p_t) - log(1-p_s))
+        kl = (p_t * (F.logsigmoid(teacher) - F.logsigmoid(student))
+              + (1.0 - p_t) * (F.logsigmoid(-teacher) - F.logsigmoid(-student)))
+        return kl.sum(dim=(1, 2)).mean()
+
+
 class DecodeLoss(nn.Module):
     """``decode_loss`` as a module holding the config and the model's scales.
 

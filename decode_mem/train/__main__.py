@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(run_, "--trainable", nargs="+", metavar="PATTERN",
         help="train only the parameters whose names match these globs, the rest frozen; a pattern may end with "
              "output rows, e.g. 'heads.sigma.2.weight[0]' (default: every parameter)")
+    add(run_, "--teacher", metavar="MODEL",
+        help="a trained model whose detections the network also learns (knowledge distillation; same input "
+             "normalization), e.g. the small model for the light one (default: none)")
+    add(run_, "--teacher_weight", type=float,
+        help="weight of the teacher's term in the loss, dimensionless, >= 0 (default: the config's, else 1)")
     mem = p.add_argument_group("memory")
     mem.add_argument("--amp", choices=AMP_CHOICES,
                      help="mixed precision: auto (default: CUDA, or a CPU with native bf16), bf16, fp16 (CUDA), off")
@@ -70,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "trainable", "val_every", "log_every",
+OVERRIDES = ("out", "steps", "batch_size", "accumulation_steps", "lr", "seed", "trainable", "teacher",
+             "teacher_weight", "val_every", "log_every",
              "checkpoint_every", "resume", "max_minutes", "amp", "use_chunking", "crop_size", "memory_limit",
              "grad_checkpointing", "memory_tracking", "memory_log_file", "device", "num_workers", "threads", "quiet")
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class TrainConfig:
     lr_decay_to: float | None = None  # with max_minutes: lr falls linearly with the run's training time, to
     # lr_decay_to times its StepLR value at max_minutes (training on a time budget); None: StepLR alone
     init_from: str | None = None  # start from this checkpoint's weights (same model config): fine-tuning
+    teacher: str | None = None  # a trained model (same input normalization) whose detections the student also
+    # follows: knowledge distillation (model.loss.detection_distillation), e.g. the light model from the small one
+    teacher_weight: float = 1.0  # weight of the distillation term in the loss (with teacher)
     trainable: tuple[str, ...] | None = None  # parameter-name patterns that train, the rest frozen (train.trainable)
     size_jitter: int = 3  # px: training frames are frame_size minus 0..size_jitter px per axis (any padding)
     level_jitter: float = 0.5  # std of the noise added to each training frame's level (transform units)
@@ -83,6 +87,9 @@ class TrainConfig:
             if self.max_minutes is None:
                 raise ConfigError("train.lr_decay_to decays the learning rate over max_minutes: set max_minutes")
             check_lr_decay_to("train.lr_decay_to", self.lr_decay_to)
+        if isinstance(self.teacher_weight, bool) or not isinstance(self.teacher_weight, (int, float)) \
+                or not math.isfinite(self.teacher_weight) or self.teacher_weight < 0:
+            raise ConfigError(f"train.teacher_weight must be a finite number >= 0, got {self.teacher_weight!r}")
         if self.trainable is not None:
             parse_trainable(self.trainable)  # a malformed pattern: one line now, not after the set-up
             object.__setattr__(self, "trainable", tuple(self.trainable))  # a YAML list compares equal on resume

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-LOG_COLUMNS = ("step", "time_s", "lr", "loss", "count", "loc", "bg", "grad_norm", "val_loss", "val_count",
+LOG_COLUMNS = ("step", "time_s", "lr", "loss", "count", "loc", "bg", "distill", "grad_norm", "val_loss", "val_count",
                "val_loc", "val_bg", "jaccard", "recall", "precision", "rmse_lat", "rmse_ax")
 
 

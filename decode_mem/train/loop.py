@@ -94,16 +94,17 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
         start = restore_state(out / CHECKPOINT, cfg, net, optimizer, scheduler, scaler, device)
     elif cfg.init_from:  # fine-tuning: the weights of another model of the same architecture
         init_weights(net, cfg.init_from)
+    teacher = load_teacher(cfg.teacher, net, device) if cfg.teacher else None
     model = net
     if rank.distributed:  # gradients averaged over the ranks: the step of one process with the global batch
         model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
 
     # -- memory: the planned peak (decode_mem.footprint) chooses 'auto' crops and refuses what cannot fit
     val_size = cfg.val_size if rank.is_main else 0
-    chunk = resolve_chunk_size(cfg, net, device, val_size=val_size)
+    chunk = resolve_chunk_size(cfg, net, device, val_size=val_size, teacher=teacher)
     if rank.distributed:  # every rank must cut the same crops (the same number of micro-batches)
         chunk = distributed.agree(chunk)
-    plan = plan_for(cfg, net, device, chunk, val_size=val_size)
+    plan = plan_for(cfg, net, device, chunk, val_size=val_size, teacher=teacher)
     check_fits(plan, cfg.memory_limit)
     if rank.is_main:
         with atomic_output(out / MEMORY_PLAN_FILE) as tmp:
@@ -131,7 +132,8 @@ def _fit(cfg: TrainConfig, rank: Rank, device: torch.device, on_step: OnStep | N
                 micro = (crop for _ in range(cfg.accumulation_steps)
                          for crop in chunk_batch(with_levels(next(batches), net, cfg.level_jitter), chunk))
                 row: dict[str, Any] = train_step(model, loss_fn, micro, n_micro, optimizer, scaler, device=device,
-                                                 amp_dtype=amp_dtype, grad_clip=cfg.grad_clip)
+                                                 amp_dtype=amp_dtype, grad_clip=cfg.grad_clip, teacher=teacher,
+                                                 teacher_weight=cfg.teacher_weight)
                 row.update(step=step + 1, time_s=time.perf_counter() - t0, lr=optimizer.param_groups[0]["lr"])
                 scheduler.step()
                 if not math.isfinite(row["loss"]):
@@ -199,6 +201,26 @@ def init_weights(net: DecodeNet, path: str) -> None:
         differ = {k: v for k, v in theirs.items() if ours.get(k) != v}
         raise CheckpointError(f"{path}: cannot fine-tune from it, its model differs: {differ}")
     net.load_state_dict(build_net(state, path).state_dict())
+
+
+TEACHER_SAME = ("use_z", "input_transform", "input_offset", "input_scale")
+"""What a teacher must share with the student: its inputs (one level per frame, computed by the student's
+normalization, goes to both) and the meaning of its outputs."""
+
+
+def load_teacher(path: str, net: DecodeNet, device: torch.device) -> DecodeNet:
+    """The teacher of a distillation (``TrainConfig.teacher``): a trained network in eval mode without gradients;
+    one that reads its inputs otherwise, or predicts z where the student does not, is a CheckpointError."""
+    teacher = build_net(load_checkpoint(path), path)
+    differ = {k: getattr(teacher.config, k) for k in TEACHER_SAME
+              if getattr(teacher.config, k) != getattr(net.config, k)}
+    if differ:
+        raise CheckpointError(f"{path}: cannot teach this network, its inputs or outputs differ: {differ} (the "
+                              f"network's: { {k: getattr(net.config, k) for k in differ} })")
+    teacher.to(device).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
 
 
 def with_levels(batch: dict[str, torch.Tensor], net: DecodeNet, jitter: float) -> dict[str, torch.Tensor]:

@@ -22,7 +22,7 @@ CHUNKS = (1024, 512, 256, 128, 64, 32)  # crop sides tried below the frame, larg
 
 
 def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *, val_size: int | None = None,
-                       baseline_bytes: int | None = None) -> int | None:
+                       baseline_bytes: int | None = None, teacher: DecodeNet | None = None) -> int | None:
     """Crop side for training, or None when chunking is off (whole frames). ``'auto'``: the largest aligned
     crop (the frame itself first) whose plan fits ``memory_budget``'s modest default (counted above
     ``baseline_bytes``) or ``cfg.memory_limit``, less ``PLAN_HEADROOM`` (``with_headroom``); the smallest candidate
@@ -37,15 +37,18 @@ def resolve_chunk_size(cfg: TrainConfig, net: DecodeNet, device: torch.device, *
     baseline = rss_anon_bytes() if baseline_bytes is None else baseline_bytes
     budget = with_headroom(memory_budget(device, cfg.memory_limit, baseline_bytes=baseline)[0], baseline, device)
     for chunk in candidates:
-        if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline).need_bytes <= budget:
+        if plan_for(cfg, net, device, chunk, val_size=val_size, baseline_bytes=baseline,
+                    teacher=teacher).need_bytes <= budget:
             return chunk
     return candidates[-1]
 
 
 def plan_for(cfg: TrainConfig, net: DecodeNet, device: torch.device, chunk: int | None, *,
-             val_size: int | None = None, baseline_bytes: int | None = None) -> TrainingPlan:
-    """The training plan of ``cfg`` with crops of ``chunk`` px (None: whole frames) on ``device``."""
-    return plan_training(net, cfg.simulation, batch_size=cfg.batch_size, chunk_size=chunk,
+             val_size: int | None = None, baseline_bytes: int | None = None,
+             teacher: DecodeNet | None = None) -> TrainingPlan:
+    """The training plan of ``cfg`` with crops of ``chunk`` px (None: whole frames) on ``device``, with the
+    distillation's ``teacher`` where there is one."""
+    return plan_training(net, cfg.simulation, batch_size=cfg.batch_size, chunk_size=chunk, teacher=teacher,
                          accumulation_steps=cfg.accumulation_steps,
                          val_size=cfg.val_size if val_size is None else val_size, amp=cfg.amp, device=device,
                          baseline_bytes=rss_anon_bytes() if baseline_bytes is None else baseline_bytes)

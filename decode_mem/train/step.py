@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from decode_mem.model.loss import LossTerms
+from decode_mem.model.loss import LossTerms, detection_distillation
 from decode_mem.model.precision import autocast
 
 Batch = dict[str, torch.Tensor]
@@ -36,6 +36,8 @@ def train_step(
     device: torch.device,
     amp_dtype: torch.dtype | None,
     grad_clip: float | None,
+    teacher: nn.Module | None = None,
+    teacher_weight: float = 1.0,
 ) -> dict[str, float]:
     """Accumulate gradients over ``n_micro`` micro-batches, then clip and step once.
 
@@ -44,20 +46,28 @@ def train_step(
     Only one micro-batch is on the device at a time, so device memory is set by the micro-batch (crop).
     A ``DistributedDataParallel`` model averages the gradients over the ranks once, after the last micro-batch
     (``no_sync`` before it).
+    ``teacher``: a trained network (eval mode, no gradients) whose detections the loss also follows, weighted
+    by ``teacher_weight`` (``model.loss.detection_distillation``); logged as ``distill``.
     """
     model.train()
-    sums = torch.zeros(4, device=device)
+    sums = torch.zeros(5, device=device)
     seen = 0
     for batch in micro_batches:
         batch = to_device(batch, device)
         defer = isinstance(model, DistributedDataParallel) and seen < n_micro - 1
         with model.no_sync() if defer else nullcontext():
+            inputs = dict(read_var=batch.get("read_var"), level=batch.get("level"), **_place(batch))
             with autocast(device, amp_dtype):
-                output = model(batch["frames"], read_var=batch.get("read_var"), level=batch.get("level"),
-                               **_place(batch))
+                output = model(batch["frames"], **inputs)
             terms = loss_fn(output, batch["em"], batch["mask"], batch["bg"])  # fp32 inside
-            scaler.scale(terms.total / n_micro).backward()
-        sums += torch.stack([terms.total, terms.count, terms.loc, terms.bg]).detach() / n_micro
+            total, distill = terms.total, torch.zeros((), device=device)
+            if teacher is not None:
+                with torch.no_grad(), autocast(device, amp_dtype):
+                    teacher_output = teacher(batch["frames"], **inputs)
+                distill = detection_distillation(output, teacher_output)
+                total = total + teacher_weight * distill
+            scaler.scale(total / n_micro).backward()
+        sums += torch.stack([total, terms.count, terms.loc, terms.bg, distill]).detach() / n_micro
         seen += 1
     if seen != n_micro:
         raise RuntimeError(f"train_step: expected {n_micro} micro-batches, got {seen}")
@@ -66,8 +76,11 @@ def train_step(
     scaler.step(optimizer)  # skipped by the scaler if fp16 gradients overflowed
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    total, count, loc, bg = sums.tolist()
-    return {"loss": total, "count": count, "loc": loc, "bg": bg, "grad_norm": float(norm)}
+    total, count, loc, bg, distill = sums.tolist()
+    row = {"loss": total, "count": count, "loc": loc, "bg": bg, "grad_norm": float(norm)}
+    if teacher is not None:
+        row["distill"] = distill
+    return row
 
 
 def _place(batch: Batch) -> dict[str, torch.Tensor]:
