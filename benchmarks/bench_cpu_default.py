@@ -247,6 +247,8 @@ def measure(args: argparse.Namespace) -> dict:
     from picasso_runner import find_picasso_python, picasso_version
 
     at, load0, t_all = commit(), load_average(), time.perf_counter()
+    from decode_mem.model.trained import file_sha256
+
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     python = find_picasso_python(args.picasso_python)
     densities = [float(d) for d in args.densities.split(",")]
@@ -255,6 +257,9 @@ def measure(args: argparse.Namespace) -> dict:
     frames_of = {s: frames_of[s] for s in sides}
     rec: dict = {"command": args.command, "started": started, "model": args.model or DEFAULT_MODEL,
                  "compare_model": args.compare_model,
+                 # which files were measured, for a verdict that holds for them only (light_verdict.py)
+                 "model_sha256": file_sha256(args.model) if args.model else None,
+                 "compare_model_sha256": file_sha256(args.compare_model) if args.compare_model else None,
                  "cpu": cpu_kind(), "densities": densities, "sides": sides,
                  "frames": {str(s): n for s, n in frames_of.items()},
                  "repeats": args.repeats, "first_runs": [], "rows": [], "tuning": {}}

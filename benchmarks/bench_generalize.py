@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     python = find_picasso_python(args.picasso_python)
     rows = []
     t_all = time.perf_counter()
+    models = {"generalist": args.model, "wide": args.wide, "light": args.light, "narrow": args.narrow}
     with tempfile.TemporaryDirectory(prefix="bench_generalize_") as tmp:
         work = Path(tmp)
         for i, (name, params) in enumerate(VARIANTS.items()):
@@ -125,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
             camera = Camera.from_dict(load_yaml(cam_yaml, section="camera"), base_dir=cam_yaml.parent)
             row = {"name": name, "params": params, "n_gt": len(movies["test"][1]), "pixel_size": px,
                    "camera": camera.kind + (" + maps" if camera.has_maps else "")}
-            models = {"generalist": args.model, "wide": args.wide, "light": args.light, "narrow": args.narrow}
             for key, model in ((k, m) for k, m in models.items() if k not in OPTIONAL or (m and Path(m).is_file())):
                 table, seconds = run_decode(movies["test"][0], Path(model), camera)
                 row[key] = evaluate(table, movies["test"][1], pixel_size=px).as_dict()
@@ -146,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     from decode_mem.io.atomic import atomic_output
 
     with atomic_output(Path(args.out).with_suffix(".json")) as tmp:  # the rows, for --render
-        tmp.write_text(json.dumps({"rows": rows}, indent=1, default=str))
+        from decode_mem.model.trained import file_sha256
+
+        # which files were measured, for a verdict that holds for them only (light_verdict.py)
+        measured = {k: {"path": str(m), "sha256": file_sha256(m)} for k, m in models.items() if m and Path(m).is_file()}
+        tmp.write_text(json.dumps({"rows": rows, "models": measured, "command": command_line()}, indent=1,
+                                  default=str))
     return 0
 
 

@@ -103,7 +103,8 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     _check_field(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    choice = choose_model(cfg.base_model, resolve_device(cfg.device).type)  # the wide model on a GPU
+    # the wide model on a GPU; on a CPU the small one, never the light one: fine-tuning is for accuracy
+    choice = choose_model(cfg.base_model, resolve_device(cfg.device).type, light=None)
     base_path = str(choice.path)
     base = load_model(base_path)
 

@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = new_parser("decode_mem.infer", __doc__)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="stack files, folders of stacks or globs")
     p.add_argument("--model", help="checkpoint (default: the shipped model for the device: "
-                                   "data/models/default_2d_wide.pt on a GPU where it is shipped, "
-                                   "data/models/default_2d.pt otherwise)")
+                                   "data/models/default_2d_wide.pt on a GPU where it is shipped; on a CPU "
+                                   "data/models/default_2d_light.pt where it passed its checks "
+                                   "(default_2d_light_cpu.json), else data/models/default_2d.pt)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default="csv", help=f"comma-separated: {TABLES_WRITTEN} (default csv)")
     p.add_argument("--series", type=int,

@@ -37,7 +37,7 @@ class InferConfig:
     out             output folder: ``<stem>.csv``/``.hdf5``+``.yaml``/``.parquet``/``_sml.mat``/``.smlm``/``.h5``,
                     ``<stem>.json`` written last
     model           checkpoint path (None: the shipped model for the device, ``model.choice``: the wide one on a
-                    GPU where it is shipped, ``data/models/default_2d.pt`` otherwise)
+                    GPU where it is shipped; on a CPU the light one where its verdict passes it, else the small one)
     series          the TIFF (or OME-Zarr) series of every input to localize (None: series 0 and the series after
                     it of the same frame size, one movie, as a file grown page by page holds them)
     max_damage      the share of a movie's frames repairs may cover (NaN frames, missing zarr chunks, unreadable

@@ -114,7 +114,7 @@ class PsfStep:
 @dataclass(frozen=True)
 class InferStep:
     """Chunked inference. ``model``: a checkpoint, or ``shipped`` (the shipped model for the device, as ``infer``
-    chooses it: data/models/default_2d.pt on a CPU), or null (the model trained by ``train`` if there is one, else
+    chooses it: ``model.choice``), or null (the model trained by ``train`` if there is one, else
     the shipped one); ``stack``: the input (null: the simulated
     stack). Localizations go to ``<out>/<stack name>.csv`` (+ ``.hdf5``/``.parquet`` for the formats
     ``picasso``/``parquet``)."""

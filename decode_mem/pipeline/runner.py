@@ -27,7 +27,7 @@ from decode_mem.io.drift import describe_drift
 from decode_mem.io.localizations import iter_localizations, read_localizations
 from decode_mem.memory import MemoryTracker
 from decode_mem.model.checkpoint import SHIPPED_MODEL
-from decode_mem.model.choice import SHIPPED_WIDE_MODEL
+from decode_mem.model.choice import SHIPPED_LIGHT_MODEL, SHIPPED_WIDE_MODEL
 from decode_mem.pipeline.config import PipelineConfig, default_model, load_pipeline, resolve_train
 
 SUFFIX = {"csv": ".csv", "picasso": ".hdf5", "parquet": ".parquet"}
@@ -260,9 +260,10 @@ def _infer(config: PipelineConfig, device: torch.device, echo: Callable[[str], o
     assert step is not None
     model = default_model(config, device.type)
     stack = config.input_path(step.stack) if step.stack is not None else config.out / config.simulate.stack  # type: ignore[union-attr]
-    if model in (SHIPPED_MODEL, SHIPPED_WIDE_MODEL):
-        kind = "the wide generalist 2D model, chosen on a GPU" if model == SHIPPED_WIDE_MODEL else \
-            "the generalist 2D model"
+    if model in (SHIPPED_MODEL, SHIPPED_WIDE_MODEL, SHIPPED_LIGHT_MODEL):
+        kind = {SHIPPED_WIDE_MODEL: "the wide generalist 2D model, chosen on a GPU",
+                SHIPPED_LIGHT_MODEL: "the light generalist 2D model, chosen on a CPU"}.get(
+            model, "the generalist 2D model")
         which = f"the shipped model {_rel(model)} ({kind}; its envelope: {_rel(model.with_suffix('.md'))})"
     elif config.train is not None and model == config.train.out_dir / "model.pt":
         which = f"the model just trained, {model}"

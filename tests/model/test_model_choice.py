@@ -1,5 +1,5 @@
-"""The shipped model by device (``decode_mem.model.choice``): the wide one on a GPU, the small one on a CPU; the
-choice and why in ``<stem>.json`` and ``fit.json``."""
+"""The shipped model by device (``decode_mem.model.choice``): the wide one on a GPU; on a CPU the light one where its
+verdict passes this very file, else the small one; the choice and why in ``<stem>.json`` and ``fit.json``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import tifffile
 
 from decode_mem.model.checkpoint import SHIPPED_MODEL, load_model
-from decode_mem.model.choice import SHIPPED_WIDE_MODEL, choose_model
+from decode_mem.model.choice import LIGHT_VERDICT, SHIPPED_LIGHT_MODEL, SHIPPED_WIDE_MODEL, choose_model
+from decode_mem.model.trained import file_sha256
 
 
 def test_a_gpu_gets_the_wide_model_a_cpu_the_small_one(tmp_path: Path) -> None:
@@ -19,8 +20,58 @@ def test_a_gpu_gets_the_wide_model_a_cpu_the_small_one(tmp_path: Path) -> None:
     wide.write_bytes(b"stand-in")  # only its presence matters to the choice
     gpu = choose_model(None, "cuda", wide=wide)
     assert gpu.path == wide and "GPU" in gpu.why and not gpu.given
-    cpu = choose_model(None, "cpu", wide=wide)
+    cpu = choose_model(None, "cpu", wide=wide, light=None)
     assert cpu.path == SHIPPED_MODEL and "CPU" in cpu.why
+
+
+def _light(tmp_path: Path, **verdict: object) -> tuple[Path, Path]:
+    tmp_path.mkdir(exist_ok=True)
+    light = tmp_path / "default_2d_light.pt"
+    light.write_bytes(b"light stand-in")
+    said = tmp_path / "default_2d_light_cpu.json"
+    said.write_text(json.dumps({"sha256": file_sha256(light), **verdict}))
+    return light, said
+
+
+def test_a_cpu_takes_the_light_model_only_where_its_verdict_passes_this_very_file(tmp_path: Path) -> None:
+    light, said = _light(tmp_path, cpu_default=True, summary="1.5x the small model's frames/s")
+    choice = choose_model(None, "cpu", light=light, verdict=said)
+    assert choice.path == light and "CPU" in choice.why and "1.5x the small model" in choice.why
+    assert choose_model(None, "cuda", light=light, verdict=said).path != light  # a GPU: the wide or small one
+    assert choose_model(tmp_path / "mine.pt", "cpu", light=light, verdict=said).given
+    # a planted failing verdict keeps the small model, and says why
+    failed, failed_said = _light(tmp_path / "failed", cpu_default=False, summary="-0.022 Jaccard against it")
+    choice = choose_model(None, "cpu", light=failed, verdict=failed_said)
+    assert choice.path == SHIPPED_MODEL and "-0.022 Jaccard" in choice.why
+    # a verdict for another file (the light model retrained or replaced since it was measured)
+    light.write_bytes(b"retrained")
+    choice = choose_model(None, "cpu", light=light, verdict=said)
+    assert choice.path == SHIPPED_MODEL and "written for another default_2d_light.pt" in choice.why
+    # no verdict, an unreadable one, no light model
+    said.write_text("{not json")
+    assert "unreadable" in choose_model(None, "cpu", light=light, verdict=said).why
+    assert "missing" in choose_model(None, "cpu", light=light, verdict=tmp_path / "none.json").why
+    assert "not shipped" in choose_model(None, "cpu", light=tmp_path / "no.pt", verdict=said).why
+
+
+def test_the_shipped_verdict_is_the_one_its_results_give() -> None:
+    """``default_2d_light_cpu.json`` is what ``benchmarks/light_verdict.py`` computes from the committed results for
+    the shipped files: nobody typed it."""
+    if not LIGHT_VERDICT.is_file():
+        pytest.skip("no verdict shipped: the light model is not the CPU default")
+    import sys
+
+    benchmarks = SHIPPED_MODEL.parents[2] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        from light_verdict import summary, verdict
+    finally:
+        sys.path.remove(str(benchmarks))
+    said = json.loads(LIGHT_VERDICT.read_text())
+    results = [json.loads((SHIPPED_MODEL.parents[2] / f).read_text()) for f in said["results"]]
+    again = verdict(*results, file_sha256(SHIPPED_LIGHT_MODEL), file_sha256(SHIPPED_MODEL))
+    assert {k: said[k] for k in again} == again
+    assert said["summary"] == summary(again)
 
 
 def test_without_a_shipped_wide_model_a_gpu_says_so_and_gets_the_small_one(tmp_path: Path) -> None:
@@ -57,10 +108,11 @@ def test_infer_records_the_choice_in_the_stack_json(tmp_path: Path) -> None:
     run_inference(InferConfig(inputs=(str(tmp_path / "m.tif"),), out=str(tmp_path / "out"), device="cpu",
                               chunk_size=32, batch_size=2))
     summary = json.loads((tmp_path / "out" / "m.json").read_text())
-    assert summary["model_choice"]["path"] == str(SHIPPED_MODEL) and "CPU" in summary["model_choice"]["why"]
+    expected = choose_model(None, "cpu")  # the light model or the small one, as the shipped verdict says
+    assert summary["model_choice"] == expected.as_dict() and "CPU" in summary["model_choice"]["why"]
 
 
-@pytest.mark.parametrize("path", [SHIPPED_MODEL, SHIPPED_WIDE_MODEL, SHIPPED_MODEL.with_name("default_2d_light.pt")],
+@pytest.mark.parametrize("path", [SHIPPED_MODEL, SHIPPED_WIDE_MODEL, SHIPPED_LIGHT_MODEL],
                          ids=["small", "wide", "light"])
 def test_each_shipped_model_loads_and_localizes_the_sample_stack(path: Path) -> None:
     from decode_mem.infer.predict import predict_stack
