@@ -1,7 +1,7 @@
 """Whether the light model is the CPU default: issue 77's two bars, read from the measured results, written beside
 the model for ``decode_mem.model.choice`` to read.
 
-    python benchmarks/light_verdict.py    # reads benchmarks/results/cpu_default_light.json and generalize_light.json
+    python benchmarks/light_verdict.py    # reads benchmarks/results/cpu_default_light.json and generalize.json
                                           # writes data/models/default_2d_light_cpu.json
 
 The bars (issue 77): on ``bench_cpu_default``'s 256² movie at 1 emitter/µm², the light model's Jaccard within
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu-default", default=str(RESULTS / "cpu_default_light.json"))
-    p.add_argument("--generalize", default=str(RESULTS / "generalize_light.json"))
+    p.add_argument("--generalize", default=str(RESULTS / "generalize.json"))
     p.add_argument("--out", default=str(LIGHT_VERDICT))
     args = p.parse_args(argv)
     v = verdict(json.loads(Path(args.cpu_default).read_text()), json.loads(Path(args.generalize).read_text()),

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--correlation", choices=("auto", *CORRELATIONS), default="auto",
                    help="--no_truth: the localizer's frame-to-frame error correlation: auto (default: the shipped "
                         "model's that the run's <stem>.json beside the file names, else the small one's), "
-                        "decode_mem, decode_mem_wide or none")
+                        "decode_mem, decode_mem_wide, decode_mem_light or none")
     add(p, "--tolerance_lat", type=float, default=250.0, help="lateral match distance in nm (default 250)")
     add(p, "--tolerance_ax", type=float, default=500.0, help="axial match distance in nm, 3-D only (default 500)")
     add(p, "--pixel_size", type=float,

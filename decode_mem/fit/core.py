@@ -103,8 +103,8 @@ def fit_movies(cfg, *, on_progress: Progress | None = None, on_step: Callable[[i
     _check_field(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    # the wide model on a GPU; on a CPU the small one, never the light one: fine-tuning is for accuracy
-    choice = choose_model(cfg.base_model, resolve_device(cfg.device).type, light=None)
+    choice = choose_model(cfg.base_model, resolve_device(cfg.device).type,  # the wide model on a GPU
+                          light_refused="fine-tuning starts from the small one, for accuracy")
     base_path = str(choice.path)
     base = load_model(base_path)
 

@@ -212,10 +212,13 @@ class InferConfig:
 
     @property
     def model_choice(self) -> ModelChoice:
-        """The model this run uses and why: ``model``, else the shipped one for the device (``model.choice``)."""
+        """The model this run uses and why: ``model``, else the shipped one for the device (``model.choice``); not
+        the light one for ratiometric dyes, which are told apart by their photon counts."""
         if self.model is not None:
             return choose_model(self.model, "")
-        return choose_model(None, device_type(self.device))
+        ratiometric = self.two_colour is not None and self.two_colour.dyes is not None
+        return choose_model(None, device_type(self.device), light_refused="ratiometric dyes are told apart by their "
+                            "photon counts, for which it was not checked" if ratiometric else None)
 
     @property
     def stack_options(self) -> dict[str, Any]:

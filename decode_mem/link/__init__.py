@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from decode_mem.link.correlation import (
         CORRELATIONS,
         DECODE_MEM,
+        DECODE_MEM_LIGHT,
         DECODE_MEM_WIDE,
         INDEPENDENT,
         ErrorCorrelation,
@@ -26,12 +27,12 @@ if TYPE_CHECKING:
     )
     from decode_mem.link.files import LinkResult, link_file, linked_paths
 
-__all__ = ["CORRELATIONS", "DECODE_MEM", "DECODE_MEM_WIDE", "INDEPENDENT", "ErrorCorrelation", "LinkPairs",
-           "LinkResult", "LinkStep", "Linker", "Molecules", "correlation_of", "for_file", "for_model", "link_file",
-           "link_table", "linked_paths"]
+__all__ = ["CORRELATIONS", "DECODE_MEM", "DECODE_MEM_LIGHT", "DECODE_MEM_WIDE", "INDEPENDENT", "ErrorCorrelation",
+           "LinkPairs", "LinkResult", "LinkStep", "Linker", "Molecules", "correlation_of", "for_file", "for_model",
+           "link_file", "link_table", "linked_paths"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     **dict.fromkeys(["Linker", "LinkPairs", "LinkStep", "Molecules", "link_table"], "core"),
-    **dict.fromkeys(["CORRELATIONS", "DECODE_MEM", "DECODE_MEM_WIDE", "INDEPENDENT", "ErrorCorrelation",
-                     "correlation_of", "for_file", "for_model"], "correlation"),
+    **dict.fromkeys(["CORRELATIONS", "DECODE_MEM", "DECODE_MEM_LIGHT", "DECODE_MEM_WIDE", "INDEPENDENT",
+                     "ErrorCorrelation", "correlation_of", "for_file", "for_model"], "correlation"),
     **dict.fromkeys(["LinkResult", "link_file", "linked_paths"], "files"),
 })

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how one emitter's errors correlate between frames, for the combined precision: auto "
                         "(default: measured for the shipped model the run's <stem>.json beside the file names, "
                         "else the small one's), decode_mem (the small shipped model's), decode_mem_wide (the wide "
-                        "one's) or none (independent fits)")
+                        "one's), decode_mem_light (the light one's) or none (independent fits)")
     add(p, "--pixel_size", type=float, help="camera pixel in nm when the file records none")
     return p
 

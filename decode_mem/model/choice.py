@@ -39,20 +39,17 @@ class ModelChoice:
 
 
 def choose_model(given: str | Path | None, device_type: str, *, small: Path = SHIPPED_MODEL,
-                 wide: Path = SHIPPED_WIDE_MODEL, light: Path | None = SHIPPED_LIGHT_MODEL,
-                 verdict: Path = LIGHT_VERDICT) -> ModelChoice:
+                 wide: Path = SHIPPED_WIDE_MODEL, light: Path = SHIPPED_LIGHT_MODEL,
+                 verdict: Path = LIGHT_VERDICT, light_refused: str | None = None) -> ModelChoice:
     """``given`` if there is one; else the wide shipped model on a GPU (``device_type`` 'cuda') where it is
     shipped; else the light one where ``verdict`` passes it (``light_verdict``), else the small one.
-    ``small``/``wide``/``light``/``verdict``: the shipped files (tests point them elsewhere); ``light`` None: never
-    the light one (``fit`` fine-tunes the small one, for accuracy)."""
+    ``small``/``wide``/``light``/``verdict``: the shipped files (tests point them elsewhere); ``light_refused``: why
+    this job never takes the light one (the reason is said; ``fit``: fine-tuning is for accuracy)."""
     if given is not None:
         return ModelChoice(Path(given), "given (--model)", given=True)
     if device_type != "cuda":
         kind = device_type.upper()
-        if light is None:
-            return ModelChoice(small, f"a {kind}: the small shipped model (the wide one is several times slower per "
-                                      "frame on a CPU)")
-        passed, why = light_verdict(light, verdict)
+        passed, why = (False, light_refused) if light_refused else light_verdict(light, verdict)
         if passed:
             return ModelChoice(light, f"a {kind}: the light shipped model ({why})")
         return ModelChoice(small, f"a {kind}: the small shipped model (the wide one is several times slower per "

@@ -9,7 +9,8 @@ import numpy as np
 
 
 def plot_training(log_csv: Path, out_png: Path) -> Path | None:
-    """Loss terms (count, loc, bg) and validation Jaccard / RMSE against step; None if the log is empty."""
+    """Loss terms (count, loc, bg; distill with a teacher) and validation Jaccard / RMSE against step; None if the
+    log is empty."""
     from matplotlib.figure import Figure  # no pyplot: no global figure state
 
     with open(log_csv, newline="") as fh:
@@ -23,7 +24,7 @@ def plot_training(log_csv: Path, out_png: Path) -> Path | None:
 
     fig = Figure(figsize=(11, 4))
     ax_loss, ax_val = fig.subplots(1, 2)
-    for name in ("loss", "count", "loc", "bg", "val_loss"):
+    for name in ("loss", "count", "loc", "bg", "distill", "val_loss"):
         x, y = column(name)
         if len(x):
             ax_loss.plot(x, y, label=name, marker="o" if name.startswith("val") else None)

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from decode_mem.model.choice import choose_model
+
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 SPTPALM = REAL / "freetrace_sptpalm_ixon897" / "sample0.tiff"  # Andor iXon 897, EM gain 300, 160 nm: in its metadata
 DSTORM = REAL / "locan_images" / "images.tif"  # 5 EMCCD frames, no metadata
@@ -63,9 +65,10 @@ def test_a_dstorm_movie_without_metadata_runs_with_the_model_camera_and_says_whe
     code, err = _run("infer", [str(DSTORM), "--out", str(out), *ENGINE], capsys)
     assert code == 0
     summary = json.loads((out / "images.json").read_text())
-    assert set(summary["camera_sources"].values()) <= {"the model's camera (default_2d.pt)"}
+    source = f"the model's camera ({choose_model(None, 'cpu').path.name})"  # the shipped model a CPU takes
+    assert set(summary["camera_sources"].values()) <= {source}
     report = html.unescape((out / "report.html").read_text())
-    assert "camera of images" in report and "[the model's camera (default_2d.pt)]" in report
+    assert "camera of images" in report and f"[{source}]" in report
     # no metadata, the model's camera: the noise names the baseline (the README's 450-530 ADU), the only fix a
     # camera can have (the e-/ADU that would explain it is far beyond any camera)
     warning = next(line for line in err.splitlines() if "outside the model's domain" in line)

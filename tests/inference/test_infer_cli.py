@@ -15,6 +15,7 @@ from infer_helpers import REPO, write_stacks
 
 from decode_mem.infer import InferConfig, run_inference
 from decode_mem.infer.__main__ import main
+from decode_mem.model.choice import choose_model
 
 
 def test_corrupt_stack_is_reported_and_skipped(shipped_model, sample_frames, tmp_path, capsys):
@@ -49,7 +50,7 @@ def test_missing_input_and_default_model(shipped_model, sample_frames, tmp_path,
                "--format", "csv,picasso", "--threads", "1"])
     out, err = capsys.readouterr()
     assert rc == 1 and "no file matches" in err
-    assert "shipped default model" in out and "default_2d.pt" in out
+    assert "shipped default model" in out and choose_model(None, "cpu").path.name in out
     assert (tmp_path / "out" / "s0.hdf5").is_file() and (tmp_path / "out" / "s0.yaml").is_file()
 
 

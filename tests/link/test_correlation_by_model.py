@@ -14,11 +14,11 @@ import tifffile
 from decode_mem.evaluate.__main__ import main as evaluate_main
 from decode_mem.io.localizations import write_localizations
 from decode_mem.io.table import EmitterTable
-from decode_mem.link import DECODE_MEM, DECODE_MEM_WIDE, for_file, for_model
+from decode_mem.link import DECODE_MEM, DECODE_MEM_LIGHT, DECODE_MEM_WIDE, for_file, for_model
 from decode_mem.link.__main__ import main as link_main
 from decode_mem.link.correlation import MEASURED
 from decode_mem.model.checkpoint import SHIPPED_MODEL
-from decode_mem.model.choice import SHIPPED_WIDE_MODEL
+from decode_mem.model.choice import SHIPPED_LIGHT_MODEL, SHIPPED_WIDE_MODEL
 
 PX = 100.0
 
@@ -42,7 +42,9 @@ def summary(folder: Path, stem: str, model: str) -> None:
 
 def test_the_two_shipped_models_differ_and_another_model_gets_the_small_ones_saying_so() -> None:
     assert (DECODE_MEM_WIDE.by_lag, DECODE_MEM_WIDE.beyond) != (DECODE_MEM.by_lag, DECODE_MEM.beyond)
-    assert set(MEASURED) == {SHIPPED_MODEL.name, SHIPPED_WIDE_MODEL.name}  # the shipped files' names, kept apart
+    # the shipped files' names, kept apart
+    assert set(MEASURED) == {SHIPPED_MODEL.name, SHIPPED_WIDE_MODEL.name, SHIPPED_LIGHT_MODEL.name}
+    assert for_model(SHIPPED_LIGHT_MODEL) is DECODE_MEM_LIGHT
     assert for_model(None) is DECODE_MEM and for_model(SHIPPED_MODEL) is DECODE_MEM
     assert for_model(SHIPPED_WIDE_MODEL) is DECODE_MEM_WIDE
     assert for_model("/anywhere/default_2d_wide.pt") is DECODE_MEM_WIDE

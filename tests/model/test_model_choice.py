@@ -20,8 +20,8 @@ def test_a_gpu_gets_the_wide_model_a_cpu_the_small_one(tmp_path: Path) -> None:
     wide.write_bytes(b"stand-in")  # only its presence matters to the choice
     gpu = choose_model(None, "cuda", wide=wide)
     assert gpu.path == wide and "GPU" in gpu.why and not gpu.given
-    cpu = choose_model(None, "cpu", wide=wide, light=None)
-    assert cpu.path == SHIPPED_MODEL and "CPU" in cpu.why
+    cpu = choose_model(None, "cpu", wide=wide, light_refused="a reason")
+    assert cpu.path == SHIPPED_MODEL and "CPU" in cpu.why and "a reason" in cpu.why
 
 
 def _light(tmp_path: Path, **verdict: object) -> tuple[Path, Path]:
@@ -94,9 +94,31 @@ def test_infer_config_chooses_by_its_device(monkeypatch: pytest.MonkeyPatch, tmp
     wide.write_bytes(b"stand-in")
     monkeypatch.setattr(infer_config, "device_type", lambda name: "cuda")
     monkeypatch.setattr(infer_config, "choose_model",
-                        lambda given, device_type: choose_model(given, device_type, wide=wide))
+                        lambda given, device_type, **kw: choose_model(given, device_type, wide=wide, **kw))
     cfg = InferConfig(inputs=(str(tmp_path),), out=str(tmp_path / "out"))
     assert cfg.model_path == wide and "GPU" in cfg.model_choice.why
+
+
+def test_ratiometric_dyes_never_get_the_light_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dyes told apart by their photon counts: the light model's verdict did not check those, so a CPU run with
+    ratiometric dyes takes the small one and says why, even where the verdict passes the light one."""
+    from types import SimpleNamespace
+
+    import decode_mem.infer.config as infer_config
+    from decode_mem.infer.config import InferConfig
+
+    light, said = _light(tmp_path, cpu_default=True, summary="passed")
+    monkeypatch.setattr(infer_config, "device_type", lambda name: "cpu")
+    monkeypatch.setattr(infer_config, "choose_model",
+                        lambda given, device_type, **kw: choose_model(given, device_type, light=light, verdict=said,
+                                                                      **kw))
+    cfg = InferConfig(inputs=(str(tmp_path),), out=str(tmp_path / "out"))
+    assert cfg.model_choice.path == light  # one colour: the light one
+    object.__setattr__(cfg, "two_colour", SimpleNamespace(dyes=("A", "B")))  # a stand-in: only its dyes are read
+    choice = cfg.model_choice
+    assert choice.path == SHIPPED_MODEL and "ratiometric dyes" in choice.why
+    object.__setattr__(cfg, "two_colour", SimpleNamespace(dyes=None))  # one dye per channel: positions only
+    assert cfg.model_choice.path == light
 
 
 def test_infer_records_the_choice_in_the_stack_json(tmp_path: Path) -> None:
