@@ -15,10 +15,20 @@ import torch
 from torch import nn
 
 
+def network_itself(net: Any) -> nn.Module:
+    """The network a converter traces: a ``KnownNetwork`` (a repeat run's stand-in, ``model.trained``) loaded here,
+    before the trace. Loaded inside it, its construction was recorded into the graph (the random initialization's
+    ``aten::uniform``, weights as constants that require grad) and every conversion failed: a model first run with
+    ``--engine torch`` then ran on torch in every later ``auto`` run on that machine."""
+    from decode_mem.model.trained import KnownNetwork
+
+    return net.loaded() if isinstance(net, KnownNetwork) else net
+
+
 class FrameFeatures(nn.Module):
     def __init__(self, net: Any) -> None:
         super().__init__()
-        self.net = net
+        self.net = network_itself(net)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net.frame_features(x)
@@ -27,7 +37,7 @@ class FrameFeatures(nn.Module):
 class Temporal(nn.Module):
     def __init__(self, net: Any) -> None:
         super().__init__()
-        self.net = net
+        self.net = network_itself(net)
 
     def forward(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
         return self.net.temporal(f_prev, f_mid, f_next)

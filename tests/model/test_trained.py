@@ -34,3 +34,28 @@ def test_a_kept_model_is_the_loaded_one_until_its_weights_are_needed(tmp_path, m
     assert engine.network_digest(known.net) == engine.network_digest(model.net) and not loads
     assert remembered_model(MODEL, "0" * 64, load) is None  # another file
     assert known.net.state_dict().keys() == model.net.state_dict().keys() and loads == [MODEL]  # loaded on demand
+
+
+def test_a_kept_models_network_converts_for_each_runtime(tmp_path, monkeypatch) -> None:
+    """A model first run on torch is kept without converted copies; a later run's runtime converts the
+    ``KnownNetwork``: it is loaded before the trace, and the runtime gives torch's output (loaded inside the trace,
+    every conversion failed and ``auto`` fell back to torch on that machine for good)."""
+    import numpy as np
+    import pytest
+    import torch
+
+    monkeypatch.setenv("DECODE_MEM_CACHE", str(tmp_path / "throughput.json"))
+    model = load_model(MODEL)
+    remember_model(model, file_sha256(MODEL))
+    x = torch.from_numpy(np.random.default_rng(0).normal(0.0, 1.0, (1, model.net.config.input_channels, 32, 32))
+                         .astype(np.float32))
+    with torch.no_grad():
+        want = model.net.frame_features(x)
+    for name in ("onnxruntime", "openvino"):
+        if not engine.installed(name):
+            pytest.skip(f"{name} not installed (the optional 'cpu' extra)")
+        known = remembered_model(MODEL, file_sha256(MODEL), lambda p: load_model(p).net)
+        assert isinstance(known.net, KnownNetwork)
+        runtime = engine.load_engine(name, known.net, threads=1, cache_dir=tmp_path / name)
+        got = runtime.frame_features(x)
+        assert np.abs(np.asarray(got) - want.numpy()).max() <= max(engine.ENGINE_ATOL), name
