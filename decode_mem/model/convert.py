@@ -19,10 +19,9 @@ def network_itself(net: Any) -> nn.Module:
     """The network a converter traces: a ``KnownNetwork`` (a repeat run's stand-in, ``model.trained``) loaded here,
     before the trace. Loaded inside it, its construction was recorded into the graph (the random initialization's
     ``aten::uniform``, weights as constants that require grad) and every conversion failed: a model first run with
-    ``--engine torch`` then ran on torch in every later ``auto`` run on that machine."""
-    from decode_mem.model.trained import KnownNetwork
-
-    return net.loaded() if isinstance(net, KnownNetwork) else net
+    ``--engine torch`` then ran on torch in every later ``auto`` run on that machine. A stand-in is told by its
+    ``loaded`` method (``model.trained`` imports this module's caller: no import of it here)."""
+    return net.loaded() if callable(getattr(type(net), "loaded", None)) else net
 
 
 class FrameFeatures(nn.Module):

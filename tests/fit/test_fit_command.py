@@ -96,7 +96,8 @@ def test_fit_never_uses_the_base_model_as_it_is(movie: Path, tmp_path: Path) -> 
     assert report["decision"].startswith("base model") and report["train_steps"] == 0
     assert report["base_model"] == {"path": str(SHIPPED_MODEL), "given": False,  # by device: the small one here
                                     "why": "a CPU: the small shipped model (the wide one is several times slower "
-                                           "per frame on a CPU)"}
+                                           "per frame on a CPU; the light one is not taken: fine-tuning starts "
+                                           "from the small one, for accuracy)"}
     assert not (out / "training").exists() and (out / "cells.csv").is_file()
 
 
