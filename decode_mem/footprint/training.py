@@ -73,7 +73,6 @@ class TrainingPlan:
     baseline_bytes: int
     teacher_bytes: int = 0  # a distillation's teacher: its parameters and its forward on a micro-batch
 
-
     @property
     def optimizer_bytes(self) -> int:
         return OPTIMIZER_COPIES * self.parameter_bytes
@@ -197,8 +196,8 @@ def _traced(net: DecodeNet, loss_fn: DecodeLoss | None, shape: tuple[int, int, i
                         terms.total.backward()
             return [int(counter.peak - inputs), int(counter.heap_peak - heap_inputs)]
 
-    what = "training step" if training else "validation batch" if loss_fn is not None else "forward"
     # each remembered as [peak, heap peak]
+    what = "training step" if training else "validation batch" if loss_fn is not None else "forward"
     peak, heap = remembered_trace(net, [what, [n, h, w], slots, amp, device.type], trace)
     return int(peak), int(heap)
 
