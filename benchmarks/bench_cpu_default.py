@@ -246,9 +246,9 @@ def measure(args: argparse.Namespace) -> dict:
     from machine import commit, load_average
     from picasso_runner import find_picasso_python, picasso_version
 
-    at, load0, t_all = commit(), load_average(), time.perf_counter()
     from decode_mem.model.trained import file_sha256
 
+    at, load0, t_all = commit(), load_average(), time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     python = find_picasso_python(args.picasso_python)
     densities = [float(d) for d in args.densities.split(",")]

@@ -110,6 +110,8 @@ class TrainConfig:
             h, w = self.simulation.frame_size
             notes.append(f"--use_chunking with crop_size {self.crop_size} changes nothing: the training frames "
                          f"are {h}x{w} px, no larger than one crop")
+        if self.teacher is None and self.teacher_weight != TrainConfig.teacher_weight:
+            notes.append(f"teacher_weight {self.teacher_weight} changes nothing without a teacher (--teacher)")
         return notes
 
     @property

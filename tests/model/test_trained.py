@@ -58,4 +58,7 @@ def test_a_kept_models_network_converts_for_each_runtime(tmp_path, monkeypatch) 
         assert isinstance(known.net, KnownNetwork)
         runtime = engine.load_engine(name, known.net, threads=1, cache_dir=tmp_path / name)
         got = runtime.frame_features(x)
-        assert np.abs(np.asarray(got) - want.numpy()).max() <= max(engine.ENGINE_ATOL), name
+        # fp32 runtimes: ~1e-6 from torch on features up to ~2 (the 2-core AMD EPYC); a network made afresh, not
+        # the checkpoint's, differs by far more than 1e-3
+        assert np.abs(want.numpy()).max() > 0.1
+        assert np.abs(np.asarray(got) - want.numpy()).max() <= 1e-3, name

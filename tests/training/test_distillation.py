@@ -130,3 +130,8 @@ def test_a_run_with_a_teacher_logs_the_distillation(tiny_cfg: TrainConfig, tmp_p
     log = (Path(tiny_cfg.out) / "train_log.csv").read_text().splitlines()
     column = log[0].split(",").index("distill")
     assert all(float(row.split(",")[column]) > 0 for row in log[1:])
+
+
+def test_a_teacher_weight_without_a_teacher_is_said_to_change_nothing() -> None:
+    assert any("changes nothing without a teacher" in n for n in TrainConfig(teacher_weight=2.0).notes())
+    assert not TrainConfig().notes() and not TrainConfig(teacher="t.pt", teacher_weight=2.0).notes()
