@@ -51,6 +51,10 @@ class ModelConfig:
     depth, features       U-Net levels (max-pool factor 2 each) and channels of the first level (doubles per
                           level); both U-Nets use the same values (DECODE: 2 and 48).
     inter_features        channels of the per-frame features, of the temporal U-Net output and of the heads.
+    unshuffle             r: each U-Net works on r x r blocks of pixels folded into channels (``pixel_unshuffle``),
+                          its output unfolded again (``pixel_shuffle``): 1/r the side, r² times ``inter_features``
+                          and input channels, so a CPU's vector units (16 floats wide) are full where a few
+                          features at full size left them mostly empty. 1 (default): no folding.
     activation            one of ``ACTIVATION_NAMES`` ("elu", "relu", "leaky_relu", ...).
     upsample              "nearest" (nearest x2 + 1x1 conv) or "transpose" (2x2 stride-2 transposed conv).
     input_transform       "anscombe" (variance-stabilized, level-subtracted frames + a read-noise channel) or
@@ -81,6 +85,7 @@ class ModelConfig:
     depth: int = 2
     features: int = 48
     inter_features: int = 48
+    unshuffle: int = 1
     activation: str = "elu"
     upsample: str = "nearest"
     input_transform: str = "anscombe"
@@ -100,8 +105,10 @@ class ModelConfig:
     z_reference: str = "absolute"
 
     def __post_init__(self) -> None:
-        for name in ("depth", "features", "inter_features"):
+        for name in ("depth", "features", "inter_features", "unshuffle"):
             check_number(f"model.{name}", getattr(self, name), integer=True)
+        if self.unshuffle not in (1, 2, 4):
+            raise ConfigError(f"model.unshuffle must be 1, 2 or 4, got {self.unshuffle!r}")
         if not 0 <= self.depth <= 8:
             raise ConfigError(f"model.depth must be in [0, 8], got {self.depth!r}")
         for name in ("features", "inter_features"):
@@ -141,7 +148,8 @@ class ModelConfig:
 
     @property
     def downsample_factor(self) -> int:
-        return 2**self.depth
+        """Side multiple a tile's origin and size must be: ``unshuffle * 2**depth``."""
+        return self.unshuffle * 2**self.depth
 
     @property
     def input_channels(self) -> int:
@@ -179,4 +187,6 @@ class ModelConfig:
             del out["field_shape"]
         else:
             out["field_shape"] = list(self.field_shape)
+        if self.unshuffle == 1:  # nor those without folding
+            del out["unshuffle"]
         return out

@@ -96,10 +96,11 @@ class DecodeNet(nn.Module):
         self.config = cfg
         self._known_receptive_field: int | None = None  # ``assume_receptive_field``
         unet_kw = dict(features=cfg.features, depth=cfg.depth, activation=cfg.activation, upsample=cfg.upsample)
-        self.frame_unet = UNet2d(cfg.input_channels, cfg.inter_features, **unet_kw)
-        self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features, cfg.inter_features, **unet_kw)
+        fold = cfg.unshuffle**2  # channels per pixel block (``unshuffle``)
+        self.frame_unet = UNet2d(cfg.input_channels * fold, cfg.inter_features * fold, **unet_kw)
+        self.temporal_unet = UNet2d(CONTEXT_FRAMES * cfg.inter_features * fold, cfg.inter_features * fold, **unet_kw)
         self.heads = nn.ModuleDict(
-            {name: _Head(cfg.inter_features, k, cfg.activation) for name, k in HEAD_CHANNELS}
+            {name: _Head(cfg.inter_features * fold, k * fold, cfg.activation) for name, k in HEAD_CHANNELS}
         )
         sigma_unit = torch.tensor([cfg.photon_scale, 1.0, 1.0, cfg.z_scale], dtype=torch.float32)
         self.register_buffer("_sigma_unit", sigma_unit.view(1, 4, 1, 1), persistent=False)
@@ -130,7 +131,7 @@ class DecodeNet(nn.Module):
 
     @property
     def downsample_factor(self) -> int:
-        """Total down-sampling factor ``2**depth``: tile origins and sizes must be multiples of it."""
+        """Total down-sampling factor ``unshuffle * 2**depth``: tile origins and sizes must be multiples of it."""
         return self.config.downsample_factor
 
     def receptive_field(self) -> int:
@@ -248,7 +249,7 @@ class DecodeNet(nn.Module):
         c = self.config.input_channels
         if x_norm.ndim != 4 or x_norm.shape[1] != c:
             raise ValueError(f"frame_features expects (M, {c}, H', W'), got {tuple(x_norm.shape)}")
-        return self._run(self.frame_unet, x_norm)
+        return self._unfold(self._run(self.frame_unet, self._fold(x_norm)))
 
     def temporal(self, f_prev: torch.Tensor, f_mid: torch.Tensor, f_next: torch.Tensor) -> torch.Tensor:
         """Features of frames t-1, t, t+1 (each ``(N, inter_features, H', W')``) -> output ``(N, 10, H', W')``.
@@ -345,10 +346,21 @@ class DecodeNet(nn.Module):
                 f"temporal expects three equal (N, C, H', W') tensors, got "
                 f"{tuple(f_prev.shape)}, {tuple(f_mid.shape)}, {tuple(f_next.shape)}"
             )
-        h = self._run(self.temporal_unet, torch.cat([f_prev, f_mid, f_next], dim=1))
-        return torch.cat([_head_fp32_out(head, h) for head in self.heads.values()], dim=1)
+        h = self._run(self.temporal_unet, self._fold(torch.cat([f_prev, f_mid, f_next], dim=1)))
+        # each head's k * r² channels are k channels' r x r blocks: unfolding the concatenation unfolds each head
+        return self._unfold(torch.cat([_head_fp32_out(head, h) for head in self.heads.values()], dim=1))
 
     # ------------------------------------------------------------------ internals
+    def _fold(self, x: torch.Tensor) -> torch.Tensor:
+        """``(N, C, H, W)`` -> ``(N, C r², H / r, W / r)``, r = ``config.unshuffle`` (the identity for 1)."""
+        r = self.config.unshuffle
+        return x if r == 1 else F.pixel_unshuffle(x, r)
+
+    def _unfold(self, x: torch.Tensor) -> torch.Tensor:
+        """``_fold``'s inverse: ``(N, C r², h, w)`` -> ``(N, C, h r, w r)``."""
+        r = self.config.unshuffle
+        return x if r == 1 else F.pixel_shuffle(x, r)
+
     def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.config.grad_checkpointing and self.training and torch.is_grad_enabled():
             # no dropout / randomness in the network, so the RNG state need not be stashed
@@ -379,11 +391,11 @@ def measure_receptive_field(config: ModelConfig, part: str = "total") -> int:
     by the impulse response of a probe network of the same architecture (``decode_mem.model.receptive_field``)."""
     if part not in ("total", "frame", "temporal"):
         raise ValueError(f"part must be 'total', 'frame' or 'temporal', got {part!r}")
-    return _measure_cached(config.depth, config.activation, config.upsample, part)
+    return _measure_cached(config.depth, config.activation, config.upsample, part, config.unshuffle)
 
 
 @functools.lru_cache(maxsize=64)
-def _measure_cached(depth: int, activation: str, upsample: str, part: str) -> int:
+def _measure_cached(depth: int, activation: str, upsample: str, part: str, unshuffle: int = 1) -> int:
     # independent of the caller's context: no inference mode / autocast, and the global RNG is left untouched
     with (
         torch.inference_mode(False),
@@ -391,11 +403,12 @@ def _measure_cached(depth: int, activation: str, upsample: str, part: str) -> in
         torch.autocast("cpu", enabled=False),
         torch.random.fork_rng(devices=[]),
     ):
-        return _measure(depth, activation, upsample, part)
+        return _measure(depth, activation, upsample, part, unshuffle)
 
 
-def _measure(depth: int, activation: str, upsample: str, part: str) -> int:
-    probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample)
+def _measure(depth: int, activation: str, upsample: str, part: str, unshuffle: int = 1) -> int:
+    probe_cfg = ModelConfig(depth=depth, features=2, inter_features=2, activation=activation, upsample=upsample,
+                            unshuffle=unshuffle)
     probe = probe_of(DecodeNet(probe_cfg))
     c = probe_cfg.inter_features
     c_in = probe_cfg.input_channels
