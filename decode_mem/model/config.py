@@ -152,6 +152,12 @@ class ModelConfig:
         return self.unshuffle * 2**self.depth
 
     @property
+    def feature_channels(self) -> int:
+        """Channels of a frame's features as ``DecodeNet.frame_features`` gives them: ``inter_features`` per pixel
+        of each folded ``unshuffle`` x ``unshuffle`` block."""
+        return self.inter_features * self.unshuffle**2
+
+    @property
     def input_channels(self) -> int:
         """Channels per frame after ``normalize``: 3 (frame, read noise, level) for 'anscombe', 1 for 'linear';
         2 more (the place in the field) with ``field_shape``."""

@@ -49,9 +49,9 @@ class TemporalRaw(Temporal):
 
 def examples(net: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """Small example inputs of both sub-networks (a side the down-sampling divides) on the CPU."""
-    side = 4 * int(net.downsample_factor)
-    c, f = int(net.config.input_channels), int(net.config.inter_features)
-    return torch.zeros(2, c, side, side), tuple(torch.zeros(2, f, side, side) for _ in range(3))
+    side, r = 4 * int(net.downsample_factor), int(net.config.unshuffle)
+    c, f = int(net.config.input_channels), int(net.config.feature_channels)  # features as frame_features gives them
+    return torch.zeros(2, c, side, side), tuple(torch.zeros(2, f, side // r, side // r) for _ in range(3))
 
 
 def openvino_models(net: Any, raw: bool = False) -> tuple[Any, Any]:

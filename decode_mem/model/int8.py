@@ -79,7 +79,8 @@ def quantize(frame_model: Any, temporal_raw_model: Any, net: Any, windows: torch
 
     n, _, c, h, w = windows.shape
     with torch.no_grad():
-        feats = net.frame_features(windows.reshape(-1, c, h, w)).view(n, 3, -1, h, w)
+        feats = net.frame_features(windows.reshape(-1, c, h, w))
+        feats = feats.view(n, 3, *feats.shape[1:])
     frames = nncf.Dataset([windows[i].numpy() for i in range(n)])
     triples = nncf.Dataset([{j: feats[i, j:j + 1].numpy() for j in range(3)} for i in range(n)])
     level = logging.getLogger("nncf").level
@@ -123,9 +124,11 @@ def raw_outputs(net: Any, windows: torch.Tensor, frame_call: Any = None, tempora
     n, _, c, h, w = windows.shape
     with torch.no_grad():
         if frame_call is None:
-            f = net.frame_features(windows.reshape(-1, c, h, w)).view(n, 3, -1, h, w)
+            f = net.frame_features(windows.reshape(-1, c, h, w))
+            f = f.view(n, 3, *f.shape[1:])
             return net.temporal_raw(f[:, 0], f[:, 1], f[:, 2])
-        f = torch.from_numpy(frame_call(windows.reshape(-1, c, h, w).numpy())).view(n, 3, -1, h, w)
+        f = torch.from_numpy(frame_call(windows.reshape(-1, c, h, w).numpy()))
+        f = f.view(n, 3, *f.shape[1:])
         return torch.from_numpy(temporal_call([f[:, j].contiguous().numpy() for j in range(3)]))
 
 

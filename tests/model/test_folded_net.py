@@ -45,15 +45,19 @@ def test_the_setting_is_checked_saved_only_where_it_folds_and_sets_the_tile_mult
     assert net.heads["mean"][-1].out_channels == 4 * 4
 
 
-def test_the_features_and_outputs_keep_the_frames_size(folded: DecodeNet) -> None:
+def test_the_features_stay_folded_and_the_output_has_the_frames_size(folded: DecodeNet) -> None:
     x = torch.rand(2, 3, 37, 45) * 300 + 100
     with torch.no_grad():
         x_norm = folded.pad(folded.normalize(x))
         feats = folded.frame_features(x_norm[:, 1])
         out = folded(x)
-    assert feats.shape == (2, 4, 40, 48) and out.shape == (2, 10, 37, 45)
-    # folding changes where the work is, not its amount per pixel: three quarters of the FLOPs of this network
-    # unfolded at half the width would be far off; the count is that of the folded layers
+        # the temporal part on folded features is the unfolded network's on unfolded ones: channel (frame, c, block
+        # pixel) either way, so the features are those of the frames' pixels, 2 x 2 blocks side by side
+        unfolded = torch.nn.functional.pixel_shuffle(feats, 2)
+    assert folded.config.feature_channels == 16 and feats.shape == (2, 16, 20, 24)
+    assert unfolded.shape == (2, 4, 40, 48) and out.shape == (2, 10, 37, 45)
+    # folding changes where the work is, not the work per pixel much: fewer FLOPs than an unfolded network with
+    # the folded width (16 per-frame features)
     assert 0 < stream_flops(folded, 64) < stream_flops(DecodeNet(ModelConfig(depth=1, features=8,
                                                                               inter_features=16)), 64)
 
