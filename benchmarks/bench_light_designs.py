@@ -2,10 +2,13 @@
 
     python benchmarks/bench_light_designs.py      # ~3 min: writes benchmarks/results/light_designs.md + .json + .png
 
-Does a cheaper convolution buy width within a quarter of the small model's arithmetic? Each design is a
-``DecodeNet`` of ``depth`` 2 (untrained: dense convolutions take the same time whatever their weights) whose two
-U-Nets use either the standard block (two 3x3 convolutions, ``model.unet.ConvBlock``) or a depthwise-separable one
-defined here (each 3x3 convolution a per-channel 3x3 and a 1x1 across channels; not in the library). FLOPs are
+Does a cheaper convolution, or folding pixels into channels, buy width within a quarter of the small model's
+arithmetic? Each design is a ``DecodeNet`` (untrained: dense convolutions take the same time whatever their weights)
+of ``depth`` 2 whose two U-Nets use either the standard block (two 3x3 convolutions, ``model.unet.ConvBlock``) or a
+depthwise-separable one defined here (each 3x3 convolution a per-channel 3x3 and a 1x1 across channels; not in the
+library), or a folded one (``model.unshuffle`` 2: each U-Net on 2 x 2 pixel blocks folded into channels, at half the
+side with four times the channels; its features stay folded between the two parts), of depth 1 or 2. Receptive
+field: ``DecodeNet.receptive_field``, the halo a tile of a large frame reads on each side. FLOPs are
 ``model.flops.stream_flops`` over one streamed 256² frame (its frame features, then the temporal part),
 as ``tests/model/test_light_model.py`` counts them. Speed: the network alone as a long stream computes it (features
 of 16 new frames, then 16 windows' temporal part, whole 256² frames), compiled by OpenVINO for this CPU with the
@@ -23,10 +26,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SIDE, FRAMES = 256, 16
-# (label, features, per-frame features, depthwise-separable): the shipped small and light models, then the rest
-DESIGNS = (("small (shipped)", 16, 16, False), ("light (shipped)", 8, 6, False), ("standard 8/8", 8, 8, False),
-           ("standard 12/8", 12, 8, False), ("separable 16/12", 16, 12, True), ("separable 16/16", 16, 16, True),
-           ("separable 24/16", 24, 16, True), ("separable 32/16", 32, 16, True))
+# (label, features, per-frame features, block, depth, unshuffle): the shipped small and light models, then the rest;
+# block: "standard", "separable" or "folded"
+DESIGNS = (("small (shipped)", 16, 16, "standard", 2, 1), ("light (shipped)", 8, 6, "standard", 2, 1),
+           ("standard 8/8", 8, 8, "standard", 2, 1), ("standard 12/8", 12, 8, "standard", 2, 1),
+           ("separable 16/12", 16, 12, "separable", 2, 1), ("separable 16/16", 16, 16, "separable", 2, 1),
+           ("separable 24/16", 24, 16, "separable", 2, 1), ("separable 32/16", 32, 16, "separable", 2, 1),
+           ("folded 16/4, depth 1 (in training)", 16, 4, "folded", 1, 2),
+           ("folded 16/2, depth 1", 16, 2, "folded", 1, 2), ("folded 24/4, depth 1", 24, 4, "folded", 1, 2),
+           ("folded 16/4, depth 2", 16, 4, "folded", 2, 2))
+KINDS = (("standard", "o", "standard 3x3"), ("separable", "s", "depthwise-separable"),
+         ("folded", "^", "folded 2 x 2 (model.unshuffle)"))
 
 
 def separable_block():
@@ -45,16 +55,17 @@ def separable_block():
     return SeparableBlock
 
 
-def build(features: int, inter: int, separable: bool):
+def build(features: int, inter: int, kind: str, depth: int, unshuffle: int):
     from unittest import mock
 
     from decode_mem.model import unet
     from decode_mem.model.config import ModelConfig
     from decode_mem.model.net import DecodeNet
 
-    block = separable_block() if separable else unet.ConvBlock
+    block = separable_block() if kind == "separable" else unet.ConvBlock
     with mock.patch.object(unet, "ConvBlock", block):
-        return DecodeNet(ModelConfig(depth=2, features=features, inter_features=inter)).eval()
+        return DecodeNet(ModelConfig(depth=depth, features=features, inter_features=inter,
+                                     unshuffle=unshuffle)).eval()
 
 
 def frames_per_s(net, precision: str, threads: int, repeats: int) -> tuple[float, str]:
@@ -85,13 +96,14 @@ def measure(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     base = None
     rows = []
-    for label, features, inter, separable in DESIGNS:
-        net = build(features, inter, separable)
+    for label, features, inter, kind, depth, unshuffle in DESIGNS:
+        net = build(features, inter, kind, depth, unshuffle)
         flops = stream_flops(net, SIDE)
         base = base or flops
-        row = {"design": label, "features": features, "inter_features": inter, "separable": separable,
-               "gflop_per_frame": flops / 1e9, "flop_ratio": flops / base,
-               "parameters": sum(p.numel() for p in net.parameters())}
+        row = {"design": label, "features": features, "inter_features": inter, "kind": kind, "depth": depth,
+               "unshuffle": unshuffle, "separable": kind == "separable", "gflop_per_frame": flops / 1e9,
+               "flop_ratio": flops / base, "parameters": sum(p.numel() for p in net.parameters()),
+               "receptive_field_px": int(net.receptive_field())}
         for precision in ("bf16", "fp32"):
             fps, compiled = frames_per_s(net, precision, args.threads, args.repeats)
             row[precision] = {"frames_per_s": fps, "compiled": compiled}
@@ -112,13 +124,16 @@ def figure(rec: dict, out: Path) -> None:
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     precision = "bf16" if any(r["bf16"]["compiled"] == "bf16" for r in rec["rows"]) else "fp32"
-    for separable, marker, name in ((False, "o", "standard 3x3"), (True, "s", "depthwise-separable")):
-        rows = [r for r in rec["rows"] if r["separable"] == separable]
+    for kind, marker, name in KINDS:
+        rows = [r for r in rec["rows"] if _kind(r) == kind]
         ax.scatter([r["flop_ratio"] for r in rows], [r[precision]["frames_per_s"] for r in rows], marker=marker,
                    s=50, label=name)
-        for r in rows:
+        for i, r in enumerate(rows):  # placed so that neighbours' labels do not overlap
+            shipped = "(shipped)" in r["design"]
+            below = (kind == "separable" and i % 2 == 0) or (kind == "folded" and i % 2 == 1)
             ax.annotate(r["design"].replace(" (shipped)", "*"), (r["flop_ratio"], r[precision]["frames_per_s"]),
-                        textcoords="offset points", xytext=(5, 4), fontsize="small")
+                        textcoords="offset points", xytext=(-5 if shipped else 5, -12 if below else 4),
+                        ha="right" if shipped else "left", fontsize="small")
     ax.axvline(0.25, color="k", linestyle=":", linewidth=1.0, label="a quarter of the small model (issue 77)")
     ax.set_xlabel("FLOPs per 256² frame ÷ the small model's")
     ax.set_ylabel(f"network frames/s (OpenVINO {precision}, {rec['threads']} threads)")
@@ -130,8 +145,13 @@ def figure(rec: dict, out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def _rates(rec: dict, separable: bool) -> str:
-    rates = [r["gflop_per_frame"] * r["bf16"]["frames_per_s"] for r in rec["rows"] if r["separable"] == separable]
+def _kind(row: dict) -> str:
+    """A row's block kind (records written before folded designs have ``separable`` only)."""
+    return row.get("kind", "separable" if row["separable"] else "standard")
+
+
+def _rates(rec: dict, kind: str) -> str:
+    rates = [r["gflop_per_frame"] * r["bf16"]["frames_per_s"] for r in rec["rows"] if _kind(r) == kind]
     return f"{min(rates):.0f}-{max(rates):.0f}" if rates else "n/a"
 
 
@@ -141,22 +161,26 @@ def report(rec: dict, out: Path) -> None:
     lines = ["# Light network designs for CPUs: arithmetic against speed", "",
              f"`{rec['command']}`, {rec['minutes']:.1f} min", "", f"Machine: {rec['machine']}", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
-             "| design | features / per-frame | parameters | GFLOP per 256² frame | ÷ small's | OpenVINO bf16 frames/s "
-             "(compiled) | ÷ small's | fp32 frames/s | ÷ small's |", "|---|---|---|---|---|---|---|---|---|"]
+             "| design | features / per-frame | parameters | receptive field (px) | GFLOP per 256² frame | ÷ small's | "
+             "OpenVINO bf16 frames/s (compiled) | ÷ small's | fp32 frames/s | ÷ small's |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rec["rows"]:
         lines.append(f"| {r['design']} | {r['features']} / {r['inter_features']} | {r['parameters']} | "
+                     f"{r.get('receptive_field_px', 'n/a')} | "
                      f"{r['gflop_per_frame']:.2f} | {r['flop_ratio']:.3f} | {r['bf16']['frames_per_s']:.1f} "
                      f"({r['bf16']['compiled']}) | {r['bf16']['speed_ratio']:.2f}x | {r['fp32']['frames_per_s']:.1f} | "
                      f"{r['fp32']['speed_ratio']:.2f}x |")
     light = next(r for r in rec["rows"] if r["design"].startswith("light"))
-    quarter = [r for r in rec["rows"] if r["separable"] and r["flop_ratio"] <= 0.25]
-    faster = [r for r in quarter if r["bf16"]["frames_per_s"] > light["bf16"]["frames_per_s"]]
-    lines += ["", "## What it says", "",
-              f"- Separable designs within a quarter of the small model's arithmetic: "
-              f"{', '.join(r['design'] for r in quarter) or 'none'}; faster than the shipped light model in bf16: "
-              f"{', '.join(r['design'] for r in faster) or 'none'}.",
-              f"- Arithmetic rate in bf16 (GFLOP per frame × frames/s): standard designs "
-              f"{_rates(rec, False)}, separable designs {_rates(rec, True)} GFLOP/s.",
+    lines += ["", "## What it says", ""]
+    for kind in ("separable", "folded"):
+        quarter = [r for r in rec["rows"] if _kind(r) == kind and r["flop_ratio"] <= 0.25]
+        faster = [r for r in quarter if r["bf16"]["frames_per_s"] > light["bf16"]["frames_per_s"]]
+        lines.append(f"- {kind.capitalize()} designs within a quarter of the small model's arithmetic: "
+                     f"{', '.join(r['design'] for r in quarter) or 'none'}; faster than the shipped light model in "
+                     f"bf16: {', '.join(r['design'] for r in faster) or 'none'}.")
+    lines += [f"- Arithmetic rate in bf16 (GFLOP per frame × frames/s): standard designs "
+              f"{_rates(rec, 'standard')}, separable designs {_rates(rec, 'separable')}, folded designs "
+              f"{_rates(rec, 'folded')} GFLOP/s.",
               "", f"![light designs]({out.with_suffix('.png').name})"]
     with atomic_output(out) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
