@@ -227,6 +227,7 @@ class OpenVINOEngine:
         compiled = str(self._ff.get_property("INFERENCE_PRECISION_HINT"))  # what it did: 'f32' or 'bf16'
         self.precision = "bf16" if "bf16" in compiled or "bfloat16" in compiled else "fp32"
         self._local = threading.local()
+        _numpy_api_ready()
 
     def _requests(self) -> tuple[Any, Any]:
         """This thread's infer requests (a request serves one call at a time; ``streams`` call from threads)."""
@@ -248,6 +249,17 @@ class OpenVINOEngine:
         out = self._requests()[1].infer({i: _numpy(t) for i, t in enumerate((f_prev, f_mid, f_next))},
                                         share_inputs=True, share_outputs=borrow)
         return _like(f_prev, out[0])
+
+
+def _numpy_api_ready() -> None:
+    """OpenVINO's bindings (pybind11) set up their numpy API once, at the first array they convert, under a static
+    guard taken while holding the GIL: two ``streams`` threads converting their first arrays at once deadlocked (a
+    ``--streams 2`` run hung at its first block, 2026-12-07). Converting one here, in the thread that loads the
+    engine, sets it up before any stream starts (ad hoc, eight threads making their first calls at a barrier in a
+    fresh process: 2 of 20 starts hung without it, none of 20 with it)."""
+    import openvino as ov
+
+    ov.Tensor(np.zeros(1, np.float32)).get_element_type().to_dtype()
 
 
 def physics_key(simulation: dict[str, Any]) -> str:

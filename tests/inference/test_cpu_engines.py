@@ -248,6 +248,47 @@ def test_a_runtime_serves_parallel_streams(shipped_model, sample_frames) -> None
     assert_same_emitters(runs["torch"], runs["openvino"], PostprocessConfig().threshold)
 
 
+def _first_calls_at_once() -> None:
+    """In a fresh process (run by the test below): eight threads make their first OpenVINO calls at the same
+    instant, as ``streams`` threads do at a run's first blocks."""
+    import threading
+
+    from infer_helpers import DEFAULT_MODEL
+
+    model = load_model(str(DEFAULT_MODEL))
+    engine = engines.load_engine("openvino", model.net, threads=1, streams=2)
+    barrier, done = threading.Barrier(8), []
+
+    def first_call() -> None:
+        x = np.zeros((1, model.net.config.input_channels, 32, 32), np.float32)
+        barrier.wait()
+        done.append(engine.frame_features(x).shape)
+
+    threads = [threading.Thread(target=first_call, daemon=True) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(done) == 8, f"{8 - len(done)} of 8 threads did not return from their first call"
+
+
+def test_streams_first_calls_at_once_return(shipped_model) -> None:
+    """OpenVINO's bindings set up their numpy conversion at the first array; two ``--streams 2`` threads doing that
+    at once deadlocked a run (``engine._numpy_api_ready``). The race is rare (2 of 20 starts of this check hung
+    without the fix, ad hoc): this runs the path every time and meets the race now and then. A hang is the
+    subprocess's timeout."""
+    _needs("openvino")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent  # the helpers this module imports: tests/inference's and tests/
+    code = f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]; import runpy; " \
+           f"runpy.run_path({__file__!r})['_first_calls_at_once']()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def _cpu_has_avx512_core() -> bool:
     """AVX-512 F, BW, DQ and VL: oneDNN's avx512_core, where OpenVINO computes bf16 when asked."""
     return {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= (cpu_flags() or set())
