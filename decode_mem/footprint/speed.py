@@ -33,7 +33,7 @@ CUDA_WARM_UP = 3  # the first calls at a shape: cuDNN's autotuning (``TileConfig
 def unit_key(net: Any, plan: InferencePlan, device: Any) -> str:
     cfg = net.config
     arch = (f"d{cfg.depth}f{cfg.features}i{cfg.inter_features}{cfg.activation}{cfg.upsample}{cfg.input_transform}"
-            f"{'' if getattr(cfg, 'unshuffle', 1) == 1 else f'u{cfg.unshuffle}'}")
+            f"{'' if cfg.unshuffle == 1 else f'u{cfg.unshuffle}'}")  # unfolded networks keep their remembered keys
     tiles, frames = plan.unit_shape
     return (f"{device_name(device)}|torch {torch_version()}|{arch}|{plan.tile_shape[0]}x{plan.tile_shape[1]}|"
             f"{tiles}x{frames}|{plan.amp}|carried|code {source_fingerprint()}")
