@@ -16,11 +16,12 @@ from decode_mem.model.net import DecodeNet
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "pipelines" / "train_generalist_2d_light.yaml"
+FOLDED_RECIPE = ROOT / "pipelines" / "train_generalist_2d_light_folded.yaml"  # in training (docs/developers.md)
 LIGHT = SHIPPED_MODEL.with_name("default_2d_light.pt")
 
 
-def _recipe_config() -> ModelConfig:
-    return ModelConfig.from_dict(yaml.safe_load(RECIPE.read_text())["train"]["model"])
+def _recipe_config(recipe: Path = RECIPE) -> ModelConfig:
+    return ModelConfig.from_dict(yaml.safe_load(recipe.read_text())["train"]["model"])
 
 
 def flops_per_frame(config: ModelConfig, side: int = 256) -> int:
@@ -28,9 +29,10 @@ def flops_per_frame(config: ModelConfig, side: int = 256) -> int:
     return stream_flops(DecodeNet(config).eval(), side)
 
 
-def test_the_light_recipe_needs_at_most_a_quarter_of_the_small_models_arithmetic() -> None:
+@pytest.mark.parametrize("recipe", [RECIPE, FOLDED_RECIPE], ids=["light", "folded"])
+def test_the_light_recipe_needs_at_most_a_quarter_of_the_small_models_arithmetic(recipe: Path) -> None:
     small = ModelConfig.from_dict(load_checkpoint(SHIPPED_MODEL)["model_config"])
-    light = _recipe_config()
+    light = _recipe_config(recipe)
     ratio = flops_per_frame(light) / flops_per_frame(small)
     assert 0.05 < ratio <= 0.25, ratio
 
