@@ -1,5 +1,5 @@
-"""Whether the light model is the CPU default: issue 77's two bars, read from the measured results, written beside
-the model for ``decode_mem.model.choice`` to read.
+"""Whether the light model is the CPU default: issue 77's two bars and a third, read from the measured results,
+written beside the model for ``decode_mem.model.choice`` to read.
 
     python benchmarks/light_verdict.py    # reads benchmarks/results/cpu_default_light.json and generalize.json
                                           # writes data/models/default_2d_light_cpu.json
@@ -7,7 +7,9 @@ the model for ``decode_mem.model.choice`` to read.
 The bars (issue 77): on ``bench_cpu_default``'s 256² movie at 1 emitter/µm², the light model's Jaccard within
 ``SMALL_GAP`` of the small model's (``--model`` the light one, ``--compare-model`` the small one, same runs); on every
 physics variant of ``bench_generalize``, the light model ahead of tuned Picasso by at least ``bench_generalize.
-LIGHT_AHEAD``. Each results file names the SHA-256 of the files it measured: the verdict holds for those files only,
+LIGHT_AHEAD``. A third bar where the issue is silent: on every variant, its lateral RMSE at or below tuned Picasso's
+(a model that finds more molecules but places them less precisely than Picasso is not what a user switching from it
+expects). Each results file names the SHA-256 of the files it measured: the verdict holds for those files only,
 and ``infer`` takes the light model by itself only while the shipped file is that one (``model.choice``).
 """
 
@@ -28,6 +30,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 SMALL_GAP = 0.02  # issue 77: the light model within this Jaccard of the small one at 1 /µm²
 NEAR_SMALL = f"within {SMALL_GAP} Jaccard of the small model at 1/µm²"  # the two checks, as the verdict names them
 AHEAD = f"ahead of tuned Picasso by >= {LIGHT_AHEAD} Jaccard on every physics variant"
+PRECISE = "lateral RMSE at or below tuned Picasso's on every physics variant"
 
 
 def verdict(cpu_default: dict, generalize: dict, light_sha: str, small_sha: str) -> dict:
@@ -50,25 +53,32 @@ def verdict(cpu_default: dict, generalize: dict, light_sha: str, small_sha: str)
     if not rows or measured != light_sha:
         why = "no variant with the light model and Picasso" if not rows else \
             "measured another file than the shipped light model"
-        checks.append({"check": AHEAD, "passed": False, "value": None, "why": why})
+        checks += [{"check": name, "passed": False, "value": None, "why": why} for name in (AHEAD, PRECISE)]
     else:
         ahead = {r["name"]: round(r["light"]["jaccard"] - r["picasso"]["jaccard"], 4) for r in rows}
         every = set(ahead) == set(VARIANTS)  # a run of some variants only (--only) passes nothing
         checks.append({"check": AHEAD, "passed": every and all(v >= LIGHT_AHEAD for v in ahead.values()),
                        "value": min(ahead.values()), "variants": ahead})
+        # nm the light model's lateral RMSE lies above Picasso's (negative: below)
+        above = {r["name"]: round(r["light"]["rmse_lat"] - r["picasso"]["rmse_lat"], 2) for r in rows}
+        checks.append({"check": PRECISE, "passed": every and all(v <= 0 for v in above.values()),
+                       "value": max(above.values()), "variants": above})
     return {"model": "default_2d_light.pt", "sha256": light_sha, "small_sha256": small_sha,
             "cpu_default": all(c["passed"] for c in checks), "checks": checks}
 
 
 def summary(v: dict) -> str:
     """One line of what the verdict says (``model.choice`` shows it as its reason)."""
-    gap, ahead = v["checks"]
-    if gap["value"] is None or ahead["value"] is None:
-        return "; ".join(c["why"] for c in (gap, ahead) if c["value"] is None)
+    gap, ahead, precise = v["checks"]
+    if any(c["value"] is None for c in (gap, ahead, precise)):
+        return "; ".join(dict.fromkeys(c["why"] for c in (gap, ahead, precise) if c["value"] is None))
     cpu = gap["cpu"].split(":")[0]  # e.g. 'AMD EPYC, 2 cores'
+    worst = max(precise["variants"], key=precise["variants"].get)
+    rmse = (f"lateral RMSE {-precise['value']:.1f} nm or more below Picasso's" if precise["passed"] else
+            f"lateral RMSE {precise['value']:.1f} nm above Picasso's on {worst}")
     return (f"{gap['speed_ratio']:.2f}x the small model's frames/s ({cpu}), {gap['value']:+.3f} Jaccard against it "
             f"at 1/µm², {ahead['value']:+.3f} or more against tuned Picasso on {len(ahead['variants'])} physics "
-            "variants")
+            f"variants, {rmse}")
 
 
 def main(argv: list[str] | None = None) -> int:
