@@ -28,7 +28,7 @@ from command_line import command_line
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SMALL_GAP = 0.02  # issue 77: the light model within this Jaccard of the small one at 1 /µm²
-NEAR_SMALL = f"within {SMALL_GAP} Jaccard of the small model at 1/µm²"  # the two checks, as the verdict names them
+NEAR_SMALL = f"within {SMALL_GAP} Jaccard of the small model at 1/µm²"  # the checks, as the verdict names them
 AHEAD = f"ahead of tuned Picasso by >= {LIGHT_AHEAD} Jaccard on every physics variant"
 PRECISE = "lateral RMSE at or below tuned Picasso's on every physics variant"
 
