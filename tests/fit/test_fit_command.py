@@ -40,8 +40,9 @@ def test_fit_fine_tunes_within_the_budget_validates_and_localizes(movie: Path, t
     assert budget["budget_s"] == 24.0
     predicted = budget["predicted_localize_s"] + budget["predicted_evaluate_s"]
     left = 24.0 - budget["spent_before_training_s"] - predicted - budget["margin_s"]
-    # a slow machine's set-up can leave less than the least training share: then training gets that share, said
-    assert budget["train_s"] == pytest.approx(max(MIN_TRAIN_SHARE * 24.0, left), abs=0.15)
+    # a slow machine's set-up can leave less than the least training share: then training gets that share, said;
+    # exact up to the report's rounding of its five terms to 0.1 s (0.05 each: 17.1 against 16.9 was seen)
+    assert budget["train_s"] == pytest.approx(max(MIN_TRAIN_SHARE * 24.0, left), abs=5 * 0.05 + 1e-9)
     assert 60 * report["train_minutes"] < budget["train_s"] + 5  # training stopped at its share
     assert budget["after_training_s"] < 3 * predicted + 3  # the prediction is of the right size
     assert budget["total_s"] < 1.5 * budget["budget_s"]  # was budget + everything around training
