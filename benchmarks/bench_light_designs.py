@@ -32,8 +32,10 @@ DESIGNS = (("small (shipped)", 16, 16, "standard", 2, 1), ("light (shipped)", 8,
            ("standard 8/8", 8, 8, "standard", 2, 1), ("standard 12/8", 12, 8, "standard", 2, 1),
            ("separable 16/12", 16, 12, "separable", 2, 1), ("separable 16/16", 16, 16, "separable", 2, 1),
            ("separable 24/16", 24, 16, "separable", 2, 1), ("separable 32/16", 32, 16, "separable", 2, 1),
-           ("folded 16/4, depth 1 (in training)", 16, 4, "folded", 1, 2),
-           ("folded 16/2, depth 1", 16, 2, "folded", 1, 2), ("folded 24/4, depth 1", 24, 4, "folded", 1, 2),
+           ("folded 16/4, depth 1 (trained, not shipped)", 16, 4, "folded", 1, 2),
+           ("folded 16/2, depth 1", 16, 2, "folded", 1, 2), ("folded 16/6, depth 1", 16, 6, "folded", 1, 2),
+           ("folded 20/4, depth 1 (in training)", 20, 4, "folded", 1, 2),
+           ("folded 24/4, depth 1", 24, 4, "folded", 1, 2),
            ("folded 16/4, depth 2", 16, 4, "folded", 2, 2))
 KINDS = (("standard", "o", "standard 3x3"), ("separable", "s", "depthwise-separable"),
          ("folded", "^", "folded 2 x 2 (model.unshuffle)"))
