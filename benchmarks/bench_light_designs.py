@@ -130,9 +130,12 @@ def figure(rec: dict, out: Path) -> None:
         rows = [r for r in rec["rows"] if _kind(r) == kind]
         ax.scatter([r["flop_ratio"] for r in rows], [r[precision]["frames_per_s"] for r in rows], marker=marker,
                    s=50, label=name)
+        if kind == "folded":  # close together: labelled in a column at their right, a line to each point
+            _column_labels(ax, rows, precision)
+            continue
         for i, r in enumerate(rows):  # placed so that neighbours' labels do not overlap
             shipped = "(shipped)" in r["design"]
-            below = (kind == "separable" and i % 2 == 0) or (kind == "folded" and i % 2 == 1)
+            below = kind == "separable" and i % 2 == 0
             ax.annotate(r["design"].replace(" (shipped)", "*"), (r["flop_ratio"], r[precision]["frames_per_s"]),
                         textcoords="offset points", xytext=(-5 if shipped else 5, -12 if below else 4),
                         ha="right" if shipped else "left", fontsize="small")
@@ -142,9 +145,23 @@ def figure(rec: dict, out: Path) -> None:
     ax.set_xlim(0, None)
     ax.set_ylim(0, None)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="lower right", ncol=2, fontsize="small")  # two rows under the points; labels fill the rest
     ax.set_title("arithmetic is not time on a CPU: * shipped", loc="left", fontsize="medium")
     fig.savefig(out, dpi=110)
+
+
+def _column_labels(ax, rows: list[dict], precision: str) -> None:
+    """Labels of ``rows`` in a column right of the rightmost, top to bottom in the points' order, at least
+    ``gap`` apart, each joined to its point by a thin line."""
+    points = sorted(((r["flop_ratio"], r[precision]["frames_per_s"], r["design"]) for r in rows), key=lambda p: -p[1])
+    top = max(y for _, y, _ in points)
+    gap = 0.06 * top
+    x_text = max(x for x, _, _ in points) + 0.06
+    y_text = None
+    for x, y, name in points:
+        y_text = y if y_text is None else min(y, y_text - gap)
+        ax.annotate(name, (x, y), xytext=(x_text, y_text), textcoords="data", va="center", fontsize="small",
+                    arrowprops={"arrowstyle": "-", "color": "0.5", "linewidth": 0.6, "shrinkA": 2, "shrinkB": 4})
 
 
 def _kind(row: dict) -> str:
