@@ -73,7 +73,7 @@ def summary(v: dict) -> str:
     if any(c["value"] is None for c in (gap, ahead, precise)):
         return "; ".join(dict.fromkeys(c["why"] for c in (gap, ahead, precise) if c["value"] is None))
     cpu = gap["cpu"].split(":")[0]  # e.g. 'AMD EPYC, 2 cores'
-    worst = max(precise["variants"], key=precise["variants"].get)
+    worst = max(precise["variants"], key=precise["variants"].get)  # precise["value"] is its excess
     rmse = (f"lateral RMSE {-precise['value']:.1f} nm or more below Picasso's" if precise["passed"] else
             f"lateral RMSE {precise['value']:.1f} nm above Picasso's on {worst}")
     return (f"{gap['speed_ratio']:.2f}x the small model's frames/s ({cpu}), {gap['value']:+.3f} Jaccard against it "
