@@ -1,4 +1,5 @@
-"""bench_cpu_default's torch share of the fixed cost: read from a real ``python -X importtime`` run."""
+"""bench_cpu_default: the torch share of the fixed cost (read from a real ``python -X importtime`` run) and the
+idle goal's split of the whole command's excess over the network."""
 
 from __future__ import annotations
 
@@ -23,3 +24,19 @@ def test_torch_import_seconds_reads_torchs_cumulative_time_wherever_it_was_impor
     assert seconds <= total / 1e6  # a part of the imports, not more than all of them
     assert torch_import_seconds(subprocess.run([sys.executable, "-X", "importtime", "-c", "import json"],
                                                capture_output=True, text=True, check=True).stderr) is None
+
+
+def test_the_idle_goal_splits_the_whole_commands_excess_into_the_loops_and_the_fixed_cost(tmp_path):
+    import json
+    import re
+
+    from bench_cpu_default import report
+
+    rec = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cpu_default.json").read_text())
+    tl = rec["timeline"]
+    tl.update(process_wall_s=10.9, loop_s=10.5, network_s=10.0, frames=400)  # 9 % = 5 % loop + 4 % fixed
+    report(rec, tmp_path / "r.md")
+    line = next(s for s in (tmp_path / "r.md").read_text().splitlines() if s.startswith("- No idle stage"))
+    shares = [int(v) for v in re.findall(r"(\d+) %", line)]  # whole, the goal, the loop's, the fixed cost's
+    assert shares == [9, 10, 5, 4], line
+    assert ": met." in line and "0.40 s here" in line and "400-frame movie" in line
