@@ -13,10 +13,19 @@ from decode_mem._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from decode_mem.evaluate.files import evaluate_files, write_metrics_json
-    from decode_mem.evaluate.metrics import Matches, Metrics, StreamingMetrics, efficiency, evaluate, match_emitters
+    from decode_mem.evaluate.metrics import (
+        Matches,
+        Metrics,
+        StreamingMetrics,
+        common_rmse_lat,
+        efficiency,
+        evaluate,
+        match_emitters,
+    )
 
-__all__ = ["Matches", "Metrics", "StreamingMetrics", "efficiency", "evaluate", "evaluate_files", "match_emitters",
-           "write_metrics_json"]
+__all__ = ["Matches", "Metrics", "StreamingMetrics", "common_rmse_lat", "efficiency", "evaluate", "evaluate_files",
+           "match_emitters", "write_metrics_json"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    **dict.fromkeys(["Matches", "Metrics", "StreamingMetrics", "efficiency", "evaluate", "match_emitters"], "metrics"),
+    **dict.fromkeys(["Matches", "Metrics", "StreamingMetrics", "common_rmse_lat", "efficiency", "evaluate",
+                     "match_emitters"], "metrics"),
     "evaluate_files": "files", "write_metrics_json": "files"})

@@ -19,6 +19,7 @@ Files are compared with ``evaluate_files`` (``python -m decode_mem.evaluate``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -150,6 +151,26 @@ def _assign(
             e = edge[r, c]
             chosen.append(e[e >= 0])
     return np.concatenate(chosen)
+
+
+def common_rmse_lat(preds: Sequence[EmitterTable], gt: EmitterTable, *, pixel_size: float,
+                    tolerance_lat: float = 250.0, tolerance_ax: float = 500.0) -> tuple[int, list[float]]:
+    """Precision apart from detection: the ground-truth emitters that every table of ``preds`` matched
+    (:func:`match_emitters`, each table on its own) and each table's lateral RMSE (nm) on those only.
+
+    A localizer that also finds dim emitters, which others miss, has a larger RMSE over its own matches although it
+    may place every emitter the others found more precisely; on the common emitters the comparison is like for
+    like. Returns ``(n, [rmse per table])``; the RMSEs are NaN where no emitter is common. Whole tables at once
+    (evaluation sizes, not a streamed movie)."""
+    squared = []
+    for pred in preds:
+        m = match_emitters(pred, gt, pixel_size=pixel_size, tolerance_lat=tolerance_lat, tolerance_ax=tolerance_ax)
+        d2 = np.full(len(gt), np.nan)
+        d2[m.gt_index] = m.dx ** 2 + m.dy ** 2
+        squared.append(d2)
+    common = np.all(np.isfinite(np.stack(squared)), axis=0) if squared else np.zeros(len(gt), bool)
+    n = int(common.sum())
+    return n, [math.sqrt(float(np.mean(d2[common]))) if n else math.nan for d2 in squared]
 
 
 def efficiency(jaccard: float, rmse: float, alpha: float) -> float:
