@@ -3,6 +3,8 @@ written beside the model for ``decode_mem.model.choice`` to read.
 
     python benchmarks/light_verdict.py    # reads benchmarks/results/cpu_default_light.json and generalize.json
                                           # writes data/models/default_2d_light_cpu.json
+    python benchmarks/light_verdict.py --light CANDIDATE.pt --cpu-default ... --generalize ... --out VERDICT.json
+                                          # a candidate's records: the verdict it would get if it were shipped
 
 The bars (issue 77): on ``bench_cpu_default``'s 256² movie at 1 emitter/µm², the light model's Jaccard within
 ``SMALL_GAP`` of the small model's (``--model`` the light one, ``--compare-model`` the small one, same runs); on every
@@ -35,7 +37,8 @@ AHEAD = f"ahead of tuned Picasso by >= {LIGHT_AHEAD} Jaccard on every physics va
 PRECISE = "lateral RMSE at or below tuned Picasso's on the emitters both found, on every physics variant"
 
 
-def verdict(cpu_default: dict, generalize: dict, light_sha: str, small_sha: str) -> dict:
+def verdict(cpu_default: dict, generalize: dict, light_sha: str, small_sha: str,
+            light_name: str = "default_2d_light.pt") -> dict:
     """The verdict (a JSON-able dict) from a ``bench_cpu_default`` record and a ``bench_generalize`` record."""
     checks = []
     row = next((r for r in cpu_default.get("rows", []) if r["side"] == 256 and r["density"] == 1.0), None)
@@ -71,7 +74,7 @@ def verdict(cpu_default: dict, generalize: dict, light_sha: str, small_sha: str)
             checks.append({"check": PRECISE, "passed": every and all(v <= 0 for v in above.values()),
                            "value": max(above.values()), "variants": above,
                            "over_own_matches": own})  # for the record: each method's RMSE over its own matches
-    return {"model": "default_2d_light.pt", "sha256": light_sha, "small_sha256": small_sha,
+    return {"model": light_name, "sha256": light_sha, "small_sha256": small_sha,
             "cpu_default": all(c["passed"] for c in checks), "checks": checks}
 
 
@@ -99,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-default", default=str(RESULTS / "cpu_default_light.json"))
     p.add_argument("--generalize", default=str(RESULTS / "generalize.json"))
     p.add_argument("--out", default=str(LIGHT_VERDICT))
+    p.add_argument("--light", default=str(SHIPPED_LIGHT_MODEL),
+                   help="the light model the records must have measured (default: the shipped one)")
     args = p.parse_args(argv)
     v = verdict(json.loads(Path(args.cpu_default).read_text()), json.loads(Path(args.generalize).read_text()),
-                file_sha256(SHIPPED_LIGHT_MODEL), file_sha256(SHIPPED_MODEL))
+                file_sha256(args.light), file_sha256(SHIPPED_MODEL), Path(args.light).name)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     v.update(summary=summary(v), command=command_line(), commit=commit.stdout.strip() or "n/a",
              written=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
