@@ -484,7 +484,7 @@ def figure(rec: dict, path: Path) -> None:
         else:
             ax.set_ylim(0, 1.15)
             ax.set_title("accuracy (goal: ≥ Picasso + 0.1)")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # not over the ticks
     if tl:
         ax = axes[2]
         lanes = ["read", "levels", "stage", "normalize", "network", "detect", "tables", "write"]

@@ -17,7 +17,7 @@ from decode_mem.model.net import DecodeNet
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "pipelines" / "train_generalist_2d_light.yaml"
 FOLDED_RECIPE = ROOT / "pipelines" / "train_generalist_2d_light_folded.yaml"  # not shipped (docs/developers.md)
-FOLDED_20_RECIPE = ROOT / "pipelines" / "train_generalist_2d_light_folded_20.yaml"  # in training
+FOLDED_20_RECIPE = ROOT / "pipelines" / "train_generalist_2d_light_folded_20.yaml"  # a candidate (models/candidates)
 LIGHT = SHIPPED_MODEL.with_name("default_2d_light.pt")
 
 
