@@ -151,8 +151,8 @@ def figure(rec: dict, out: Path) -> None:
 
 
 def _column_labels(ax, rows: list[dict], precision: str) -> None:
-    """Labels of ``rows`` in a column right of the rightmost, top to bottom in the points' order, at least
-    ``gap`` apart, each joined to its point by a thin line."""
+    """Labels of ``rows`` in a column right of the rightmost, top to bottom in the points' order, at least 6 % of the
+    highest point's frames/s apart, each joined to its point by a thin line."""
     points = sorted(((r["flop_ratio"], r[precision]["frames_per_s"], r["design"]) for r in rows), key=lambda p: -p[1])
     top = max(y for _, y, _ in points)
     gap = 0.06 * top
